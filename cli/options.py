@@ -1,0 +1,41 @@
+"""Options shared by the commands that read a module and run passes."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from sdy_dl.engines import ENGINE_NAMES
+from sdy_dl.passes import PassOptions
+
+
+def module_io_options(fn):
+    """MODULE argument and ``-o/--output`` (default stdout)."""
+    fn = click.option("-o", "--output", default="-", show_default=True,
+                      type=click.Path(dir_okay=False, allow_dash=True),
+                      help="Output module file (- for stdout).")(fn)
+    return click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))(fn)
+
+
+def pass_options(fn):
+    """Engine, rule files and propagation flags."""
+    opts = [
+        click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True,
+                     help="Datalog engine (auto: souffle if on PATH, else clingo)."),
+        click.option("--compiled", is_flag=True, help="souffle engine: compile the program (cached)."),
+        click.option("--conservative", is_flag=True, help="Conservative propagation (Shardy's option)."),
+        click.option("--keep-sharding-rules", is_flag=True, help="Keep sdy.sharding_rule attributes."),
+        click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False),
+                     help="Extra YAML rule file (repeatable)."),
+        click.option("--quiet", is_flag=True, help="No progress bar."),
+    ]
+    return functools.reduce(lambda f, o: o(f), reversed(opts), fn)
+
+
+def make_pass_options(**opts) -> PassOptions:
+    """PassOptions from the click options above."""
+    return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
+                       conservative=opts["conservative"],
+                       keep_sharding_rules=opts["keep_sharding_rules"],
+                       rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"])

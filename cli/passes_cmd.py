@@ -1,0 +1,24 @@
+"""``sdy-dl pass NAME MODULE -o OUT``: run one pass (names as in Shardy, no ``sdy-``)."""
+
+from __future__ import annotations
+
+import click
+
+from sdy_dl.cli import main
+from sdy_dl.cli.options import module_io_options, pass_options
+from sdy_dl.ir import load_module
+from sdy_dl.output import write_atomic
+from sdy_dl.passes import get_pass
+
+
+@main.command("pass")
+@click.argument("name")
+@module_io_options
+@pass_options
+def run_pass(name: str, module: str, output: str, **opts) -> None:
+    """Run pass NAME on MODULE and write the result to OUT."""
+    from sdy_dl.cli.options import make_pass_options
+
+    spec = get_pass(name)
+    result = spec.run(load_module(module), make_pass_options(**opts))
+    write_atomic(output, result.print())

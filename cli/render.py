@@ -1,0 +1,30 @@
+"""Rich rendering of summaries for the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def render_summary(summary: dict) -> None:
+    """Print a module summary as tables."""
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"[bold]{summary['file']}[/bold]")
+    meshes = Table(title="meshes", title_justify="left")
+    meshes.add_column("name")
+    meshes.add_column("mesh")
+    for name, text in summary["meshes"].items():
+        meshes.add_row(f"@{name}", text)
+    console.print(meshes)
+    ops = Table(title="ops", title_justify="left")
+    ops.add_column("op")
+    ops.add_column("count", justify="right")
+    for name, n in summary["op_counts"].items():
+        ops.add_row(name, str(n))
+    console.print(ops)
+    shard = Table(title="shardings", title_justify="left")
+    for col in ("function", "value", "place", "sharding"):
+        shard.add_column(col, overflow="fold")
+    for row in summary["shardings"]:
+        shard.add_row(row["function"], row["value"], row["place"], row["sharding"])
+    console.print(shard)

@@ -1,0 +1,25 @@
+"""``sdy-dl show MODULE``: meshes, op counts and every annotated value."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sdy_dl.cli import main
+from sdy_dl.ir import load_module
+from sdy_dl.summary import module_summary
+
+
+@main.command()
+@click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format (json for scripts).")
+def show(module: str, fmt: str) -> None:
+    """Print a readable summary of MODULE (use - for stdin)."""
+    summary = module_summary(load_module(module))
+    if fmt == "json":
+        click.echo(json.dumps(summary, indent=2))
+        return
+    from sdy_dl.cli.render import render_summary
+    render_summary(summary)

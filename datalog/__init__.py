@@ -1,0 +1,1 @@
+"""Shipped Datalog program templates (package data)."""

@@ -1,0 +1,1 @@
+"""Shipped YAML op sharding rules (package data)."""

@@ -1,0 +1,1 @@
+"""The Datalog side: program representation, the template compiler and facts I/O."""

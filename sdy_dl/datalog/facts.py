@@ -1,0 +1,57 @@
+"""Facts as Soufflé reads and writes them: one TSV file per relation.
+
+``Facts`` maps a relation name to a list of tuples of ``int`` and ``str``.
+Symbols must not contain tabs or newlines (names from modules are checked
+when facts are built).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from sdy_dl.datalog.program import Decl, Program
+from sdy_dl.errors import SdyError
+
+Facts = Mapping[str, Iterable[tuple]]
+
+
+def check_facts(program: Program, facts: Facts) -> None:
+    """Every fact relation is a declared input with the right arity and types."""
+    for name, rows in facts.items():
+        decl = program.decls.get(name)
+        if decl is None or not decl.is_input:
+            raise SdyError(f"facts given for {name}, which is not an input relation")
+        for row in rows:
+            if len(row) != decl.arity:
+                raise SdyError(f"fact {name}{row!r}: expected {decl.arity} columns")
+            for value, typ in zip(row, decl.types):
+                if (typ == "number") != isinstance(value, int) or isinstance(value, bool):
+                    raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+                if typ == "symbol" and ("\t" in value or "\n" in value or '"' in value):
+                    raise SdyError(f"fact {name}{row!r}: symbol with a tab, newline or quote")
+
+
+def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
+    """Write ``<relation>.facts`` for every input relation (empty files included)."""
+    os.makedirs(directory, exist_ok=True)
+    for decl in program.inputs:
+        rows = sorted(set(facts.get(decl.name, ())))
+        with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
+            f.writelines("\t".join(str(v) for v in row) + "\n" for row in rows)
+
+
+def read_relation_file(decl: Decl, path: str) -> set[tuple]:
+    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``."""
+    rows: set[tuple] = set()
+    if not os.path.exists(path):
+        return rows
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if decl.arity == 0:
+                rows.add(())
+                continue
+            fields = line.split("\t")
+            rows.add(tuple(int(v) if t == "number" else v for v, t in zip(fields, decl.types)))
+    return rows

@@ -1,0 +1,64 @@
+"""Tokens and statements of the Soufflé subset sdy-dl's templates use."""
+
+from __future__ import annotations
+
+import re
+
+from sdy_dl.errors import SdyError
+
+_TOKEN_RE = re.compile(r'''
+    (?P<ws>\s+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<number>\d+)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>:-|!=|<=|>=|[<>=!(),.+\-*/%:{};])
+''', re.VERBOSE | re.DOTALL)
+
+Token = tuple[str, str, int]  # (kind, text, line)
+
+
+def tokenize(text: str) -> list[Token]:
+    """(kind, text, line) tokens, without white space and comments."""
+    tokens, pos, line = [], 0, 1
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if not m:
+            raise SdyError(f"unexpected character {text[pos]!r}", file="<program>", line=line)
+        kind = m.lastgroup
+        if kind not in ("ws", "comment"):
+            tokens.append((kind, m.group(), line))
+        line += m.group().count("\n")
+        pos = m.end()
+    return tokens
+
+
+def split_statements(tokens: list[Token]) -> list[list[Token]]:
+    """Directives end at the end of their line; clauses end with a '.' token."""
+    stmts, cur, i = [], [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not cur and tok[1] == ".":
+            j = i
+            while j < len(tokens) and tokens[j][2] == tok[2]:
+                j += 1
+            stmts.append(tokens[i:j])
+            i = j
+            continue
+        cur.append(tok)
+        if tok[1] == ".":
+            stmts.append(cur)
+            cur = []
+        i += 1
+    if cur:
+        raise SdyError("clause without a final '.'", file="<program>", line=cur[0][2])
+    return stmts
+
+
+def clauses(text: str) -> list[list[Token]]:
+    """The facts and rules of a program (directives left out)."""
+    return [s for s in split_statements(tokenize(text)) if s[0][1] != "."]
+
+
+def is_directive(stmt: list[Token]) -> bool:
+    return stmt[0][1] == "."

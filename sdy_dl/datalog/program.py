@@ -1,0 +1,107 @@
+"""A rendered Soufflé program and the declarations it carries.
+
+Every relation is declared once in a template as
+
+    // doc: what one tuple means
+    .decl name(col: number, other: symbol)
+    .input name            (an EDB relation, read from name.facts)
+    .output name           (a relation read back by Python)
+
+``Program`` keeps the Soufflé text plus the parsed declarations, so engines
+know column types and which relations are inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from sdy_dl.errors import SdyError
+
+COLUMN_TYPES = ("number", "symbol")
+
+_DECL_RE = re.compile(r'^\s*\.decl\s+([a-z][a-z0-9_]*)\s*\(([^)]*)\)\s*$')
+_IO_RE = re.compile(r'^\s*\.(input|output)\s+([a-z][a-z0-9_]*)\s*$')
+_COMMENT_RE = re.compile(r'^\s*//\s?(.*)$')
+
+
+@dataclass(frozen=True)
+class Decl:
+    """One relation: its columns ``(name, type)``, its doc line and its I/O role."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    doc: str
+    is_input: bool = False
+    is_output: bool = False
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.columns)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A genuine Soufflé program with its declarations."""
+
+    text: str
+    decls: dict[str, Decl] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()[:20]
+
+    @property
+    def inputs(self) -> list[Decl]:
+        return [d for d in self.decls.values() if d.is_input]
+
+    @property
+    def outputs(self) -> list[Decl]:
+        return [d for d in self.decls.values() if d.is_output]
+
+
+def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
+    """The declarations of a Soufflé program; every relation needs a doc comment."""
+    decls: dict[str, Decl] = {}
+    io: dict[str, set[str]] = {}
+    doc_lines: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = _COMMENT_RE.match(line)
+        if m:
+            doc_lines.append(m.group(1).strip())
+            continue
+        m = _DECL_RE.match(line)
+        if m:
+            name, cols = m.group(1), m.group(2)
+            if name in decls:
+                raise SdyError(f"relation {name} declared twice", file=source, line=lineno)
+            if not doc_lines:
+                raise SdyError(f"relation {name} has no doc comment", file=source, line=lineno)
+            decls[name] = Decl(name, _columns(cols, name, source, lineno), " ".join(doc_lines))
+        else:
+            m = _IO_RE.match(line)
+            if m:
+                io.setdefault(m.group(2), set()).add(m.group(1))
+        doc_lines = []
+    for name, roles in io.items():
+        if name not in decls:
+            raise SdyError(f".{next(iter(roles))} of undeclared relation {name}", file=source)
+        d = decls[name]
+        decls[name] = Decl(d.name, d.columns, d.doc, "input" in roles, "output" in roles)
+    return decls
+
+
+def _columns(text: str, name: str, source: str, lineno: int) -> tuple[tuple[str, str], ...]:
+    cols = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        col, _, typ = (s.strip() for s in part.partition(":"))
+        if typ not in COLUMN_TYPES:
+            raise SdyError(f"relation {name}: column {col} has type {typ!r}, "
+                           f"expected one of {', '.join(COLUMN_TYPES)}", file=source, line=lineno)
+        cols.append((col, typ))
+    return tuple(cols)

@@ -1,0 +1,38 @@
+"""The one exception type of sdy-dl: an error with a place.
+
+Every user-facing failure (malformed MLIR, invalid sharding, unknown mesh, bad
+YAML rule, ...) is raised as :class:`SdyError`.  The CLI prints it as
+``sdy-dl: error: <file>:<line>:<col>: <message>`` and exits with status 1.
+"""
+
+from __future__ import annotations
+
+
+class SdyError(Exception):
+    """A user error, optionally located at ``file:line:col``."""
+
+    def __init__(self, message: str, file: str | None = None,
+                 line: int | None = None, col: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+
+    def where(self) -> str:
+        """The ``file:line:col`` prefix (only the parts that are known)."""
+        parts = [p for p in (self.file, self.line, self.col) if p is not None]
+        return ":".join(str(p) for p in parts)
+
+    def located(self, file: str | None = None, line: int | None = None,
+                col: int | None = None) -> "SdyError":
+        """Fill in the parts of the place that are still unknown."""
+        self.file = self.file if self.file is not None else file
+        self.line = self.line if self.line is not None else line
+        self.col = self.col if self.col is not None else col
+        return self
+
+    def __str__(self) -> str:
+        where = self.where()
+        one_line = " ".join(self.message.split())
+        return f"{where}: {one_line}" if where else one_line

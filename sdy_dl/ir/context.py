@@ -1,0 +1,22 @@
+"""One MLIR context with the stablehlo, chlo, func and sdy dialects registered."""
+
+from __future__ import annotations
+
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def mlir_context():
+    """The process-wide MLIR context (created on first use)."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    from jaxlib.mlir.dialects import sdy, stablehlo
+
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    ctx = ir.Context()
+    ctx.append_dialect_registry(registry)
+    sdy.register_dialect(ctx)
+    stablehlo.register_dialect(ctx)
+    ctx.load_all_available_dialects()
+    return ctx

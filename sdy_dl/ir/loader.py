@@ -1,0 +1,109 @@
+"""Parse module text with jaxlib and build the plain model (``sdy_dl.ir.model``)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir.context import mlir_context
+from sdy_dl.ir.model import Block, Module, Op, Region, Value, op_position
+
+_DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
+
+
+def read_text(path: str) -> str:
+    """The text of ``path`` (``-`` reads standard input)."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise SdyError(f"cannot read module: {e.strerror}", file=path) from None
+    except UnicodeDecodeError:
+        raise SdyError("not a text file", file=path) from None
+
+
+def load_module(path: str) -> Module:
+    """Parse the module file ``path`` (``-`` for stdin) into the model."""
+    name = "<stdin>" if path == "-" else path
+    return parse_module_text(read_text(path), name)
+
+
+def parse_module_text(text: str, file: str = "<string>") -> Module:
+    """Parse module text; errors become :class:`SdyError` located in ``file``."""
+    from jaxlib.mlir import ir
+
+    if not text.strip():
+        raise SdyError("empty module file", file=file)
+    ctx = mlir_context()
+    with ctx:
+        try:
+            mlir_module = ir.Module.parse(text)
+        except ir.MLIRError as e:
+            raise _mlir_error(e, file) from None
+        return build_model(mlir_module, file)
+
+
+def _mlir_error(e, file: str) -> SdyError:
+    """The first diagnostic of an MLIR parse/verify failure, with its place."""
+    diags = list(getattr(e, "error_diagnostics", []) or [])
+    if not diags:
+        return SdyError(str(e).splitlines()[-1], file=file)
+    d = diags[0]
+    m = _DIAG_LOC_RE.search(str(d.location))
+    line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    return SdyError(d.message.splitlines()[0], file=file, line=line, col=col)
+
+
+def build_model(mlir_module, file: str) -> Module:
+    """Index an MLIR module: ops in pre-order, values with ids and uses, meshes."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.sharding import parse_mesh
+
+    module = Module(file=file, mlir=mlir_module)
+    state = ir.AsmState(mlir_module.operation)
+
+    def new_value(mv, defining_op, block, index) -> Value:
+        t = mv.type
+        shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
+        static = shape is not None and all(d >= 0 for d in shape)
+        v = Value(vid=len(module.values), name=mv.get_name(state), type_text=str(t),
+                  shape=shape, static=static, defining_op=defining_op, block=block,
+                  index=index, mlir=mv)
+        module.values.append(v)
+        module._by_mlir[mv] = v
+        return v
+
+    def visit(mop, parent: Op | None, block: Block | None) -> Op:
+        mop = mop.operation
+        line, col = op_position(mop)
+        op = Op(oid=len(module.ops), name=mop.name, operands=[], results=[], regions=[],
+                parent=parent, block=block, line=line, col=col, mlir=mop)
+        module.ops.append(op)
+        op.operands = [module.value_of(o) for o in mop.operands]
+        for i, v in enumerate(op.operands):
+            v.uses.append((op, i))
+        op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
+        for mregion in mop.regions:
+            region = Region(blocks=[], owner=op)
+            op.regions.append(region)
+            for mblock in mregion.blocks:
+                b = Block(args=[], ops=[], region=region)
+                region.blocks.append(b)
+                b.args = [new_value(a, None, b, i) for i, a in enumerate(mblock.arguments)]
+                for child in mblock.operations:
+                    b.ops.append(visit(child, op, b))
+        return op
+
+    for top in mlir_module.body.operations:
+        op = visit(top, None, None)
+        if op.name == "sdy.mesh":
+            name = ir.StringAttr(op.attr("sym_name")).value
+            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            module.mesh_ops.append(op)
+        elif op.name == "func.func":
+            module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
+    return module

@@ -1,0 +1,58 @@
+"""The registry of passes, each ``module in -> module out`` (names as in Shardy, no ``sdy-``).
+
+A pass module registers itself with :func:`register`; ``sdy-dl pass NAME``
+and the pipelines look passes up here.  Importing :mod:`sdy_dl.passes.all`
+loads every pass module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import Module
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    """Options shared by passes (each pass reads the ones it knows)."""
+
+    engine: str = "auto"
+    compiled: bool = False
+    conservative: bool = False
+    keep_sharding_rules: bool = False
+    strategy: str = "aggressive"
+    rule_files: tuple[str, ...] = ()
+    quiet: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """A registered pass: its name, one-line help and the function that runs it."""
+
+    name: str
+    help: str
+    run: Callable[[Module, PassOptions], Module]
+
+
+PASSES: dict[str, PassSpec] = {}
+
+
+def register(name: str, help: str):
+    """Decorator: register ``fn(module, options) -> module`` as pass ``name``."""
+    def wrap(fn):
+        PASSES[name] = PassSpec(name, help, fn)
+        return fn
+    return wrap
+
+
+def get_pass(name: str) -> PassSpec:
+    """The pass called ``name`` (error naming the known ones otherwise)."""
+    import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+
+    spec = PASSES.get(name)
+    if spec is None:
+        raise SdyError(f"unknown pass {name!r} (known: {', '.join(sorted(PASSES))})")
+    return spec

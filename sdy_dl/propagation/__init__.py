@@ -1,0 +1,1 @@
+"""Propagation: one op step evaluated in Datalog, the worklist schedule in Python."""

@@ -1,0 +1,52 @@
+"""The interface of one propagation step on one op (semantics §5.1–§6).
+
+A step reads the current shardings of an op's operands and results, its
+rule, and a direction per factor; it returns the tensors whose sharding
+changes.  Every decision of a step (common mesh, projection, compatible
+major axes, conflicts, expansion, projection back, "updated") is made by
+the Datalog program of stage ``step``; Python only turns ``StepInput``s into
+facts and the derived relations back into ``StepOutput``s.  Many steps are
+evaluated in one engine call (each with its own instance id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.sharding import TensorSharding
+
+DIRECTIONS = ("BOTH", "FORWARD", "BACKWARD", "NONE")
+STRATEGIES = ("basic", "aggressive")
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """One op step to evaluate.
+
+    ``operands``/``results`` are the current shardings (None: the tensor has
+    no sharding).  Every sharding names its mesh by symbol (meshes are lifted
+    before propagation).  ``directions`` has one entry per factor of
+    ``rule`` (the blocked flag is applied inside Datalog).  ``elementwise``
+    is the aggressive strategy's notion (§6).
+    """
+
+    rule: RuleInstance
+    operands: tuple[TensorSharding | None, ...]
+    results: tuple[TensorSharding | None, ...]
+    directions: tuple[str, ...]
+    strategy: str = "aggressive"
+    conservative: bool = False
+    elementwise: bool = False
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """The new shardings of the tensors a step updated (None: unchanged)."""
+
+    operands: tuple[TensorSharding | None, ...]
+    results: tuple[TensorSharding | None, ...]
+
+    @property
+    def changed(self) -> bool:
+        return any(s is not None for s in self.operands + self.results)

@@ -1,0 +1,1048 @@
+"""Shardy meshes, axis references and tensor shardings: model, text, verifier.
+
+This module is the pure-Python counterpart of Shardy's ``MeshAttr``,
+``AxisRefAttr``, ``DimensionShardingAttr`` and ``TensorShardingAttr``
+(``shardy/dialect/sdy/ir/{attrs.td,dialect.cc,parsers.cc,printers.cc,
+verifiers.cc}``); see ``shared/design/shardy-semantics.md`` sections 1.1-1.6.
+It never imports jaxlib.
+
+Contents:
+
+* the data model: :class:`MeshAxis`, :class:`Mesh`, :class:`AxisRef`,
+  :class:`DimSharding`, :class:`TensorSharding` (frozen, hashable dataclasses);
+* printing, byte for byte like the MLIR printer (``to_text`` methods,
+  :func:`format_sharding_per_value`, :func:`quote_string`,
+  :func:`format_symbol_ref`);
+* parsing with a small tokenizer and recursive-descent parser
+  (:func:`parse_mesh`, :func:`parse_axis_ref`, :func:`parse_tensor_sharding`,
+  :func:`parse_sharding_per_value`);
+* verification (:meth:`Mesh.verify`, :func:`verify_sharding`,
+  :func:`resolve_mesh`).
+
+Every parse or verification failure raises :class:`~sdy_dl.errors.SdyError`
+with a one-line message.
+
+Design choices (matching jaxlib 0.10.2):
+
+* An explicit ``device_ids`` list equal to ``iota(product(axis sizes))`` on a
+  mesh with axes is **dropped**, as Shardy's ``MeshAttr`` builder does (and as
+  its parser does: ``#sdy.mesh<["x"=2], device_ids=[0, 1]>`` prints as
+  ``#sdy.mesh<["x"=2]>``).  :class:`Mesh` normalises in its constructor, so an
+  iota list can never reach :meth:`Mesh.verify`.
+* Parsing a mesh (stand-alone or inlined in a sharding) verifies it, because
+  MLIR verifies attribute parameters while parsing.  Parsing a sharding does
+  not verify it; that needs the mesh and the rank (:func:`verify_sharding`).
+* :class:`AxisRef` keeps exactly what was written: ``"x":(1)8`` on ``"x"=8``
+  is a (verifier-rejected) sub-axis, not the full axis.  Operations that
+  build new refs normalise with :func:`make_sub_axis`.
+* Reduction kinds on unreduced axes (``unreduced=max{...}``, Shardy HEAD only)
+  are rejected, like jaxlib 0.10.2 does.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Union
+
+from sdy_dl.errors import SdyError
+
+__all__ = [
+    "MeshAxis", "Mesh", "AxisRef", "DimSharding", "TensorSharding",
+    "make_sub_axis", "quote_string", "format_symbol_ref",
+    "format_sharding_per_value", "parse_mesh", "parse_axis_ref",
+    "parse_dim_sharding", "parse_tensor_sharding", "parse_sharding_per_value",
+    "resolve_mesh", "verify_sharding",
+]
+
+_INT64_MAX = 2**63 - 1
+_INF = float("inf")
+
+
+# --------------------------------------------------------------------------
+# Text helpers shared by printer and parser
+# --------------------------------------------------------------------------
+
+def _is_bare_identifier(text: str) -> bool:
+    """MLIR's ``isBareIdentifier``: ``[a-zA-Z_][a-zA-Z0-9_$.]*`` (ASCII)."""
+    if not text or not (_is_ascii_alpha(text[0]) or text[0] == "_"):
+        return False
+    return all(_is_ident_char(c) for c in text[1:])
+
+
+def _is_ascii_alpha(c: str) -> bool:
+    return ("a" <= c <= "z") or ("A" <= c <= "Z")
+
+
+def _is_ident_char(c: str) -> bool:
+    return _is_ascii_alpha(c) or "0" <= c <= "9" or c in "_$."
+
+
+def quote_string(text: str) -> str:
+    """Quote ``text`` like MLIR's ``printEscapedString`` inside ``"..."``.
+
+    Printable ASCII other than ``"`` and ``\\`` is kept, ``\\`` becomes
+    ``\\\\`` and every other byte of the UTF-8 encoding becomes ``\\XX``
+    (upper-case hex).
+    """
+    out = []
+    for byte in text.encode("utf-8", "surrogateescape"):
+        if byte == 0x5C:
+            out.append("\\\\")
+        elif 0x20 <= byte <= 0x7E and byte != 0x22:
+            out.append(chr(byte))
+        else:
+            out.append("\\%02X" % byte)
+    return '"' + "".join(out) + '"'
+
+
+def format_symbol_ref(name: str) -> str:
+    """``@name`` when ``name`` is a bare identifier, else ``@"quoted"``."""
+    return "@" + (name if _is_bare_identifier(name) else quote_string(name))
+
+
+# --------------------------------------------------------------------------
+# Meshes
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MeshAxis:
+    """A named mesh axis, ``"x"=2``."""
+
+    name: str
+    size: int
+
+    def to_text(self) -> str:
+        """``"x"=2``."""
+        return f"{quote_string(self.name)}={self.size}"
+
+    __str__ = to_text
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A ``MeshAttr``: ordered named axes plus optional explicit device ids.
+
+    An iota ``device_ids`` list on a mesh with axes is dropped on
+    construction (Shardy's attribute builder does the same).
+    """
+
+    axes: tuple[MeshAxis, ...] = ()
+    device_ids: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        axes = tuple(self.axes)
+        ids = tuple(self.device_ids)
+        if axes and ids == tuple(range(_product(a.size for a in axes))):
+            ids = ()
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "device_ids", ids)
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        index: dict[str, int] = {}
+        for i, axis in enumerate(self.axes):
+            index.setdefault(axis.name, i)
+        return index
+
+    @property
+    def is_empty(self) -> bool:
+        """No axes and no device ids (the placeholder mesh ``<[]>``)."""
+        return not self.axes and not self.device_ids
+
+    @property
+    def is_maximal(self) -> bool:
+        """No axes and exactly one device id (``<[], device_ids=[3]>``)."""
+        return not self.axes and len(self.device_ids) == 1
+
+    @property
+    def total_size(self) -> int:
+        """Product of the axis sizes (the number of devices)."""
+        return _product(a.size for a in self.axes)
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """Axis names in mesh order."""
+        return tuple(a.name for a in self.axes)
+
+    def has_axis(self, name: str) -> bool:
+        """Whether an axis called ``name`` exists."""
+        return name in self._index
+
+    def axis_index(self, name: str) -> int:
+        """Position of axis ``name`` in the mesh (SdyError if absent)."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise SdyError(f"axis {quote_string(name)} is not in mesh "
+                           f"{self.to_text()}") from None
+
+    def axis_size(self, name: str) -> int:
+        """Size of axis ``name`` (SdyError if absent)."""
+        return self.axes[self.axis_index(name)].size
+
+    def to_text(self) -> str:
+        """Shardy's print form, e.g. ``<["x"=2], device_ids=[1, 0]>``."""
+        text = "<[" + ", ".join(a.to_text() for a in self.axes) + "]"
+        if self.device_ids:
+            text += ", device_ids=[" + ", ".join(map(str, self.device_ids)) + "]"
+        return text + ">"
+
+    __str__ = to_text
+
+    def verify(self, what: str = "mesh") -> None:
+        """Check the §1.1 rules (``MeshAttr::verify``); raise SdyError."""
+        where = f"{what} {self.to_text()}"
+        for axis in self.axes:
+            if axis.size < 1:
+                raise SdyError(f"{where}: axis {quote_string(axis.name)} has "
+                               f"size {axis.size}; axis sizes must be at least 1")
+        for device_id in self.device_ids:
+            if device_id < 0:
+                raise SdyError(f"{where}: device id {device_id} is negative; "
+                               "device ids must be non-negative")
+        if not self.axes:
+            if len(self.device_ids) > 1:
+                raise SdyError(f"{where}: a mesh without axes may have at most "
+                               "one device id (maximal mesh)")
+            return
+        seen: set[str] = set()
+        for axis in self.axes:
+            if axis.name in seen:
+                raise SdyError(f"{where}: duplicate axis name "
+                               f"{quote_string(axis.name)}")
+            seen.add(axis.name)
+        if not self.device_ids:
+            return
+        total = self.total_size
+        if len(self.device_ids) != total:
+            raise SdyError(f"{where}: {len(self.device_ids)} device ids but the "
+                           f"product of the axis sizes is {total}")
+        if sorted(self.device_ids) != list(range(total)):
+            raise SdyError(f"{where}: sorted device ids must be "
+                           f"0..{total - 1} (a permutation of iota)")
+        if list(self.device_ids) == sorted(self.device_ids):
+            # Unreachable through the constructor, kept for completeness.
+            raise SdyError(f"{where}: iota device ids must be omitted")
+
+
+def _product(values: Iterable[int]) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+# --------------------------------------------------------------------------
+# Axis references
+# --------------------------------------------------------------------------
+
+@functools.total_ordering
+@dataclass(frozen=True, eq=True, order=False)
+class AxisRef:
+    """A full axis ``"x"`` (``size is None``) or a sub-axis ``"x":(pre)size``.
+
+    Comparison operators implement Shardy's ``AxisRefAttr::operator<``:
+    names lexicographically; for one name ``"x":(1)k < "x" < "x":(m)k``
+    (``m > 1``), and sub-axes by ``(pre, size)``.
+    """
+
+    name: str
+    pre: int = 1
+    size: Optional[int] = None
+
+    def __post_init__(self):
+        if self.size is None and self.pre != 1:
+            raise ValueError(f"full axis ref {self.name!r} must have pre=1")
+
+    # -- sizes -------------------------------------------------------------
+
+    @property
+    def is_sub_axis(self) -> bool:
+        """True for ``"x":(m)k``, False for the full axis ``"x"``."""
+        return self.size is not None
+
+    def full_size(self, mesh: Mesh) -> int:
+        """Size of the full axis this ref belongs to."""
+        return mesh.axis_size(self.name)
+
+    def ref_size(self, mesh: Mesh) -> int:
+        """Size of this ref (the sub-axis size, or the full size)."""
+        return self.size if self.size is not None else self.full_size(mesh)
+
+    def next_pre(self, mesh: Optional[Mesh] = None) -> int:
+        """``pre * size``; the full size for a full axis (needs ``mesh``)."""
+        if self.size is not None:
+            return self.pre * self.size
+        if mesh is None:
+            raise ValueError(f"next_pre of full axis {self.name!r} needs a mesh")
+        return self.full_size(mesh)
+
+    # -- relations (§1.2) --------------------------------------------------
+
+    def contains(self, other: "AxisRef", mesh: Optional[Mesh] = None) -> bool:
+        """Same name, and ``self`` is full or covers ``other``'s range."""
+        if other.name != self.name:
+            return False
+        if not self.is_sub_axis:
+            return True
+        if not other.is_sub_axis:
+            return False
+        return self.pre <= other.pre and self.next_pre() >= other.next_pre()
+
+    def prefix_of(self, other: "AxisRef", mesh: Optional[Mesh] = None) -> bool:
+        """``other`` contains ``self`` and both start at the same pre-size."""
+        return other.contains(self) and self.pre == other.pre
+
+    def suffix_of(self, other: "AxisRef", mesh: Mesh) -> bool:
+        """``other`` contains ``self`` and both end at the same next pre-size."""
+        return other.contains(self) and self.next_pre(mesh) == other.next_pre(mesh)
+
+    def overlaps(self, other: "AxisRef", mesh: Optional[Mesh] = None) -> bool:
+        """Same name and either one is full or ``[pre, next)`` ranges meet."""
+        if other.name != self.name:
+            return False
+        if not self.is_sub_axis or not other.is_sub_axis:
+            return True
+        return self.pre < other.next_pre() and other.pre < self.next_pre()
+
+    def can_coexist(self, other: "AxisRef", mesh: Optional[Mesh] = None) -> bool:
+        """Whether both refs fit one consistent factorisation of the axis."""
+        if other.name != self.name or not self.is_sub_axis or not other.is_sub_axis:
+            return True
+        return _can_sub_axes_coexist(*self._bounds(other))
+
+    def can_merge(self, other: "AxisRef") -> bool:
+        """Same name, both sub-axes, and ``other`` starts where ``self`` ends."""
+        return (other.name == self.name and self.is_sub_axis
+                and other.is_sub_axis and self.next_pre() == other.pre)
+
+    # -- derived refs ------------------------------------------------------
+
+    def merge(self, other: "AxisRef", mesh: Mesh) -> "AxisRef":
+        """``"x":(pre)(size*other.size)``, or the full axis if that is all."""
+        if not self.can_merge(other):
+            raise ValueError(f"cannot merge {self.to_text()} and {other.to_text()}")
+        return make_sub_axis(self.name, self.pre, self.size * other.size, mesh)
+
+    def overlap(self, other: "AxisRef",
+                mesh: Optional[Mesh] = None) -> Optional["AxisRef"]:
+        """The common part of both refs, or None (disjoint / can't coexist)."""
+        if other.name != self.name:
+            return None
+        if not self.is_sub_axis:
+            return other
+        if not other.is_sub_axis:
+            return self
+        lo, hi, lo_next, hi_next = self._bounds(other)
+        if lo_next <= hi or not _can_sub_axes_coexist(lo, hi, lo_next, hi_next):
+            return None
+        return _derived(self.name, hi, lo_next // hi, mesh)
+
+    def prefix_without_overlap(self, other: "AxisRef",
+                               mesh: Optional[Mesh] = None) -> Optional["AxisRef"]:
+        """Largest prefix of ``self`` not overlapping ``other``, or None."""
+        if not self.can_coexist(other):
+            return None
+        if not self.overlaps(other):
+            return self
+        if self.pre >= other.pre:
+            return None
+        return _derived(self.name, self.pre, other.pre // self.pre, mesh)
+
+    def suffix_without_overlap(self, other: "AxisRef",
+                               mesh: Mesh) -> Optional["AxisRef"]:
+        """Largest suffix of ``self`` not overlapping ``other``, or None."""
+        if not self.can_coexist(other):
+            return None
+        if not self.overlaps(other):
+            return self
+        self_next, other_next = self.next_pre(mesh), other.next_pre(mesh)
+        if self_next <= other_next:
+            return None
+        return _derived(self.name, other_next, self_next // other_next, mesh)
+
+    def greatest_common_prefix(self, other: "AxisRef",
+                               mesh: Optional[Mesh] = None) -> Optional["AxisRef"]:
+        """``self`` or ``other``, whichever is a prefix of the other, or None."""
+        if not self.can_coexist(other):
+            return None
+        if self.prefix_of(other):
+            return self
+        if other.prefix_of(self):
+            return other
+        return None
+
+    def _bounds(self, other: "AxisRef") -> tuple[int, int, int, int]:
+        """``(min pre, max pre, min next, max next)`` of two sub-axes."""
+        lo, hi = sorted((self.pre, other.pre))
+        lo_next, hi_next = sorted((self.next_pre(), other.next_pre()))
+        return lo, hi, lo_next, hi_next
+
+    # -- ordering ----------------------------------------------------------
+
+    def _order_key(self) -> tuple:
+        # The full axis sorts like the sub-axis (1, inf): after "x":(1)k and
+        # before every "x":(m)k with m > 1.
+        return (self.pre, self.size if self.size is not None else _INF)
+
+    def __lt__(self, other: "AxisRef") -> bool:
+        if not isinstance(other, AxisRef):
+            return NotImplemented
+        return (self.name, self._order_key()) < (other.name, other._order_key())
+
+    def sort_key_in(self, mesh: Mesh) -> tuple:
+        """Key for Shardy's mesh comparator: mesh position, then ``<``."""
+        return (mesh.axis_index(self.name), self._order_key())
+
+    # -- text --------------------------------------------------------------
+
+    def to_text(self) -> str:
+        """``"x"`` or ``"x":(2)4``."""
+        text = quote_string(self.name)
+        if self.size is not None:
+            text += f":({self.pre}){self.size}"
+        return text
+
+    __str__ = to_text
+
+
+def _can_sub_axes_coexist(lo: int, hi: int, lo_next: int, hi_next: int) -> bool:
+    """Shardy's ``canSubAxesCoexist`` formula (§1.2)."""
+    if lo_next > hi:
+        return lo_next % hi == 0 and hi % lo == 0 and hi_next % lo_next == 0
+    return hi % lo_next == 0
+
+
+def make_sub_axis(name: str, pre: int, size: int, mesh: Mesh) -> AxisRef:
+    """``"name":(pre)size``, or the full axis when ``pre == 1`` and ``size``
+    is the full size."""
+    if pre == 1 and size == mesh.axis_size(name):
+        return AxisRef(name)
+    return AxisRef(name, pre, size)
+
+
+def _derived(name: str, pre: int, size: int, mesh: Optional[Mesh]) -> AxisRef:
+    """A computed sub-axis, normalised when the mesh is known."""
+    if mesh is not None:
+        return make_sub_axis(name, pre, size, mesh)
+    return AxisRef(name, pre, size)
+
+
+# --------------------------------------------------------------------------
+# Dimension and tensor shardings
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DimSharding:
+    """Axes of one dimension (major to minor), open/closed flag, priority."""
+
+    axes: tuple[AxisRef, ...] = ()
+    is_closed: bool = False
+    priority: Optional[int] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes", tuple(self.axes))
+
+    @property
+    def is_empty(self) -> bool:
+        """No axes (open or closed)."""
+        return not self.axes
+
+    def to_text(self) -> str:
+        """``{"x", ?}``, ``{?}``, ``{}``, ``{"x"}p2``."""
+        parts = [a.to_text() for a in self.axes]
+        if not self.is_closed:
+            parts.append("?")
+        text = "{" + ", ".join(parts) + "}"
+        if self.priority is not None:
+            text += f"p{self.priority}"
+        return text
+
+    __str__ = to_text
+
+
+MeshOrName = Union[str, Mesh]
+
+
+@dataclass(frozen=True)
+class TensorSharding:
+    """A ``TensorShardingAttr``.
+
+    ``mesh`` is a mesh symbol name (without ``@``) or an inlined
+    :class:`Mesh`.
+    """
+
+    mesh: MeshOrName
+    dims: tuple[DimSharding, ...] = ()
+    replicated: tuple[AxisRef, ...] = ()
+    unreduced: tuple[AxisRef, ...] = ()
+
+    def __post_init__(self):
+        for name in ("dims", "replicated", "unreduced"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @classmethod
+    def open_empty(cls, mesh: MeshOrName, rank: int) -> "TensorSharding":
+        """Every dim open and empty: the same as having no sharding."""
+        return cls(mesh, (DimSharding(),) * rank)
+
+    @property
+    def rank(self) -> int:
+        """Number of dim shardings."""
+        return len(self.dims)
+
+    @property
+    def mesh_name(self) -> Optional[str]:
+        """The mesh symbol name, or None for an inlined mesh."""
+        return self.mesh if isinstance(self.mesh, str) else None
+
+    @property
+    def is_fully_open_empty(self) -> bool:
+        """Equal to :meth:`open_empty`: all dims ``{?}`` without priority,
+        no replicated or unreduced axes."""
+        return (not self.replicated and not self.unreduced
+                and all(d == DimSharding() for d in self.dims))
+
+    @property
+    def is_fully_closed(self) -> bool:
+        """Every dim is closed (Shardy's ``isFullyClosed``)."""
+        return all(d.is_closed for d in self.dims)
+
+    def axes_used(self) -> tuple[AxisRef, ...]:
+        """All axis refs: dims in order, then replicated, then unreduced."""
+        dim_axes = tuple(a for d in self.dims for a in d.axes)
+        return dim_axes + self.replicated + self.unreduced
+
+    def mesh_text(self) -> str:
+        """``@name`` or ``mesh<[...]>``, as printed inside the sharding."""
+        if isinstance(self.mesh, Mesh):
+            return "mesh" + self.mesh.to_text()
+        return format_symbol_ref(self.mesh)
+
+    def to_inner_text(self) -> str:
+        """``<@mesh, [...]>``, the form used inside ``sharding_per_value``."""
+        text = (f"<{self.mesh_text()}, ["
+                + ", ".join(d.to_text() for d in self.dims) + "]")
+        for keyword, axes in (("replicated", self.replicated),
+                              ("unreduced", self.unreduced)):
+            if axes:
+                text += f", {keyword}={{" + ", ".join(a.to_text() for a in axes) + "}"
+        return text + ">"
+
+    def to_text(self) -> str:
+        """``#sdy.sharding<@mesh, [{"a", ?}, {}], replicated={"b"}>``."""
+        return "#sdy.sharding" + self.to_inner_text()
+
+    __str__ = to_text
+
+
+def format_sharding_per_value(shardings: Iterable[TensorSharding]) -> str:
+    """``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>``."""
+    return ("#sdy.sharding_per_value<["
+            + ", ".join(s.to_inner_text() for s in shardings) + "]>")
+
+
+# --------------------------------------------------------------------------
+# Tokenizer and parser
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str    # "str", "int", "ident", "sym", "hash", "float", punctuation, "eof"
+    value: object
+    pos: int     # offset of the first character
+    end: int     # offset after the last character
+
+
+_PUNCT = "<>[]{}(),=:?-"
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """Split ``text`` into MLIR-like tokens; whitespace and ``//`` comments
+    are skipped."""
+    tokens: list[_Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n":
+            i += 1
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+        elif c == '"':
+            value, j = _lex_string(text, i)
+            tokens.append(_Token("str", value, i, j))
+            i = j
+        elif c == "@":
+            if i + 1 < n and text[i + 1] == '"':
+                value, j = _lex_string(text, i + 1)
+            else:
+                j = i + 1
+                if j < n and (_is_ascii_alpha(text[j]) or text[j] == "_"):
+                    while j < n and _is_ident_char(text[j]):
+                        j += 1
+                value = text[i + 1:j]
+            if not value:
+                raise _error(text, i, "expected a symbol name after '@'")
+            tokens.append(_Token("sym", value, i, j))
+            i = j
+        elif c == "#":
+            j = i + 1
+            while j < n and _is_ident_char(text[j]):
+                j += 1
+            tokens.append(_Token("hash", text[i + 1:j], i, j))
+            i = j
+        elif "0" <= c <= "9":
+            j = i + 1
+            if c == "0" and j < n and text[j] == "x" and j + 1 < n and _is_hex(text[j + 1]):
+                j += 1
+                while j < n and _is_hex(text[j]):
+                    j += 1
+                tokens.append(_Token("int", int(text[i + 2:j], 16), i, j))
+            else:
+                while j < n and "0" <= text[j] <= "9":
+                    j += 1
+                if j < n and text[j] == ".":
+                    j += 1
+                    while j < n and (text[j].isdigit() or text[j] in "eE+-"):
+                        j += 1
+                    tokens.append(_Token("float", text[i:j], i, j))
+                else:
+                    tokens.append(_Token("int", int(text[i:j]), i, j))
+            i = j
+        elif _is_ascii_alpha(c) or c == "_":
+            j = i + 1
+            while j < n and _is_ident_char(text[j]):
+                j += 1
+            tokens.append(_Token("ident", text[i:j], i, j))
+            i = j
+        elif c in _PUNCT:
+            tokens.append(_Token(c, c, i, i + 1))
+            i += 1
+        else:
+            raise _error(text, i, f"unexpected character {c!r}")
+    tokens.append(_Token("eof", None, n, n))
+    return tokens
+
+
+def _is_hex(c: str) -> bool:
+    return c in "0123456789abcdefABCDEF"
+
+
+def _lex_string(text: str, start: int) -> tuple[str, int]:
+    """Lex an MLIR string literal at ``text[start] == '"'``.
+
+    Escapes: ``\\"``, ``\\\\``, ``\\n``, ``\\t`` and ``\\XX`` (two hex digits,
+    one byte).  Returns the decoded string and the offset after the quote.
+    """
+    out = bytearray()
+    i, n = start + 1, len(text)
+    while True:
+        if i >= n or text[i] in "\n\r":
+            raise _error(text, start, "unterminated string literal")
+        c = text[i]
+        if c == '"':
+            return out.decode("utf-8", "surrogateescape"), i + 1
+        if c == "\\":
+            nxt = text[i + 1:i + 2]
+            if nxt in ('"', "\\"):
+                out += nxt.encode()
+                i += 2
+            elif nxt in ("n", "t"):
+                out += b"\n" if nxt == "n" else b"\t"
+                i += 2
+            elif len(text) >= i + 3 and _is_hex(text[i + 1]) and _is_hex(text[i + 2]):
+                out.append(int(text[i + 1:i + 3], 16))
+                i += 3
+            else:
+                raise _error(text, i, "unknown escape in string literal")
+        else:
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+
+
+def _error(text: str, pos: int, message: str) -> SdyError:
+    """A parse error naming the 1-based column (and line if not the first)."""
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    where = f"line {line}, column {col}" if line > 1 else f"column {col}"
+    snippet = " ".join(text.split())
+    if len(snippet) > 80:
+        snippet = snippet[:77] + "..."
+    return SdyError(f"cannot parse '{snippet}' at {where}: {message}")
+
+
+def _describe(tok: _Token, text: str) -> str:
+    if tok.kind == "eof":
+        return "end of input"
+    return repr(text[tok.pos:tok.end])
+
+
+class _Parser:
+    """Recursive-descent parser over :func:`_tokenize` tokens."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.i = 0
+
+    # -- token helpers -----------------------------------------------------
+
+    @property
+    def tok(self) -> _Token:
+        return self.tokens[self.i]
+
+    def fail(self, message: str, tok: Optional[_Token] = None,
+             got: bool = True) -> SdyError:
+        """A parse error at ``tok`` (default: the current token)."""
+        tok = tok or self.tok
+        if got:
+            message += f", got {_describe(tok, self.text)}"
+        return _error(self.text, tok.pos, message)
+
+    def accept(self, kind: str, value: object = None) -> Optional[_Token]:
+        tok = self.tok
+        if tok.kind == kind and (value is None or tok.value == value):
+            self.i += 1
+            return tok
+        return None
+
+    def expect(self, kind: str, what: Optional[str] = None) -> _Token:
+        tok = self.accept(kind)
+        if tok is None:
+            raise self.fail(f"expected {what or repr(kind)}")
+        return tok
+
+    def expect_keyword(self, word: str) -> None:
+        if self.accept("ident", word) is None:
+            raise self.fail(f"expected '{word}'")
+
+    def expect_end(self) -> None:
+        if self.tok.kind != "eof":
+            raise self.fail("expected end of input")
+
+    def accept_prefix(self, name: str) -> bool:
+        """Consume an optional ``#name`` prefix, which must be followed
+        directly (no whitespace) by ``<``; True if it was present."""
+        prefix = self.accept("hash", name)
+        if prefix is None:
+            if self.tok.kind == "hash":
+                raise self.fail(f"expected '#{name}'")
+            return False
+        if self.tok.kind != "<" or self.tok.pos != prefix.end:
+            raise self.fail(f"expected '<' right after '#{name}'")
+        return True
+
+    def integer(self, what: str) -> int:
+        negative = self.accept("-") is not None
+        tok = self.tok
+        if tok.kind != "int":
+            raise self.fail(f"expected an integer {what}")
+        self.i += 1
+        value = -tok.value if negative else tok.value
+        if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+            raise self.fail(f"integer {what} does not fit in 64 bits", tok)
+        return value
+
+    def comma_list(self, close: str, element, what: str) -> list:
+        """``element (',' element)*`` up to ``close``; at least one element
+        unless ``close`` comes first."""
+        items = []
+        if self.accept(close):
+            return items
+        while True:
+            items.append(element())
+            if self.accept(close):
+                return items
+            if not self.accept(","):
+                raise self.fail(f"expected ',' or '{close}' in {what}")
+
+    # -- grammar -----------------------------------------------------------
+
+    def mesh_body(self) -> Mesh:
+        """``<[ "x"=2, ... ] (, device_ids=[...])? >``; verified."""
+        start = self.tok
+        self.expect("<")
+        self.expect("[")
+        axes = self.comma_list("]", self.mesh_axis, "mesh axes")
+        device_ids: list[int] = []
+        if self.accept(","):
+            self.expect_keyword("device_ids")
+            self.expect("=")
+            self.expect("[")
+            device_ids.append(self.integer("device id"))
+            while self.accept(","):
+                device_ids.append(self.integer("device id"))
+            self.expect("]", "',' or ']' in device ids")
+        self.expect(">")
+        mesh = Mesh(tuple(axes), tuple(device_ids))
+        try:
+            mesh.verify()
+        except SdyError as e:
+            raise _error(self.text, start.pos, e.message) from None
+        return mesh
+
+    def mesh_axis(self) -> MeshAxis:
+        name = self.expect("str", "a quoted axis name").value
+        self.expect("=")
+        return MeshAxis(name, self.integer("axis size"))
+
+    def axis_ref(self) -> AxisRef:
+        """``"x"`` or ``"x":(pre)size``."""
+        name = self.expect("str", "a quoted axis name").value
+        if not self.accept(":"):
+            return AxisRef(name)
+        self.expect("(")
+        pre = self.integer("sub-axis pre-size")
+        self.expect(")")
+        return AxisRef(name, pre, self.integer("sub-axis size"))
+
+    def dim_sharding(self) -> DimSharding:
+        """``{axes (, ?)?}`` then an optional ``p<N>`` priority."""
+        self.expect("{")
+        axes: list[AxisRef] = []
+        is_closed = True
+        while not self.accept("}"):
+            if axes and not self.accept(","):
+                raise self.fail("expected ',' or '}' in dimension sharding")
+            if self.accept("?"):
+                is_closed = False
+                self.expect("}", "'}' after '?'")
+                break
+            axes.append(self.axis_ref())
+        priority = None
+        tok = self.accept("ident")
+        if tok is not None:
+            word = tok.value
+            digits = word[1:]
+            if len(word) < 2 or word[0] != "p" or not digits.isdigit():
+                raise self.fail("expected a priority 'p<number>'", tok)
+            if len(digits) > 1 and digits[0] == "0":
+                raise self.fail("priorities with leading zeros are not allowed", tok)
+            priority = int(digits)
+            if priority > _INT64_MAX:
+                raise self.fail("priority does not fit in 64 bits", tok)
+        return DimSharding(tuple(axes), is_closed, priority)
+
+    def axis_list(self, what: str) -> tuple[AxisRef, ...]:
+        """``{ref (, ref)*}`` with at least one ref."""
+        self.expect("{")
+        refs = [self.axis_ref()]
+        while self.accept(","):
+            refs.append(self.axis_ref())
+        self.expect("}", f"',' or '}}' in {what} axes")
+        return tuple(refs)
+
+    def sharding_body(self) -> TensorSharding:
+        """``<mesh-or-ref, [dims] (, replicated={..})? (, unreduced={..})?>``."""
+        self.expect("<")
+        mesh: MeshOrName
+        if self.accept("ident", "mesh"):
+            mesh = self.mesh_body()
+        elif self.tok.kind == "sym":
+            mesh = self.expect("sym").value
+        else:
+            raise self.fail("expected a mesh symbol '@name' or an inlined 'mesh<...>'")
+        self.expect(",")
+        self.expect("[")
+        dims = self.comma_list("]", self.dim_sharding, "dimension shardings")
+        lists: dict[str, tuple[AxisRef, ...]] = {}
+        while self.accept(","):
+            tok = self.tok
+            if tok.kind != "ident" or tok.value not in ("replicated", "unreduced"):
+                raise self.fail("expected 'replicated' or 'unreduced'")
+            if tok.value in lists:
+                raise self.fail(f"{tok.value} axes given twice", got=False)
+            self.i += 1
+            self.expect("=")
+            if tok.value == "unreduced" and self.tok.kind == "ident":
+                raise self.fail("reduction kinds on unreduced axes are not supported")
+            lists[tok.value] = self.axis_list(tok.value)
+        self.expect(">", "',' or '>' after dimension shardings")
+        return TensorSharding(mesh, tuple(dims), lists.get("replicated", ()),
+                              lists.get("unreduced", ()))
+
+    def tensor_sharding(self) -> TensorSharding:
+        """A sharding with or without the ``#sdy.sharding`` prefix."""
+        self.accept_prefix("sdy.sharding")
+        return self.sharding_body()
+
+    def sharding_per_value(self) -> tuple[TensorSharding, ...]:
+        """``#sdy.sharding_per_value<[...]>`` or the bare ``<[...]>`` form."""
+        self.accept_prefix("sdy.sharding_per_value")
+        self.expect("<")
+        self.expect("[")
+        shardings = self.comma_list("]", self.tensor_sharding, "sharding list")
+        self.expect(">")
+        return tuple(shardings)
+
+
+def _parse_whole(text: str, rule: str):
+    parser = _Parser(text)
+    result = getattr(parser, rule)()
+    parser.expect_end()
+    return result
+
+
+def parse_mesh(text: str) -> Mesh:
+    """Parse and verify ``<[...]>``, ``mesh<[...]>`` or ``#sdy.mesh<[...]>``."""
+    parser = _Parser(text)
+    if not parser.accept_prefix("sdy.mesh"):
+        parser.accept("ident", "mesh")
+    mesh = parser.mesh_body()
+    parser.expect_end()
+    return mesh
+
+
+def parse_axis_ref(text: str) -> AxisRef:
+    """Parse ``"x"`` or ``"x":(2)4``."""
+    return _parse_whole(text, "axis_ref")
+
+
+def parse_dim_sharding(text: str) -> DimSharding:
+    """Parse ``{"x", ?}p1`` and friends."""
+    return _parse_whole(text, "dim_sharding")
+
+
+def parse_tensor_sharding(text: str) -> TensorSharding:
+    """Parse ``#sdy.sharding<...>`` or the bare ``<...>`` form (not verified)."""
+    return _parse_whole(text, "tensor_sharding")
+
+
+def parse_sharding_per_value(text: str) -> tuple[TensorSharding, ...]:
+    """Parse ``#sdy.sharding_per_value<[<...>, ...]>``; the entries may also
+    carry the ``#sdy.sharding`` prefix."""
+    return _parse_whole(text, "sharding_per_value")
+
+
+# --------------------------------------------------------------------------
+# Verification (§1.6, shardy/dialect/sdy/ir/verifiers.cc)
+# --------------------------------------------------------------------------
+
+def resolve_mesh(sharding: TensorSharding, meshes: Mapping[str, Mesh],
+                 what: str) -> Mesh:
+    """The mesh ``sharding`` is bound to: its inlined mesh or
+    ``meshes[name]``; SdyError ``unknown mesh`` otherwise."""
+    if isinstance(sharding.mesh, Mesh):
+        return sharding.mesh
+    try:
+        return meshes[sharding.mesh]
+    except KeyError:
+        raise SdyError(f"sharding of {what}: unknown mesh "
+                       f"{format_symbol_ref(sharding.mesh)}") from None
+
+
+def verify_sharding(sharding: TensorSharding, mesh: Mesh, rank: int,
+                    what: str) -> None:
+    """Check invariants 1-8 of §1.6 for ``sharding`` on a rank-``rank``
+    value named ``what`` (e.g. ``%arg0``), bound to ``mesh``.
+
+    Raises SdyError ``sharding of <what>: <problem>``.  The checks run in
+    the order of Shardy's ``verifyTensorShardingAttr``, so the first problem
+    reported is the one Shardy reports.
+    """
+    if isinstance(sharding.mesh, Mesh) and sharding.mesh != mesh:
+        raise ValueError("verify_sharding: mesh differs from the inlined mesh")
+    _ShardingVerifier(sharding, mesh, what).run(rank)
+
+
+class _ShardingVerifier:
+    """State of one :func:`verify_sharding` call."""
+
+    def __init__(self, sharding: TensorSharding, mesh: Mesh, what: str):
+        self.sharding = sharding
+        self.mesh = mesh
+        self.what = what
+        self.seen: set[AxisRef] = set()
+        self.sub_axes: dict[str, list[AxisRef]] = {}
+
+    def error(self, message: str) -> SdyError:
+        return SdyError(f"sharding of {self.what}: {message}")
+
+    def run(self, rank: int) -> None:
+        s, mesh = self.sharding, self.mesh
+        if isinstance(s.mesh, Mesh):
+            try:
+                s.mesh.verify()
+            except SdyError as e:
+                raise self.error(e.message) from None
+        # 1. maximal mesh
+        if mesh.is_maximal:
+            if s.dims or s.replicated or s.unreduced:
+                raise self.error(
+                    f"a sharding on maximal mesh {s.mesh_text()} must have rank 0 "
+                    "and no replicated or unreduced axes")
+            return
+        # 2. rank
+        if s.rank != rank:
+            raise self.error(f"sharding has {s.rank} dimension shardings but "
+                             f"the tensor rank is {rank}")
+        # 8. priorities, then 3-5 for each dim
+        for i, dim in enumerate(s.dims):
+            if dim.priority is not None:
+                if dim.priority < 0:
+                    raise self.error(f"dim {i} has a negative priority "
+                                     f"{dim.priority}")
+                if dim.is_closed and not dim.axes:
+                    raise self.error(f"dim {i} is empty and closed but has "
+                                     f"priority p{dim.priority}")
+            self.axis_list(dim.axes, f"dim {i}")
+        # 6 and 3-5 for replicated / unreduced
+        self.sorted_axis_list(s.replicated, "replicated")
+        self.sorted_axis_list(s.unreduced, "unreduced")
+        # 7. sub-axes
+        for name, subs in self.sub_axes.items():
+            self.check_sub_axes(name, sorted(subs))
+
+    def axis_list(self, axes: tuple[AxisRef, ...], where: str) -> None:
+        """Known names (3), no duplicates (4), no mergeable neighbours (5)."""
+        prev: Optional[AxisRef] = None
+        for ref in axes:
+            if not self.mesh.has_axis(ref.name):
+                raise self.error(f"{where}: axis {quote_string(ref.name)} is not "
+                                 f"in mesh {self.sharding.mesh_text()}")
+            if ref in self.seen:
+                raise self.error(f"{where}: duplicate axis ref {ref.to_text()}")
+            self.seen.add(ref)
+            if ref.is_sub_axis:
+                self.sub_axes.setdefault(ref.name, []).append(ref)
+                if prev is not None and prev.can_merge(ref):
+                    raise self.error(
+                        f"{where}: two consecutive sub-axes can be merged: "
+                        f"{prev.to_text()}, {ref.to_text()}")
+            prev = ref
+
+    def sorted_axis_list(self, axes: tuple[AxisRef, ...], where: str) -> None:
+        """:meth:`axis_list` plus mesh-order sorting (6)."""
+        if all(self.mesh.has_axis(a.name) for a in axes):
+            keys = [a.sort_key_in(self.mesh) for a in axes]
+            if any(b < a for a, b in zip(keys, keys[1:])):
+                raise self.error(
+                    f"{where} axes are not ordered w.r.t. mesh "
+                    f"{self.sharding.mesh_text()}: "
+                    + ", ".join(a.to_text() for a in axes))
+        self.axis_list(axes, where)
+
+    def check_sub_axes(self, name: str, subs: list[AxisRef]) -> None:
+        """Validity and pairwise disjointness of one axis' sub-axes (7)."""
+        if AxisRef(name) in self.seen:
+            raise self.error(f"both the full axis {quote_string(name)} and its "
+                             f"sub-axis {subs[0].to_text()} are used")
+        full = self.mesh.axis_size(name)
+        prev: Optional[AxisRef] = None
+        for sub in subs:
+            text = sub.to_text()
+            if sub.pre < 1:
+                raise self.error(f"sub-axis {text}: pre-size must be at least 1")
+            if sub.size <= 1:
+                raise self.error(f"sub-axis {text}: size must be greater than 1")
+            if full % sub.next_pre() != 0:
+                raise self.error(f"sub-axis {text}: next pre-size {sub.next_pre()} "
+                                 f"doesn't divide the full axis size {full}")
+            if sub.size == full:
+                raise self.error(f"sub-axis {text}: size equals the full axis "
+                                 f"size {full}; use {quote_string(name)}")
+            if prev is not None and prev.next_pre() > sub.pre:
+                raise self.error(f"overlapping sub-axes: {prev.to_text()}, {text}")
+            prev = sub

@@ -1,0 +1,79 @@
+"""The command line: help, version, show, and one-line errors with exit status 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from jax_programs import lowered
+from sdy_dl import __version__
+from sdy_dl.cli import main
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def test_help_and_version():
+    assert run("--help").exit_code == 0
+    result = run("--version")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_show_json_lists_meshes_ops_and_shardings(tmp_path):
+    path = tmp_path / "mlp.mlir"
+    path.write_text(lowered("mlp"))
+    result = run("show", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["meshes"] == {"mesh": '<["data"=2, "model"=4]>'}
+    assert summary["op_counts"]["stablehlo.dot_general"] == 2
+    shardings = {row["value"]: row["sharding"] for row in summary["shardings"]}
+    assert shardings["%arg0"] == '#sdy.sharding<@mesh, [{"data"}, {}]>'
+    assert shardings["%arg1"] == '#sdy.sharding<@mesh, [{}, {"model"}]>'
+
+
+def test_show_reads_stdin():
+    result = run("show", "-", input=lowered("while_loop"))
+    assert result.exit_code == 0 and "stablehlo.while" in result.output
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not mlir at all", "unknown"),
+    ("", "empty module file"),
+    ('sdy.mesh @mesh = <["a"=2]>\nfunc.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"q"}]>}) -> tensor<8xf32> {\n  return %arg0 : tensor<8xf32>\n}\n', "unknown axis"),
+])
+def test_user_errors_are_one_line_with_exit_1(tmp_path, content, message):
+    path = tmp_path / "bad.mlir"
+    path.write_text(content)
+    result = run("show", str(path))
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"sdy-dl: error: {path}")
+    assert message in lines[0]
+
+
+def test_missing_file_and_usage_errors():
+    result = run("show", "/nonexistent/x.mlir")
+    assert result.exit_code == 1 and "sdy-dl: error: /nonexistent/x.mlir" in result.output
+    assert run("show").exit_code == 2
+    assert run("no-such-command").exit_code == 2
+
+
+SDY_DL = shutil.which("sdy-dl", path=os.path.dirname(sys.executable)) or shutil.which("sdy-dl")
+
+
+@pytest.mark.skipif(SDY_DL is None, reason="sdy-dl is not installed")
+def test_installed_entry_point_runs(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(lowered("mlp"))
+    proc = subprocess.run([SDY_DL, "show", str(path), "--format", "json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "dot_general" in proc.stdout
