@@ -1,0 +1,79 @@
+"""The propagation passes: ``basic-propagate`` and ``aggressive-propagate`` (§5.5, §6)."""
+
+from __future__ import annotations
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import Module
+from sdy_dl.ir.loader import build_model
+from sdy_dl.passes import PassOptions, register
+from sdy_dl.propagation.driver import Propagator
+
+RULE_ATTR = "sdy.sharding_rule"
+
+
+def make_propagator(module: Module, options: PassOptions, strategy: str) -> Propagator:
+    """A propagator over ``module`` with the rule DB and engine ``options`` name."""
+    from sdy_dl.engines import get_engine
+    from sdy_dl.propagation.step_eval import evaluate_steps
+    from sdy_dl.rules.db import load_rule_db
+
+    check_static_shapes(module)
+    rules = load_rule_db(options.rule_files, conservative=options.conservative)
+    engine = get_engine(options.engine, compiled=options.compiled)
+    return Propagator(
+        module,
+        rule_for=lambda op: rules.rule_for(op, module),
+        evaluate=lambda steps: evaluate_steps(engine, steps, module.meshes),
+        strategy=strategy,
+        conservative=options.conservative,
+    )
+
+
+def check_static_shapes(module: Module) -> None:
+    """Propagation supports only ranked tensors with a static shape (§5.5 step 1)."""
+    for op in module.ops:
+        for value in op.results:
+            if value.shape is None and value.type_text.startswith(("tuple<", "tensor<*")):
+                raise SdyError("propagation only supports ranked tensors with a static shape",
+                               file=module.file, line=op.line, col=op.col)
+            if value.shape is not None and not value.static:
+                raise SdyError("propagation only supports ranked tensors with a static shape",
+                               file=module.file, line=op.line, col=op.col)
+
+
+def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
+    """Attach created rules (kept) or drop every non-custom rule (§2.3)."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.rules.instance import parse_rule_text
+
+    for op in module.ops:
+        if op.oid in propagator.erased:
+            continue
+        existing = op.attr_text(RULE_ATTR)
+        if existing is not None:
+            if not keep and not parse_rule_text(existing).is_custom:
+                del op.mlir.attributes[RULE_ATTR]
+        elif keep and op.oid in propagator.visited_rules:
+            op.mlir.attributes[RULE_ATTR] = ir.Attribute.parse(
+                propagator.visited_rules[op.oid].to_text(), context=mlir_context())
+
+
+def run_strategy(module: Module, options: PassOptions, strategy: str) -> Module:
+    """One propagation pass with ``strategy`` ("basic" or "aggressive")."""
+    propagator = make_propagator(module, options, strategy)
+    propagator.propagate()
+    propagator.finish()
+    finish_rules(module, propagator, options.keep_sharding_rules)
+    return build_model(module.mlir, module.file)
+
+
+@register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")
+def basic_propagate(module: Module, options: PassOptions) -> Module:
+    return run_strategy(module, options, "basic")
+
+
+@register("aggressive-propagate", "Shardy's aggressive propagation (sdy-aggressive-propagate)")
+def aggressive_propagate(module: Module, options: PassOptions) -> Module:
+    return run_strategy(module, options, "aggressive")

@@ -1,0 +1,254 @@
+"""One propagation fixpoint over a module, scheduled like Shardy's greedy driver.
+
+Python owns the schedule only: the worklist order (§7.3), which ops are
+notified when a sharding changes, dead-op erasure and the function-result
+syncs.  Every per-op decision is a ``StepInput`` evaluated by the Datalog
+program (``step_eval``); steps are evaluated in batches and memoised by
+their full input, so a batch computed ahead for pending ops is reused only
+when those ops see exactly the same shardings when they are popped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sdy_dl.ir import Module, Op, Value
+from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
+from sdy_dl.propagation.state import ShardingState
+from sdy_dl.propagation.step import StepInput, StepOutput
+from sdy_dl.propagation.traits import has_side_effects, is_elementwise
+from sdy_dl.propagation.worklist import Worklist
+from sdy_dl.rules.instance import Factor, RuleInstance
+
+#: (op, rule) -> one direction per factor; the default is BOTH everywhere.
+DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
+
+BATCH_LIMIT = 256
+
+
+def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
+    """One factor per dim, shared by every tensor (barriers, edges, result syncs)."""
+    dims = tuple((d,) for d in range(len(shape)))
+    return RuleInstance(tuple(Factor(size) for size in shape), (dims,) * operands, (dims,) * results)
+
+
+@dataclass
+class _Site:
+    """What one popped op propagates between: its tensors and its rule."""
+
+    operands: list[Value]
+    results: list[Value]
+    rule: RuleInstance
+    directions: tuple[str, ...]
+    elementwise: bool
+
+
+class Propagator:
+    """Runs propagation fixpoints on one module with one step evaluator."""
+
+    def __init__(self, module: Module, rule_for: Callable[[Op], RuleInstance | None],
+                 evaluate: Callable[[list[StepInput]], list[StepOutput]],
+                 strategy: str = "aggressive", conservative: bool = False):
+        self.module = module
+        self.rule_for = rule_for
+        self.evaluate = evaluate
+        self.strategy = strategy
+        self.conservative = conservative
+        self.edges = find_edges(module)
+        self.state = ShardingState(module, slot_map(self.edges))
+        self._edge_by_op = {e.op.oid: e for e in self.edges}
+        self._edge_by_result = {e.result.vid: e for e in self.edges}
+        self._edge_by_source_use = {(u.oid, k): e for e in self.edges for u, k in e.source_uses}
+        self._rules: dict[int, RuleInstance | None] = {}
+        self.visited_rules: dict[int, RuleInstance] = {}
+        self.erased: set[int] = set()
+        self._live_uses = {v.vid: list(v.uses) for v in module.values}
+        self._memo: dict[StepInput, StepOutput] = {}
+        self.steps_evaluated = 0
+        self.engine_calls = 0
+
+    # -- the pass --------------------------------------------------------
+
+    def propagate(self, directions: DirectionFn | None = None) -> None:
+        """One complete fixpoint: result attrs → returns, worklist, returns → result attrs."""
+        main = self.module.main_func()
+        if main is not None:
+            self._sync_main_results(main)
+        self._fixpoint(directions or _both)
+        if main is not None:
+            self._sync_main_results(main)
+
+    def finish(self) -> None:
+        """Write shardings back and erase the dead ops from the module."""
+        self.state.write_back()
+        for oid in sorted(self.erased, reverse=True):
+            self.module.ops[oid].mlir.erase()
+
+    # -- the worklist ----------------------------------------------------
+
+    def _fixpoint(self, directions: DirectionFn) -> None:
+        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased)
+        self._worklist = worklist
+        while (op := worklist.pop()) is not None:
+            if op.oid in self.erased:
+                continue
+            if self._trivially_dead(op):
+                self._erase(op)
+                continue
+            site = self._site(op, directions)
+            if site is None:
+                continue
+            step = self._step_input(site)
+            if step is None:
+                continue
+            output = self._memo.get(step)
+            if output is None:
+                self._evaluate_batch(step, directions)
+                output = self._memo[step]
+            self._apply(op, site, output)
+        self._worklist = None
+
+    def _site(self, op: Op, directions: DirectionFn) -> _Site | None:
+        """The tensors and rule op ``op`` propagates with (None: nothing to do)."""
+        if op.name == "sdy.data_flow_edge":
+            edge = self._edge_by_op[op.oid]
+            shape = edge.result.shape
+            if not edge.result.static or not shape:
+                return None
+            rule = identity_rule(shape, len(edge.sources), 1)
+            return _Site(edge.sources, [edge.result], rule, directions(op, rule), False)
+        if op.name == "sdy.propagation_barrier":
+            value = op.results[0]
+            if not value.static or not value.shape:
+                return None
+            rule = identity_rule(value.shape, 1, 1)
+            allowed = str(op.attr("allowed_direction")).split()[-1].rstrip(">")
+            return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True)
+        rule = self._rule(op)
+        if rule is None:
+            return None
+        return _Site(op.operands, op.results, rule, directions(op, rule), is_elementwise(op))
+
+    def _rule(self, op: Op) -> RuleInstance | None:
+        if op.oid not in self._rules:
+            rule = self.rule_for(op)
+            self._rules[op.oid] = rule
+            if rule is not None:
+                self.visited_rules[op.oid] = rule
+        return self._rules[op.oid]
+
+    def _step_input(self, site: _Site) -> StepInput | None:
+        operands = tuple(self.state.get(v) for v in site.operands)
+        results = tuple(self.state.get(v) for v in site.results)
+        if all(s is None for s in operands + results):
+            return None  # nothing to propagate: no tensor of the op has a sharding
+        return StepInput(site.rule, operands, results, site.directions, self.strategy,
+                         self.conservative, site.elementwise)
+
+    def _evaluate_batch(self, first: StepInput, directions: DirectionFn) -> None:
+        """Evaluate ``first`` together with the steps of the ops pending after it."""
+        batch = [first]
+        seen = {first}
+        for op in self._worklist.pending(BATCH_LIMIT):
+            if len(batch) >= BATCH_LIMIT:
+                break
+            if op.oid in self.erased or self._trivially_dead(op):
+                continue
+            site = self._site(op, directions)
+            step = self._step_input(site) if site is not None else None
+            if step is not None and step not in seen and step not in self._memo:
+                seen.add(step)
+                batch.append(step)
+        outputs = self.evaluate(batch)
+        self.engine_calls += 1
+        self.steps_evaluated += len(batch)
+        self._memo.update(zip(batch, outputs))
+
+    def _apply(self, op: Op, site: _Site, output: StepOutput) -> None:
+        for values, news in ((site.operands, output.operands), (site.results, output.results)):
+            for value, new in zip(values, news):
+                if new is not None and self.state.can_hold(value):
+                    self.state.set(value, new)
+                    self._notify(value, op)
+
+    # -- notifications (§7.3 item 4) ------------------------------------
+
+    def _notify(self, value: Value, current: Op) -> None:
+        push = self._worklist.push
+        edge = self._edge_by_result.get(value.vid)
+        if edge is not None:
+            for target in edge.other_targets:
+                for user, _ in self._live_uses[target.vid]:
+                    push(user)
+        owner = value.defining_op or value.block.region.owner
+        if owner is not current:
+            push(owner)
+        for user, index in self._live_uses[value.vid]:
+            edge = self._edge_by_source_use.get((user.oid, index))
+            if edge is not None:
+                push(edge.op)
+            elif user.is_terminator:
+                if user.parent is not None:
+                    push(user.parent)
+            else:
+                push(user)
+
+    # -- dead ops --------------------------------------------------------
+
+    def _trivially_dead(self, op: Op) -> bool:
+        if op.parent is None or op.is_terminator or has_side_effects(op) or not op.results:
+            return False
+        if any(self._live_uses[r.vid] for r in op.results):
+            return False
+        return all(self._trivially_dead_nested(child) for r in op.regions for b in r.blocks
+                   for child in b.ops)
+
+    def _trivially_dead_nested(self, op: Op) -> bool:
+        return op.is_terminator or not has_side_effects(op)
+
+    def _erase(self, op: Op) -> None:
+        """Erase a dead op; its operands' defining ops may have become dead."""
+        for child in _walk(op):
+            self.erased.add(child.oid)
+            for index, value in enumerate(child.operands):
+                self._live_uses[value.vid].remove((child, index))
+        for value in op.operands:
+            if value.defining_op is not None and len(self._live_uses[value.vid]) <= 1:
+                self._worklist.push(value.defining_op)
+
+    # -- main function results (§8.7) -----------------------------------
+
+    def _sync_main_results(self, main: Op) -> None:
+        ret = self.module.func_return(main)
+        if ret is None:
+            return
+        for index, value in enumerate(ret.operands):
+            if not value.static or not value.shape:
+                continue
+            rule = identity_rule(value.shape, 1, 1)
+            step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
+                             ("BOTH",) * len(rule.factors), self.strategy, self.conservative, True)
+            if step.operands[0] is None and step.results[0] is None:
+                continue
+            output = self._memo.get(step)
+            if output is None:
+                output = self.evaluate([step])[0]
+                self.engine_calls += 1
+                self._memo[step] = output
+            if output.operands[0] is not None:
+                self.state.set(value, output.operands[0])
+            if output.results[0] is not None:
+                self.state.set_result(main, index, output.results[0])
+
+
+def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
+    return ("BOTH",) * len(rule.factors)
+
+
+def _walk(op: Op):
+    yield op
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.ops:
+                yield from _walk(child)

@@ -1,0 +1,74 @@
+"""Data-flow edges (§8.1): owners, sources, targets, and where a value's sharding lives.
+
+For every ``%e = sdy.data_flow_edge %owner`` the edge knows its sources and
+its non-owner targets.  While the edge exists, reading or writing the
+sharding of any of its targets (the owner and the non-owner targets) goes to
+the edge op's own ``sharding`` (§1.5): ``slot_of`` maps each value to the
+value whose sharding it uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdy_dl.ir import Module, Op, Value
+
+
+@dataclass(eq=False)
+class DataFlowEdge:
+    """One ``sdy.data_flow_edge`` op with the values it ties together."""
+
+    op: Op
+    owner: Value
+    sources: list[Value]
+    source_uses: list[tuple[Op, int]]   # the (user, operand index) uses that are sources
+    other_targets: list[Value]
+
+    @property
+    def result(self) -> Value:
+        return self.op.results[0]
+
+
+def _terminator(block) -> Op:
+    return block.ops[-1]
+
+
+def edge_of_owner(owner: Value) -> tuple[list[tuple[Op, int]], list[Value]]:
+    """(source uses, non-owner targets) of the edge owned by ``owner``."""
+    if owner.is_block_arg:
+        parent = owner.block.region.owner
+        if parent.name in ("sdy.named_computation", "sdy.manual_computation"):
+            return [(parent, owner.index)], []
+        return [], []
+    op, i = owner.defining_op, owner.index
+    if op.name == "stablehlo.while":
+        cond, body = (r.blocks[0] for r in op.regions)
+        return [(op, i), (_terminator(body), i)], [cond.args[i], body.args[i]]
+    if op.name == "stablehlo.case":
+        return [(_terminator(r.blocks[0]), i) for r in op.regions], []
+    if op.name == "stablehlo.optimization_barrier":
+        return [(op, i)], []
+    if op.name in ("sdy.named_computation", "sdy.manual_computation"):
+        return [(_terminator(op.regions[0].blocks[0]), i)], []
+    return [], []
+
+
+def find_edges(module: Module) -> list[DataFlowEdge]:
+    """Every data-flow edge op of the module, in program order."""
+    edges = []
+    for op in module.ops:
+        if op.name != "sdy.data_flow_edge":
+            continue
+        owner = op.operands[0]
+        uses, targets = edge_of_owner(owner)
+        edges.append(DataFlowEdge(op, owner, [u.operands[k] for u, k in uses], uses, targets))
+    return edges
+
+
+def slot_map(edges: list[DataFlowEdge]) -> dict[int, Value]:
+    """value id -> the edge result holding its sharding, for every edge target."""
+    slots: dict[int, Value] = {}
+    for e in edges:
+        for t in [e.owner, *e.other_targets]:
+            slots[t.vid] = e.result
+    return slots

@@ -1,0 +1,71 @@
+"""The shardings propagation reads and writes, kept in Python during a pass.
+
+Values are read through the data-flow-edge slots (``edges.slot_map``).  A
+write to one result of an ordinary op with no sharding yet gives the op's
+other results open-empty shardings on the same mesh, as Shardy's setter
+does.  ``write_back`` stores every changed sharding in the module's
+attributes at the end of the pass.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, get_result_sharding,
+                               get_sharding, is_shardable, set_result_sharding, set_sharding)
+from sdy_dl.sharding import TensorSharding
+
+
+class ShardingState:
+    """Current shardings of values (by slot) and of function results."""
+
+    def __init__(self, module: Module, slots: dict[int, Value]):
+        self.module = module
+        self.slots = slots
+        self._value: dict[int, TensorSharding | None] = {}
+        self._changed: set[int] = set()
+        self._results: dict[tuple[int, int], TensorSharding | None] = {}
+        self._changed_results: set[tuple[int, int]] = set()
+
+    def slot(self, v: Value) -> Value:
+        """The value whose sharding ``v`` uses."""
+        return self.slots.get(v.vid, v)
+
+    def get(self, v: Value) -> TensorSharding | None:
+        s = self.slot(v)
+        if s.vid not in self._value:
+            self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
+        return self._value[s.vid]
+
+    def can_hold(self, v: Value) -> bool:
+        return is_shardable(self.slot(v))
+
+    def set(self, v: Value, sharding: TensorSharding) -> None:
+        s = self.slot(v)
+        op = s.defining_op
+        if (op is not None and op.name not in OWN_SHARDING_OPS
+                and op.name not in COMPUTATION_OPS and len(op.results) > 1):
+            for other in op.results:
+                if other is not s and self.get(other) is None and other.shape is not None:
+                    self._value[other.vid] = TensorSharding.open_empty(sharding.mesh, len(other.shape))
+                    self._changed.add(other.vid)
+        self._value[s.vid] = sharding
+        self._changed.add(s.vid)
+
+    def get_result(self, func: Op, index: int) -> TensorSharding | None:
+        key = (func.oid, index)
+        if key not in self._results:
+            self._results[key] = get_result_sharding(func, index)
+        return self._results[key]
+
+    def set_result(self, func: Op, index: int, sharding: TensorSharding) -> None:
+        self._results[(func.oid, index)] = sharding
+        self._changed_results.add((func.oid, index))
+
+    def write_back(self) -> None:
+        """Store every changed sharding in the module's attributes."""
+        values = self.module.values
+        for vid in sorted(self._changed):
+            set_sharding(self.module, values[vid], self._value[vid])
+        ops = self.module.ops
+        for oid, index in sorted(self._changed_results):
+            set_result_sharding(ops[oid], index, self._results[(oid, index)])
