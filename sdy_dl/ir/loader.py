@@ -65,6 +65,7 @@ def build_model(mlir_module, file: str) -> Module:
 
     module = Module(file=file, mlir=mlir_module)
     state = ir.AsmState(mlir_module.operation)
+    by_mlir = {}
 
     def new_value(mv, defining_op, block, index) -> Value:
         t = mv.type
@@ -84,8 +85,7 @@ def build_model(mlir_module, file: str) -> Module:
                 parent=parent, block=block, line=line, col=col, mlir=mop)
         module.ops.append(op)
         op.operands = [module.value_of(o) for o in mop.operands]
-        for i, v in enumerate(op.operands):
-            v.uses.append((op, i))
+        by_mlir[mop] = op
         op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
         for mregion in mop.regions:
             region = Region(blocks=[], owner=op)
@@ -106,4 +106,8 @@ def build_model(mlir_module, file: str) -> Module:
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
+    # Uses in MLIR's use-list order (most recently created first): Shardy's
+    # notifications follow it.
+    for v in module.values:
+        v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module

@@ -30,7 +30,7 @@ class Value:
     block: "Block | None"           # the owning block, for block arguments
     index: int                      # result number, or argument number
     mlir: Any = field(repr=False)
-    uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)
+    uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
 
     @property
     def rank(self) -> int | None:

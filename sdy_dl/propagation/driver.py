@@ -17,7 +17,7 @@ from sdy_dl.ir import Module, Op, Value
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.state import ShardingState
 from sdy_dl.propagation.step import StepInput, StepOutput
-from sdy_dl.propagation.traits import has_side_effects, is_elementwise
+from sdy_dl.propagation.traits import has_no_effects, is_elementwise
 from sdy_dl.propagation.worklist import Worklist
 from sdy_dl.rules.instance import Factor, RuleInstance
 
@@ -25,6 +25,10 @@ from sdy_dl.rules.instance import Factor, RuleInstance
 DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
+
+#: Ops that own data-flow edges (ShardableDataFlowOpInterface).
+DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
+                           "sdy.named_computation", "sdy.manual_computation"})
 
 
 def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
@@ -42,6 +46,7 @@ class _Site:
     rule: RuleInstance
     directions: tuple[str, ...]
     elementwise: bool
+    conservative: bool = False   # only registered ops propagate conservatively
 
 
 class Propagator:
@@ -59,7 +64,6 @@ class Propagator:
         self.state = ShardingState(module, slot_map(self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
         self._edge_by_result = {e.result.vid: e for e in self.edges}
-        self._edge_by_source_use = {(u.oid, k): e for e in self.edges for u, k in e.source_uses}
         self._rules: dict[int, RuleInstance | None] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
@@ -90,10 +94,12 @@ class Propagator:
     def _fixpoint(self, directions: DirectionFn) -> None:
         worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased)
         self._worklist = worklist
+        self._current = None
         while (op := worklist.pop()) is not None:
             if op.oid in self.erased:
                 continue
             if self._trivially_dead(op):
+                self._current = None
                 self._erase(op)
                 continue
             site = self._site(op, directions)
@@ -106,7 +112,9 @@ class Propagator:
             if output is None:
                 self._evaluate_batch(step, directions)
                 output = self._memo[step]
-            self._apply(op, site, output)
+            self._current = op
+            self._apply(site, output)
+            self._current = None
         self._worklist = None
 
     def _site(self, op: Op, directions: DirectionFn) -> _Site | None:
@@ -128,7 +136,8 @@ class Propagator:
         rule = self._rule(op)
         if rule is None:
             return None
-        return _Site(op.operands, op.results, rule, directions(op, rule), is_elementwise(op))
+        return _Site(op.operands, op.results, rule, directions(op, rule), is_elementwise(op),
+                     self.conservative)
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.oid not in self._rules:
@@ -144,7 +153,7 @@ class Propagator:
         if all(s is None for s in operands + results):
             return None  # nothing to propagate: no tensor of the op has a sharding
         return StepInput(site.rule, operands, results, site.directions, self.strategy,
-                         self.conservative, site.elementwise)
+                         site.conservative, site.elementwise)
 
     def _evaluate_batch(self, first: StepInput, directions: DirectionFn) -> None:
         """Evaluate ``first`` together with the steps of the ops pending after it."""
@@ -165,57 +174,80 @@ class Propagator:
         self.steps_evaluated += len(batch)
         self._memo.update(zip(batch, outputs))
 
-    def _apply(self, op: Op, site: _Site, output: StepOutput) -> None:
+    def _apply(self, site: _Site, output: StepOutput) -> None:
+        """Write the updated shardings (operands first) and notify as Shardy does."""
         for values, news in ((site.operands, output.operands), (site.results, output.results)):
             for value, new in zip(values, news):
                 if new is not None and self.state.can_hold(value):
                     self.state.set(value, new)
-                    self._notify(value, op)
+                    self._notify_sharding_modified(self.state.slot(value))
 
-    # -- notifications (§7.3 item 4) ------------------------------------
+    # -- notifications (§7.3 item 4; docs/research §4) ----------------
 
-    def _notify(self, value: Value, current: Op) -> None:
-        push = self._worklist.push
+    def _notify_op(self, op: Op) -> None:
+        """``modifyOpInPlace``: enqueue ``op`` and its ancestors, never the current op."""
+        if op is self._current:
+            return
+        while op is not None:
+            self._worklist.push(op)
+            op = op.parent
+
+    def _notify_sharding_modified(self, value: Value) -> None:
+        """Shardy's ``notifyShardingModified`` for the shardable value ``value``."""
         edge = self._edge_by_result.get(value.vid)
         if edge is not None:
             for target in edge.other_targets:
-                for user, _ in self._live_uses[target.vid]:
-                    push(user)
-        owner = value.defining_op or value.block.region.owner
-        if owner is not current:
-            push(owner)
-        for user, index in self._live_uses[value.vid]:
-            edge = self._edge_by_source_use.get((user.oid, index))
-            if edge is not None:
-                push(edge.op)
-            elif user.is_terminator:
-                if user.parent is not None:
-                    push(user.parent)
-            else:
-                push(user)
+                self._notify_users(target)
+        self._notify_op(value.defining_op or value.block.region.owner)
+        self._notify_users(value)
 
-    # -- dead ops --------------------------------------------------------
+    def _notify_users(self, value: Value) -> None:
+        """Shardy's ``notifyUsersModified``: users in use-list order."""
+        for user, index in self._live_uses[value.vid]:
+            edge = self._edge_fed_by(user, index)
+            if edge is not None:
+                self._notify_op(edge.op)
+            elif user.is_terminator:
+                self._notify_op(user.parent)
+            elif user.name != "func.call":
+                self._notify_op(user)
+
+    def _edge_fed_by(self, user: Op, index: int) -> DataFlowEdge | None:
+        """The data-flow edge whose source is operand ``index`` of ``user``, if any."""
+        owner = user.parent if user.is_terminator else user
+        if owner is None or owner.name not in DATA_FLOW_OPS:
+            return None
+        if owner.name in ("sdy.named_computation", "sdy.manual_computation") and owner is user:
+            target = owner.regions[0].blocks[0].args[index]
+        else:
+            target = owner.results[index]
+        uses = self._live_uses[target.vid]
+        if len(uses) == 1 and uses[0][0].name == "sdy.data_flow_edge":
+            return self._edge_by_op.get(uses[0][0].oid)
+        return None
+
+    # -- dead ops (docs/research §2, §3b) --------------------------------
 
     def _trivially_dead(self, op: Op) -> bool:
-        if op.parent is None or op.is_terminator or has_side_effects(op) or not op.results:
+        if op.parent is None or op.is_terminator:
             return False
         if any(self._live_uses[r.vid] for r in op.results):
             return False
-        return all(self._trivially_dead_nested(child) for r in op.regions for b in r.blocks
-                   for child in b.ops)
-
-    def _trivially_dead_nested(self, op: Op) -> bool:
-        return op.is_terminator or not has_side_effects(op)
+        return has_no_effects(op)
 
     def _erase(self, op: Op) -> None:
-        """Erase a dead op; its operands' defining ops may have become dead."""
-        for child in _walk(op):
-            self.erased.add(child.oid)
-            for index, value in enumerate(child.operands):
-                self._live_uses[value.vid].remove((child, index))
-        for value in op.operands:
-            if value.defining_op is not None and len(self._live_uses[value.vid]) <= 1:
-                self._worklist.push(value.defining_op)
+        """Erase ``op`` (nested ops first, in reverse); enqueue operand definers left with ≤ 1 user."""
+        for dead in reversed(list(_walk(op))):
+            for value in dead.operands:
+                definer = value.defining_op
+                if definer is None or definer.oid in self.erased:
+                    continue
+                others = {u.oid for u, _ in self._live_uses[value.vid] if u is not dead}
+                if len(others) < 2:
+                    self._notify_op(definer)
+            self.erased.add(dead.oid)
+            for index, value in enumerate(dead.operands):
+                self._live_uses[value.vid].remove((dead, index))
 
     # -- main function results (§8.7) -----------------------------------
 
@@ -228,7 +260,7 @@ class Propagator:
                 continue
             rule = identity_rule(value.shape, 1, 1)
             step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
-                             ("BOTH",) * len(rule.factors), self.strategy, self.conservative, True)
+                             ("BOTH",) * len(rule.factors), self.strategy, False, False)
             if step.operands[0] is None and step.results[0] is None:
                 continue
             output = self._memo.get(step)
