@@ -26,6 +26,9 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 
+#: sdy's PropagationDirection enum values, as stored in ``allowed_direction``.
+BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
+
 #: Ops that own data-flow edges (ShardableDataFlowOpInterface).
 DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
                            "sdy.named_computation", "sdy.manual_computation"})
@@ -131,7 +134,7 @@ class Propagator:
             if not value.static or not value.shape:
                 return None
             rule = identity_rule(value.shape, 1, 1)
-            allowed = str(op.attr("allowed_direction")).split()[-1].rstrip(">")
+            allowed = BARRIER_DIRECTIONS[int(op.attr_text("allowed_direction").split()[0])]
             return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True)
         rule = self._rule(op)
         if rule is None:
