@@ -10,7 +10,7 @@ def mlir_context():
     """The process-wide MLIR context (created on first use)."""
     from jaxlib.mlir import ir
     from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-    from jaxlib.mlir.dialects import sdy, stablehlo
+    from jaxlib.mlir.dialects import chlo, sdy, stablehlo
 
     registry = ir.DialectRegistry()
     _jax_mlir_ext.register_dialects(registry)
@@ -18,5 +18,6 @@ def mlir_context():
     ctx.append_dialect_registry(registry)
     sdy.register_dialect(ctx)
     stablehlo.register_dialect(ctx)
+    chlo.register_dialect(ctx)
     ctx.load_all_available_dialects()
     return ctx
