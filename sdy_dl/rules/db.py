@@ -1,0 +1,135 @@
+"""The rule database: load rule files, validate them, give every op its rule.
+
+Sources, later ones overriding earlier ones (per op, custom-call target and
+template): the shipped ``rules/*.yaml``, then the files and folders listed in
+the environment variable ``SDY_DL_RULES`` (``os.pathsep``-separated), then
+``extra_files`` (the CLI's ``--rules``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from sdy_dl.errors import SdyError
+from sdy_dl.resources import rules_dir
+from sdy_dl.rules.generators import GENERATORS
+from sdy_dl.rules.instance import RuleInstance, parse_rule_text
+from sdy_dl.rules.interp import instantiate
+from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
+                                 validate_entry)
+
+#: The environment variable with extra rule files or folders.
+RULES_ENV = "SDY_DL_RULES"
+#: The attribute an op may carry with its own rule (it wins over the database).
+RULE_ATTR = "sdy.sharding_rule"
+
+
+@dataclass(frozen=True)
+class CoveredOp:
+    """One line of ``rules list``: an op or custom-call target and where its rule is."""
+
+    name: str          # op name, or '@target' for a custom call
+    doc: str
+    file: str
+    line: int
+    has_rule: bool     # False for entries that say the op has no rule
+
+
+class RuleDB:
+    """Validated rule entries; :meth:`rule_for` instantiates them."""
+
+    def __init__(self, files: Sequence[RuleFile], conservative: bool = False):
+        self.conservative = conservative
+        self.files = list(files)
+        self.templates: dict[str, Template] = {}
+        self.op_entries: dict[str, Entry] = {}
+        self.custom_call_entries: dict[str, Entry] = {}
+        for f in self.files:
+            self.templates.update(f.templates)
+            for entry in f.entries:
+                table = (self.custom_call_entries if entry.section == "custom_calls"
+                         else self.op_entries)
+                table[entry.key] = entry
+        self.generators = GENERATORS
+        for entry in self.entries():
+            validate_entry(entry, self.templates, self.generators)
+
+    def entries(self) -> list[Entry]:
+        """Every effective entry (ops, then custom-call targets)."""
+        return list(self.op_entries.values()) + list(self.custom_call_entries.values())
+
+    def entry_for(self, op) -> Entry | None:
+        """The entry that gives ``op`` its rule (by name, or by custom-call target)."""
+        if op.name == CUSTOM_CALL_OP:
+            target = op.attr("call_target_name")
+            if target is None:
+                return None
+            from jaxlib.mlir import ir
+            return self.custom_call_entries.get(ir.StringAttr(target).value)
+        return self.op_entries.get(op.name)
+
+    def lookup(self, name: str) -> Entry | None:
+        """The entry of an op name, or of a custom-call target (``@target`` or bare)."""
+        if name.startswith("@"):
+            return self.custom_call_entries.get(name[1:])
+        return self.op_entries.get(name) or self.custom_call_entries.get(name)
+
+    def rule_for(self, op, module=None) -> RuleInstance | None:
+        """The rule of ``op``: its own ``sdy.sharding_rule`` attribute, else the
+        database's; None when the op has no rule (semantics §3.7)."""
+        own = op.attr_text(RULE_ATTR) if hasattr(op, "attr_text") else None
+        if own is not None:
+            try:
+                return parse_rule_text(own)
+            except SdyError as e:
+                file = getattr(module, "file", None)
+                raise e.located(file, op.line, op.col) from None
+        entry = self.entry_for(op)
+        if entry is None:
+            return None
+        return instantiate(entry, op, self.conservative, self.templates, self.generators)
+
+    def ops(self) -> list[CoveredOp]:
+        """What the database covers (ops, then ``@target`` custom calls), by name."""
+        out = [CoveredOp("@" + e.key if e.section == "custom_calls" else e.key, e.doc,
+                         e.loc.file, e.loc.line, not e.no_rule) for e in self.entries()]
+        return sorted(out, key=lambda c: (c.name.startswith("@"), c.name.lower()))
+
+
+def rule_files_in(path: str | Path) -> list[Path]:
+    """The ``*.yaml``/``*.yml`` files of a folder (sorted), or the file itself."""
+    p = Path(path)
+    if p.is_dir():
+        return sorted(q for q in p.iterdir() if q.suffix in (".yaml", ".yml") and q.is_file())
+    if not p.exists():
+        raise SdyError("rule file not found", str(path))
+    return [p]
+
+
+def _read(path: Path) -> RuleFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SdyError(f"cannot read rule file: {e.strerror}", str(path)) from None
+    except UnicodeDecodeError:
+        raise SdyError("rule file is not UTF-8 text", str(path)) from None
+    return parse_rule_file(text, str(path))
+
+
+def rule_sources(extra_files: Sequence[str] = ()) -> list[Path]:
+    """Every rule file, in load order: shipped, ``$SDY_DL_RULES``, ``extra_files``."""
+    paths = rule_files_in(rules_dir())
+    for item in os.environ.get(RULES_ENV, "").split(os.pathsep):
+        if item.strip():
+            paths += rule_files_in(item.strip())
+    for item in extra_files:
+        paths += rule_files_in(item)
+    return paths
+
+
+def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) -> RuleDB:
+    """Load and validate the rule database (see the module docstring for the order)."""
+    return RuleDB([_read(p) for p in rule_sources(extra_files)], conservative)

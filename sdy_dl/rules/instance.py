@@ -1,0 +1,124 @@
+"""The concrete sharding rule of one op: factors and tensor mappings.
+
+A :class:`RuleInstance` is what the Datalog facts writer consumes: a list of
+factors (size, kind, blocked flag) and, for every operand and result, one dim
+mapping per dimension listing that dim's factor indices from major to minor.
+
+``to_text`` prints the rule exactly as Shardy prints an
+``#sdy.op_sharding_rule`` attribute; ``parse_rule_text`` reads that syntax back
+(the ``sdy.sharding_rule`` attribute an op may already carry).  The grammar is
+shared with the compact einsum-like form of user rules (:mod:`.notation`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdy_dl.errors import SdyError
+
+#: The factor kinds, as Shardy names them (``pass_through`` has no list).
+FACTOR_KINDS = ("pass_through", "reduction", "need_replication", "permutation")
+
+#: Printed type lists, in Shardy's order.
+_KIND_LISTS = ("reduction", "need_replication", "permutation")
+
+_LETTERS = "ijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One factor of a rule: its size, kind and blocked-propagation flag."""
+
+    size: int
+    kind: str = "pass_through"
+    blocked: bool = False
+
+    def __post_init__(self):
+        if self.kind not in FACTOR_KINDS:
+            raise ValueError(f"unknown factor kind {self.kind!r}")
+
+
+TensorMapping = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class RuleInstance:
+    """An op's sharding rule (Shardy's ``OpShardingRuleAttr``)."""
+
+    factors: tuple[Factor, ...]
+    operands: tuple[TensorMapping, ...]  # per operand, per dim: factor indices major->minor
+    results: tuple[TensorMapping, ...]
+    is_custom: bool = False
+
+    def to_text(self) -> str:
+        """The rule printed exactly as Shardy prints ``#sdy.op_sharding_rule``."""
+        def tensors(mappings) -> str:
+            return ", ".join(
+                "[" + ", ".join("".join(factor_name(f) for f in dim) for dim in t) + "]"
+                for t in mappings)
+
+        text = f"#sdy.op_sharding_rule<({tensors(self.operands)})->({tensors(self.results)})"
+        if self.factors:
+            text += " {" + ", ".join(f"{factor_name(i)}={f.size}"
+                                     for i, f in enumerate(self.factors)) + "}"
+        for kind in _KIND_LISTS:
+            text += _factor_list(kind, [i for i, f in enumerate(self.factors) if f.kind == kind])
+        text += _factor_list("blocked_propagation",
+                             [i for i, f in enumerate(self.factors) if f.blocked])
+        if self.is_custom:
+            text += ", custom"
+        return text + ">"
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def kind_of(self, index: int) -> str:
+        return self.factors[index].kind
+
+
+def _factor_list(label: str, indices: list[int]) -> str:
+    if not indices:
+        return ""
+    return f" {label}={{" + ", ".join(factor_name(i) for i in indices) + "}"
+
+
+def factor_name(i: int) -> str:
+    """Shardy's printed name of factor ``i``: ``i`` .. ``z``, then ``z_1``, ``z_2``, ..."""
+    if i < 0:
+        raise ValueError("factor index must be >= 0")
+    if i < len(_LETTERS):
+        return _LETTERS[i]
+    return f"z_{i - len(_LETTERS) + 1}"
+
+
+def factor_index(name: str) -> int | None:
+    """The index Shardy gives the factor named ``name`` (None if not a Shardy name)."""
+    if len(name) == 1 and name in _LETTERS:
+        return _LETTERS.index(name)
+    if name.startswith("z_") and name[2:].isdigit() and not name[2:].startswith("0"):
+        return len(_LETTERS) - 1 + int(name[2:])
+    return None
+
+
+def parse_rule_text(text: str) -> RuleInstance:
+    """Parse Shardy's ``#sdy.op_sharding_rule<...>`` syntax into a rule.
+
+    Every factor must have its size in the ``{...}`` list, and the names there
+    must be Shardy's names in index order (``i, j, k, ...``), as Shardy prints
+    them.  Raises :class:`SdyError` for malformed text.
+    """
+    from sdy_dl.rules.notation import parse_notation
+
+    body = text.strip()
+    prefix = "#sdy.op_sharding_rule<"
+    if not (body.startswith(prefix) and body.endswith(">")):
+        raise SdyError(f"not an #sdy.op_sharding_rule attribute: {text!r}")
+    note = parse_notation(body[len(prefix):-1])
+    if note.sizes is None and note.factor_order:
+        raise SdyError(f"sharding rule without factor sizes: {text!r}")
+    sizes = note.sizes or {}
+    for pos, name in enumerate(sizes):
+        if factor_index(name) != pos:
+            raise SdyError(f"factor {name!r} out of order in sharding rule {text!r} "
+                           f"(expected {factor_name(pos)!r})")
+    return note.to_instance(sizes, list(sizes))

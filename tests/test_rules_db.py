@@ -1,0 +1,288 @@
+"""Loading rule files: validation errors with places, user rules, overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from rules_cases import MATMUL, USER_RULES, op, write_rules as write
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import parse_module_text
+from sdy_dl.rules.db import RULES_ENV, load_rule_db, rule_sources
+from sdy_dl.resources import rules_dir
+
+def rule_of(text: str, db, name: str):
+    module = parse_module_text(text, "<test>")
+    target = [o for o in module.ops if o.name == name][0]
+    return db.rule_for(target, module)
+
+
+def test_shipped_rules_load_and_cover_the_registry():
+    db = load_rule_db()
+    names = {c.name for c in db.ops()}
+    assert {"stablehlo.dot_general", "stablehlo.reshape", "sdy.sharding_constraint",
+            "@Eigh", "@X64Combine", "@xla.debug.Log", "stablehlo.while"} <= names
+    files = {c.file for c in db.ops()}
+    assert all(f.startswith(str(rules_dir())) for f in files)
+    assert all(c.doc and "\n" not in c.doc for c in db.ops())
+
+
+def test_unknown_custom_call_and_unknown_op_have_no_rule():
+    db = load_rule_db()
+    assert rule_of(MATMUL, db, "stablehlo.custom_call") is None
+    text = op(["tensor<4xf32>"], ["tensor<4xf32>"],
+              '"stablehlo.map"(%arg0) ({\n  ^bb0(%a: tensor<f32>):\n'
+              "    stablehlo.return %a : tensor<f32>\n  }) {dimensions = array<i64: 0>} : "
+              "(tensor<4xf32>) -> tensor<4xf32>")
+    assert rule_of(text, db, "stablehlo.map") is None
+
+
+def test_user_rule_for_a_custom_call(tmp_path):
+    db = load_rule_db([write(tmp_path, USER_RULES)])
+    assert rule_of(MATMUL, db, "stablehlo.custom_call").to_text() == (
+        "#sdy.op_sharding_rule<([i, j, k], [k, l])->([i, j, l]) {i=2, j=8, k=16, l=32} "
+        "reduction={k}>")
+    assert "@my_matmul" in {c.name for c in db.ops()}
+
+
+def test_rules_from_the_environment(tmp_path, monkeypatch):
+    folder = tmp_path / "more"
+    folder.mkdir()
+    write(folder, USER_RULES)
+    monkeypatch.setenv(RULES_ENV, str(folder))
+    assert str(folder / "user.yaml") in map(str, rule_sources())
+    assert rule_of(MATMUL, load_rule_db(), "stablehlo.custom_call") is not None
+
+
+def test_later_files_override_earlier_ones(tmp_path, monkeypatch):
+    first = write(tmp_path, USER_RULES, "first.yaml")
+    second = write(tmp_path, """\
+        description: Overrides.
+        custom_calls:
+          my_matmul:
+            doc: Treat it as opaque.
+            no_rule: true
+        ops:
+          stablehlo.tanh:
+            doc: Pretend tanh needs replication.
+            use: pointwise
+            with:
+              kinds: "[need_replication] * results[0].rank"
+        """, "second.yaml")
+    monkeypatch.setenv(RULES_ENV, first)
+    db = load_rule_db([second])
+    assert rule_of(MATMUL, db, "stablehlo.custom_call") is None
+    tanh = op(["tensor<4x2xf32>"], ["tensor<4x2xf32>"], "stablehlo.tanh %arg0 : tensor<4x2xf32>")
+    assert rule_of(tanh, db, "stablehlo.tanh").to_text() == (
+        "#sdy.op_sharding_rule<([i, j])->([i, j]) {i=4, j=2} need_replication={i, j}>")
+    assert next(c for c in db.ops() if c.name == "stablehlo.tanh").file == second
+
+
+def test_an_ops_own_rule_wins(tmp_path):
+    text = op(["tensor<6x2xf32>"], ["tensor<2x6xf32>"],
+              "stablehlo.custom_call @my_matmul(%arg0) {sdy.sharding_rule = "
+              "#sdy.op_sharding_rule<([i, j])->([j, i]) {i=6, j=2}, custom>} : "
+              "(tensor<6x2xf32>) -> tensor<2x6xf32>")
+    rule = rule_of(text, load_rule_db([write(tmp_path, USER_RULES)]), "stablehlo.custom_call")
+    assert rule.is_custom and rule.to_text().endswith(", custom>")
+
+
+def test_templates_and_generators_in_user_files(tmp_path):
+    path = write(tmp_path, """\
+        description: A custom call that reshapes, and one built from a template.
+        templates:
+          first_dim_only:
+            doc: One factor on dim 0 of everything.
+            params: {kind_: need_replication}
+            factors:
+              - size: results[0].shape[0]
+                kind: kind_
+                dims: {all: 0}
+        custom_calls:
+          my_reshape: {doc: Like stablehlo.reshape., generator: reshape}
+          my_first: {doc: Only dim 0., use: first_dim_only, with: {kind_: permutation}}
+        """)
+    db = load_rule_db([path])
+    text = op(["tensor<8x6xf32>"], ["tensor<2x24xf32>"],
+              "stablehlo.custom_call @my_reshape(%arg0) : (tensor<8x6xf32>) -> tensor<2x24xf32>")
+    assert rule_of(text, db, "stablehlo.custom_call").to_text() == (
+        "#sdy.op_sharding_rule<([ij, k])->([i, jk]) {i=2, j=4, k=6}>")
+    text = text.replace("my_reshape", "my_first").replace("2x24", "8x6")
+    assert rule_of(text, db, "stablehlo.custom_call").to_text() == (
+        "#sdy.op_sharding_rule<([i, j])->([i, k]) {i=8, j=1, k=1} permutation={i}>")
+
+
+BAD_FILES = [
+    # (YAML, line of the error, words in the message)
+    ("""\
+     description: x
+     ops:
+       stablehlo.transpose:
+         doc: Transposes.
+         factors:
+           - for: r, i in enumerate(attr.perm)
+             size: operand.shape[i]
+             dims: {operand: i, results: r}
+     """, 6, "unknown op attribute 'perm' of stablehlo.transpose"),
+    ("""\
+     description: x
+     custom_calls:
+       f:
+         doc: F.
+         einsum: "([a])->([a]) reduction={b}"
+     """, 5, "factor 'b' is used in reduction"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.reshape: {doc: R., generator: reshapes}
+     """, 3, "unknown generator 'reshapes'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate:
+         doc: N.
+         factors:
+           - for: d in range(results[0].rank)
+             size: results[0].shape[d]
+             kind: reduce
+             dims: {all: d}
+     """, 8, "bad kind 'reduce'"),
+    ("""\
+     description: x
+     custom_calls:
+       f:
+         doc: F.
+         einsum: "([a]->([a])"
+     """, 5, "malformed rule"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate: {doc: N., use: pointwize}
+     """, 3, "unknown template 'pointwize'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate:
+         doc: N.
+         factors:
+           - size: results[0].shape[dd]
+             dims: {all: 0}
+     """, 6, "unknown name 'dd'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate:
+         doc: N.
+         factor:
+           - size: 1
+     """, 5, "unknown field 'factor'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate:
+         use: pointwise
+     """, 3, "needs a one-line 'doc'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate: {doc: N., use: pointwise}
+       stablehlo.negate: {doc: N., use: pointwise}
+     """, 4, "duplicate key 'stablehlo.negate'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.negate: {doc: N., use: pointwise
+     """, 4, "invalid YAML"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.add:
+         doc: A.
+         factors:
+           - size: 2
+             dims: {lhs: 0, operand: 0}
+     """, 7, "unknown operand group 'operand' of stablehlo.add"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.add:
+         doc: A.
+         factors:
+           - size: 2 +
+             dims: {all: 0}
+     """, 6, "malformed expression"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.add:
+         doc: A.
+         factors:
+           - size: results[0].__class__
+             dims: {all: 0}
+     """, 6, "field '__class__' is not allowed"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.add:
+         doc: A.
+         factors:
+           - size: __import__('os')
+             dims: {all: 0}
+     """, 6, "unknown function '__import__'"),
+    ("""\
+     description: x
+     ops:
+       stablehlo.add:
+         doc: A.
+         factors:
+           - size: 2
+     """, 6, "needs 'dims'"),
+]
+
+
+@pytest.mark.parametrize("text, line, message", BAD_FILES,
+                         ids=[m for _, _, m in BAD_FILES])
+def test_invalid_rule_files_name_file_and_line(tmp_path, text, line, message):
+    path = write(tmp_path, text, "bad.yaml")
+    with pytest.raises(SdyError) as info:
+        load_rule_db([path])
+    err = info.value
+    assert err.file == path and err.line == line, str(err)
+    assert message in err.message
+    assert str(err).startswith(f"{path}:{line}:")
+
+
+def test_size_mismatch_at_instantiation_names_the_rule(tmp_path):
+    path = write(tmp_path, """\
+        description: x
+        custom_calls:
+          my_matmul:
+            doc: Wrong contraction size.
+            einsum: ([b, s, h], [h, f]) -> ([b, s, f]) {h=4} reduction={h}
+        """)
+    with pytest.raises(SdyError) as info:
+        rule_of(MATMUL, load_rule_db([path]), "stablehlo.custom_call")
+    assert info.value.file == path and info.value.line == 3
+    assert "size mismatch" in info.value.message and "stablehlo.custom_call" in info.value.message
+
+
+def test_runtime_error_in_a_template_names_the_expression(tmp_path):
+    path = write(tmp_path, """\
+        description: x
+        custom_calls:
+          broken:
+            doc: Indexes past the shape.
+            factors:
+              - size: results[0].shape[5]
+                dims: {all: 0}
+        """)
+    text = op(["tensor<4xf32>"], ["tensor<4xf32>"],
+              "stablehlo.custom_call @broken(%arg0) : (tensor<4xf32>) -> tensor<4xf32>")
+    with pytest.raises(SdyError) as info:
+        rule_of(text, load_rule_db([path]), "stablehlo.custom_call")
+    assert info.value.file == path and info.value.line == 6
+    assert "results[0].shape[5]" in info.value.message
+
+
+def test_missing_rule_file(tmp_path):
+    with pytest.raises(SdyError, match="rule file not found"):
+        load_rule_db([str(tmp_path / "nope.yaml")])
