@@ -1,0 +1,621 @@
+"""Shared helpers of the import passes (semantics §1.5, §8, §9.1).
+
+The import passes rewrite the jaxlib MLIR module held by the model
+(``Module.mlir``) and then re-index it with :func:`rebuild`.  This module
+holds what several of them need:
+
+* walks over raw MLIR operations in MLIR's pre- and post-order;
+* Shardy's notion of "the sharding of a value" on raw MLIR values
+  (``getSharding``/``setSharding`` including data-flow-edge shadowing and the
+  manual-axis stripping of ``manual_computation`` block arguments);
+* the sharding walker (``walkShardings``/``transformShardings``): every place
+  a sharding is stored, in Shardy's visiting order;
+* a symbol-table name uniquer that numbers clashes exactly as MLIR's
+  ``SymbolTable::insert`` does;
+* running a Datalog analysis stage with the engine chosen in the options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir.loader import build_model
+from sdy_dl.ir.model import Module
+from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding,
+                             parse_mesh, parse_sharding_per_value,
+                             parse_tensor_sharding)
+
+SHARDING_ATTR = "sdy.sharding"
+SHARDING_RULE_ATTR = "sdy.sharding_rule"
+ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
+
+# Ops implementing Shardy's ShardableDataFlowOpInterface (§8.1).
+DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
+                           "sdy.named_computation", "sdy.manual_computation"})
+COMPUTATION_OPS = frozenset({"sdy.named_computation", "sdy.manual_computation"})
+# Ops whose (single) result sharding is the op's own ``sharding`` attribute.
+OWN_SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"})
+# sdy collectives (CollectiveOpInterface): the result sharding is ``out_sharding``.
+COLLECTIVE_OPS = frozenset({"sdy.all_gather", "sdy.all_slice", "sdy.all_to_all",
+                            "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter",
+                            "sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"})
+TERMINATOR_OPS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mhlo.return"})
+
+
+# -- module plumbing -----------------------------------------------------------
+
+def rebuild(module: Module) -> Module:
+    """Re-index ``module`` after its MLIR was mutated."""
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        return build_model(module.mlir, module.file)
+
+
+def parse_attr(text: str):
+    """An MLIR attribute from its text (in the sdy-dl context)."""
+    from jaxlib.mlir import ir
+
+    return ir.Attribute.parse(text)
+
+
+def op_error(module: Module, mop, message: str) -> SdyError:
+    """An :class:`SdyError` located at the MLIR operation ``mop``."""
+    from sdy_dl.ir.model import op_position
+
+    line, col = op_position(mop.operation)
+    return SdyError(message, file=module.file, line=line, col=col)
+
+
+# -- stable identities -------------------------------------------------------------------
+
+def _capsule_pointer():
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    return lambda cap: api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+
+
+_POINTER = None
+
+
+def key(obj) -> int:
+    """A stable identity for an MLIR operation, value or block.
+
+    The bindings hash operations and values by content (the hash changes when
+    an operand or attribute changes), so passes that mutate the IR key their
+    dictionaries and sets by the underlying C++ pointer instead.
+    """
+    global _POINTER
+    if _POINTER is None:
+        _POINTER = _capsule_pointer()
+    obj = getattr(obj, "operation", obj)
+    return _POINTER(obj._CAPIPtr)
+
+
+# -- walks over raw MLIR operations -----------------------------------------------
+
+def walk_pre(root) -> list:
+    """Every operation nested in ``root`` (itself included) in pre-order."""
+    out: list = []
+
+    def visit(op):
+        op = op.operation
+        out.append(op)
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    visit(child)
+
+    visit(root)
+    return out
+
+
+def walk_post(root) -> list:
+    """Every operation nested in ``root`` (itself included) in post-order
+    (MLIR's default ``walk``: regions first, then the op)."""
+    out: list = []
+
+    def visit(op):
+        op = op.operation
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    visit(child)
+        out.append(op)
+
+    visit(root)
+    return out
+
+
+def module_ops(module: Module) -> list:
+    """The top-level operations of ``module`` (meshes, functions, ...)."""
+    return [op.operation for op in module.mlir.body.operations]
+
+
+def parent_op(mop):
+    """The op whose region holds ``mop`` (None at module level)."""
+    parent = mop.operation.parent
+    if parent is None or parent.name == "builtin.module":
+        return None
+    return parent
+
+
+def enclosing(mop, name: str):
+    """The closest ancestor op of ``mop`` called ``name``."""
+    p = parent_op(mop)
+    while p is not None and p.name != name:
+        p = parent_op(p)
+    return p
+
+
+# -- values -------------------------------------------------------------------
+
+def is_block_arg(value) -> bool:
+    from jaxlib.mlir import ir
+
+    return isinstance(value.maybe_downcast(), ir.BlockArgument)
+
+
+def owning_op(value):
+    """The defining op of a result, or the op owning a block argument's block."""
+    if is_block_arg(value):
+        return value.owner.owner.operation
+    return value.owner.operation
+
+
+def value_index(value) -> int:
+    """Result number or argument number."""
+    v = value.maybe_downcast()
+    return v.arg_number if is_block_arg(value) else v.result_number
+
+
+def uses(value) -> list:
+    """(user op, operand number) in MLIR use-list order (latest use first)."""
+    return [(u.owner.operation, u.operand_number) for u in value.uses]
+
+
+def users(value) -> list:
+    return [op for op, _ in uses(value)]
+
+
+def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
+    """(is shaped, static shape or None) of an MLIR type."""
+    from jaxlib.mlir import ir
+
+    t = type_.maybe_downcast()
+    if not isinstance(t, ir.ShapedType):
+        return False, None
+    if not t.has_rank or not t.has_static_shape:
+        return True, None
+    return True, tuple(t.shape)
+
+
+def is_static_tensor(type_) -> bool:
+    shaped, shape = tensor_info(type_)
+    return shaped and shape is not None
+
+
+def tensor_rank(type_) -> int:
+    """The rank of a ranked tensor type, 0 for anything else (Shardy's getTensorRank)."""
+    from jaxlib.mlir import ir
+
+    t = type_.maybe_downcast()
+    if isinstance(t, ir.ShapedType) and t.has_rank:
+        return t.rank
+    return 0
+
+
+def is_scalar(value) -> bool:
+    """A rank-0 ranked tensor (Shardy's ``isScalar``)."""
+    from jaxlib.mlir import ir
+
+    t = value.type.maybe_downcast()
+    return isinstance(t, ir.RankedTensorType) and t.rank == 0
+
+
+# -- sharding attributes on raw ops ---------------------------------------------------
+
+def attr_text(mop, name: str) -> str | None:
+    attrs = mop.operation.attributes
+    return str(attrs[name]) if name in attrs else None
+
+
+def read_per_value(mop, name: str) -> list[TensorSharding] | None:
+    text = attr_text(mop, name)
+    return None if text is None else list(parse_sharding_per_value(text))
+
+
+def write_per_value(mop, name: str, shardings: Iterable[TensorSharding]) -> None:
+    inner = ", ".join(s.to_inner_text() for s in shardings)
+    mop.operation.attributes[name] = parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
+
+
+def read_own(mop, name: str = "sharding") -> TensorSharding | None:
+    text = attr_text(mop, name)
+    return None if text is None else parse_tensor_sharding(text)
+
+
+def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
+    mop.operation.attributes[name] = parse_attr(sharding.to_text())
+
+
+def _dict_entries(mop, attr: str, count: int) -> list:
+    from jaxlib.mlir import ir
+
+    arr = mop.operation.attributes[attr] if attr in mop.operation.attributes else None
+    if arr is None:
+        return [ir.DictAttr.get({}) for _ in range(count)]
+    return [ir.DictAttr(a) for a in ir.ArrayAttr(arr)]
+
+
+def func_num_args_results(func) -> tuple[int, int]:
+    from jaxlib.mlir import ir
+
+    ft = ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
+    return len(ft.inputs), len(ft.results)
+
+
+def func_result_types(func) -> list:
+    from jaxlib.mlir import ir
+
+    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
+
+
+def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
+    """``kind`` is ``arg_attrs`` or ``res_attrs``."""
+    attrs = func.operation.attributes
+    if kind not in attrs:
+        return None
+    from jaxlib.mlir import ir
+
+    entry = ir.DictAttr(ir.ArrayAttr(attrs[kind])[index])
+    return parse_tensor_sharding(str(entry[SHARDING_ATTR])) if SHARDING_ATTR in entry else None
+
+
+def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None) -> None:
+    """Set (or with None remove) the ``sdy.sharding`` entry of an argument/result."""
+    from jaxlib.mlir import ir
+
+    nargs, nres = func_num_args_results(func)
+    entries = _dict_entries(func, kind, nargs if kind == "arg_attrs" else nres)
+    items = {named.name: named.attr for named in entries[index]}
+    if sharding is None:
+        items.pop(SHARDING_ATTR, None)
+    else:
+        items[SHARDING_ATTR] = parse_attr(sharding.to_text())
+    entries[index] = ir.DictAttr.get(items)
+    func.operation.attributes[kind] = ir.ArrayAttr.get(entries)
+
+
+def manual_axes(mop) -> list[str]:
+    """The ``manual_axes`` of a manual computation, in their stored order."""
+    from sdy_dl.sharding import parse_axis_ref
+
+    text = str(mop.operation.attributes["manual_axes"])   # #sdy<manual_axes{"a", "b"}>
+    inner = text[text.index("{") + 1: text.rindex("}")]
+    return [parse_axis_ref(part).name for part in _split_top(inner)]
+
+
+def set_manual_axes(mop, names: list[str]) -> None:
+    from sdy_dl.sharding import quote_string
+
+    mop.operation.attributes["manual_axes"] = parse_attr(
+        "#sdy<manual_axes{" + ", ".join(quote_string(n) for n in names) + "}>")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split a comma-separated list, respecting quotes."""
+    parts, cur, quoted, esc = [], "", False, False
+    for c in text:
+        if quoted:
+            cur += c
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                quoted = False
+            continue
+        if c == '"':
+            quoted = True
+            cur += c
+        elif c == ",":
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def erase_manual_axes(sharding: TensorSharding, manual: list[str]) -> TensorSharding:
+    """Shardy's ``eraseManualAxes``: drop the leading manual axes of every dim
+    and the manual axes of the replicated/unreduced lists."""
+    if not manual:
+        return sharding
+    dims = []
+    for d in sharding.dims:
+        k = 0
+        while k < len(d.axes) and d.axes[k].name in manual:
+            k += 1
+        dims.append(DimSharding(d.axes[k:], d.is_closed, d.priority))
+    return TensorSharding(sharding.mesh, dims,
+                          [a for a in sharding.replicated if a.name not in manual],
+                          [a for a in sharding.unreduced if a.name not in manual])
+
+
+def add_free_axes(outer: TensorSharding, new: TensorSharding, manual: list[str]) -> TensorSharding:
+    """Shardy's ``addFreeAxesToManualComputationSharding``."""
+    dims = []
+    for i, d in enumerate(outer.dims):
+        k = 0
+        while k < len(d.axes) and d.axes[k].name in manual:
+            k += 1
+        if i < len(new.dims):
+            nd = new.dims[i]
+            dims.append(DimSharding(d.axes[:k] + nd.axes, nd.is_closed, nd.priority))
+        else:
+            dims.append(DimSharding(d.axes[:k], d.is_closed, d.priority))
+    return TensorSharding(new.mesh, dims, outer.replicated, outer.unreduced)
+
+
+# -- Shardy's getSharding / setSharding on raw values ----------------------------------
+
+def edge_owner_from_target(op, value):
+    """``ShardableDataFlowOpInterface::getEdgeOwnerFromTarget``."""
+    if op.name == "stablehlo.while" and is_block_arg(value):
+        return op.results[value_index(value)]
+    return value
+
+
+def data_flow_edge_user(owner):
+    """The ``sdy.data_flow_edge`` that is the single user of ``owner``, if any."""
+    if owner is None:
+        return None
+    us = users(owner)
+    if len(us) == 1 and us[0].name == "sdy.data_flow_edge":
+        return us[0]
+    return None
+
+
+def lookup_data_flow_edge(value):
+    """``DataFlowEdgeOp::lookup(target)``."""
+    op = owning_op(value)
+    if op.name in DATA_FLOW_OPS:
+        return data_flow_edge_user(edge_owner_from_target(op, value))
+    return None
+
+
+def shardable_value(value):
+    """Shardy's ``getShardableValue``: where the sharding of ``value`` lives,
+    as a value (None when it cannot hold one)."""
+    edge = lookup_data_flow_edge(value)
+    if edge is not None:
+        return edge.results[0]
+    if not is_block_arg(value):
+        return value
+    op = owning_op(value)
+    if op.name == "func.func":
+        return value
+    if op.name in DATA_FLOW_OPS:
+        return edge_owner_from_target(op, value)
+    return None
+
+
+def get_sharding(value) -> TensorSharding | None:
+    """Shardy's ``getSharding(value)``."""
+    value = shardable_value(value)
+    if value is None:
+        return None
+    op = owning_op(value)
+    if op.name == "func.func":
+        return read_func_attr(op, "arg_attrs", value_index(value))
+    if op.name in OWN_SHARDING_OPS:
+        return read_own(op)
+    if op.name in COLLECTIVE_OPS:
+        return read_own(op, "out_sharding")
+    if op.name in DATA_FLOW_OPS:
+        return get_edge_owner_sharding(op, value)
+    per = read_per_value(op, SHARDING_ATTR)
+    return None if per is None else per[value_index(value)]
+
+
+def get_edge_owner_sharding(op, owner) -> TensorSharding | None:
+    if is_block_arg(owner):
+        if op.name == "sdy.manual_computation":
+            per = read_per_value(op, "in_shardings")
+            return None if not per else erase_manual_axes(per[value_index(owner)], manual_axes(op))
+        if op.name == "sdy.named_computation":
+            per = read_per_value(op, "in_shardings")
+            return None if not per else per[value_index(owner)]
+        return None
+    name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+    per = read_per_value(op, name)
+    return None if not per else per[value_index(owner)]
+
+
+def open_shardings_with(types: list, index: int, sharding: TensorSharding) -> list[TensorSharding]:
+    out = [TensorSharding.open_empty(sharding.mesh, tensor_rank(t)) for t in types]
+    out[index] = sharding
+    return out
+
+
+def set_sharding(value, sharding: TensorSharding) -> None:
+    """Shardy's ``setSharding(value, sharding)``."""
+    value = shardable_value(value)
+    if value is None:
+        return
+    op = owning_op(value)
+    idx = value_index(value)
+    if op.name == "func.func":
+        write_func_attr(op, "arg_attrs", idx, sharding)
+    elif op.name in OWN_SHARDING_OPS:
+        write_own(op, sharding)
+    elif op.name in COLLECTIVE_OPS:
+        write_own(op, sharding, "out_sharding")
+    elif op.name in DATA_FLOW_OPS:
+        if is_block_arg(value):
+            block = value.owner
+            name = "in_shardings"
+            current = read_per_value(op, name)
+            if current:
+                if op.name == "sdy.manual_computation":
+                    current[idx] = add_free_axes(current[idx], sharding, manual_axes(op))
+                else:
+                    current[idx] = sharding
+            else:
+                current = open_shardings_with([a.type for a in block.arguments], idx, sharding)
+            write_per_value(op, name, current)
+        else:
+            name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+            current = read_per_value(op, name)
+            if current:
+                current[idx] = sharding
+            else:
+                current = open_shardings_with([r.type for r in op.results], idx, sharding)
+            write_per_value(op, name, current)
+    else:
+        current = read_per_value(op, SHARDING_ATTR)
+        if current:
+            current[idx] = sharding
+        else:
+            current = open_shardings_with([r.type for r in op.results], idx, sharding)
+        write_per_value(op, SHARDING_ATTR, current)
+
+
+# -- the sharding walker (Shardy's walkShardings / transformShardings) ----------------
+
+ShardingFn = Callable[[TensorSharding], TensorSharding]
+
+
+def transform_shardings(module: Module, fn: ShardingFn) -> None:
+    """Apply ``fn`` to every stored sharding, visiting ops in pre-order
+    exactly where Shardy's sharding walker looks, and store changed results."""
+    for mop in walk_pre(module.mlir.operation)[1:]:
+        _transform_op_shardings(mop, fn)
+
+
+def _map_per_value(mop, name: str, fn: ShardingFn) -> None:
+    current = read_per_value(mop, name)
+    if not current:
+        return
+    new = [fn(s) for s in current]
+    if new != current:
+        write_per_value(mop, name, new)
+
+
+def _transform_op_shardings(mop, fn: ShardingFn) -> None:
+    name = mop.name
+    if name == "func.func":
+        nargs, nres = func_num_args_results(mop)
+        for kind, count in (("arg_attrs", nargs), ("res_attrs", nres)):
+            for i in range(count):
+                s = read_func_attr(mop, kind, i)
+                if s is not None:
+                    new = fn(s)
+                    if new != s:
+                        write_func_attr(mop, kind, i, new)
+        return
+    if name in COMPUTATION_OPS:
+        _map_per_value(mop, "in_shardings", fn)
+        _map_per_value(mop, "out_shardings", fn)
+        return
+    if name in DATA_FLOW_OPS:
+        _map_per_value(mop, SHARDING_ATTR, fn)
+        return
+    if len(mop.results) == 1:
+        attr = ("sharding" if name in OWN_SHARDING_OPS
+                else "out_sharding" if name in COLLECTIVE_OPS else None)
+        if attr is not None:
+            s = read_own(mop, attr)
+            if s is not None:
+                new = fn(s)
+                if new != s:
+                    write_own(mop, new, attr)
+            return
+    _map_per_value(mop, SHARDING_ATTR, fn)
+
+
+# -- meshes ---------------------------------------------------------------------------
+
+def module_meshes(module: Module) -> dict[str, Mesh]:
+    """Symbol name -> mesh of every ``sdy.mesh`` in the module (current MLIR state)."""
+    from jaxlib.mlir import ir
+
+    out = {}
+    for op in module_ops(module):
+        if op.name == "sdy.mesh":
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = parse_mesh(str(op.attributes["mesh"]))
+    return out
+
+
+def mesh_of(sharding: TensorSharding, meshes: dict[str, Mesh]) -> Mesh | None:
+    if isinstance(sharding.mesh, Mesh):
+        return sharding.mesh
+    return meshes.get(sharding.mesh)
+
+
+def sort_and_merge_axes(axes: list[AxisRef], mesh: Mesh) -> list[AxisRef]:
+    """Shardy's ``sortAndMergeAxes``: mesh order, adjacent sub-axes merged."""
+    if not axes:
+        return []
+    axes = sorted(axes, key=lambda a: a.sort_key_in(mesh))
+    out = [axes[0]]
+    for nxt in axes[1:]:
+        if out[-1].can_merge(nxt):
+            out[-1] = out[-1].merge(nxt, mesh)
+        else:
+            out.append(nxt)
+    return out
+
+
+# -- symbols ----------------------------------------------------------------------------
+
+def symbol_name(mop) -> str | None:
+    from jaxlib.mlir import ir
+
+    attrs = mop.operation.attributes
+    return ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else None
+
+
+class SymbolNamer:
+    """The names of a module's symbol table, uniqued like ``SymbolTable::insert``:
+    a clash becomes ``name_<n>`` with one counter shared by all names."""
+
+    def __init__(self, module: Module):
+        self.names = {symbol_name(op) for op in module_ops(module)} - {None}
+        self.counter = 0
+
+    def insert(self, name: str) -> str:
+        if name not in self.names:
+            self.names.add(name)
+            return name
+        while True:
+            candidate = f"{name}_{self.counter}"
+            self.counter += 1
+            if candidate not in self.names:
+                self.names.add(candidate)
+                return candidate
+
+    def erase(self, name: str) -> None:
+        self.names.discard(name)
+
+
+# -- Datalog analyses ----------------------------------------------------------------------
+
+def run_analysis(stage: str, facts: dict, options, **params) -> dict[str, set[tuple]]:
+    """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
+    with the options' engine."""
+    from sdy_dl.datalog.compiler import compile_stage
+    from sdy_dl.engines import get_engine
+
+    program = compile_stage(stage, **params)
+    engine = get_engine(getattr(options, "engine", "auto"), getattr(options, "compiled", False))
+    return engine.run(program, {k: list(v) for k, v in facts.items()})
