@@ -19,6 +19,7 @@ import importlib
 import pkgutil
 
 from sdy_dl.ir import parse_module_text
+from oracle import normalize, shardy  # noqa: F401  (shared oracle helpers)
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.passes import PASSES, PassOptions
 
@@ -32,24 +33,6 @@ def _load_import_passes() -> None:
     for info in pkgutil.iter_modules(passes.__path__):
         if info.name.startswith("import_"):
             importlib.import_module(f"sdy_dl.passes.{info.name}")
-
-
-def normalize(text: str) -> str:
-    """``text`` parsed and printed by jaxlib."""
-    from jaxlib.mlir import ir
-
-    with mlir_context():
-        return str(ir.Module.parse(text))
-
-
-def shardy(text: str, pipeline: str) -> str:
-    """``text`` after Shardy's ``pipeline`` (e.g. ``sdy-add-data-flow-edges``)."""
-    from jaxlib.mlir import ir, passmanager
-
-    with mlir_context():
-        module = ir.Module.parse(text)
-        passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
-        return normalize(str(module))
 
 
 def ours(text: str, name: str, engine: str = "clingo", **extra) -> str:

@@ -9,6 +9,14 @@ from sdy_dl.ir.context import mlir_context
 from sdy_dl.passes import PassOptions, get_pass
 
 
+def normalize(text: str) -> str:
+    """``text`` parsed and printed by jaxlib."""
+    from jaxlib.mlir import ir
+
+    with mlir_context():
+        return str(ir.Module.parse(text))
+
+
 def shardy(text: str, pipeline: str) -> str:
     """``text`` after Shardy's ``pipeline`` (e.g. ``sdy-aggressive-propagate``), printed."""
     from jaxlib.mlir import ir, passmanager
@@ -16,7 +24,7 @@ def shardy(text: str, pipeline: str) -> str:
     with mlir_context():
         module = ir.Module.parse(text)
         passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
-        return str(module)
+        return normalize(str(module))
 
 
 def ours(text: str, pass_name: str, **options) -> str:

@@ -22,8 +22,13 @@ from sdy_dl.ir.model import Module, Op, Value
 from sdy_dl.sharding import (TensorSharding, parse_sharding_per_value,
                              parse_tensor_sharding)
 
+#: Ops whose (single) result sharding is the op's own ``sharding`` attribute.
 OWN_SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"})
+#: Ops whose block arguments and results keep shardings in in_/out_shardings.
 COMPUTATION_OPS = frozenset({"sdy.manual_computation", "sdy.named_computation"})
+#: Ops owning data-flow edges (Shardy's ShardableDataFlowOpInterface, §8.1).
+DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
+                           "sdy.named_computation", "sdy.manual_computation"})
 SHARDING_ATTR = "sdy.sharding"
 
 

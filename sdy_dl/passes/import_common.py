@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
+from sdy_dl.manual_axes import add_free_axes, erase_manual_axes  # noqa: F401  (re-exported)
 from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding,
                              parse_mesh, parse_sharding_per_value,
                              parse_tensor_sharding)
@@ -30,12 +32,6 @@ SHARDING_ATTR = "sdy.sharding"
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
 ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
 
-# Ops implementing Shardy's ShardableDataFlowOpInterface (§8.1).
-DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
-                           "sdy.named_computation", "sdy.manual_computation"})
-COMPUTATION_OPS = frozenset({"sdy.named_computation", "sdy.manual_computation"})
-# Ops whose (single) result sharding is the op's own ``sharding`` attribute.
-OWN_SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"})
 # sdy collectives (CollectiveOpInterface): the result sharding is ``out_sharding``.
 COLLECTIVE_OPS = frozenset({"sdy.all_gather", "sdy.all_slice", "sdy.all_to_all",
                             "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter",
@@ -335,35 +331,17 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def erase_manual_axes(sharding: TensorSharding, manual: list[str]) -> TensorSharding:
-    """Shardy's ``eraseManualAxes``: drop the leading manual axes of every dim
-    and the manual axes of the replicated/unreduced lists."""
-    if not manual:
-        return sharding
-    dims = []
-    for d in sharding.dims:
-        k = 0
-        while k < len(d.axes) and d.axes[k].name in manual:
-            k += 1
-        dims.append(DimSharding(d.axes[k:], d.is_closed, d.priority))
-    return TensorSharding(sharding.mesh, dims,
-                          [a for a in sharding.replicated if a.name not in manual],
-                          [a for a in sharding.unreduced if a.name not in manual])
+def insert_after_value(value, op) -> None:
+    """Insert the detached MLIR ``op`` right after ``value`` is defined."""
+    from jaxlib.mlir import ir
 
-
-def add_free_axes(outer: TensorSharding, new: TensorSharding, manual: list[str]) -> TensorSharding:
-    """Shardy's ``addFreeAxesToManualComputationSharding``."""
-    dims = []
-    for i, d in enumerate(outer.dims):
-        k = 0
-        while k < len(d.axes) and d.axes[k].name in manual:
-            k += 1
-        if i < len(new.dims):
-            nd = new.dims[i]
-            dims.append(DimSharding(d.axes[:k] + nd.axes, nd.is_closed, nd.priority))
-        else:
-            dims.append(DimSharding(d.axes[:k], d.is_closed, d.priority))
-    return TensorSharding(new.mesh, dims, outer.replicated, outer.unreduced)
+    if is_block_arg(value):
+        block = value.owner
+        first = next(iter(block.operations), None)
+        (ir.InsertionPoint(first.operation) if first is not None
+         else ir.InsertionPoint(block)).insert(op)
+    else:
+        ir.InsertionPoint.after(owning_op(value)).insert(op)
 
 
 # -- Shardy's getSharding / setSharding on raw values ----------------------------------

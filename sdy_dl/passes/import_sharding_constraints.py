@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, is_block_arg, key,
+from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, insert_after_value,
+                                         is_block_arg, key,
                                          lookup_data_flow_edge, owning_op, parse_attr,
                                          read_own, read_per_value, rebuild, run_analysis,
                                          set_sharding, shardable_value, tensor_info, uses)
@@ -141,18 +142,6 @@ def collect(module: Module):
     return f, appliers, {i: op for op, i, _, _ in ops}
 
 
-def _insert_after_value(value, op) -> None:
-    from jaxlib.mlir import ir
-
-    if is_block_arg(value):
-        block = value.owner
-        first = next(iter(block.operations), None)
-        (ir.InsertionPoint(first.operation) if first is not None
-         else ir.InsertionPoint(block)).insert(op)
-    else:
-        ir.InsertionPoint.after(owning_op(value)).insert(op)
-
-
 def _move_after_value(op, value) -> None:
     if is_block_arg(value):
         block = value.owner
@@ -182,7 +171,7 @@ def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
             constraint = ir.Operation.create(
                 "sdy.sharding_constraint", results=[value.type], operands=[value],
                 attributes={"sharding": parse_attr(sharding.to_text())})
-        _insert_after_value(value, constraint)
+        insert_after_value(value, constraint)
     value.replace_all_uses_except(constraint.results[0], constraint)
     if sharding.unreduced:
         current = get_sharding(value)

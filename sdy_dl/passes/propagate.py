@@ -7,6 +7,7 @@ from sdy_dl.ir import Module
 from sdy_dl.ir.loader import build_model
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.propagation.driver import Propagator
+from sdy_dl.propagation.groups import sync_sharding_groups
 
 RULE_ATTR = "sdy.sharding_rule"
 
@@ -20,13 +21,19 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
     check_static_shapes(module)
     rules = load_rule_db(options.rule_files, conservative=options.conservative)
     engine = get_engine(options.engine, compiled=options.compiled)
-    return Propagator(
-        module,
-        rule_for=lambda op: rules.rule_for(op, module),
-        evaluate=lambda steps: evaluate_steps(engine, steps, module.meshes),
-        strategy=strategy,
-        conservative=options.conservative,
-    )
+
+    def build(module: Module) -> Propagator:
+        return Propagator(
+            module,
+            rule_for=lambda op: rules.rule_for(op, module),
+            evaluate=lambda steps: evaluate_steps(engine, steps, module.meshes),
+            strategy=strategy,
+            conservative=options.conservative,
+        )
+
+    propagator = build(module)
+    synced = sync_sharding_groups(module, propagator.state)
+    return propagator if synced is module else build(synced)
 
 
 def check_static_shapes(module: Module) -> None:
@@ -65,8 +72,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str) -> Module:
     propagator = make_propagator(module, options, strategy)
     propagator.propagate()
     propagator.finish()
-    finish_rules(module, propagator, options.keep_sharding_rules)
-    return build_model(module.mlir, module.file)
+    finish_rules(propagator.module, propagator, options.keep_sharding_rules)
+    return build_model(propagator.module.mlir, propagator.module.file)
 
 
 @register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")

@@ -14,12 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
+from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
+from sdy_dl.passes.import_common import manual_axes
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
+from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState
 from sdy_dl.propagation.step import StepInput, StepOutput
 from sdy_dl.propagation.traits import has_no_effects, is_elementwise
 from sdy_dl.propagation.worklist import Worklist
 from sdy_dl.rules.instance import Factor, RuleInstance
+from sdy_dl.sharding import TensorSharding
 
 #: (op, rule) -> one direction per factor; the default is BOTH everywhere.
 DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
@@ -29,9 +34,6 @@ BATCH_LIMIT = 256
 #: sdy's PropagationDirection enum values, as stored in ``allowed_direction``.
 BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
 
-#: Ops that own data-flow edges (ShardableDataFlowOpInterface).
-DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
-                           "sdy.named_computation", "sdy.manual_computation"})
 
 
 def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
@@ -50,6 +52,10 @@ class _Site:
     directions: tuple[str, ...]
     elementwise: bool
     conservative: bool = False   # only registered ops propagate conservatively
+    # The edge's transformTargetSharding (manual computations, §8.6): the target
+    # sharding as the step sees it, and as it is stored after the step.
+    before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
+    after: Callable[[TensorSharding], TensorSharding] | None = None
 
 
 class Propagator:
@@ -67,6 +73,7 @@ class Propagator:
         self.state = ShardingState(module, slot_map(self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
         self._edge_by_result = {e.result.vid: e for e in self.edges}
+        self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
@@ -128,7 +135,11 @@ class Propagator:
             if not edge.result.static or not shape:
                 return None
             rule = identity_rule(shape, len(edge.sources), 1)
-            return _Site(edge.sources, [edge.result], rule, directions(op, rule), False)
+            site = _Site(edge.sources, [edge.result], rule, directions(op, rule), False)
+            owner_op = edge.owner.block.region.owner if edge.owner.is_block_arg else edge.owner.defining_op
+            if owner_op.name == "sdy.manual_computation":
+                site.before, site.after = manual_edge_transforms(owner_op, edge.owner)
+            return site
         if op.name == "sdy.propagation_barrier":
             value = op.results[0]
             if not value.static or not value.shape:
@@ -153,6 +164,8 @@ class Propagator:
     def _step_input(self, site: _Site) -> StepInput | None:
         operands = tuple(self.state.get(v) for v in site.operands)
         results = tuple(self.state.get(v) for v in site.results)
+        if site.before is not None:
+            results = tuple(site.before(s) for s in results)
         if all(s is None for s in operands + results):
             return None  # nothing to propagate: no tensor of the op has a sharding
         return StepInput(site.rule, operands, results, site.directions, self.strategy,
@@ -179,11 +192,19 @@ class Propagator:
 
     def _apply(self, site: _Site, output: StepOutput) -> None:
         """Write the updated shardings (operands first) and notify as Shardy does."""
-        for values, news in ((site.operands, output.operands), (site.results, output.results)):
+        results = output.results
+        if site.after is not None:
+            results = tuple(None if s is None else site.after(s) for s in results)
+        for values, news in ((site.operands, output.operands), (site.results, results)):
             for value, new in zip(values, news):
                 if new is not None and self.state.can_hold(value):
                     self.state.set(value, new)
-                    self._notify_sharding_modified(self.state.slot(value))
+                    modified = self.state.slot(value)
+                    self._notify_sharding_modified(modified)
+                    for member in self.groups.get(modified.vid, ()):
+                        if member is not modified:
+                            self.state.set(member, new)
+                            self._notify_sharding_modified(member)
 
     # -- notifications (§7.3 item 4; docs/research §4) ----------------
 
@@ -275,6 +296,21 @@ class Propagator:
                 self.state.set(value, output.operands[0])
             if output.results[0] is not None:
                 self.state.set_result(main, index, output.results[0])
+
+
+def manual_edge_transforms(op: Op, owner: Value):
+    """Shardy's ``transformTargetSharding`` of a manual computation edge (§8.6).
+
+    A block-argument edge holds the local view: the step sees it with the
+    manual prefix of ``in_shardings`` re-added, and stores it stripped again.
+    A result edge holds the global view: the step sees it stripped, and it is
+    stored with the manual prefix of ``out_shardings`` re-added.
+    """
+    manual = manual_axes(op.mlir)
+    outer = get_sharding(owner)  # the raw in_/out_shardings entry
+    strip = lambda s: None if s is None else erase_manual_axes(s, manual)  # noqa: E731
+    add = lambda s: None if s is None else add_free_axes(outer, s, manual)  # noqa: E731
+    return (add, strip) if owner.is_block_arg else (strip, add)
 
 
 def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
