@@ -1,0 +1,79 @@
+"""Evaluate a batch of propagation steps with an engine (stage ``step``).
+
+``evaluate_steps`` renders the ``step`` program for the batch (its unrolling
+bound ``max_factors`` rounded up to a power of two, so that few distinct
+programs exist), converts the StepInputs to facts, runs the engine once and
+turns the output relations back into StepOutputs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from sdy_dl.datalog.compiler import compile_stage
+from sdy_dl.datalog.program import Program
+from sdy_dl.propagation.step import StepInput, StepOutput
+from sdy_dl.propagation.step_facts import step_facts, triple_ref
+from sdy_dl.sharding import DimSharding, Mesh, TensorSharding
+
+#: The smallest unrolling bound used.
+MIN_LAYERS = 4
+
+
+def layers_for(steps: Sequence[StepInput]) -> int:
+    """The unrolling bound for ``steps``: a power of two >= every rule's factor count."""
+    need = max((len(s.rule.factors) for s in steps), default=0)
+    layers = MIN_LAYERS
+    while layers < need:
+        layers *= 2
+    return layers
+
+
+def step_program(steps: Sequence[StepInput]) -> Program:
+    """The ``step`` program able to evaluate ``steps`` (only the strategies they use)."""
+    used = {s.strategy for s in steps}
+    return compile_stage("step", max_factors=layers_for(steps),
+                         basic="basic" in used, aggressive="aggressive" in used)
+
+
+def evaluate_steps(engine, steps: Sequence[StepInput],
+                   meshes: Mapping[str, Mesh]) -> list[StepOutput]:
+    """One StepOutput per StepInput, computed in one engine call."""
+    if not steps:
+        return []
+    out = engine.run(step_program(steps), step_facts(steps, meshes))
+    return read_outputs(steps, meshes, out)
+
+
+def read_outputs(steps: Sequence[StepInput], meshes: Mapping[str, Mesh],
+                 out: Mapping[str, set[tuple]]) -> list[StepOutput]:
+    """StepOutputs from the output relations of stage ``step``."""
+    mesh_of = {i: m for i, m in out["step_mesh"]}
+    closed: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    for i, t, d, c in out["step_dim"]:
+        closed[i, t][d] = c
+    axes: dict[tuple[int, int, int], dict[int, tuple]] = defaultdict(dict)
+    for i, t, d, o, a, p, s in out["step_dim_axis"]:
+        axes[i, t, d][o] = (a, p, s)
+    updated = {(i, t) for i, t in out["step_updated"]}
+    results = []
+    for i, step in enumerate(steps):
+        old = tuple(step.operands) + tuple(step.results)
+        new: list[TensorSharding | None] = [None] * len(old)
+        for t, sharding in enumerate(old):
+            if (i, t) not in updated:
+                continue
+            sym = mesh_of[i]
+            mesh = meshes[sym]
+            dims = []
+            for d in range(len(closed[i, t])):
+                refs = axes.get((i, t, d), {})
+                dims.append(DimSharding(tuple(triple_ref(*refs[o], mesh) for o in range(len(refs))),
+                                        bool(closed[i, t][d])))
+            new[t] = TensorSharding(sym, tuple(dims),
+                                    sharding.replicated if sharding is not None else (),
+                                    sharding.unreduced if sharding is not None else ())
+        n = len(step.operands)
+        results.append(StepOutput(tuple(new[:n]), tuple(new[n:])))
+    return results
