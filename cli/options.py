@@ -28,6 +28,11 @@ def pass_options(fn):
         click.option("--keep-sharding-rules", is_flag=True, help="Keep sdy.sharding_rule attributes."),
         click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False),
                      help="Extra YAML rule file (repeatable)."),
+        click.option("--relations", "replay_dir", type=click.Path(file_okay=False, exists=True),
+                     help="Take propagation steps from relations Soufflé derived "
+                          "from 'sdy-dl emit' output instead of running an engine."),
+        click.option("--pass-option", "pass_option", multiple=True, metavar="KEY=VALUE",
+                     help="A pass-specific option, e.g. dedup-functions-fully=true (repeatable)."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(opts), fn)
@@ -38,4 +43,18 @@ def make_pass_options(**opts) -> PassOptions:
     return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
                        conservative=opts["conservative"],
                        keep_sharding_rules=opts["keep_sharding_rules"],
-                       rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"])
+                       rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
+                       replay_dir=opts["replay_dir"], extra=parse_pass_options(opts["pass_option"]))
+
+
+def parse_pass_options(items) -> dict:
+    """``KEY=VALUE`` strings as a dict (``-`` in keys becomes ``_``; true/false/ints parsed)."""
+    extra = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--pass-option")
+        lowered = value.lower()
+        extra[key.replace("-", "_")] = (True if lowered == "true" else False if lowered == "false"
+                                        else int(value) if value.lstrip("-").isdigit() else value)
+    return extra

@@ -1,22 +1,29 @@
 """The ordered stages of sdy-dl's pipeline, nothing else.
 
 ``propagate`` runs what exists of Shardy's propagation pipeline (§9.2):
-the import pipeline, then aggressive propagation.  (The op-priority and
-user-priority stages and the export passes come with later work.)
+the import pipeline, then (default mode) apply-sharding-constraints and
+sharding-group-import, then aggressive propagation.  Not yet here: calls to
+named computations (flatten-call-graph, import-func-calls), the op-priority
+and user-priority stages, and the export passes.
 """
 
 from __future__ import annotations
 
 from sdy_dl.ir import Module
-from sdy_dl.passes import PASSES, PassOptions, get_pass
+from sdy_dl.passes import PassOptions, get_pass
 
-STAGES = ("import-pipeline", "aggressive-propagate")
+
+def stages(options: PassOptions) -> list[str]:
+    """The pass names ``propagate`` runs, in order."""
+    dedup = bool(options.extra.get("dedup_functions_fully", False))
+    names = ["import-pipeline"]
+    if not dedup:
+        names += ["apply-sharding-constraints", "sharding-group-import"]
+    return names + ["aggressive-propagate"]
 
 
 def propagate(module: Module, options: PassOptions) -> Module:
-    """Run the pipeline stages that are registered, in order."""
-    get_pass(STAGES[-1])  # loads the registry
-    for name in STAGES:
-        if name in PASSES:
-            module = PASSES[name].run(module, options)
+    """Run the pipeline stages in order."""
+    for name in stages(options):
+        module = get_pass(name).run(module, options)
     return module

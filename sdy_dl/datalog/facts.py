@@ -55,3 +55,17 @@ def read_relation_file(decl: Decl, path: str) -> set[tuple]:
             fields = line.split("\t")
             rows.add(tuple(int(v) if t == "number" else v for v, t in zip(fields, decl.types)))
     return rows
+
+
+def read_facts_dir(program: Program, directory: str) -> dict[str, set[tuple]]:
+    """The ``<relation>.facts`` files of every input relation of ``program``."""
+    return {d.name: read_relation_file(d, os.path.join(directory, f"{d.name}.facts"))
+            for d in program.inputs}
+
+
+def write_relations_dir(program: Program, relations: Facts, directory: str) -> None:
+    """Write output relations as Soufflé does with ``-D``: ``<relation>.csv``, tab-separated."""
+    for decl in program.outputs:
+        rows = sorted(relations.get(decl.name, ()))
+        with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
+            f.writelines("\t".join(str(v) for v in row) + "\n" for row in rows)

@@ -9,12 +9,13 @@ The subset (checked here; anything else is an error, never a silent change):
 * negation ``!atom`` (stratified), comparisons ``= != < <= > >=``,
   integer arithmetic ``+ - * / %`` on non-negative numbers;
 * aggregates ``X = count : { ... }``, ``X = sum E : { ... }``,
-  ``X = min E : { ... }``, ``X = max E : { ... }`` with no ``_`` inside.
+  ``X = min E : { ... }``, ``X = max E : { ... }``.
 
 Under stratified negation both engines compute the same perfect model, so
 the same program gives the same relations.  Differences handled here:
 clingo's ``#count``/``#sum`` work on sets of tuples, so the tuple lists every
-variable of the aggregate body (Soufflé counts the body's tuples); an empty
+variable of the aggregate body, ``_`` made into fresh variables (Soufflé
+counts the body's tuples); an empty
 ``#min``/``#max`` yields ``#sup``/``#inf`` in clingo where Soufflé derives
 nothing, so a guard is added.
 """
@@ -102,8 +103,11 @@ class _Clause:
             if depth:
                 body.append(tok)
             self.i += 1
-        if any(t[1] == "_" for t in body):
-            raise self.error(f"{func} aggregate: '_' inside an aggregate body is not allowed")
+        # Soufflé aggregates over the body's satisfying tuples, '_' positions
+        # included; clingo aggregates over a set of tuples, so each '_' becomes
+        # a fresh variable that is part of the tuple.
+        body = [(k, f"Anon{n}_", ln) if text == "_" else (k, text, ln)
+                for n, (k, text, ln) in enumerate(body)]
         variables = sorted({t[1] for t in body if t[0] == "ident" and t[1][0].isupper()})
         inner = _Clause(body, self.program).render()
         expr = _Clause(expr_toks, self.program).render() if expr_toks else ""

@@ -8,6 +8,7 @@ loads every pass module.
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
@@ -26,6 +27,15 @@ class PassOptions:
     rule_files: tuple[str, ...] = ()
     quiet: bool = True
     extra: dict = field(default_factory=dict)
+    # Propagation only: record the evaluated steps (sdy-dl emit) or answer them
+    # from relations derived by Soufflé from an emitted trace (a directory).
+    recorder: object | None = None
+    replay_dir: str | None = None
+
+
+    def with_recorder(self, recorder) -> "PassOptions":
+        """The same options, recording the propagation steps with ``recorder``."""
+        return dataclasses.replace(self, recorder=recorder)
 
 
 @dataclass(frozen=True)

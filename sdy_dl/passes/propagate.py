@@ -8,6 +8,7 @@ from sdy_dl.ir.loader import build_model
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
+from sdy_dl.propagation.trace import StepReplay
 
 RULE_ATTR = "sdy.sharding_rule"
 
@@ -20,13 +21,20 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
 
     check_static_shapes(module)
     rules = load_rule_db(options.rule_files, conservative=options.conservative)
-    engine = get_engine(options.engine, compiled=options.compiled)
+    engine = get_engine(options.engine, compiled=options.compiled) if options.replay_dir is None else None
 
     def build(module: Module) -> Propagator:
+        if options.replay_dir is not None:
+            evaluate = StepReplay(options.replay_dir, module.meshes)
+        else:
+            def evaluate(steps):
+                return evaluate_steps(engine, steps, module.meshes)
+        if options.recorder is not None:
+            evaluate = options.recorder.wrap(evaluate)
         return Propagator(
             module,
             rule_for=lambda op: rules.rule_for(op, module),
-            evaluate=lambda steps: evaluate_steps(engine, steps, module.meshes),
+            evaluate=evaluate,
             strategy=strategy,
             conservative=options.conservative,
         )

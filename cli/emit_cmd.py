@@ -1,0 +1,46 @@
+"""``sdy-dl emit MODULE --out-dir D``: the Datalog program and facts of a propagation.
+
+``D/program.dl`` and ``D/<relation>.facts`` hold every propagation step the
+pipeline evaluated; ``souffle -F D -D D D/program.dl`` derives their
+relations standalone, and ``sdy-dl propagate MODULE --relations D`` rebuilds
+the module from those relations instead of running an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import click
+
+from sdy_dl.cli import main
+from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import load_module
+from sdy_dl.pipeline import propagate
+from sdy_dl.propagation.trace import StepRecorder
+
+
+@main.command("emit")
+@click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for program.dl and the .facts files.")
+@pass_options
+def emit(module: str, out_dir: str, **opts) -> None:
+    """Write the Soufflé program and facts of MODULE's propagation to OUT_DIR."""
+    recorder = StepRecorder()
+    options = make_pass_options(**opts)
+    loaded = load_module(module)
+    result = propagate(loaded, options.with_recorder(recorder))
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise SdyError("not a directory", file=out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".sdy-dl-emit-", dir=parent) as tmp:
+        recorder.write(tmp, result.meshes)
+        os.makedirs(out_dir, exist_ok=True)
+        for name in sorted(os.listdir(tmp)):
+            shutil.move(os.path.join(tmp, name), os.path.join(out_dir, name))
+    click.echo(f"wrote {len(recorder.steps)} steps to {out_dir}; "
+               f"run: souffle -F {out_dir} -D {out_dir} {os.path.join(out_dir, 'program.dl')}", err=True)
