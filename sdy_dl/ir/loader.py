@@ -71,7 +71,7 @@ def build_model(mlir_module, file: str) -> Module:
         t = mv.type
         shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
         static = shape is not None and all(d >= 0 for d in shape)
-        v = Value(vid=len(module.values), name=mv.get_name(state), type_text=str(t),
+        v = Value(vid=len(module.values), asm_state=state, type_text=str(t),
                   shape=shape, static=static, defining_op=defining_op, block=block,
                   index=index, mlir=mv)
         module.values.append(v)

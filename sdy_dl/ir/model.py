@@ -22,7 +22,7 @@ class Value:
     """An SSA value: a block argument or an op result."""
 
     vid: int
-    name: str
+    asm_state: Any = field(repr=False)  # names values as jaxlib prints them
     type_text: str
     shape: tuple[int, ...] | None  # None: not a ranked tensor (token, tuple, unranked)
     static: bool                    # a ranked tensor with a static shape
@@ -31,6 +31,11 @@ class Value:
     index: int                      # result number, or argument number
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
+
+    @property
+    def name(self) -> str:
+        """The SSA name as printed (``%arg0``, ``%3``, ``%5#1``), computed on demand."""
+        return self.mlir.get_name(self.asm_state)
 
     @property
     def rank(self) -> int | None:

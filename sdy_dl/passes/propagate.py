@@ -6,6 +6,7 @@ from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 from sdy_dl.ir.loader import build_model
 from sdy_dl.passes import PassOptions, register
+from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
 from sdy_dl.propagation.trace import StepReplay
@@ -78,7 +79,8 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
 def run_strategy(module: Module, options: PassOptions, strategy: str) -> Module:
     """One propagation pass with ``strategy`` ("basic" or "aggressive")."""
     propagator = make_propagator(module, options, strategy)
-    propagator.propagate()
+    with propagation_progress(len(propagator.module.ops), options.quiet) as report:
+        propagator.propagate(progress=report)
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     return build_model(propagator.module.mlir, propagator.module.file)

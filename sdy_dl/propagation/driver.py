@@ -84,12 +84,16 @@ class Propagator:
 
     # -- the pass --------------------------------------------------------
 
-    def propagate(self, directions: DirectionFn | None = None) -> None:
-        """One complete fixpoint: result attrs → returns, worklist, returns → result attrs."""
+    def propagate(self, directions: DirectionFn | None = None,
+                  progress: Callable[[int, int, int, int], None] | None = None) -> None:
+        """One complete fixpoint: result attrs → returns, worklist, returns → result attrs.
+
+        ``progress(visits, pending, steps, engine calls)`` is called now and then.
+        """
         main = self.module.main_func()
         if main is not None:
             self._sync_main_results(main)
-        self._fixpoint(directions or _both)
+        self._fixpoint(directions or _both, progress or (lambda *_: None))
         if main is not None:
             self._sync_main_results(main)
 
@@ -101,11 +105,15 @@ class Propagator:
 
     # -- the worklist ----------------------------------------------------
 
-    def _fixpoint(self, directions: DirectionFn) -> None:
+    def _fixpoint(self, directions: DirectionFn, progress) -> None:
         worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased)
         self._worklist = worklist
         self._current = None
+        visits = 0
         while (op := worklist.pop()) is not None:
+            visits += 1
+            if visits % 512 == 0:
+                progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
             if op.oid in self.erased:
                 continue
             if self._trivially_dead(op):

@@ -56,6 +56,15 @@ class RuleDB:
         self.generators = GENERATORS
         for entry in self.entries():
             validate_entry(entry, self.templates, self.generators)
+        self._local = {id(e): self._is_local(e) for e in self.entries()}
+        self._cache: dict[tuple, RuleInstance | None] = {}
+
+    def _is_local(self, entry: Entry) -> bool:
+        """Whether the entry's rule depends only on the op itself (its types and
+        attributes), not on neighbouring ops, so equal ops share one instance."""
+        sources = [entry.source] + [t.source for name, t in self.templates.items()
+                                    if name in entry.source]
+        return not any(word in text for text in sources for word in NEIGHBOUR_FIELDS)
 
     def entries(self) -> list[Entry]:
         """Every effective entry (ops, then custom-call targets)."""
@@ -88,15 +97,52 @@ class RuleDB:
                 file = getattr(module, "file", None)
                 raise e.located(file, op.line, op.col) from None
         entry = self.entry_for(op)
-        if entry is None:
+        if entry is None or entry.no_rule:
             return None
-        return instantiate(entry, op, self.conservative, self.templates, self.generators)
+        if not self._local[id(entry)]:
+            return instantiate(entry, op, self.conservative, self.templates, self.generators)
+        key = _signature(op)
+        if key not in self._cache:
+            self._cache[key] = instantiate(entry, op, self.conservative, self.templates,
+                                           self.generators)
+        return self._cache[key]
 
     def ops(self) -> list[CoveredOp]:
         """What the database covers (ops, then ``@target`` custom calls), by name."""
         out = [CoveredOp("@" + e.key if e.section == "custom_calls" else e.key, e.doc,
                          e.loc.file, e.loc.line, not e.no_rule) for e in self.entries()]
         return sorted(out, key=lambda c: (c.name.startswith("@"), c.name.lower()))
+
+
+#: Rule fields that look at other ops (see ``view.py``): rules using them are not cached.
+NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
+
+
+def _signature(op) -> tuple:
+    """What a local rule can depend on: the op's name, types, attributes and
+    regions (a scatter's update computation decides its factor kinds)."""
+    attrs = op.mlir.attributes
+    return (op.name,
+            tuple(v.type_text for v in op.operands), tuple(v.type_text for v in op.results),
+            tuple(sorted((name, str(attrs[name])) for name in attrs
+                         if not name.startswith("sdy."))),
+            _region_structure(op))
+
+
+def _region_structure(op) -> tuple:
+    """The ops of ``op``'s regions with their operands numbered locally."""
+    numbers: dict[int, int] = {}
+    out = []
+    for region in op.regions:
+        for block in region.blocks:
+            for arg in block.args:
+                numbers[arg.vid] = len(numbers)
+            for child in block.ops:
+                out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
+                            tuple(v.type_text for v in child.results), _signature(child)[3:]))
+                for r in child.results:
+                    numbers[r.vid] = len(numbers)
+    return tuple(out)
 
 
 def rule_files_in(path: str | Path) -> list[Path]:
