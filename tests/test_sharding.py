@@ -7,7 +7,6 @@ reject the same shardings as the verifier jaxlib runs on a whole module.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
@@ -27,20 +26,9 @@ from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis,
 # --------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
 def _ctx():
-    pytest.importorskip("jaxlib")
-    from jaxlib.mlir import ir
-    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-    from jaxlib.mlir.dialects import sdy, stablehlo
-    registry = ir.DialectRegistry()
-    _jax_mlir_ext.register_dialects(registry)
-    ctx = ir.Context()
-    ctx.append_dialect_registry(registry)
-    sdy.register_dialect(ctx)
-    stablehlo.register_dialect(ctx)
-    ctx.load_all_available_dialects()
-    return ctx
+    from sdy_dl.ir.context import mlir_context
+    return mlir_context()
 
 
 def jax_print(text: str) -> str:
