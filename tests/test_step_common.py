@@ -4,14 +4,17 @@ through Shardy (jaxlib) and through one Datalog step, compared tensor by tensor.
 A case is a module with one mesh (or several), a function whose arguments are
 the op's operands (with shardings) and whose results are the op's results
 (the op may carry result shardings).  Shardy's basic/aggressive pass applies
-exactly one step to the op; ``oracle_case`` returns the rule Shardy attached
-and the final shardings of the args and the op results.
+exactly one step to the op; ``run_oracle`` returns the rule Shardy attached
+and the final shardings of the args and the op results, ``build_step`` the
+matching StepInput, ``check_batch`` compares a batch evaluated in one engine
+call.  Shardings are compared after ``normalize`` (a missing sharding and a
+fully open, empty one are the same to propagation; Shardy writes the latter
+onto an op's other results when it updates one).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from sdy_dl.engines import get_engine
 from sdy_dl.propagation.step import StepInput
@@ -27,16 +30,6 @@ ELEMENTWISE_OPS = {
     "stablehlo.divide", "stablehlo.minimum", "stablehlo.clamp", "stablehlo.compare",
     "sdy.sharding_constraint",
 }
-
-
-@dataclass
-class Case:
-    """One op module: its text, the op name and the number of operands/results."""
-
-    text: str
-    op_name: str
-    num_operands: int
-    num_results: int
 
 
 def module_text(meshes: dict[str, str], args: list[tuple[str, str | None]], op_line: str,
