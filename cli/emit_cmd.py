@@ -43,4 +43,4 @@ def emit(module: str, out_dir: str, **opts) -> None:
         for name in sorted(os.listdir(tmp)):
             shutil.move(os.path.join(tmp, name), os.path.join(out_dir, name))
     click.echo(f"wrote {len(recorder.steps)} steps to {out_dir}; "
-               f"run: souffle -F {out_dir} -D {out_dir} {os.path.join(out_dir, 'program.dl')}", err=True)
+               f"run: souffle -w -F {out_dir} -D {out_dir} {os.path.join(out_dir, 'program.dl')}", err=True)
