@@ -21,15 +21,19 @@ Token = tuple[str, str, int]  # (kind, text, line)
 def tokenize(text: str) -> list[Token]:
     """(kind, text, line) tokens, without white space and comments."""
     tokens, pos, line = [], 0, 1
-    while pos < len(text):
-        m = _TOKEN_RE.match(text, pos)
-        if not m:
-            raise SdyError(f"unexpected character {text[pos]!r}", file="<program>", line=line)
-        kind = m.lastgroup
-        if kind not in ("ws", "comment"):
-            tokens.append((kind, m.group(), line))
-        line += m.group().count("\n")
+    append = tokens.append
+    for m in _TOKEN_RE.finditer(text):
+        if m.start() != pos:
+            break
         pos = m.end()
+        kind, value = m.lastgroup, m.group()
+        if kind == "ws" or kind == "comment":
+            line += value.count("\n")
+        else:
+            append((kind, value, line))
+    if pos != len(text):
+        line = text.count("\n", 0, pos) + 1
+        raise SdyError(f"unexpected character {text[pos]!r}", file="<program>", line=line)
     return tokens
 
 

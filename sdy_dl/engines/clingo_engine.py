@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import clingo
+import clingo.ast
 
 from sdy_dl.datalog.facts import Facts, check_facts
 from sdy_dl.datalog.program import Program
@@ -11,15 +12,17 @@ from sdy_dl.engines.to_clingo import translate
 from sdy_dl.errors import SdyError
 
 
-_TRANSLATED: dict[str, str] = {}
+_PARSED: dict[str, list] = {}
 
 
-def _translated(program: Program) -> str:
-    """The clingo text of ``program`` (translated once per program text)."""
-    text = _TRANSLATED.get(program.text)
-    if text is None:
-        text = _TRANSLATED[program.text] = translate(program)
-    return text
+def _statements(program: Program) -> list:
+    """The clingo AST of ``program``'s translation (translated and parsed once per program)."""
+    stms = _PARSED.get(program.text)
+    if stms is None:
+        stms = []
+        clingo.ast.parse_string(translate(program), stms.append)
+        _PARSED[program.text] = stms
+    return stms
 
 
 def _fact_text(name: str, row: tuple) -> str:
@@ -35,7 +38,9 @@ class ClingoEngine:
     def run(self, program: Program, facts: Facts) -> Relations:
         check_facts(program, facts)
         ctl = clingo.Control(["--warn=none"])
-        ctl.add("base", [], _translated(program))
+        with clingo.ast.ProgramBuilder(ctl) as builder:
+            for stm in _statements(program):
+                builder.add(stm)
         ctl.add("base", [], "".join(_fact_text(n, r) for n, rows in facts.items() for r in rows))
         ctl.ground([("base", [])])
         out: Relations = {d.name: set() for d in program.outputs}

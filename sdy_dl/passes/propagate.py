@@ -83,6 +83,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str) -> Module:
         propagator.propagate(progress=report)
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
+    if not propagator.erased:
+        return propagator.module  # only attributes changed: the index is still valid
     return build_model(propagator.module.mlir, propagator.module.file)
 
 
