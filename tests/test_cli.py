@@ -77,3 +77,42 @@ def test_installed_entry_point_runs(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "dot_general" in proc.stdout
+
+
+PASS_ERRORS = [
+    (["pass", "aggressive-propagate"], "not mlir", "unknown"),
+    (["pass", "no-such-pass"], None, "unknown pass"),
+    (["propagate"], 'sdy.mesh @mesh = <["a"=2]>\nfunc.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"a"}]>}) -> tensor<8x8xf32> {\n  return %arg0 : tensor<8x8xf32>\n}\n', "duplicate axis"),
+    (["propagate", "--rules", "/nonexistent/rules.yaml"], None, "rules.yaml"),
+    (["propagate", "--relations", "."], None, "program.dl"),
+]
+
+
+@pytest.mark.parametrize("command, content, message", PASS_ERRORS)
+def test_failing_commands_leave_no_output_file(tmp_path, command, content, message):
+    source = tmp_path / "in.mlir"
+    source.write_text(content if content is not None else lowered("mlp"))
+    out = tmp_path / "out.mlir"
+    result = run(*command, str(source), "-o", str(out), "--engine", "clingo")
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sdy-dl: error: ") and message in lines[0]
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["in.mlir"]
+
+
+def test_bad_pass_option_is_a_usage_error(tmp_path):
+    source = tmp_path / "in.mlir"
+    source.write_text(lowered("mlp"))
+    assert run("propagate", str(source), "--pass-option", "novalue").exit_code == 2
+
+
+def test_propagate_writes_the_annotated_module(tmp_path):
+    source = tmp_path / "in.mlir"
+    source.write_text(lowered("mlp"))
+    out = tmp_path / "out.mlir"
+    result = run("propagate", str(source), "-o", str(out), "--engine", "clingo")
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.count("sdy.sharding_per_value") == 2  # the dot and the relu (maximum)
+    assert '<@mesh, [{"data", ?}, {"model", ?}]>' in text
