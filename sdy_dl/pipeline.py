@@ -2,9 +2,10 @@
 
 ``propagate`` runs what exists of Shardy's propagation pipeline (§9.2):
 the import pipeline, then (default mode) apply-sharding-constraints and
-sharding-group-import, then aggressive propagation.  Not yet here: calls to
-named computations (flatten-call-graph, import-func-calls), the op-priority
-and user-priority stages, and the export passes.
+sharding-group-import, then user-priority propagation (which runs the
+op-priority bands with the aggressive strategy).  Not yet here: calls to
+named computations (flatten-call-graph, import-func-calls) and the export
+passes, so the output keeps open dims, replicated axes and data-flow edges.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def stages(options: PassOptions) -> list[str]:
     names = ["import-pipeline"]
     if not dedup:
         names += ["apply-sharding-constraints", "sharding-group-import"]
-    return names + ["aggressive-propagate"]
+    return names + ["user-priority-propagate"]
 
 
 def propagate(module: Module, options: PassOptions) -> Module:

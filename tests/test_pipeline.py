@@ -71,6 +71,15 @@ func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf
 '''
 
 
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_propagate_command_equals_shardy_import_and_user_priority(name):
+    text = lowered(name)
+    expected = shardy(text, ",".join(f"sdy-{p}" for p in CHAIN) + ",sdy-user-priority-propagate")
+    from sdy_dl.pipeline import propagate
+    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    assert_same(expected, actual)
+
+
 @pytest.mark.parametrize("text", [GROUPS, GROUP_CONFLICT], ids=["accumulate", "conflict"])
 @pytest.mark.parametrize("strategy", ["basic", "aggressive"])
 def test_sharding_groups(text, strategy):

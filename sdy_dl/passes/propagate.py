@@ -1,4 +1,11 @@
-"""The propagation passes: ``basic-propagate`` and ``aggressive-propagate`` (§5.5, §6)."""
+"""The propagation passes (§5.5, §6, §7): ``basic-propagate``, ``aggressive-propagate``,
+``op-priority-propagate`` and ``user-priority-propagate``.
+
+Each pass syncs sharding groups, runs its schedule of fixpoints, writes the
+shardings back, erases dead ops and attaches or drops the rules.  The
+``propagation-strategy`` pass option (basic, aggressive, basic-then-aggressive)
+chooses the step strategy of the op- and user-priority passes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from sdy_dl.passes import PassOptions, register
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
+from sdy_dl.propagation.priorities import run_op_priority, run_user_priority
 from sdy_dl.propagation.trace import StepReplay
 
 RULE_ATTR = "sdy.sharding_rule"
@@ -76,11 +84,27 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
                 propagator.visited_rules[op.oid].to_text(), context=mlir_context())
 
 
-def run_strategy(module: Module, options: PassOptions, strategy: str) -> Module:
-    """One propagation pass with ``strategy`` ("basic" or "aggressive")."""
+def stage_runner(options: PassOptions):
+    """``run(stage, facts) -> relations`` with the options' engine (schedule analyses)."""
+    from sdy_dl.datalog.compiler import compile_stage
+    from sdy_dl.engines import get_engine
+
+    engine = get_engine(options.engine, compiled=options.compiled)
+    return lambda stage, facts: engine.run(compile_stage(stage), facts)
+
+
+def run_strategy(module: Module, options: PassOptions, strategy: str,
+                 schedule: str = "plain") -> Module:
+    """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
+    ("plain": one; "op-priority": five bands; "user-priority": bands per priority)."""
     propagator = make_propagator(module, options, strategy)
     with propagation_progress(len(propagator.module.ops), options.quiet) as report:
-        propagator.propagate(progress=report)
+        if schedule == "plain":
+            propagator.propagate(progress=report)
+        elif schedule == "op-priority":
+            run_op_priority(propagator, stage_runner(options), report)
+        else:
+            run_user_priority(propagator, stage_runner(options), report)
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:
@@ -93,6 +117,26 @@ def basic_propagate(module: Module, options: PassOptions) -> Module:
     return run_strategy(module, options, "basic")
 
 
+
 @register("aggressive-propagate", "Shardy's aggressive propagation (sdy-aggressive-propagate)")
 def aggressive_propagate(module: Module, options: PassOptions) -> Module:
-    return run_strategy(module, options, "aggressive")
+    return run_strategy(module, options, _strategy(options))
+
+
+@register("op-priority-propagate", "Shardy's op-priority propagation (sdy-op-priority-propagate)")
+def op_priority_propagate(module: Module, options: PassOptions) -> Module:
+    schedule = "op-priority" if options.extra.get("run_op_priority_propagation", True) else "plain"
+    return run_strategy(module, options, _strategy(options), schedule)
+
+
+@register("user-priority-propagate", "Shardy's user-priority propagation (sdy-user-priority-propagate)")
+def user_priority_propagate(module: Module, options: PassOptions) -> Module:
+    return run_strategy(module, options, _strategy(options), "user-priority")
+
+
+def _strategy(options: PassOptions) -> str:
+    strategy = options.extra.get("propagation_strategy", "aggressive")
+    if strategy not in ("basic", "aggressive", "basic-then-aggressive"):
+        raise SdyError(f"unknown propagation-strategy {strategy!r} "
+                       "(expected basic, aggressive or basic-then-aggressive)")
+    return strategy

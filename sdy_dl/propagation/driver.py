@@ -31,6 +31,10 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 
+#: The step strategies one propagation runs, in order, per propagation-strategy option.
+STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
+                      "basic-then-aggressive": ("basic", "aggressive")}
+
 #: sdy's PropagationDirection enum values, as stored in ``allowed_direction``.
 BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
 
@@ -67,7 +71,8 @@ class Propagator:
         self.module = module
         self.rule_for = rule_for
         self.evaluate = evaluate
-        self.strategy = strategy
+        self.strategies = STRATEGY_SEQUENCES[strategy]
+        self.strategy = self.strategies[0]
         self.conservative = conservative
         self.edges = find_edges(module)
         self.state = ShardingState(module, slot_map(self.edges))
@@ -77,7 +82,7 @@ class Propagator:
         self._rules: dict[int, RuleInstance | None] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
-        self._live_uses = {v.vid: list(v.uses) for v in module.values}
+        self.live_uses = {v.vid: list(v.uses) for v in module.values}
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
         self.engine_calls = 0
@@ -86,16 +91,18 @@ class Propagator:
 
     def propagate(self, directions: DirectionFn | None = None,
                   progress: Callable[[int, int, int, int], None] | None = None) -> None:
-        """One complete fixpoint: result attrs → returns, worklist, returns → result attrs.
-
-        ``progress(visits, pending, steps, engine calls)`` is called now and then.
-        """
+        """One complete propagation: per strategy of ``self.strategies`` (basic-then-
+        aggressive has two), result attrs → returns, worklist fixpoint, returns →
+        result attrs.  ``progress(visits, pending, steps, engine calls)`` is called
+        now and then."""
         main = self.module.main_func()
-        if main is not None:
-            self._sync_main_results(main)
-        self._fixpoint(directions or _both, progress or (lambda *_: None))
-        if main is not None:
-            self._sync_main_results(main)
+        for strategy in self.strategies:
+            self.strategy = strategy
+            if main is not None:
+                self._sync_main_results(main)
+            self._fixpoint(directions or _both, progress or (lambda *_: None))
+            if main is not None:
+                self._sync_main_results(main)
 
     def finish(self) -> None:
         """Write shardings back and erase the dead ops from the module."""
@@ -235,7 +242,7 @@ class Propagator:
 
     def _notify_users(self, value: Value) -> None:
         """Shardy's ``notifyUsersModified``: users in use-list order."""
-        for user, index in self._live_uses[value.vid]:
+        for user, index in self.live_uses[value.vid]:
             edge = self._edge_fed_by(user, index)
             if edge is not None:
                 self._notify_op(edge.op)
@@ -253,7 +260,7 @@ class Propagator:
             target = owner.regions[0].blocks[0].args[index]
         else:
             target = owner.results[index]
-        uses = self._live_uses[target.vid]
+        uses = self.live_uses[target.vid]
         if len(uses) == 1 and uses[0][0].name == "sdy.data_flow_edge":
             return self._edge_by_op.get(uses[0][0].oid)
         return None
@@ -263,7 +270,7 @@ class Propagator:
     def _trivially_dead(self, op: Op) -> bool:
         if op.parent is None or op.is_terminator:
             return False
-        if any(self._live_uses[r.vid] for r in op.results):
+        if any(self.live_uses[r.vid] for r in op.results):
             return False
         return has_no_effects(op)
 
@@ -274,12 +281,12 @@ class Propagator:
                 definer = value.defining_op
                 if definer is None or definer.oid in self.erased:
                     continue
-                others = {u.oid for u, _ in self._live_uses[value.vid] if u is not dead}
+                others = {u.oid for u, _ in self.live_uses[value.vid] if u is not dead}
                 if len(others) < 2:
                     self._notify_op(definer)
             self.erased.add(dead.oid)
             for index, value in enumerate(dead.operands):
-                self._live_uses[value.vid].remove((dead, index))
+                self.live_uses[value.vid].remove((dead, index))
 
     # -- main function results (§8.7) -----------------------------------
 

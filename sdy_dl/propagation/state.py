@@ -12,7 +12,17 @@ from __future__ import annotations
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, get_result_sharding,
                                get_sharding, is_shardable, set_result_sharding, set_sharding)
+from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
 from sdy_dl.sharding import TensorSharding
+
+
+def _manual_block_arg(value: Value) -> list[str] | None:
+    """The manual axes, if ``value`` is a block argument of a manual computation: its
+    stored in_sharding is global, propagation reads and writes it locally (§8.6)."""
+    if not value.is_block_arg or value.block.region.owner.name != "sdy.manual_computation":
+        return None
+    from sdy_dl.passes.import_common import manual_axes
+    return manual_axes(value.block.region.owner.mlir)
 
 
 class ShardingState:
@@ -34,6 +44,9 @@ class ShardingState:
         s = self.slot(v)
         if s.vid not in self._value:
             self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
+        manual = _manual_block_arg(s)
+        if manual is not None and self._value[s.vid] is not None:
+            return erase_manual_axes(self._value[s.vid], manual)
         return self._value[s.vid]
 
     def can_hold(self, v: Value) -> bool:
@@ -41,6 +54,10 @@ class ShardingState:
 
     def set(self, v: Value, sharding: TensorSharding) -> None:
         s = self.slot(v)
+        manual = _manual_block_arg(s)
+        if manual is not None:
+            outer = self._value.get(s.vid) or get_sharding(s)
+            sharding = add_free_axes(outer, sharding, manual) if outer is not None else sharding
         op = s.defining_op
         if (op is not None and op.name not in OWN_SHARDING_OPS
                 and op.name not in COMPUTATION_OPS and len(op.results) > 1):
