@@ -31,6 +31,8 @@ class PassOptions:
     # from relations derived by Soufflé from an emitted trace (a directory).
     recorder: object | None = None
     replay_dir: str | None = None
+    # Propagation only: an explain.ProvenanceTracer that records why shardings change.
+    tracer: object | None = None
 
 
     def with_recorder(self, recorder) -> "PassOptions":

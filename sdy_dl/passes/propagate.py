@@ -40,13 +40,15 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
                 return evaluate_steps(engine, steps, module.meshes)
         if options.recorder is not None:
             evaluate = options.recorder.wrap(evaluate)
-        return Propagator(
+        propagator = Propagator(
             module,
             rule_for=lambda op: rules.rule_for(op, module),
             evaluate=evaluate,
             strategy=strategy,
             conservative=options.conservative,
         )
+        propagator.state.tracer = options.tracer
+        return propagator
 
     propagator = build(module)
     synced = sync_sharding_groups(module, propagator.state)

@@ -19,7 +19,7 @@ from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
 from sdy_dl.passes.import_common import manual_axes
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
-from sdy_dl.propagation.state import ShardingState
+from sdy_dl.propagation.state import ShardingState, value_key
 from sdy_dl.propagation.step import StepInput, StepOutput
 from sdy_dl.propagation.traits import has_no_effects, is_elementwise
 from sdy_dl.propagation.worklist import Worklist
@@ -74,6 +74,7 @@ class Propagator:
         self.strategies = STRATEGY_SEQUENCES[strategy]
         self.strategy = self.strategies[0]
         self.conservative = conservative
+        self.phase = ""   # e.g. "user priority 1, band 3" (for provenance)
         self.edges = find_edges(module)
         self.state = ShardingState(module, slot_map(self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
@@ -138,7 +139,12 @@ class Propagator:
                 self._evaluate_batch(step, directions)
                 output = self._memo[step]
             self._current = op
+            tracer = self.state.tracer
+            if tracer is not None:
+                tracer.begin(*self._describe(op, site))
             self._apply(site, output)
+            if tracer is not None:
+                tracer.end()
             self._current = None
         self._worklist = None
 
@@ -220,6 +226,17 @@ class Propagator:
                         if member is not modified:
                             self.state.set(member, new)
                             self._notify_sharding_modified(member)
+
+    def _describe(self, op: Op, site: _Site) -> tuple:
+        """(kind, label, detail, inputs) of a step, for provenance."""
+        kind = {"sdy.data_flow_edge": "edge", "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
+        where = f" (line {op.line})" if op.line is not None else ""
+        detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
+        if kind == "step":
+            detail = f"rule {site.rule.to_text()}, {detail}"
+        inputs = [(value_key(self.state.slot(v)), self.state.get(v))
+                  for v in site.operands + site.results]
+        return kind, f"{op.name}{where}", detail, inputs
 
     # -- notifications (§7.3 item 4; docs/research §4) ----------------
 
@@ -307,10 +324,17 @@ class Propagator:
                 output = self.evaluate([step])[0]
                 self.engine_calls += 1
                 self._memo[step] = output
+            tracer = self.state.tracer
+            if tracer is not None:
+                tracer.begin("result", f"function result {index} synced with the returned value",
+                             inputs=[(value_key(self.state.slot(value)), step.operands[0]),
+                                     (("result", index), step.results[0])])
             if output.operands[0] is not None:
                 self.state.set(value, output.operands[0])
             if output.results[0] is not None:
                 self.state.set_result(main, index, output.results[0])
+            if tracer is not None:
+                tracer.end()
 
 
 def manual_edge_transforms(op: Op, owner: Value):

@@ -63,9 +63,13 @@ def sync_sharding_groups(module: Module, state) -> Module:
         if common is None:
             continue
         if not conflict:
+            if state.tracer is not None:
+                state.tracer.begin("group", f"sharding group {gid}: members synced")
             for member in members:
                 if state.can_hold(member) and state.get(member) != common:
                     state.set(member, common)
+            if state.tracer is not None:
+                state.tracer.end()
         else:
             conflicts.append((members, common))
     if not conflicts:

@@ -90,10 +90,12 @@ class BandDirections:
             self._cache[self._key(op)] = tuple(dirs[f] for f in range(len(rules[op.oid].factors)))
 
 
-def run_op_priority(propagator: Propagator, run_stage, progress=None) -> None:
+def run_op_priority(propagator: Propagator, run_stage, progress=None, priority: int = 0) -> None:
     """The five op-priority bands, each one complete aggressive fixpoint (§7.1)."""
     for band in range(BANDS):
+        propagator.phase = f"user priority {priority}, op-priority band {band}"
         propagator.propagate(BandDirections(propagator, band, run_stage), progress)
+    propagator.phase = ""
 
 
 # -- user priorities (§7.2) ---------------------------------------------------------
@@ -127,6 +129,9 @@ def reopened(current: TensorSharding, original: TensorSharding, priority: int) -
 def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
     """User-priority propagation: op-priority bands once per priority (§7.2)."""
     module = propagator.module
+    tracer = propagator.state.tracer
+    if tracer is not None:
+        tracer.begin("priority", "user priorities: dims with priority > 0 closed and replicated")
     references: dict[int, list[tuple]] = {}
     for site, read, write in sharding_sites(propagator):
         sharding = read()
@@ -137,11 +142,17 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
         new = initialized(sharding, module.meshes[sharding.mesh])
         if new != sharding:
             write(new)
+    if tracer is not None:
+        tracer.end()
     run_op_priority(propagator, run_stage, progress)
     for priority in sorted(references):
+        if tracer is not None:
+            tracer.begin("priority", f"user priority {priority}: its dims re-opened")
         for read, write, original in references[priority]:
             write(reopened(read(), original, priority))
-        run_op_priority(propagator, run_stage, progress)
+        if tracer is not None:
+            tracer.end()
+        run_op_priority(propagator, run_stage, progress, priority)
 
 
 def sharding_sites(propagator: Propagator):

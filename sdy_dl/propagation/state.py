@@ -16,6 +16,12 @@ from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
 from sdy_dl.sharding import TensorSharding
 
 
+def value_key(value: Value) -> int:
+    """A key for a value that survives IR changes and re-indexing (its C++ pointer)."""
+    from sdy_dl.passes.import_common import key
+    return key(value.mlir)
+
+
 def _manual_block_arg(value: Value) -> list[str] | None:
     """The manual axes, if ``value`` is a block argument of a manual computation: its
     stored in_sharding is global, propagation reads and writes it locally (§8.6)."""
@@ -31,6 +37,7 @@ class ShardingState:
     def __init__(self, module: Module, slots: dict[int, Value]):
         self.module = module
         self.slots = slots
+        self.tracer = None   # an explain.ProvenanceTracer, when provenance is recorded
         self._value: dict[int, TensorSharding | None] = {}
         self._changed: set[int] = set()
         self._results: dict[tuple[int, int], TensorSharding | None] = {}
@@ -44,6 +51,8 @@ class ShardingState:
         s = self.slot(v)
         if s.vid not in self._value:
             self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
+            if self.tracer is not None:
+                self.tracer.on_read(value_key(s), self._value[s.vid])
         manual = _manual_block_arg(s)
         if manual is not None and self._value[s.vid] is not None:
             return erase_manual_axes(self._value[s.vid], manual)
@@ -67,16 +76,22 @@ class ShardingState:
                     self._changed.add(other.vid)
         self._value[s.vid] = sharding
         self._changed.add(s.vid)
+        if self.tracer is not None:
+            self.tracer.on_write(value_key(s), sharding)
 
     def get_result(self, func: Op, index: int) -> TensorSharding | None:
         key = (func.oid, index)
         if key not in self._results:
             self._results[key] = get_result_sharding(func, index)
+            if self.tracer is not None:
+                self.tracer.on_read(("result", index), self._results[key])
         return self._results[key]
 
     def set_result(self, func: Op, index: int, sharding: TensorSharding) -> None:
         self._results[(func.oid, index)] = sharding
         self._changed_results.add((func.oid, index))
+        if self.tracer is not None:
+            self.tracer.on_write(("result", index), sharding)
 
     def write_back(self) -> None:
         """Store every changed sharding in the module's attributes."""
