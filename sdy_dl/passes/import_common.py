@@ -295,7 +295,7 @@ def manual_axes(mop) -> list[str]:
 
     text = str(mop.operation.attributes["manual_axes"])   # #sdy<manual_axes{"a", "b"}>
     inner = text[text.index("{") + 1: text.rindex("}")]
-    return [parse_axis_ref(part).name for part in _split_top(inner)]
+    return [parse_axis_ref(part.strip()).name for part in split_top_level(inner) if part.strip()]
 
 
 def set_manual_axes(mop, names: list[str]) -> None:
@@ -305,29 +305,28 @@ def set_manual_axes(mop, names: list[str]) -> None:
         "#sdy<manual_axes{" + ", ".join(quote_string(n) for n in names) + "}>")
 
 
-def _split_top(text: str) -> list[str]:
-    """Split a comma-separated list, respecting quotes."""
-    parts, cur, quoted, esc = [], "", False, False
-    for c in text:
+def split_top_level(text: str, maxsplit: int = -1) -> list[str]:
+    """Split ``text`` at the commas outside quotes and brackets (at most ``maxsplit``)."""
+    parts, start, depth, quoted, esc = [], 0, 0, False, False
+    for i, c in enumerate(text):
         if quoted:
-            cur += c
             if esc:
                 esc = False
             elif c == "\\":
                 esc = True
             elif c == '"':
                 quoted = False
-            continue
-        if c == '"':
+        elif c == '"':
             quoted = True
-            cur += c
-        elif c == ",":
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += c
-    if cur.strip():
-        parts.append(cur.strip())
+        elif c in "<[{(":
+            depth += 1
+        elif c in ">]})":
+            depth -= 1
+        elif c == "," and depth == 0 and maxsplit != len(parts):
+            parts.append(text[start:i])
+            start = i
+            start += 1
+    parts.append(text[start:])
     return parts
 
 

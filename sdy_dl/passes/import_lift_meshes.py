@@ -19,7 +19,7 @@ import re
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (module_ops, parse_attr, rebuild, symbol_name,
+from sdy_dl.passes.import_common import (module_ops, parse_attr, rebuild, split_top_level, symbol_name,
                                          transform_shardings, walk_post, SymbolNamer)
 from sdy_dl.sharding import Mesh, MeshAxis, TensorSharding, format_symbol_ref, parse_mesh
 
@@ -143,25 +143,8 @@ class _Lifter:
 
 def _split_mesh(rest: str) -> tuple[str, str]:
     """Split ``<mesh>, axes = ...>`` at the comma that ends the mesh."""
-    depth, quoted, esc = 0, False, False
-    for i, c in enumerate(rest):
-        if quoted:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                quoted = False
-            continue
-        if c == '"':
-            quoted = True
-        elif c in "<[{(":
-            depth += 1
-        elif c in ">]})":
-            depth -= 1
-        elif c == "," and depth == 0:
-            return rest[:i], rest[i:]
-    return rest, ""
+    mesh = split_top_level(rest, 1)[0]
+    return mesh, rest[len(mesh):]
 
 
 @register("lift-inlined-meshes", "Lift inlined meshes into sdy.mesh symbols; dedupe meshes.")
