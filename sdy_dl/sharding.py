@@ -414,6 +414,18 @@ def _can_sub_axes_coexist(lo: int, hi: int, lo_next: int, hi_next: int) -> bool:
     return hi % lo_next == 0
 
 
+def merge_adjacent(refs, mesh: "Mesh") -> list[AxisRef]:
+    """``refs`` with every run of consecutive, mergeable sub-axes merged
+    (``"x":(1)2, "x":(2)2`` becomes ``"x":(1)4``, or ``"x"`` if that is the whole axis)."""
+    out: list[AxisRef] = []
+    for ref in refs:
+        if out and out[-1].can_merge(ref):
+            out[-1] = out[-1].merge(ref, mesh)
+        else:
+            out.append(ref)
+    return out
+
+
 def make_sub_axis(name: str, pre: int, size: int, mesh: Mesh) -> AxisRef:
     """``"name":(pre)size``, or the full axis when ``pre == 1`` and ``size``
     is the full size."""

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdy_dl.errors import SdyError
-from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis,
+from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis, merge_adjacent,
                              TensorSharding, format_sharding_per_value,
                              format_symbol_ref, make_sub_axis, parse_axis_ref,
                              parse_dim_sharding, parse_mesh,
@@ -432,17 +432,6 @@ def meshes(draw):
     return Mesh(axes, ids)
 
 
-def _merge_adjacent(refs: list[AxisRef], mesh: Mesh) -> list[AxisRef]:
-    """Merge neighbours that the verifier would call mergeable."""
-    out: list[AxisRef] = []
-    for r in refs:
-        if out and out[-1].can_merge(r):
-            out[-1] = out[-1].merge(r, mesh)
-        else:
-            out.append(r)
-    return out
-
-
 @st.composite
 def valid_shardings(draw):
     """``(sharding, mesh, rank)`` with a sharding the verifier accepts."""
@@ -465,7 +454,7 @@ def valid_shardings(draw):
             (replicated if where == -2 else unreduced if where == -1 else dims[where]).append(r)
     dim_shardings = []
     for axes in dims:
-        axes = _merge_adjacent(draw(st.permutations(axes)), mesh)
+        axes = merge_adjacent(draw(st.permutations(axes)), mesh)
         closed = draw(st.booleans())
         priority = None
         if axes or not closed:
@@ -473,7 +462,7 @@ def valid_shardings(draw):
         dim_shardings.append(DimSharding(tuple(axes), closed, priority))
 
     def canonical(refs):
-        return tuple(_merge_adjacent(sorted(refs, key=lambda r: r.sort_key_in(mesh)), mesh))
+        return tuple(merge_adjacent(sorted(refs, key=lambda r: r.sort_key_in(mesh)), mesh))
     sharding = TensorSharding(mesh_ref, tuple(dim_shardings), canonical(replicated),
                               canonical(unreduced))
     return sharding, mesh, rank

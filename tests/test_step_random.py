@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sdy_dl.errors import SdyError
-from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis, TensorSharding,
+from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis, TensorSharding, merge_adjacent,
                              verify_sharding)
 from test_step_common import check_batch, module_text
 
@@ -66,14 +66,7 @@ def shardings(draw, mesh: Mesh, shape: tuple[int, ...]):
             elif choice == 7 and draw(st.integers(0, 2)) == 0:
                 unred.append(ref)
     def merged(refs):
-        """Merge neighbours that are consecutive sub-axes (the verifier rejects them)."""
-        out = []
-        for r in refs:
-            if out and out[-1].can_merge(r):
-                out[-1] = out[-1].merge(r, mesh)
-            else:
-                out.append(r)
-        return out
+        return merge_adjacent(refs, mesh)
 
     dim_shardings = []
     for d in range(rank):

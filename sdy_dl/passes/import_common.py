@@ -24,7 +24,7 @@ from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
 from sdy_dl.manual_axes import add_free_axes, erase_manual_axes  # noqa: F401  (re-exported)
-from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding,
+from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding, merge_adjacent,
                              parse_mesh, parse_sharding_per_value,
                              parse_tensor_sharding)
 
@@ -541,16 +541,7 @@ def mesh_of(sharding: TensorSharding, meshes: dict[str, Mesh]) -> Mesh | None:
 
 def sort_and_merge_axes(axes: list[AxisRef], mesh: Mesh) -> list[AxisRef]:
     """Shardy's ``sortAndMergeAxes``: mesh order, adjacent sub-axes merged."""
-    if not axes:
-        return []
-    axes = sorted(axes, key=lambda a: a.sort_key_in(mesh))
-    out = [axes[0]]
-    for nxt in axes[1:]:
-        if out[-1].can_merge(nxt):
-            out[-1] = out[-1].merge(nxt, mesh)
-        else:
-            out.append(nxt)
-    return out
+    return merge_adjacent(sorted(axes, key=lambda a: a.sort_key_in(mesh)), mesh)
 
 
 # -- symbols ----------------------------------------------------------------------------
