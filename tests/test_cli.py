@@ -116,3 +116,14 @@ def test_propagate_writes_the_annotated_module(tmp_path):
     text = out.read_text()
     assert text.count("sdy.sharding_per_value") == 2  # the dot and the relu (maximum)
     assert '<@mesh, [{"data", ?}, {"model", ?}]>' in text
+
+
+def test_propagation_pass_rejects_inlined_meshes_with_a_place(tmp_path):
+    source = tmp_path / "in.mlir"
+    source.write_text('func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<mesh<["a"=2]>, '
+                      '[{"a"}, {}]>}) -> tensor<8x8xf32> {\n  return %arg0 : tensor<8x8xf32>\n}\n')
+    out = tmp_path / "out.mlir"
+    result = run("pass", "aggressive-propagate", str(source), "-o", str(out), "--engine", "clingo")
+    assert result.exit_code == 1 and f"{source}:1:1: " in result.output and "inlined mesh" in result.output
+    assert not out.exists()
+    assert run("propagate", str(source), "-o", str(out), "--engine", "clingo").exit_code == 0
