@@ -65,7 +65,7 @@ def check_static_shapes(module: Module) -> None:
     for op in module.ops:
         for name in SHARDING_ATTRS:
             text = op.attr_text(name)
-            if text is not None and ("mesh<[" in text or "mesh<\\[" in text):
+            if text is not None and "mesh<[" in text:
                 raise SdyError(f"a sharding on this {op.name} has an inlined mesh; propagation needs "
                                "mesh symbols (run the lift-inlined-meshes pass or sdy-dl propagate)",
                                file=module.file, line=op.line, col=op.col)
