@@ -111,3 +111,25 @@ def test_bad_input_is_one_located_error(text, message):
     assert message in str(err.value)
     assert str(err.value).startswith("bad.mlir")
     assert "\n" not in str(err.value)
+
+
+CALLS = '''sdy.mesh @mesh = <["a"=2]>
+func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>}) -> tensor<8xf32> {
+  %c = sdy.constant dense<1.0> : tensor<8xf32>
+  %0 = func.call @helper(%arg0, %c) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}]>]>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func private @helper(%arg0: tensor<8xf32>, %arg1: tensor<8xf32>) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+'''
+
+
+def test_round_trip_several_functions_calls_and_sdy_constants():
+    module = parse_module_text(CALLS)
+    assert set(module.funcs) == {"main", "helper"} and module.main_func().name == "func.func"
+    assert rewrite_every_sharding(module) == 3  # main arg, call result, helper result
+    assert module.print() == jaxlib_print(CALLS)
+    call = next(op for op in module.ops if op.name == "func.call")
+    assert [v.name for v in call.operands] == ["%arg0", "%c"]
