@@ -45,22 +45,20 @@ def get_sharding(value: Value) -> TensorSharding | None:
     if value.is_block_arg:
         owner = value.block.region.owner
         if owner.name == "func.func":
-            return _dict_array_entry(owner, "arg_attrs", value.index)
+            return read_func_attr(owner.mlir, "arg_attrs", value.index)
         if owner.name in COMPUTATION_OPS:
-            return _per_value_entry(owner, "in_shardings", value.index)
+            return _entry(read_per_value(owner.mlir, "in_shardings"), value.index)
         return None
     op = value.defining_op
     if op.name in OWN_SHARDING_OPS:
-        text = op.attr_text("sharding")
-        return None if text is None else parse_tensor_sharding(text)
-    if op.name in COMPUTATION_OPS:
-        return _per_value_entry(op, "out_shardings", value.index)
-    return _per_value_entry(op, SHARDING_ATTR, value.index)
+        return read_own(op.mlir)
+    name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+    return _entry(read_per_value(op.mlir, name), value.index)
 
 
 def get_result_sharding(func: Op, index: int) -> TensorSharding | None:
     """The ``sdy.sharding`` result attribute of function ``func``."""
-    return _dict_array_entry(func, "res_attrs", index)
+    return read_func_attr(func.mlir, "res_attrs", index)
 
 
 def set_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
@@ -68,78 +66,113 @@ def set_sharding(module: Module, value: Value, sharding: TensorSharding) -> None
     if value.is_block_arg:
         owner = value.block.region.owner
         if owner.name == "func.func":
-            _set_dict_array_entry(owner, "arg_attrs", value.index, len(value.block.args), sharding)
+            write_func_attr(owner.mlir, "arg_attrs", value.index, sharding)
         elif owner.name in COMPUTATION_OPS:
-            _set_per_value_entry(module, owner, "in_shardings", value.index,
-                                 [a for a in value.block.args], sharding)
+            write_per_value_entry(owner.mlir, "in_shardings", value.index,
+                                  [a.rank or 0 for a in value.block.args], sharding)
         else:
             raise ValueError(f"{value.name} cannot hold a sharding")
         return
     op = value.defining_op
     if op.name in OWN_SHARDING_OPS:
-        _set_attr(op, "sharding", sharding.to_text())
-    elif op.name in COMPUTATION_OPS:
-        _set_per_value_entry(module, op, "out_shardings", value.index, op.results, sharding)
+        write_own(op.mlir, sharding)
     else:
-        _set_per_value_entry(module, op, SHARDING_ATTR, value.index, op.results, sharding)
+        name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+        write_per_value_entry(op.mlir, name, value.index, [r.rank or 0 for r in op.results],
+                              sharding)
 
 
 def set_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
     """Store the ``sdy.sharding`` result attribute of function ``func``."""
-    n = len(func.mlir.attributes["function_type"].value.results)
-    _set_dict_array_entry(func, "res_attrs", index, n, sharding)
+    write_func_attr(func.mlir, "res_attrs", index, sharding)
 
 
-# -- attribute plumbing -----------------------------------------------------
+# -- attribute plumbing on raw MLIR operations (also used by the import passes) --
 
-def _parse_attr(text: str):
+def parse_attr(text: str):
+    """An MLIR attribute parsed in sdy-dl's context."""
     from jaxlib.mlir import ir
 
     return ir.Attribute.parse(text, context=mlir_context())
 
 
-def _set_attr(op: Op, name: str, text: str) -> None:
-    op.mlir.attributes[name] = _parse_attr(text)
+def attr_text(mop, name: str) -> str | None:
+    """The printed attribute ``name`` of a raw MLIR op, or None."""
+    attrs = mop.operation.attributes
+    return str(attrs[name]) if name in attrs else None
 
 
-def _dict_array_entry(op: Op, attr: str, index: int) -> TensorSharding | None:
+def _entry(shardings, index: int) -> TensorSharding | None:
+    return None if not shardings else shardings[index]
+
+
+def read_per_value(mop, name: str) -> list[TensorSharding] | None:
+    """A ``#sdy.sharding_per_value`` attribute as a list (None when absent)."""
+    text = attr_text(mop, name)
+    return None if text is None else list(parse_sharding_per_value(text))
+
+
+def write_per_value(mop, name: str, shardings) -> None:
+    """Store a list of shardings as a ``#sdy.sharding_per_value`` attribute."""
+    inner = ", ".join(s.to_inner_text() for s in shardings)
+    mop.operation.attributes[name] = parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
+
+
+def write_per_value_entry(mop, name: str, index: int, ranks, sharding: TensorSharding) -> None:
+    """Set entry ``index``; a first write gives the other entries open-empty shardings
+    of the given ranks on the same mesh (Shardy's setter)."""
+    current = read_per_value(mop, name)
+    if not current:
+        current = [TensorSharding.open_empty(sharding.mesh, rank) for rank in ranks]
+    current[index] = sharding
+    write_per_value(mop, name, current)
+
+
+def read_own(mop, name: str = "sharding") -> TensorSharding | None:
+    """An op's own ``#sdy.sharding`` attribute (constraints, reshards, edges)."""
+    text = attr_text(mop, name)
+    return None if text is None else parse_tensor_sharding(text)
+
+
+def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
+    mop.operation.attributes[name] = parse_attr(sharding.to_text())
+
+
+def func_arity(func) -> tuple[int, int]:
+    """(number of arguments, number of results) of a raw ``func.func``."""
     from jaxlib.mlir import ir
 
-    arr = op.attr(attr)
-    if arr is None:
+    ft = ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
+    return len(ft.inputs), len(ft.results)
+
+
+def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
+    """The ``sdy.sharding`` of argument/result ``index`` (``kind``: arg_attrs or res_attrs)."""
+    from jaxlib.mlir import ir
+
+    attrs = func.operation.attributes
+    if kind not in attrs:
         return None
-    entry = ir.DictAttr(ir.ArrayAttr(arr)[index])
+    entry = ir.DictAttr(ir.ArrayAttr(attrs[kind])[index])
     return parse_tensor_sharding(str(entry[SHARDING_ATTR])) if SHARDING_ATTR in entry else None
 
 
-def _set_dict_array_entry(op: Op, attr: str, index: int, count: int,
-                          sharding: TensorSharding) -> None:
+def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None) -> None:
+    """Set (or with None remove) the ``sdy.sharding`` entry of an argument/result."""
     from jaxlib.mlir import ir
 
-    arr = op.attr(attr)
-    entries = ([ir.DictAttr(a) for a in ir.ArrayAttr(arr)] if arr is not None
-               else [ir.DictAttr.get({}, context=mlir_context()) for _ in range(count)])
-    items = {named.name: named.attr for named in entries[index]}
-    items[SHARDING_ATTR] = _parse_attr(sharding.to_text())
-    entries[index] = ir.DictAttr.get(items, context=mlir_context())
-    op.mlir.attributes[attr] = ir.ArrayAttr.get(entries, context=mlir_context())
-
-
-def _per_value_entry(op: Op, attr: str, index: int) -> TensorSharding | None:
-    text = op.attr_text(attr)
-    if text is None:
-        return None
-    return parse_sharding_per_value(text)[index]
-
-
-def _set_per_value_entry(module: Module, op: Op, attr: str, index: int,
-                         values: list[Value], sharding: TensorSharding) -> None:
-    """Write entry ``index``; a first write fills the others with open-empty shardings."""
-    text = op.attr_text(attr)
-    if text is None:
-        current = [TensorSharding.open_empty(sharding.mesh, v.rank or 0) for v in values]
+    ctx = mlir_context()
+    attrs = func.operation.attributes
+    if kind in attrs:
+        entries = [ir.DictAttr(a) for a in ir.ArrayAttr(attrs[kind])]
     else:
-        current = list(parse_sharding_per_value(text))
-    current[index] = sharding
-    inner = ", ".join(s.to_inner_text() for s in current)
-    _set_attr(op, attr, f"#sdy.sharding_per_value<[{inner}]>")
+        nargs, nres = func_arity(func)
+        entries = [ir.DictAttr.get({}, context=ctx)
+                   for _ in range(nargs if kind == "arg_attrs" else nres)]
+    items = {named.name: named.attr for named in entries[index]}
+    if sharding is None:
+        items.pop(SHARDING_ATTR, None)
+    else:
+        items[SHARDING_ATTR] = parse_attr(sharding.to_text())
+    entries[index] = ir.DictAttr.get(items, context=ctx)
+    func.operation.attributes[kind] = ir.ArrayAttr.get(entries, context=ctx)

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
+from sdy_dl.ir.storage import (COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS,  # noqa: F401
+                               attr_text, func_arity, parse_attr, read_func_attr, read_own,
+                               read_per_value, write_func_attr, write_own, write_per_value)
 from sdy_dl.manual_axes import add_free_axes, erase_manual_axes  # noqa: F401  (re-exported)
 from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding, merge_adjacent,
                              parse_mesh, parse_sharding_per_value,
@@ -47,13 +49,6 @@ def rebuild(module: Module) -> Module:
 
     with mlir_context():
         return build_model(module.mlir, module.file)
-
-
-def parse_attr(text: str):
-    """An MLIR attribute from its text (in the sdy-dl context)."""
-    from jaxlib.mlir import ir
-
-    return ir.Attribute.parse(text)
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:
@@ -217,76 +212,13 @@ def is_scalar(value) -> bool:
 
 # -- sharding attributes on raw ops ---------------------------------------------------
 
-def attr_text(mop, name: str) -> str | None:
-    attrs = mop.operation.attributes
-    return str(attrs[name]) if name in attrs else None
-
-
-def read_per_value(mop, name: str) -> list[TensorSharding] | None:
-    text = attr_text(mop, name)
-    return None if text is None else list(parse_sharding_per_value(text))
-
-
-def write_per_value(mop, name: str, shardings: Iterable[TensorSharding]) -> None:
-    inner = ", ".join(s.to_inner_text() for s in shardings)
-    mop.operation.attributes[name] = parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
-
-
-def read_own(mop, name: str = "sharding") -> TensorSharding | None:
-    text = attr_text(mop, name)
-    return None if text is None else parse_tensor_sharding(text)
-
-
-def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
-    mop.operation.attributes[name] = parse_attr(sharding.to_text())
-
-
-def _dict_entries(mop, attr: str, count: int) -> list:
-    from jaxlib.mlir import ir
-
-    arr = mop.operation.attributes[attr] if attr in mop.operation.attributes else None
-    if arr is None:
-        return [ir.DictAttr.get({}) for _ in range(count)]
-    return [ir.DictAttr(a) for a in ir.ArrayAttr(arr)]
-
-
-def func_num_args_results(func) -> tuple[int, int]:
-    from jaxlib.mlir import ir
-
-    ft = ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
-    return len(ft.inputs), len(ft.results)
+func_num_args_results = func_arity
 
 
 def func_result_types(func) -> list:
     from jaxlib.mlir import ir
 
     return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
-
-
-def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
-    """``kind`` is ``arg_attrs`` or ``res_attrs``."""
-    attrs = func.operation.attributes
-    if kind not in attrs:
-        return None
-    from jaxlib.mlir import ir
-
-    entry = ir.DictAttr(ir.ArrayAttr(attrs[kind])[index])
-    return parse_tensor_sharding(str(entry[SHARDING_ATTR])) if SHARDING_ATTR in entry else None
-
-
-def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None) -> None:
-    """Set (or with None remove) the ``sdy.sharding`` entry of an argument/result."""
-    from jaxlib.mlir import ir
-
-    nargs, nres = func_num_args_results(func)
-    entries = _dict_entries(func, kind, nargs if kind == "arg_attrs" else nres)
-    items = {named.name: named.attr for named in entries[index]}
-    if sharding is None:
-        items.pop(SHARDING_ATTR, None)
-    else:
-        items[SHARDING_ATTR] = parse_attr(sharding.to_text())
-    entries[index] = ir.DictAttr.get(items)
-    func.operation.attributes[kind] = ir.ArrayAttr.get(entries)
 
 
 def manual_axes(mop) -> list[str]:
