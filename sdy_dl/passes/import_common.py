@@ -24,7 +24,8 @@ from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import (COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS,  # noqa: F401
                                attr_text, func_arity, parse_attr, read_func_attr, read_own,
-                               read_per_value, write_func_attr, write_own, write_per_value)
+                               read_per_value, write_func_attr, write_own, write_per_value,
+                               write_per_value_entry)
 from sdy_dl.manual_axes import add_free_axes, erase_manual_axes  # noqa: F401  (re-exported)
 from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding, merge_adjacent,
                              parse_mesh, parse_sharding_per_value,
@@ -350,12 +351,6 @@ def get_edge_owner_sharding(op, owner) -> TensorSharding | None:
     return None if not per else per[value_index(owner)]
 
 
-def open_shardings_with(types: list, index: int, sharding: TensorSharding) -> list[TensorSharding]:
-    out = [TensorSharding.open_empty(sharding.mesh, tensor_rank(t)) for t in types]
-    out[index] = sharding
-    return out
-
-
 def set_sharding(value, sharding: TensorSharding) -> None:
     """Shardy's ``setSharding(value, sharding)``."""
     value = shardable_value(value)
@@ -369,34 +364,15 @@ def set_sharding(value, sharding: TensorSharding) -> None:
         write_own(op, sharding)
     elif op.name in COLLECTIVE_OPS:
         write_own(op, sharding, "out_sharding")
-    elif op.name in DATA_FLOW_OPS:
-        if is_block_arg(value):
-            block = value.owner
-            name = "in_shardings"
-            current = read_per_value(op, name)
-            if current:
-                if op.name == "sdy.manual_computation":
-                    current[idx] = add_free_axes(current[idx], sharding, manual_axes(op))
-                else:
-                    current[idx] = sharding
-            else:
-                current = open_shardings_with([a.type for a in block.arguments], idx, sharding)
-            write_per_value(op, name, current)
-        else:
-            name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
-            current = read_per_value(op, name)
-            if current:
-                current[idx] = sharding
-            else:
-                current = open_shardings_with([r.type for r in op.results], idx, sharding)
-            write_per_value(op, name, current)
+    elif is_block_arg(value):   # a block-argument edge owner of a data-flow op
+        current = read_per_value(op, "in_shardings")
+        if current and op.name == "sdy.manual_computation":
+            sharding = add_free_axes(current[idx], sharding, manual_axes(op))
+        write_per_value_entry(op, "in_shardings", idx,
+                              [tensor_rank(a.type) for a in value.owner.arguments], sharding)
     else:
-        current = read_per_value(op, SHARDING_ATTR)
-        if current:
-            current[idx] = sharding
-        else:
-            current = open_shardings_with([r.type for r in op.results], idx, sharding)
-        write_per_value(op, SHARDING_ATTR, current)
+        name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+        write_per_value_entry(op, name, idx, [tensor_rank(r.type) for r in op.results], sharding)
 
 
 # -- the sharding walker (Shardy's walkShardings / transformShardings) ----------------
