@@ -7,7 +7,7 @@ import sys
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.model import Block, Module, Op, Region, Value, op_position
+from sdy_dl.ir.model import Block, Module, Op, Region, Value
 
 _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
@@ -71,7 +71,7 @@ def build_model(mlir_module, file: str) -> Module:
         t = mv.type
         shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
         static = shape is not None and all(d >= 0 for d in shape)
-        v = Value(vid=len(module.values), asm_state=state, type_text=str(t),
+        v = Value(vid=len(module.values), asm_state=state,
                   shape=shape, static=static, defining_op=defining_op, block=block,
                   index=index, mlir=mv)
         module.values.append(v)
@@ -80,9 +80,8 @@ def build_model(mlir_module, file: str) -> Module:
 
     def visit(mop, parent: Op | None, block: Block | None) -> Op:
         mop = mop.operation
-        line, col = op_position(mop)
         op = Op(oid=len(module.ops), name=mop.name, operands=[], results=[], regions=[],
-                parent=parent, block=block, line=line, col=col, mlir=mop)
+                parent=parent, block=block, mlir=mop)
         module.ops.append(op)
         op.operands = [module.value_of(o) for o in mop.operands]
         by_mlir[mop] = op

@@ -23,7 +23,6 @@ class Value:
 
     vid: int
     asm_state: Any = field(repr=False)  # names values as jaxlib prints them
-    type_text: str
     shape: tuple[int, ...] | None  # None: not a ranked tensor (token, tuple, unranked)
     static: bool                    # a ranked tensor with a static shape
     defining_op: "Op | None"        # None for block arguments
@@ -31,6 +30,11 @@ class Value:
     index: int                      # result number, or argument number
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
+
+    @property
+    def type_text(self) -> str:
+        """The value's type as printed."""
+        return str(self.mlir.type)
 
     @property
     def name(self) -> str:
@@ -77,9 +81,23 @@ class Op:
     regions: list[Region]
     parent: "Op | None"     # the op whose region holds this op (None at module level)
     block: Block | None
-    line: int | None
-    col: int | None
     mlir: Any = field(repr=False)
+    _position: tuple[int | None, int | None] | None = field(default=None, repr=False)
+
+    @property
+    def line(self) -> int | None:
+        """The line of the op in the module text (None when unknown)."""
+        return self._place()[0]
+
+    @property
+    def col(self) -> int | None:
+        """The column of the op in the module text (None when unknown)."""
+        return self._place()[1]
+
+    def _place(self) -> tuple[int | None, int | None]:
+        if self._position is None:
+            self._position = op_position(self.mlir)
+        return self._position
 
     def attr(self, name: str):
         """The MLIR attribute ``name`` or None."""

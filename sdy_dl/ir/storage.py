@@ -159,20 +159,27 @@ def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
 
 def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None) -> None:
     """Set (or with None remove) the ``sdy.sharding`` entry of an argument/result."""
+    write_func_attrs(func, kind, {index: sharding})
+
+
+def write_func_attrs(func, kind: str, shardings: dict[int, TensorSharding | None]) -> None:
+    """Set (None: remove) the ``sdy.sharding`` entries of several arguments/results
+    at once (``kind``: arg_attrs or res_attrs)."""
     from jaxlib.mlir import ir
 
     ctx = mlir_context()
     attrs = func.operation.attributes
     if kind in attrs:
-        entries = [ir.DictAttr(a) for a in ir.ArrayAttr(attrs[kind])]
+        entries = list(ir.ArrayAttr(attrs[kind]))
     else:
         nargs, nres = func_arity(func)
         entries = [ir.DictAttr.get({}, context=ctx)
                    for _ in range(nargs if kind == "arg_attrs" else nres)]
-    items = {named.name: named.attr for named in entries[index]}
-    if sharding is None:
-        items.pop(SHARDING_ATTR, None)
-    else:
-        items[SHARDING_ATTR] = parse_attr(sharding.to_text())
-    entries[index] = ir.DictAttr.get(items, context=ctx)
+    for index, sharding in shardings.items():
+        items = {named.name: named.attr for named in ir.DictAttr(entries[index])}
+        if sharding is None:
+            items.pop(SHARDING_ATTR, None)
+        else:
+            items[SHARDING_ATTR] = parse_attr(sharding.to_text())
+        entries[index] = ir.DictAttr.get(items, context=ctx)
     func.operation.attributes[kind] = ir.ArrayAttr.get(entries, context=ctx)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, get_result_sharding,
-                               get_sharding, is_shardable, set_result_sharding, set_sharding)
+                               get_sharding, is_shardable, set_sharding, write_func_attrs)
 from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
 from sdy_dl.sharding import TensorSharding
 
@@ -94,10 +94,20 @@ class ShardingState:
             self.tracer.on_write(("result", index), sharding)
 
     def write_back(self) -> None:
-        """Store every changed sharding in the module's attributes."""
-        values = self.module.values
+        """Store every changed sharding in the module's attributes (function
+        argument and result attributes once per function)."""
+        values, ops = self.module.values, self.module.ops
+        func_args: dict[int, dict[int, TensorSharding]] = {}
         for vid in sorted(self._changed):
-            set_sharding(self.module, values[vid], self._value[vid])
-        ops = self.module.ops
+            value = values[vid]
+            if value.is_block_arg and value.block.region.owner.name == "func.func":
+                func_args.setdefault(value.block.region.owner.oid, {})[value.index] = self._value[vid]
+            else:
+                set_sharding(self.module, value, self._value[vid])
+        for oid, shardings in func_args.items():
+            write_func_attrs(ops[oid].mlir, "arg_attrs", shardings)
+        func_results: dict[int, dict[int, TensorSharding]] = {}
         for oid, index in sorted(self._changed_results):
-            set_result_sharding(ops[oid], index, self._results[(oid, index)])
+            func_results.setdefault(oid, {})[index] = self._results[(oid, index)]
+        for oid, shardings in func_results.items():
+            write_func_attrs(ops[oid].mlir, "res_attrs", shardings)

@@ -35,7 +35,7 @@ class Worklist:
 
     def pending(self, limit: int) -> list[Op]:
         """Up to ``limit`` pending ops in the order they will be popped (if nothing changes)."""
-        return self._stack[::-1][:limit]
+        return self._stack[:-limit - 1:-1]
 
     def __len__(self) -> int:
         return len(self._stack)
