@@ -115,7 +115,7 @@ def test_propagate_writes_the_annotated_module(tmp_path):
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert text.count("sdy.sharding_per_value") == 2  # the dot and the relu (maximum)
-    assert '<@mesh, [{"data", ?}, {"model", ?}]>' in text
+    assert '<@mesh, [{"data"}, {"model"}]>' in text  # closed by the export passes
 
 
 def test_propagation_pass_rejects_inlined_meshes_with_a_place(tmp_path):

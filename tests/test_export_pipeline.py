@@ -1,0 +1,83 @@
+"""End to end: ``sdy_dl.pipeline.propagate`` against Shardy's ``sdy-propagation-pipeline``.
+
+On the JAX programs without calls (``tests/jax_programs.py``,
+``tests/import_programs.py``) and the hand-written modules of
+``test_propagate.CASES``, the module printed after sdy-dl's whole pipeline
+(import, propagation, export) must equal Shardy's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import import_programs
+import jax_programs
+from oracle import assert_same, shardy
+from sdy_dl.ir import parse_module_text
+from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import propagate
+from test_propagate import CASES
+
+PROGRAMS = {**{f"jax_{n}": jax_programs.lowered for n in jax_programs.PROGRAMS},
+            **{f"import_{n}": import_programs.lowered for n in import_programs.PROGRAMS}}
+
+CALL = re.compile(r"\bcall @")
+
+
+def lowered(name: str) -> str:
+    return PROGRAMS[name](name.partition("_")[2])
+
+
+def check(text: str, **options) -> None:
+    pipeline = "sdy-propagation-pipeline"
+    if options.get("extra", {}).get("dedup_functions_fully"):
+        pipeline += "{dedup-functions-fully=true}"
+    expected = shardy(text, pipeline)
+    actual = propagate(parse_module_text(text, "<test>"),
+                       PassOptions(engine="clingo", **options)).print()
+    assert_same(expected, actual)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_jax_programs(name):
+    text = lowered(name)
+    if CALL.search(text):
+        pytest.skip("function calls are not supported yet")
+    check(text)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hand_written_modules(name):
+    check(CASES[name])
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_dedup_functions_fully(name):
+    """``dedup-functions-fully``: constraints and groups at import, same export."""
+    text = lowered(name)
+    if CALL.search(text):
+        pytest.skip("function calls are not supported yet")
+    check(text, extra={"dedup_functions_fully": True})
+
+
+EXPLICIT_RESHARD_FREE = '''sdy.mesh @mesh = <["a"=4, "b"=2]>
+func.func @main(%arg0: tensor<6x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}, {?}]>},
+                %arg1: tensor<f32>) -> (tensor<6x8xf32>, tensor<6x8xf32>) {
+  %0 = stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<6x8xf32>
+  %1 = stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<6x8xf32>
+  %2 = stablehlo.add %arg0, %0 : tensor<6x8xf32>
+  %3 = sdy.sharding_constraint %2 <@mesh, [{?}, {"b", ?}], replicated={"a"}> : tensor<6x8xf32>
+  sdy.sharding_group %3 group_id=3 : tensor<6x8xf32>
+  %4 = stablehlo.multiply %3, %1 : tensor<6x8xf32>
+  %5 = stablehlo.optimization_barrier %4 : tensor<6x8xf32>
+  return %5, %2 : tensor<6x8xf32>, tensor<6x8xf32>
+}
+'''
+
+
+def test_export_features_together():
+    """Merged broadcasts, a constraint turned reshard, a group removed, a
+    barrier's edge sunk, a non-divisible argument cut, everything closed."""
+    check(EXPLICIT_RESHARD_FREE)
