@@ -1,15 +1,18 @@
 """The ordered stages of sdy-dl's pipeline, nothing else.
 
-``propagate`` runs Shardy's propagation pipeline (§9.2) for modules without
-function calls: the import pipeline, then (default mode)
-apply-sharding-constraints and sharding-group-import, then user-priority
-propagation (which runs the op-priority bands with the aggressive
-strategy), then propagate-to-func-results and the export pipeline (§9.3)
-with its registered defaults.  The passes of the registered pipeline that
-do nothing without calls or named computations are not listed
-(flatten-call-graph, import-func-calls, export-named-computations,
-unflatten-call-graph, insert-func-call-reshards, the symbol-dce runs after
-them), nor is the verifier verify-unreduced-axes.
+``propagate`` runs Shardy's propagation pipeline (§9.2) in its registered
+form: the import pipeline; then (default mode) the call handling
+flatten-call-graph, symbol-dce, import-func-calls (calls become named
+computations with data-flow edges), symbol-dce, apply-sharding-constraints
+and sharding-group-import; pre-order-funcs; user-priority propagation (the
+op-priority bands with the aggressive strategy); export-named-computations
+(default mode) and propagate-to-func-results; unflatten-call-graph and
+symbol-dce; insert-func-call-reshards; and the export pipeline (§9.3) with
+its registered defaults (its insert-explicit-reshards reshards call
+operands to the callee's argument shardings).  In dedup-functions-fully mode Shardy adds func
+data-flow edges instead of the call handling, which sdy-dl does not
+implement (it runs the call-free form of that mode).  The verifier
+verify-unreduced-axes is not listed.
 """
 
 from __future__ import annotations
@@ -24,13 +27,17 @@ def stages(options: PassOptions) -> list[str]:
     dedup = bool(options.extra.get("dedup_functions_fully", False))
     names = ["import-pipeline"]
     if not dedup:
-        names += ["apply-sharding-constraints", "sharding-group-import"]
-    names.append("user-priority-propagate")
+        names += ["flatten-call-graph", "symbol-dce", "import-func-calls", "symbol-dce",
+                  "apply-sharding-constraints", "sharding-group-import"]
+    names += ["pre-order-funcs", "user-priority-propagate"]
     if options.tracer is not None:
         # explain: the derivation trees name the values of the propagated
         # module, which the export passes would renumber (edges removed).
         return names
-    names.append("propagate-to-func-results")
+    if not dedup:
+        names.append("export-named-computations")
+    names += ["propagate-to-func-results", "unflatten-call-graph", "symbol-dce",
+              "insert-func-call-reshards"]
     names += EXPORT
     if not options.keep_sharding_rules:
         names.append("drop-sharding-rules")
@@ -38,10 +45,13 @@ def stages(options: PassOptions) -> list[str]:
 
 
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
-#: registered defaults (update-non-divisible-input-output-shardings on).
+#: registered defaults (update-non-divisible-input-output-shardings on;
+#: insert-explicit-reshards in its non-full version, of which sdy-dl
+#: implements the call-operand reshards).
 EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-groups",
           "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
-          "remove-sub-axes-in-input-output-shardings", "close-shardings"]
+          "remove-sub-axes-in-input-output-shardings", "close-shardings",
+          "insert-explicit-reshards"]
 
 
 def propagate(module: Module, options: PassOptions) -> Module:

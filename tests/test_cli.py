@@ -114,7 +114,8 @@ def test_propagate_writes_the_annotated_module(tmp_path):
     result = run("propagate", str(source), "-o", str(out), "--engine", "clingo")
     assert result.exit_code == 0, result.output
     text = out.read_text()
-    assert text.count("sdy.sharding_per_value") == 2  # the dot and the relu (maximum)
+    # the two dots, the call of relu, and relu's broadcast and maximum (as Shardy)
+    assert text.count("sdy.sharding_per_value") == 5
     assert '<@mesh, [{"data"}, {"model"}]>' in text  # closed by the export passes
 
 

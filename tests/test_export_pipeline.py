@@ -1,6 +1,6 @@
 """End to end: ``sdy_dl.pipeline.propagate`` against Shardy's ``sdy-propagation-pipeline``.
 
-On the JAX programs without calls (``tests/jax_programs.py``,
+On the JAX programs (``tests/jax_programs.py``,
 ``tests/import_programs.py``) and the hand-written modules of
 ``test_propagate.CASES``, the module printed after sdy-dl's whole pipeline
 (import, propagation, export) must equal Shardy's.
@@ -42,10 +42,7 @@ def check(text: str, **options) -> None:
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_jax_programs(name):
-    text = lowered(name)
-    if CALL.search(text):
-        pytest.skip("function calls are not supported yet")
-    check(text)
+    check(lowered(name))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -58,7 +55,8 @@ def test_dedup_functions_fully(name):
     """``dedup-functions-fully``: constraints and groups at import, same export."""
     text = lowered(name)
     if CALL.search(text):
-        pytest.skip("function calls are not supported yet")
+        pytest.skip("dedup-functions-fully with calls (add-func-data-flow-edges) "
+                    "is not supported yet")
     check(text, extra={"dedup_functions_fully": True})
 
 

@@ -74,13 +74,8 @@ func.func @main(%arg0: tensor<8x8xf32>, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_propagate_command_equals_shardy_import_and_user_priority(name):
     """The whole ``propagate`` pipeline (import, propagation, export) against
-    Shardy's ``sdy-propagation-pipeline``; programs with calls are not
-    supported yet."""
-    import re
-
+    Shardy's ``sdy-propagation-pipeline``, programs with calls included."""
     text = lowered(name)
-    if re.search(r"\bcall @", text):
-        pytest.skip("function calls are not supported yet")
     expected = shardy(text, "sdy-propagation-pipeline")
     from sdy_dl.pipeline import propagate
     actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
