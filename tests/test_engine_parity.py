@@ -38,3 +38,14 @@ def test_import_pipeline_souffle_equals_clingo(name):
     text = import_programs.lowered(name)
     assert ours(text, "import-pipeline", engine="souffle", extra={"dedup_functions_fully": True}) == \
         ours(text, "import-pipeline", engine="clingo", extra={"dedup_functions_fully": True})
+
+
+@pytest.mark.parametrize("name", ["mlp", "while_loop"])
+def test_whole_pipeline_souffle_equals_clingo(name):
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import propagate
+
+    def run(engine):
+        return propagate(parse_module_text(lowered(name)), PassOptions(engine=engine)).print()
+    assert run("souffle") == run("clingo")
