@@ -22,3 +22,14 @@ def run_pass(name: str, module: str, output: str, **opts) -> None:
     spec = get_pass(name)
     result = spec.run(load_module(module), make_pass_options(**opts))
     write_atomic(output, result.print())
+
+
+@main.command("passes")
+def list_passes() -> None:
+    """List the passes `sdy-dl pass` runs, with a line of help each."""
+    import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+    from sdy_dl.passes import PASSES
+
+    width = max(len(name) for name in PASSES)
+    for name in sorted(PASSES):
+        click.echo(f"{name:<{width}}  {PASSES[name].help}")

@@ -128,3 +128,11 @@ def test_propagation_pass_rejects_inlined_meshes_with_a_place(tmp_path):
     assert result.exit_code == 1 and f"{source}:1:1: " in result.output and "inlined mesh" in result.output
     assert not out.exists()
     assert run("propagate", str(source), "-o", str(out), "--engine", "clingo").exit_code == 0
+
+
+def test_passes_lists_every_registered_pass():
+    result = run("passes")
+    assert result.exit_code == 0
+    names = {line.split()[0] for line in result.output.splitlines()}
+    assert {"aggressive-propagate", "user-priority-propagate", "import-pipeline",
+            "sink-data-flow-edges", "import-func-calls"} <= names
