@@ -23,8 +23,8 @@ from sdy_dl.passes.calls_import_func_calls import (EXECUTION_THREAD_ATTR, NAMED_
                                                    discardable_attrs)
 from sdy_dl.passes.export_sink_data_flow_edges import shardings_from_edges
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SHARDING_ATTR, SymbolNamer,
-                                         data_flow_edge_user, read_per_value, rebuild,
-                                         walk_post, write_per_value)
+                                         data_flow_edge_user, move_region_body, read_per_value,
+                                         rebuild, walk_post, write_per_value)
 from sdy_dl.ir.storage import write_func_attrs
 
 
@@ -35,25 +35,6 @@ def remove_edges(values) -> None:
         if edge is not None:
             edge.results[0].replace_all_uses_with(value)
             edge.erase()
-
-
-def move_body(named, func) -> None:
-    """Move ``named``'s body into the (empty) region of ``func``."""
-    from jaxlib.mlir import ir
-
-    src = named.regions[0].blocks[0]
-    block = func.regions[0].blocks.append(*[a.type for a in src.arguments],
-                                          arg_locs=[a.location for a in src.arguments])
-    for old, new in zip(src.arguments, block.arguments):
-        old.replace_all_uses_with(new)
-    for op in list(src.operations):
-        op.detach_from_parent()
-        if op.name == "sdy.return":
-            ir.InsertionPoint(block).insert(ir.Operation.create(
-                "func.return", operands=list(op.operands), loc=op.location))
-            op.erase()
-        else:
-            ir.InsertionPoint(block).insert(op)
 
 
 def export(module: Module, namer: SymbolNamer, named) -> list:
@@ -78,7 +59,7 @@ def export(module: Module, namer: SymbolNamer, named) -> list:
         "sym_visibility": ir.StringAttr.get("private"),
         ORIGINAL_FUNC_NAME_ATTR: ir.StringAttr.get(name)}, regions=1, loc=named.location)
     ir.InsertionPoint(module.mlir.body).insert(func)
-    move_body(named, func)
+    move_region_body(named, func, "sdy.return", "func.return")
     remove_edges(list(func.regions[0].blocks[0].arguments))
     if ins is not None:
         write_func_attrs(func, "arg_attrs", dict(enumerate(ins)))

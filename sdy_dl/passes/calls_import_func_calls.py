@@ -23,8 +23,8 @@ from __future__ import annotations
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.calls_flatten_call_graph import calls_in
-from sdy_dl.passes.import_common import (SHARDING_ATTR, mesh_of, module_meshes, read_func_attr,
-                                         read_per_value, rebuild, tensor_rank, walk_post,
+from sdy_dl.passes.import_common import (SHARDING_ATTR, func_shardings, module_meshes,
+                                         move_region_body, read_per_value, rebuild, walk_post,
                                          write_per_value)
 from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name,
                                                     func_table, original_name)
@@ -46,18 +46,7 @@ def func_arg_types(func) -> list:
 
 def func_arg_shardings(func, meshes) -> list[TensorSharding] | None:
     """Shardy's ``getFuncArgShardings``."""
-    types = func_arg_types(func)
-    shardings = [read_func_attr(func, "arg_attrs", i) for i in range(len(types))]
-    mesh_ref = None
-    for s in shardings:
-        mesh = None if s is None else mesh_of(s, meshes)
-        if mesh is not None and not mesh.is_maximal:
-            mesh_ref = s.mesh
-            break
-    if mesh_ref is None:
-        return None
-    return [s if s is not None else TensorSharding.open_empty(mesh_ref, tensor_rank(t))
-            for s, t in zip(shardings, types)]
+    return func_shardings(func, "arg_attrs", func_arg_types(func), meshes)
 
 
 def discardable_attrs(mop, inherent: frozenset, skip: frozenset) -> list:
@@ -65,26 +54,6 @@ def discardable_attrs(mop, inherent: frozenset, skip: frozenset) -> list:
     attrs = mop.attributes
     return [(name, attrs[name]) for name in list(attrs)
             if name not in inherent and name not in skip]
-
-
-def move_body(func, named) -> None:
-    """``inlineRegionAndConvertTerminatorOp<sdy::ReturnOp>``: move ``func``'s
-    body into the (empty) region of ``named``."""
-    from jaxlib.mlir import ir
-
-    src = func.regions[0].blocks[0]
-    block = named.regions[0].blocks.append(*[a.type for a in src.arguments],
-                                           arg_locs=[a.location for a in src.arguments])
-    for old, new in zip(src.arguments, block.arguments):
-        old.replace_all_uses_with(new)
-    for op in list(src.operations):
-        op.detach_from_parent()
-        if op.name == "func.return":
-            ir.InsertionPoint(block).insert(ir.Operation.create(
-                "sdy.return", operands=list(op.operands), loc=op.location))
-            op.erase()
-        else:
-            ir.InsertionPoint(block).insert(op)
 
 
 def set_call_attrs(named, call) -> None:
@@ -122,7 +91,7 @@ def import_call(call, func, meshes, moved: dict) -> None:
         set_call_attrs(named, call)
         if EXECUTION_THREAD_ATTR in func.attributes:
             named.attributes[EXECUTION_THREAD_ATTR] = func.attributes[EXECUTION_THREAD_ATTR]
-        move_body(func, named)
+        move_region_body(func, named, "func.return", "sdy.return")
         moved[name] = named
     for old, new in zip(call.results, named.results):
         old.replace_all_uses_with(new)

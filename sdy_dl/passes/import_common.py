@@ -17,7 +17,7 @@ holds what several of them need:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import build_model
@@ -27,9 +27,7 @@ from sdy_dl.ir.storage import (COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS,
                                read_per_value, write_func_attr, write_own, write_per_value,
                                write_per_value_entry)
 from sdy_dl.manual_axes import add_free_axes, erase_manual_axes  # noqa: F401  (re-exported)
-from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, TensorSharding, merge_adjacent,
-                             parse_mesh, parse_sharding_per_value,
-                             parse_tensor_sharding)
+from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, merge_adjacent, parse_mesh
 
 SHARDING_ATTR = "sdy.sharding"
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
@@ -261,6 +259,44 @@ def split_top_level(text: str, maxsplit: int = -1) -> list[str]:
             start += 1
     parts.append(text[start:])
     return parts
+
+
+def func_shardings(func, kind: str, types: list, meshes) -> list[TensorSharding] | None:
+    """Shardy's ``getFuncArgShardings``/``getFuncResultShardings`` (``kind``: arg_attrs or
+    res_attrs): None unless some entry is on a non-maximal mesh; missing entries
+    become fully open shardings on the first such mesh."""
+    shardings = [read_func_attr(func, kind, i) for i in range(len(types))]
+    mesh_ref = None
+    for s in shardings:
+        mesh = None if s is None else mesh_of(s, meshes)
+        if mesh is not None and not mesh.is_maximal:
+            mesh_ref = s.mesh
+            break
+    if mesh_ref is None:
+        return None
+    return [s if s is not None else TensorSharding.open_empty(mesh_ref, tensor_rank(t))
+            for s, t in zip(shardings, types)]
+
+
+def move_region_body(src_op, dst_op, src_terminator: str, dst_terminator: str) -> None:
+    """Move the single-block body of ``src_op`` into the empty region of ``dst_op``,
+    replacing its ``src_terminator`` by a ``dst_terminator`` with the same operands
+    (Shardy's ``inlineRegionAndConvertTerminatorOp``)."""
+    from jaxlib.mlir import ir
+
+    src = src_op.regions[0].blocks[0]
+    block = dst_op.regions[0].blocks.append(*[a.type for a in src.arguments],
+                                            arg_locs=[a.location for a in src.arguments])
+    for old, new in zip(src.arguments, block.arguments):
+        old.replace_all_uses_with(new)
+    for op in list(src.operations):
+        op.detach_from_parent()
+        if op.name == src_terminator:
+            ir.InsertionPoint(block).insert(ir.Operation.create(
+                dst_terminator, operands=list(op.operands), loc=op.location))
+            op.erase()
+        else:
+            ir.InsertionPoint(block).insert(op)
 
 
 def insert_after_value(value, op) -> None:

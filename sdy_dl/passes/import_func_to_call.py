@@ -11,29 +11,15 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, func_result_types, mesh_of,
-                                         module_meshes, module_ops, op_error, read_func_attr,
-                                         rebuild, symbol_name, tensor_rank, walk_post,
-                                         write_per_value)
+from sdy_dl.passes.import_common import (SHARDING_ATTR, func_result_types, func_shardings,
+                                         module_meshes, module_ops, op_error, rebuild,
+                                         symbol_name, walk_post, write_per_value)
 from sdy_dl.sharding import TensorSharding
 
 
 def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
     """Shardy's ``getFuncResultShardings``."""
-    types = func_result_types(func)
-    shardings = [read_func_attr(func, "res_attrs", i) for i in range(len(types))]
-    mesh_ref = None
-    for s in shardings:
-        if s is None:
-            continue
-        mesh = mesh_of(s, meshes)
-        if mesh is not None and not mesh.is_maximal:
-            mesh_ref = s.mesh
-            break
-    if mesh_ref is None:
-        return None
-    return [s if s is not None else TensorSharding.open_empty(mesh_ref, tensor_rank(t))
-            for s, t in zip(shardings, types)]
+    return func_shardings(func, "res_attrs", func_result_types(func), meshes)
 
 
 @register("propagate-sharding-from-func-to-call",
