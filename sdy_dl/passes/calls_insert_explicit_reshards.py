@@ -22,8 +22,8 @@ from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.calls_import_func_calls import func_arg_shardings
 from sdy_dl.passes.calls_insert_func_call_reshards import fully_closed_like, is_equivalent
 from sdy_dl.passes.export_common import funcs
-from sdy_dl.passes.import_common import (get_sharding, insert_after_value, mesh_of,
-                                         module_meshes, op_error, parse_attr, rebuild,
+from sdy_dl.passes.import_common import (get_sharding, insert_sharding_op_after, mesh_of,
+                                         module_meshes, op_error, rebuild,
                                          tensor_rank, walk_post)
 from sdy_dl.passes.import_constant_splitter import callee_name, func_table
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -46,8 +46,6 @@ def call_targets(call, func, meshes) -> list[TensorSharding] | None:
 
 
 def reshard_operands(call, func, meshes) -> bool:
-    from jaxlib.mlir import ir
-
     targets = call_targets(call, func, meshes)
     if targets is None:
         return False
@@ -58,10 +56,7 @@ def reshard_operands(call, func, meshes) -> bool:
         if have is None and target is None or is_equivalent(target, have):
             continue
         sharding = target if target is not None else fully_closed_like(have)
-        reshard = ir.Operation.create("sdy.reshard", results=[operand.type], operands=[operand],
-                                      attributes={"sharding": parse_attr(sharding.to_text())},
-                                      loc=call.location)
-        insert_after_value(operand, reshard)
+        reshard = insert_sharding_op_after("sdy.reshard", operand, sharding, call.location)
         call.operands[i] = reshard.results[0]
         changed = True
     return changed

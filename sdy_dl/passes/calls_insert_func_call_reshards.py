@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, get_sharding, insert_after_value,
-                                         module_meshes, parse_attr, read_per_value, rebuild,
+from sdy_dl.passes.import_common import (SHARDING_ATTR, get_sharding, insert_sharding_op_after,
+                                         module_meshes, read_per_value, rebuild,
                                          walk_post, write_per_value)
 from sdy_dl.passes.import_constant_splitter import callee_name, func_table
 from sdy_dl.passes.import_func_to_call import func_result_shardings
@@ -42,8 +42,6 @@ def is_equivalent(a: TensorSharding | None, b: TensorSharding | None) -> bool:
 
 
 def insert_reshards(call, func, meshes) -> bool:
-    from jaxlib.mlir import ir
-
     wanted = func_result_shardings(func, meshes)
     if wanted is None:
         current = read_per_value(call, SHARDING_ATTR)
@@ -55,10 +53,7 @@ def insert_reshards(call, func, meshes) -> bool:
         if is_equivalent(want, have):
             continue
         target = have if have is not None else fully_closed_like(want)
-        reshard = ir.Operation.create("sdy.reshard", results=[result.type], operands=[result],
-                                      attributes={"sharding": parse_attr(target.to_text())},
-                                      loc=call.location)
-        insert_after_value(result, reshard)
+        reshard = insert_sharding_op_after("sdy.reshard", result, target, call.location)
         result.replace_all_uses_except(reshard.results[0], reshard)
     write_per_value(call, SHARDING_ATTR, wanted)
     return True

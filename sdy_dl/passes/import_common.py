@@ -299,6 +299,18 @@ def move_region_body(src_op, dst_op, src_terminator: str, dst_terminator: str) -
             ir.InsertionPoint(block).insert(op)
 
 
+def insert_sharding_op_after(name: str, value, sharding: TensorSharding, loc=None):
+    """Create ``name`` (``sdy.sharding_constraint`` or ``sdy.reshard``) on ``value`` with
+    ``sharding``, insert it right after ``value`` is defined, and return it."""
+    from jaxlib.mlir import ir
+
+    op = ir.Operation.create(name, results=[value.type], operands=[value],
+                             attributes={"sharding": parse_attr(sharding.to_text())},
+                             loc=loc if loc is not None else ir.Location.unknown())
+    insert_after_value(value, op)
+    return op
+
+
 def insert_after_value(value, op) -> None:
     """Insert the detached MLIR ``op`` right after ``value`` is defined."""
     from jaxlib.mlir import ir

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, insert_after_value,
+from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, insert_sharding_op_after,
                                          is_block_arg, key,
                                          lookup_data_flow_edge, owning_op, parse_attr,
                                          read_own, read_per_value, rebuild, run_analysis,
@@ -154,8 +154,6 @@ def _move_after_value(op, value) -> None:
 
 def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
     """The rewrite of ``applyConstraint`` once the decision is taken."""
-    from jaxlib.mlir import ir
-
     edge = ((not is_block_arg(value) and owning_op(value).name == "sdy.data_flow_edge")
             or lookup_data_flow_edge(value) is not None)
     if not edge:
@@ -167,11 +165,8 @@ def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
         _move_after_value(op, value)
         constraint = op
     else:
-        with op.location:
-            constraint = ir.Operation.create(
-                "sdy.sharding_constraint", results=[value.type], operands=[value],
-                attributes={"sharding": parse_attr(sharding.to_text())})
-        insert_after_value(value, constraint)
+        constraint = insert_sharding_op_after("sdy.sharding_constraint", value, sharding,
+                                              op.location)
     value.replace_all_uses_except(constraint.results[0], constraint)
     if sharding.unreduced:
         current = get_sharding(value)

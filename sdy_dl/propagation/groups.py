@@ -83,15 +83,10 @@ def sync_sharding_groups(module: Module, state) -> Module:
 
 def _constrain(member: Value, sharding: TensorSharding) -> None:
     """Insert ``sdy.sharding_constraint member <open>`` after ``member``; all uses go through it."""
-    from jaxlib.mlir import ir
-
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.passes.import_common import insert_after_value
+    from sdy_dl.passes.import_common import insert_sharding_op_after
 
     value = member.mlir
-    with mlir_context(), ir.Location.unknown():
-        constraint = ir.Operation.create(
-            "sdy.sharding_constraint", results=[value.type], operands=[value],
-            attributes={"sharding": ir.Attribute.parse(sharding.to_text())})
-    insert_after_value(value, constraint)
+    with mlir_context():
+        constraint = insert_sharding_op_after("sdy.sharding_constraint", value, sharding)
     value.replace_all_uses_except(constraint.results[0], constraint)
