@@ -11,6 +11,7 @@ printed output module:
 | `steps`      | factor-level detail of steps, read from the step program's relations |
 | `explain`    | named derivation trees |
 | `reasons`    | why a value is unsharded or blocked |
+| `conflicts`  | where propagation could not agree, and what decided |
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ class Audit:
     def explain(self, name: str, depth: int = 8) -> Node:
         """The derivation tree of output value ``name``."""
         return self.explainer.explain(self.value(name), depth)
+
+    def conflicts(self) -> list:
+        """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`)."""
+        from sdy_dl.audit.conflicts import find_conflicts
+
+        if not hasattr(self, "_conflicts"):
+            self._conflicts = find_conflicts(self.explainer)
+        return self._conflicts
 
     def explain_all(self, depth: int = 8) -> list[Node]:
         """The trees of every value of the output module, in module order."""

@@ -39,7 +39,7 @@ class Node:
         out = {"value": self.what, "sharding": self.sharding, "because": self.because,
                "kind": self.kind}
         if self.op:
-            out["op"] = self.op
+            out["op"] = {k: v for k, v in self.op.items() if k != "tag"}
         if self.strategy:
             out["strategy"] = self.strategy
         if self.phase:
@@ -97,6 +97,14 @@ class Explainer:
             if record.origin is not None and not record.is_edge:
                 return f"{record.origin.names[0]} (input; erased by the pipeline)"
         return "(a value the pipeline created and erased)"
+
+    def annotations(self, key, before: int) -> list[str]:
+        """The input annotations ``key``'s sharding came from before write ``before``."""
+        d = self.tracer.tree(key, 100, before=before)
+        if d is None:
+            return []
+        return sorted({f"{leaf.what} = {leaf.sharding}" for leaf in self._node(d).leaves()
+                       if leaf.kind == "annotation"})
 
     # -- trees ------------------------------------------------------------
 

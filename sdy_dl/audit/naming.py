@@ -320,6 +320,22 @@ class OutputIndex:
                                       func=_func_label(func, main), result_of=returned)
                     self._add(out)
 
+    def has_reshard(self, tag: str | None) -> bool:
+        """Whether the output op tagged ``tag`` has a ``sdy.reshard`` on an operand or result."""
+        if tag is None:
+            return False
+        if not hasattr(self, "_ops_by_tag"):
+            self._ops_by_tag = {}
+            for op in self.module.ops:
+                for t in tags(op.mlir.location, "px")[:1]:
+                    self._ops_by_tag.setdefault(t, op)
+        op = self._ops_by_tag.get(tag)
+        if op is None:
+            return False
+        return (any(v.defining_op is not None and v.defining_op.name == "sdy.reshard"
+                    for v in op.operands)
+                or any(u.name == "sdy.reshard" for r in op.results for u, _ in r.uses))
+
     def _add(self, out: OutputValue) -> None:
         self.values.append(out)
         for n in out.names:

@@ -34,6 +34,7 @@ class Cause:
     strategy: str = ""
     phase: str = ""
     first: int = -1                # index of the cause's first write
+    at: int = 0                    # how many writes came before the cause began
 
 
 @dataclass
@@ -66,6 +67,7 @@ class ProvenanceTracer:
         self._cause: Cause | None = None
         self._count = 0
         self._by_key: dict[object, list[int]] = {}
+        self.steps: list[Cause] = []   # every op step applied, changed anything or not
 
     # -- recording (called by the driver and the sharding state) ----------
 
@@ -76,7 +78,9 @@ class ProvenanceTracer:
         if op is not None:
             info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
         self._cause = Cause(self._count, kind, label, detail, list(inputs), info, step, output,
-                            strategy, phase)
+                            strategy, phase, at=len(self.writes))
+        if kind == "step" and step is not None:
+            self.steps.append(self._cause)
 
     def end(self) -> None:
         self._cause = None
@@ -113,9 +117,10 @@ class ProvenanceTracer:
 
     # -- derivation trees -----------------------------------------------------
 
-    def tree(self, key, max_depth: int = 8) -> Derivation | None:
-        """The derivation tree of ``key``'s final sharding (None: it has none)."""
-        return self._node(key, len(self.writes), max_depth, set())
+    def tree(self, key, max_depth: int = 8, before: int | None = None) -> Derivation | None:
+        """The derivation tree of ``key``'s final sharding, or of its sharding before
+        write number ``before`` (None: it has none)."""
+        return self._node(key, len(self.writes) if before is None else before, max_depth, set())
 
     def _last_write(self, key, before: int) -> int | None:
         at = self._by_key.get(key, ())

@@ -19,7 +19,7 @@ from sdy_dl.propagation.step_facts import triple_ref
 from sdy_dl.rules.instance import factor_name
 
 #: Relations of stage ``step`` the audit reads back besides its outputs.
-DETAIL_RELATIONS = ("rec_axis", "fin_axis", "ag_src", "step_updated", "step_mesh")
+DETAIL_RELATIONS = ("rec_axis", "fin_axis", "ag_src", "step_updated", "step_mesh", "fdir")
 
 
 class OpDescriber:
@@ -35,8 +35,11 @@ class OpDescriber:
     def __call__(self, op) -> dict:
         from sdy_dl.audit.naming import source_place
 
+        from sdy_dl.audit.naming import tags
+
+        found = tags(op.mlir.location, "px")
         return {"name": op.name, "place": source_place(op, self.file),
-                "origin": self.rule_origin(op)}
+                "origin": self.rule_origin(op), "tag": found[0] if found else None}
 
     def rule_origin(self, op) -> str:
         """Where ``op``'s rule comes from: the op's own attribute or a rule file and line."""
