@@ -47,8 +47,9 @@ def text_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
         sources = ", ".join(f"{s['value']} ({s['tensor']} dim {s['dim']})" for s in f["from"])
         lines.append(f"{inner}   factor {f['factor']} ({f['kind']}) of {f['tensor']} dim {f['dim']}"
                      f" gets {', '.join(f['axes'])}" + (f" from {sources}" if sources else ""))
-    for reason in node.reasons[1:]:
-        lines.append(f"{inner}   also: {reason}")
+    for reason in node.reasons:
+        if reason != node.because:
+            lines.append(f"{inner}   why not more: {reason}")
     for i, child in enumerate(node.children):
         lines += text_lines(child, inner, i == len(node.children) - 1, top=False)
     return lines

@@ -166,3 +166,23 @@ def test_unknown_value_is_one_line_with_close_matches(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sdy-dl: error:")
     assert "'%11'" in lines[0] and "close matches: %1" in lines[0]
+
+
+UNSHARDED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {?}]>}, %arg2: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.negate %arg2 : tensor<8x8xf32>
+  %2 = stablehlo.reduce(%arg0 init: %cst) applies stablehlo.add across dimensions = [0] : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0, %1, %2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+}
+'''.replace("%2 = stablehlo.reduce", "%cst = stablehlo.constant dense<0.0> : tensor<f32>\n  %2 = stablehlo.reduce")
+
+
+def test_why_values_are_unsharded_or_blocked():
+    audit = Audit(parse_module_text(UNSHARDED), CLINGO)
+    unreached = audit.explain("%1")
+    assert unreached.sharding == "(none)" and unreached.kind == "unsharded"
+    assert unreached.because.startswith("no annotation reaches it")
+    closed = audit.explain("%arg1")
+    assert closed.sharding == '#sdy.sharding<@mesh, [{}, {"b"}]>'
+    assert any("factor i (dim 0)" in r and "the dim is closed" in r for r in closed.reasons)

@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from sdy_dl.audit.steps import evaluate_with_details, tensor_dim
-from sdy_dl.propagation.step_facts import step_facts, triple_ref
+from sdy_dl.audit.steps import tensor_dim
 from sdy_dl.rules.instance import factor_name
 
 
@@ -51,38 +50,20 @@ def _is_prefix(a: list, b: list) -> bool:
 
 def find_conflicts(explainer) -> list[Conflict]:
     """Every conflict of the propagation ``explainer`` describes, in program order."""
-    tracer = explainer.tracer
     last = {}
-    for cause in tracer.steps:
+    for cause in explainer.tracer.steps:
         last[(cause.op or {}).get("tag") or id(cause)] = cause
-    causes = list(last.values())
-    if not causes:
-        return []
-    steps = list({c.step: None for c in causes})
-    meshes = explainer.propagated.meshes
-    rel = evaluate_with_details(steps, meshes)
-    replicated = defaultdict(set)
-    for i, t, q, a, p, s in step_facts(steps, meshes).get("in_replicated", ()):
-        replicated[i, t].add(a)
-    recs = defaultdict(list)
-    for i, t, f, q, a, p, s in sorted(rel["rec_axis"]):
-        recs[i, t, f].append((a, p, s))
-    fins = defaultdict(list)
-    for i, t, f, q, a, p, s in sorted(rel["fin_axis"]):
-        fins[i, f].append((t, q, (a, p, s)))
-    sources = {(i, f): t for i, f, t in rel["ag_src"]}
-    mesh_of = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
-    index = {s: i for i, s in enumerate(steps)}
+    records = explainer.step_records()
     out = []
-    for cause in causes:
-        i = index[cause.step]
-        if i not in mesh_of:
-            continue
-        out += _step_conflicts(explainer, cause, i, recs, fins, sources, replicated, mesh_of[i])
+    for cause in last.values():
+        i = records.index[cause.step]
+        if i in records.mesh:
+            out += _step_conflicts(explainer, cause, i, records)
     return out
 
 
-def _step_conflicts(explainer, cause, i, recs, fins, sources, replicated, mesh) -> list[Conflict]:
+def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
+    recs, replicated = records.rec, records.replicated
     step = cause.step
     rule = step.rule
     n = len(step.operands)
@@ -124,13 +105,13 @@ def _step_conflicts(explainer, cause, i, recs, fins, sources, replicated, mesh) 
             competitors.append({
                 "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
                 "tensor": tensor(t), "dim": tensor_dim(rule, t, f),
-                "axes": [triple_ref(*r, mesh).to_text() for r in refs],
+                "axes": [records.ref_text(i, r) for r in refs],
                 "replicated": rep,
                 "annotations": explainer.annotations(keys[t], cause.at) if t < len(keys) else []})
         if len(competitors) < 2 and kind != "across-factor":
             continue
-        kept = sorted({triple_ref(*r, mesh).to_text() for _, _, r in fins.get((i, f), [])})
-        src = sources.get((i, f))
+        kept = sorted({records.ref_text(i, r) for t in tensors for r in records.fin.get((i, t, f), [])})
+        src = records.source.get((i, f))
         decided = [f"{cause.strategy} strategy"]
         if cause.phase:
             decided.append(cause.phase)

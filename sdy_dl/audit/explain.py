@@ -98,6 +98,23 @@ class Explainer:
                 return f"{record.origin.names[0]} (input; erased by the pipeline)"
         return "(a value the pipeline created and erased)"
 
+    def step_records(self):
+        """The factor records of every op step the propagation applied (one evaluation)."""
+        from sdy_dl.audit.steps import StepRecords
+
+        if not hasattr(self, "_records"):
+            self._records = StepRecords([c.step for c in self.tracer.steps], self.propagated.meshes)
+        return self._records
+
+    def records_for(self, steps: list):
+        """Factor records covering ``steps``: the whole propagation's when already
+        evaluated, else just these steps'."""
+        from sdy_dl.audit.steps import StepRecords
+
+        if hasattr(self, "_records"):
+            return self._records
+        return StepRecords(steps, self.propagated.meshes)
+
     def annotations(self, key, before: int) -> list[str]:
         """The input annotations ``key``'s sharding came from before write ``before``."""
         d = self.tracer.tree(key, 100, before=before)
@@ -134,12 +151,17 @@ class Explainer:
         self._prepare([derivation])
         node = self._node(derivation)
         node.what = out.name
+        reasons = []
+        if out.sharding is not None and any(not d.axes for d in out.sharding.dims):
+            from sdy_dl.audit.reasons import unsharded_reasons
+            reasons = [r for r in unsharded_reasons(self, out) if not r.startswith("no annotation")]
         propagated = _text(derivation.sharding)
         if propagated != printed:
             node = Node(out.name, printed, f"propagated as {propagated}; the export passes "
                         "(close-shardings and the input/output sharding passes) print it so",
                         kind="export", children=[node])
             node.children[0].what = out.name
+        node.reasons = reasons
         return node
 
     def _tree(self, key, depth: int) -> Node | None:
@@ -191,6 +213,7 @@ class Explainer:
 
     def prepare_all(self) -> None:
         """Evaluate the detail of every step the propagation took (``--all``)."""
+        self.step_records()
         roots = [d for d in (self.tracer.tree(k, 1) for k in self.tracer.keys()) if d is not None]
         self._prepare(roots)
 

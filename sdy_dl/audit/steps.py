@@ -156,3 +156,30 @@ def _fact(name: str, row: tuple) -> str:
             return str(v)
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     return f"{name}({','.join(term(v) for v in row)}).\n" if row else f"{name}.\n"
+
+
+class StepRecords:
+    """The factor records of a set of steps, from one evaluation (see module docstring)."""
+
+    def __init__(self, steps: list, meshes):
+        from sdy_dl.propagation.step_facts import step_facts
+
+        self.steps = list({s: None for s in steps})
+        self.index = {s: i for i, s in enumerate(self.steps)}
+        rel = evaluate_with_details(self.steps, meshes) if self.steps else defaultdict(set)
+        self.rec = defaultdict(list)        # (i, t, f) -> [(a, p, s)] major to minor
+        for i, t, f, q, a, p, s in sorted(rel["rec_axis"]):
+            self.rec[i, t, f].append((a, p, s))
+        self.fin = defaultdict(list)        # (i, t, f) -> [(a, p, s)] (expanded tensors)
+        for i, t, f, q, a, p, s in sorted(rel["fin_axis"]):
+            self.fin[i, t, f].append((a, p, s))
+        self.source = {(i, f): t for i, f, t in rel["ag_src"]}
+        self.direction = {(i, f): d for i, f, d in rel["fdir"]}
+        self.mesh = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
+        self.replicated = defaultdict(set)  # (i, t) -> axis names
+        if self.steps:
+            for i, t, q, a, p, s in step_facts(self.steps, meshes).get("in_replicated", ()):
+                self.replicated[i, t].add(a)
+
+    def ref_text(self, i: int, ref) -> str:
+        return triple_ref(*ref, self.mesh[i]).to_text()
