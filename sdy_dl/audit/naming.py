@@ -160,7 +160,9 @@ class InputIndex:
                 text = sharding.to_text() if sharding is not None else None
                 if text is not None:
                     self.annotations.add(text)
-                record = InputValue(names[v.vid], text, owner.name, source_place(owner, module.file))
+                paths = _arg_paths(v) if v.is_block_arg and owner is main else []
+                place = f"argument {paths[0]}" if paths else source_place(owner, module.file)
+                record = InputValue(names[v.vid], text, owner.name, place)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
             if main is not None:
@@ -307,6 +309,8 @@ class OutputIndex:
                                   record.key if record is not None else None, v,
                                   func=_func_label(func_of(owner), main))
                 by_vid[v.vid] = out
+                if v.is_block_arg and owner is main:
+                    out.names += _arg_paths(v)
                 self._add(out)
             for func in module.funcs.values():
                 ret = module.func_return(func)
@@ -315,7 +319,10 @@ class OutputIndex:
                 for i in range(n):
                     returned = by_vid.get(ret.operands[i].vid) if ret is not None and i < len(ret.operands) else None
                     key = ("result", i) if func is main else (returned.key if returned else None)
-                    out = OutputValue([f"{prefix}result:{i}"], get_result_sharding(func, i),
+                    result_names = [f"{prefix}result:{i}"]
+                    if func is main:
+                        result_names += _result_info(func, i)
+                    out = OutputValue(result_names, get_result_sharding(func, i),
                                       "func.func", source_place(func, module.file), key,
                                       func=_func_label(func, main), result_of=returned)
                     self._add(out)
@@ -360,6 +367,35 @@ class OutputIndex:
         hint = f"; close matches: {', '.join(close)}" if close else \
             " (names are printed as sdy-dl propagate prints them: %3, %arg0, @func:%2, arg:0, result:0)"
         raise SdyError(f"no value {name!r} in the propagated module{hint}", file=self.module.file)
+
+
+_NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"')
+
+
+def _arg_paths(value: Value) -> list[str]:
+    """The argument path JAX's debug info gives a main argument (``params[0]``), if any."""
+    text = str(value.mlir.location)
+    while True:
+        m = _NAME_LOC_RE.match(text)
+        if m is None:
+            return []
+        name = m.group(1)
+        if not name.startswith("sdy-dl."):
+            return [name] if name and "%" not in name else []
+        text = text[m.end() + 1:]   # the child location
+
+
+def _result_info(func: Op, index: int) -> list[str]:
+    """JAX's name of main result ``index`` (``jax.result_info``), if any."""
+    from jaxlib.mlir import ir
+
+    attrs = func.attr("res_attrs")
+    if attrs is None:
+        return []
+    entry = ir.DictAttr(ir.ArrayAttr(attrs)[index])
+    if "jax.result_info" not in entry:
+        return []
+    return [ir.StringAttr(entry["jax.result_info"]).value]
 
 
 def _func_label(func: Op | None, main: Op | None) -> str:
