@@ -140,7 +140,8 @@ class Propagator:
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
-                tracer.begin(*self._describe(op, site))
+                tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
+                             strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
                 tracer.end()
