@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import build_model
-from sdy_dl.ir.model import TERMINATORS, Module
+from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
 ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
-TERMINATOR_OPS = TERMINATORS
 
 
 # -- module plumbing -----------------------------------------------------------
@@ -287,6 +286,13 @@ def insert_after_value(value, op) -> None:
          else ir.InsertionPoint(block)).insert(op)
     else:
         ir.InsertionPoint.after(owning_op(value)).insert(op)
+
+
+def sharding_group_id(mop) -> int:
+    """The ``group_id`` of an ``sdy.sharding_group`` op."""
+    from jaxlib.mlir import ir
+
+    return ir.IntegerAttr(mop.operation.attributes["group_id"]).value
 
 
 # -- symbols ----------------------------------------------------------------------------

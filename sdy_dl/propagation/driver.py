@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
-from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
+from sdy_dl.ir.storage import get_sharding
+from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key

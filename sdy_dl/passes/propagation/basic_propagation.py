@@ -13,6 +13,8 @@ aggressive, op- and user-priority passes (:func:`strategy_option`).
 
 from __future__ import annotations
 
+import functools
+
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 from sdy_dl.ir.loader import build_model
@@ -101,11 +103,6 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
                 propagator.visited_rules[op.oid].to_text(), context=mlir_context())
 
 
-def stage_runner(options: PassOptions):
-    """``run(stage, facts) -> relations`` with the options' engine (schedule analyses)."""
-    return lambda stage, facts: run_analysis(stage, facts, options)
-
-
 def run_strategy(module: Module, options: PassOptions, strategy: str,
                  schedule: str = "plain") -> Module:
     """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
@@ -115,9 +112,9 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         if schedule == "plain":
             propagator.propagate(progress=report)
         elif schedule == "op-priority":
-            run_op_priority(propagator, stage_runner(options), report)
+            run_op_priority(propagator, functools.partial(run_analysis, options=options), report)
         else:
-            run_user_priority(propagator, stage_runner(options), report)
+            run_user_priority(propagator, functools.partial(run_analysis, options=options), report)
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:
