@@ -307,17 +307,32 @@ class Propagator:
 
     # -- main function results (§8.7) -----------------------------------
 
+    def _result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
+        """The identity step between returned ``value`` and result attribute ``index``."""
+        if not value.static or not value.shape:
+            return None
+        rule = identity_rule(value.shape, 1, 1)
+        step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
+                         ("BOTH",) * len(rule.factors), self.strategy, False, False)
+        if step.operands[0] is None and step.results[0] is None:
+            return None
+        return step
+
     def _sync_main_results(self, main: Op) -> None:
         ret = self.module.func_return(main)
         if ret is None:
             return
+        # Evaluate the syncs as they look now in one engine call; a sync whose
+        # input changes meanwhile (a value returned twice) is evaluated again.
+        ahead = [self._result_sync_step(main, i, v) for i, v in enumerate(ret.operands)]
+        ahead = list(dict.fromkeys(s for s in ahead if s is not None and s not in self._memo))
+        if ahead:
+            self._memo.update(zip(ahead, self.evaluate(ahead)))
+            self.engine_calls += 1
+            self.steps_evaluated += len(ahead)
         for index, value in enumerate(ret.operands):
-            if not value.static or not value.shape:
-                continue
-            rule = identity_rule(value.shape, 1, 1)
-            step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
-                             ("BOTH",) * len(rule.factors), self.strategy, False, False)
-            if step.operands[0] is None and step.results[0] is None:
+            step = self._result_sync_step(main, index, value)
+            if step is None:
                 continue
             output = self._memo.get(step)
             if output is None:
