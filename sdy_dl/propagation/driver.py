@@ -14,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
-from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
-from sdy_dl.passes.import_common import manual_axes
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
@@ -141,7 +140,8 @@ class Propagator:
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
-                tracer.begin(*self._describe(op, site))
+                tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
+                             strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
                 tracer.end()
@@ -308,7 +308,7 @@ class Propagator:
     # -- main function results (§8.7) -----------------------------------
 
     def _result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
-        """The identity step between returned ``value`` and result attribute ``index``."""
+        """The step syncing returned ``value`` with result ``index`` of ``main``."""
         if not value.static or not value.shape:
             return None
         rule = identity_rule(value.shape, 1, 1)
@@ -322,10 +322,11 @@ class Propagator:
         ret = self.module.func_return(main)
         if ret is None:
             return
-        # Evaluate the syncs as they look now in one engine call; a sync whose
-        # input changes meanwhile (a value returned twice) is evaluated again.
-        ahead = [self._result_sync_step(main, i, v) for i, v in enumerate(ret.operands)]
-        ahead = list(dict.fromkeys(s for s in ahead if s is not None and s not in self._memo))
+        # Evaluate the steps of all results in one call, as they read now; a step
+        # whose inputs an earlier sync changed is evaluated on its own below.
+        ahead = [s for i, v in enumerate(ret.operands)
+                 if (s := self._result_sync_step(main, i, v)) is not None and s not in self._memo]
+        ahead = list(dict.fromkeys(ahead))
         if ahead:
             self._memo.update(zip(ahead, self.evaluate(ahead)))
             self.engine_calls += 1

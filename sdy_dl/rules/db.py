@@ -9,7 +9,6 @@ the environment variable ``SDY_DL_RULES`` (``os.pathsep``-separated), then
 from __future__ import annotations
 
 import functools
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Sequence
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
-from sdy_dl.rules.instance import RuleInstance, parse_rule_text
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.rules.notation import parse_rule_text
 from sdy_dl.rules.interp import instantiate
 from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
                                  validate_entry)
