@@ -37,6 +37,7 @@ class Audit:
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
+        self.options = options
         self.inputs = InputIndex(module)
         self.tracer = ProvenanceTracer(OpDescriber(module.file, options.rule_files,
                                                    options.conservative))

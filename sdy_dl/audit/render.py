@@ -19,8 +19,9 @@ def text_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
     for reason in node.reasons:
         if reason != node.because:
             lines.append(f"{inner}   why not more: {reason}")
-    for proof in getattr(node, "proof", None) or []:
-        lines.append(f"{inner}   proof: {proof}")
+    for proof in node.proof:
+        lines += [f"{inner}   proof: " + line if k == 0 else f"{inner}          " + line
+                  for k, line in enumerate(proof.lines())]
     for i, child in enumerate(node.children):
         lines += text_lines(child, inner, i == len(node.children) - 1, top=False)
     return lines
