@@ -68,3 +68,14 @@ def get_pass(name: str) -> PassSpec:
     if spec is None:
         raise SdyError(f"unknown pass {name!r} (known: {', '.join(sorted(PASSES))})")
     return spec
+
+
+def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:
+    """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
+    with the engine the options choose."""
+    from sdy_dl.datalog.compiler import compile_stage
+    from sdy_dl.engines import get_engine
+
+    program = compile_stage(stage, **params)
+    engine = get_engine(options.engine, compiled=options.compiled)
+    return engine.run(program, {k: list(v) for k, v in facts.items()})

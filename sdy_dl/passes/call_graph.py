@@ -8,9 +8,10 @@ post-order in which Shardy's ``iterateFuncs`` visits functions.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, func_result_types, key, module_ops,
+                                symbol_name, walk_pre)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, func_result_types, func_shardings,
-                                         key, module_ops, symbol_name, walk_pre)
+from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
 
 

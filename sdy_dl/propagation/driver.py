@@ -14,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
-from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
-from sdy_dl.passes.import_common import manual_axes
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
@@ -308,17 +307,33 @@ class Propagator:
 
     # -- main function results (§8.7) -----------------------------------
 
+    def _result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
+        """The step syncing returned ``value`` with result ``index`` of ``main``."""
+        if not value.static or not value.shape:
+            return None
+        rule = identity_rule(value.shape, 1, 1)
+        step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
+                         ("BOTH",) * len(rule.factors), self.strategy, False, False)
+        if step.operands[0] is None and step.results[0] is None:
+            return None
+        return step
+
     def _sync_main_results(self, main: Op) -> None:
         ret = self.module.func_return(main)
         if ret is None:
             return
+        # Evaluate the steps of all results in one call, as they read now; a step
+        # whose inputs an earlier sync changed is evaluated on its own below.
+        ahead = [s for i, v in enumerate(ret.operands)
+                 if (s := self._result_sync_step(main, i, v)) is not None and s not in self._memo]
+        ahead = list(dict.fromkeys(ahead))
+        if ahead:
+            self._memo.update(zip(ahead, self.evaluate(ahead)))
+            self.engine_calls += 1
+            self.steps_evaluated += len(ahead)
         for index, value in enumerate(ret.operands):
-            if not value.static or not value.shape:
-                continue
-            rule = identity_rule(value.shape, 1, 1)
-            step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
-                             ("BOTH",) * len(rule.factors), self.strategy, False, False)
-            if step.operands[0] is None and step.results[0] is None:
+            step = self._result_sync_step(main, index, value)
+            if step is None:
                 continue
             output = self._memo.get(step)
             if output is None:

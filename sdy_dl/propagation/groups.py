@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module, Value
 from sdy_dl.ir.loader import build_model
+from sdy_dl.ir.mlir_ops import insert_sharding_op_after
 from sdy_dl.sharding import TensorSharding
 
 
@@ -84,7 +85,6 @@ def sync_sharding_groups(module: Module, state) -> Module:
 def _constrain(member: Value, sharding: TensorSharding) -> None:
     """Insert ``sdy.sharding_constraint member <open>`` after ``member``; all uses go through it."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.passes.import_common import insert_sharding_op_after
 
     value = member.mlir
     with mlir_context():

@@ -16,7 +16,8 @@ from typing import Sequence
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
-from sdy_dl.rules.instance import RuleInstance, parse_rule_text
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.rules.notation import parse_rule_text
 from sdy_dl.rules.interp import instantiate
 from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
                                  validate_entry)

@@ -10,10 +10,9 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import is_scalar, key, rebuild, run_analysis
+from sdy_dl.passes import PassOptions, register, run_analysis
 
 #: Ops with MLIR's ``ConstantLike`` trait (and ``sdy.constant``).
 CONSTANT_OPS = frozenset({"stablehlo.constant", "sdy.constant", "mhlo.constant",

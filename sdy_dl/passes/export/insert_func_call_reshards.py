@@ -14,11 +14,12 @@ closed when it has none), which all its other uses now read.  The call's
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import insert_sharding_op_after, rebuild, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
+from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, get_sharding, insert_sharding_op_after,
-                                         module_meshes, read_per_value, rebuild,
-                                         walk_post, write_per_value)
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
 from sdy_dl.sharding import DimSharding, TensorSharding
 

@@ -15,10 +15,11 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, parse_attr
+from sdy_dl.ir.value_sharding import get_edge_owner_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (COMPUTATION_OPS, DATA_FLOW_OPS, get_edge_owner_sharding,
-                                         is_static_tensor, parse_attr, rebuild, walk_post)
 
 
 def block_arg_owners(mop) -> list:

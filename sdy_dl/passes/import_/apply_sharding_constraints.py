@@ -17,13 +17,13 @@ Which constraints apply and the chain rule are the Datalog stage
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
+                                owning_op, rebuild, tensor_info, uses)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, insert_sharding_op_after,
-                                         is_block_arg, key,
-                                         lookup_data_flow_edge, owning_op, parse_attr,
-                                         read_own, read_per_value, rebuild, run_analysis,
-                                         set_sharding, shardable_value, tensor_info, uses)
+from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
+from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
+                                      shardable_value)
+from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.sharding import TensorSharding
 
 
@@ -171,7 +171,7 @@ def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
     if sharding.unreduced:
         current = get_sharding(value)
         if current is None:
-            from sdy_dl.passes.import_common import tensor_rank
+            from sdy_dl.ir.mlir_ops import tensor_rank
             current = TensorSharding.open_empty(sharding.mesh, tensor_rank(value.type))
         set_sharding(value, TensorSharding(current.mesh, current.dims, current.replicated,
                                            sharding.unreduced))

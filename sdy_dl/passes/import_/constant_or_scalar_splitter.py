@@ -36,13 +36,14 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer, enclosing,
+                                is_block_arg, is_scalar, is_static_tensor, key, module_ops,
+                                owning_op, rebuild, symbol_name, tensor_info, users, walk_post,
+                                walk_pre)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.call_graph import call_graph_post_order, callee_name, func_table, has_body, original_name
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer,
-                                         enclosing, is_block_arg, is_scalar, is_static_tensor,
-                                         key, module_ops, owning_op, rebuild, run_analysis,
-                                         symbol_name, tensor_info, users, walk_post, walk_pre)
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, func_table, has_body,
+                                      original_name)
 
 _SHLO_ELEMENTWISE = frozenset("""
 abs cbrt ceil convert count_leading_zeros cosine exponential exponential_minus_one floor imag

@@ -11,12 +11,11 @@ by the symbol table (``foo_0``, one counter for all names) and marked with
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild, symbol_name, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild,
-                                         symbol_name, walk_post)
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                     original_name)
+                                      original_name)
 
 
 def clone_func(module: Module, namer: SymbolNamer, func) -> str:

@@ -20,13 +20,14 @@ true), as ``add-data-flow-edges`` does.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import move_region_body, rebuild, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
+from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, func_shardings, module_meshes,
-                                         move_region_body, read_per_value, rebuild, walk_post,
-                                         write_per_value)
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                     original_name)
+                                      original_name)
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 

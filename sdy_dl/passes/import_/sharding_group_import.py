@@ -13,9 +13,9 @@ stage ``import_sharding_groups``; Python collects facts and rewrites ops.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import enclosing, key, op_error, rebuild, run_analysis, walk_pre
+from sdy_dl.passes import PassOptions, register, run_analysis
 
 
 def _shape_text(value) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
+from sdy_dl.ir.mlir_ops import module_ops, rebuild, symbol_name, walk_pre
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import module_ops, rebuild, symbol_name, walk_pre
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 from sdy_dl.ir.loader import build_model
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
@@ -87,7 +87,7 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.rules.instance import parse_rule_text
+    from sdy_dl.rules.notation import parse_rule_text
 
     for op in module.ops:
         if op.oid in propagator.erased:
@@ -103,11 +103,7 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
 
 def stage_runner(options: PassOptions):
     """``run(stage, facts) -> relations`` with the options' engine (schedule analyses)."""
-    from sdy_dl.datalog.compiler import compile_stage
-    from sdy_dl.engines import get_engine
-
-    engine = get_engine(options.engine, compiled=options.compiled)
-    return lambda stage, facts: engine.run(compile_stage(stage), facts)
+    return lambda stage, facts: run_analysis(stage, facts, options)
 
 
 def run_strategy(module: Module, options: PassOptions, strategy: str,
