@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -186,3 +188,49 @@ def test_why_values_are_unsharded_or_blocked():
     closed = audit.explain("%arg1")
     assert closed.sharding == '#sdy.sharding<@mesh, [{}, {"b"}]>'
     assert any("factor i (dim 0)" in r and "the dim is closed" in r for r in closed.reasons)
+
+
+def _proof_of_the_add_step(engine: str):
+    audit = Audit(parse_module_text(CHAIN), PassOptions(engine=engine))
+    tree = audit.explain("%0")
+    audit.attach_proofs([tree])
+    [step] = [n for n in tree.walk() if n.kind == "step"]
+    return step
+
+
+def _check_proof(proof, height_above=None):
+    if height_above is not None:
+        assert proof.height < height_above
+    if not proof.children:
+        assert proof.rule == "" and proof.relation.startswith("in_")   # an input fact
+        return
+    assert re.fullmatch(r"datalog/step/[a-z_]+\.dl\.j2:\d+( \(macro call\))?", proof.rule), proof.rule
+    assert proof.height == 1 + max(c.height for c in proof.children)
+    for c in proof.children:
+        _check_proof(c, proof.height)
+
+
+def test_proof_of_a_step_goes_down_to_input_facts():
+    step = _proof_of_the_add_step("clingo")
+    [proof] = step.proof
+    assert proof.atom().startswith("step_dim_axis(") and '"a"' in proof.atom()
+    _check_proof(proof)
+    text = "\n".join(proof.lines())
+    assert "[input fact]" in text and "in_dim_axis(" in text
+    assert step.to_json()["proof"][0]["tuple"] == proof.atom()
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
+def test_proofs_are_the_same_on_both_engines():
+    clingo_lines = _proof_of_the_add_step("clingo").proof[0].lines()
+    souffle_lines = _proof_of_the_add_step("souffle").proof[0].lines()
+    assert souffle_lines == clingo_lines
+
+
+def test_explain_cli_proof(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(CHAIN)
+    result = CliRunner().invoke(main, ["explain", str(path), "%0", "--proof", *["--engine", "clingo", "--quiet"]])
+    assert result.exit_code == 0, result.output
+    assert "proof: step_dim_axis(" in result.output and "[input fact]" in result.output
