@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sdy_dl.errors import SdyError
-from sdy_dl.ir.loader import build_model
+from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import (COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS,  # noqa: F401
                                attr_text, func_arity, parse_attr, read_func_attr, read_own,
@@ -43,11 +43,8 @@ TERMINATOR_OPS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mh
 # -- module plumbing -----------------------------------------------------------
 
 def rebuild(module: Module) -> Module:
-    """Re-index ``module`` after its MLIR was mutated."""
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
-        return build_model(module.mlir, module.file)
+    """``module`` after its MLIR was mutated: re-indexed when the index is next read."""
+    return index_on_demand(module.mlir, module.file)
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:
