@@ -3,7 +3,7 @@
 Layers, lowest first: the shared basics (errors, sharding values,
 resources, progress and output helpers), ``ir``, then ``rules``/``datalog``/
 ``engines``, ``propagation``, ``passes``, the pipeline and its front ends
-(``pipeline``, ``explain``, ``summary``), and ``cli``.  A module may import
+(``pipeline``, ``audit``, ``summary``), the Python API (``api``, ``jax``), and ``cli``.  A module may import
 its own layer or a lower one, never a higher one, and modules may not import
 each other in a circle.  Every import counts, also those inside functions,
 except that a package may load its own parts (``sdy_dl.passes`` loads every
@@ -24,8 +24,9 @@ LAYERS = {
     "rules": 2, "datalog": 2, "engines": 2,
     "propagation": 3,
     "passes": 4,
-    "pipeline": 5, "explain": 5, "summary": 5,
-    "cli": 6,
+    "pipeline": 5, "audit": 5, "summary": 5,
+    "api": 6, "jax": 6,
+    "cli": 7,
 }
 
 

@@ -31,7 +31,7 @@ class PassOptions:
     # from relations derived by Soufflé from an emitted trace (a directory).
     recorder: object | None = None
     replay_dir: str | None = None
-    # Propagation only: an explain.ProvenanceTracer that records why shardings change.
+    # Propagation only: an audit.provenance.ProvenanceTracer that records why shardings change.
     tracer: object | None = None
 
 

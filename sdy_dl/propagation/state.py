@@ -37,7 +37,7 @@ class ShardingState:
     def __init__(self, module: Module, slots: dict[int, Value]):
         self.module = module
         self.slots = slots
-        self.tracer = None   # an explain.ProvenanceTracer, when provenance is recorded
+        self.tracer = None   # an audit.provenance.ProvenanceTracer, when provenance is recorded
         self._value: dict[int, TensorSharding | None] = {}
         self._changed: set[int] = set()
         self._results: dict[tuple[int, int], TensorSharding | None] = {}

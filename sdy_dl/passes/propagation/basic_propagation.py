@@ -17,7 +17,7 @@ import functools
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
-from sdy_dl.ir.loader import build_model
+from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
@@ -119,7 +119,7 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:
         return propagator.module  # only attributes changed: the index is still valid
-    return build_model(propagator.module.mlir, propagator.module.file)
+    return index_on_demand(propagator.module.mlir, propagator.module.file)
 
 
 @register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")
