@@ -10,7 +10,7 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
@@ -28,32 +28,8 @@ class _Ids(dict):
         return self.setdefault(k, len(self))
 
 
-def _walk(func) -> tuple[list, list[int]]:
-    """The ops nested in ``func`` in post-order (MLIR's ``walk``), and the
-    number of the region holding each."""
-    ops, region_of, count = [], [], [0]
-
-    def visit(op, region_id):
-        for region in op.operation.regions:
-            rid = count[0]
-            count[0] += 1
-            for block in region.blocks:
-                for child in block.operations:
-                    visit(child, rid)
-        ops.append(op.operation)
-        region_of.append(region_id)
-
-    for region in func.operation.regions:
-        rid = count[0]
-        count[0] += 1
-        for block in region.blocks:
-            for child in block.operations:
-                visit(child, rid)
-    return ops, region_of
-
-
 def collect(func):
-    ops, region_of = _walk(func)
+    ops, region_of = walk_post_regions(func)
     texts, values = _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for n, op in enumerate(ops):
