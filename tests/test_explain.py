@@ -245,3 +245,17 @@ def test_explain_cli_proof(tmp_path):
     result = CliRunner().invoke(main, ["explain", str(path), "%0", "--proof", *["--engine", "clingo", "--quiet"]])
     assert result.exit_code == 0, result.output
     assert "proof: step_dim_axis(" in result.output and "[input fact]" in result.output
+
+
+def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text("description: Override.\nops:\n  stablehlo.add: {doc: Overridden sum., use: pointwise}\n")
+    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="clingo", rule_files=(str(user),)))
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == f"--rules {user}:3"
+    own = CHAIN.replace("%0 = stablehlo.add %arg0, %arg1 :", "%0 = stablehlo.add %arg0, %arg1 "
+                        "{sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) "
+                        "{i=8, j=8}, custom>} :")
+    audit = Audit(parse_module_text(own), CLINGO)
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == "the op's own sdy.sharding_rule attribute"
