@@ -259,3 +259,13 @@ def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
     audit = Audit(parse_module_text(own), CLINGO)
     [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
     assert step.op["origin"] == "the op's own sdy.sharding_rule attribute"
+
+
+def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
+    import sdy_dl.audit.steps as steps_module
+
+    steps = [c.step for c in chain.tracer.steps]
+    whole = steps_module.StepRecords(steps, chain.propagated.meshes)
+    monkeypatch.setattr(steps_module, "DETAIL_BATCH", 1)
+    batched = steps_module.StepRecords(steps, chain.propagated.meshes)
+    assert len(whole.steps) > 1 and whole.rec and (whole.rec, whole.fin) == (batched.rec, batched.fin)
