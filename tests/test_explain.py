@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import import_programs
 import jax_programs
+import rules_programs
 from sdy_dl.audit import Audit
 from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.cli import main
@@ -96,12 +97,16 @@ DEFAULT_PROGRAMS = [("jax", "mlp"), ("jax", "while_loop"), ("jax", "shard_map"),
                     ("import", "nested_jit"), ("import", "shard_alike"),
                     ("import", "constraint_chain"), ("jax", "gather_scatter"), ("text", "priorities")]
 SLOW_PROGRAMS = [("jax", n) for n in jax_programs.PROGRAMS if ("jax", n) not in DEFAULT_PROGRAMS] + \
-    [("import", n) for n in import_programs.PROGRAMS if ("import", n) not in DEFAULT_PROGRAMS]
+    [("import", n) for n in import_programs.PROGRAMS if ("import", n) not in DEFAULT_PROGRAMS] + \
+    [("rules", n) for n in sorted(rules_programs.RULE_PROGRAMS)]
 
 
 def _text(kind: str, name: str) -> str:
     if kind == "text":
         return PRIORITIES
+    if kind == "rules":
+        program = rules_programs.RULE_PROGRAMS[name]
+        return program() if callable(program) else program
     return (jax_programs if kind == "jax" else import_programs).lowered(name)
 
 
