@@ -110,3 +110,29 @@ def build_model(mlir_module, file: str) -> Module:
     for v in module.values:
         v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
+
+
+#: The fields of :class:`Module` that ``build_model`` derives from the MLIR.
+INDEX_FIELDS = ("meshes", "mesh_ops", "funcs", "ops", "values", "_by_mlir")
+
+
+class _IndexedOnDemand(Module):
+    """A module whose index (ops, values, uses, meshes, functions) is built from
+    its MLIR on first use: passes that edit the MLIR directly hand it on without
+    re-indexing, and only a pass that reads the index pays for building it."""
+
+    def __init__(self, mlir_module, file: str):
+        self.__dict__.update(file=file, mlir=mlir_module)
+
+    def __getattr__(self, name: str):
+        if name not in INDEX_FIELDS:
+            raise AttributeError(name)
+        with mlir_context():
+            built = build_model(self.mlir, self.file)
+        self.__dict__.update({f: getattr(built, f) for f in INDEX_FIELDS})
+        return self.__dict__[name]
+
+
+def index_on_demand(mlir_module, file: str) -> Module:
+    """``mlir_module`` as a :class:`Module` indexed on first use (after an edit of its MLIR)."""
+    return _IndexedOnDemand(mlir_module, file)

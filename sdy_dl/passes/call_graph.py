@@ -9,7 +9,7 @@ post-order in which Shardy's ``iterateFuncs`` visits functions.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, func_result_types, key, module_ops,
-                                symbol_name, walk_pre)
+                                symbol_name, walk_post, walk_pre)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
@@ -45,6 +45,13 @@ def has_body(func) -> bool:
 def calls_in(func) -> list:
     """The ``func.call`` ops nested in ``func`` in walk order."""
     return [op for op in walk_pre(func)[1:] if op.name == "func.call"]
+
+
+def calls_with_callees(module: Module) -> list[tuple]:
+    """``(call, callee)`` for every ``func.call`` of the module, in post-order."""
+    table = func_table(module)
+    return [(op, table[callee_name(op)]) for op in walk_post(module.mlir.operation)
+            if op.name == "func.call"]
 
 
 def func_result_shardings(func, meshes) -> list[TensorSharding] | None:

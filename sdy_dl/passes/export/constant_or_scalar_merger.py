@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
-
-#: Ops with MLIR's ``ConstantLike`` trait (and ``sdy.constant``).
-CONSTANT_OPS = frozenset({"stablehlo.constant", "sdy.constant", "mhlo.constant",
-                          "arith.constant"})
 
 
 def attr_dict_text(op) -> str:

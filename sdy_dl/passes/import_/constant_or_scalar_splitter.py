@@ -36,44 +36,21 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer, enclosing,
-                                is_block_arg, is_scalar, is_static_tensor, key, module_ops,
-                                owning_op, rebuild, symbol_name, tensor_info, users, walk_post,
-                                walk_pre)
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, enclosing, is_block_arg,
+                                is_scalar, is_static_tensor, key, module_ops, owning_op, rebuild,
+                                symbol_name, tensor_info, users, walk_post, walk_pre)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.traits import TERMINATORS, ops_with
+from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
 from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, func_table, has_body,
                                       original_name)
 
-_SHLO_ELEMENTWISE = frozenset("""
-abs cbrt ceil convert count_leading_zeros cosine exponential exponential_minus_one floor imag
-is_finite log log_plus_one logistic not negate popcnt real round_nearest_afz round_nearest_even
-rsqrt sign sine sqrt tan tanh add atan2 complex divide maximum minimum multiply power remainder
-shift_left shift_right_arithmetic shift_right_logical subtract and or xor uniform_quantize
-uniform_dequantize compare reduce_precision clamp select
-""".split())
-_CHLO_ELEMENTWISE = frozenset("""
-broadcast_add broadcast_atan2 broadcast_divide broadcast_maximum broadcast_minimum
-broadcast_multiply broadcast_next_after broadcast_polygamma broadcast_power broadcast_remainder
-broadcast_shift_left broadcast_shift_right_arithmetic broadcast_shift_right_logical
-broadcast_subtract broadcast_zeta broadcast_and broadcast_or broadcast_xor broadcast_complex
-_asin_acos_kernel acos acosh asin asinh atan atanh bessel_i1e conj cosh sinh tan digamma erf
-erf_inv erfc is_inf is_neg_inf is_pos_inf lgamma square broadcast_compare broadcast_select
-constant_like
-""".split())
-
 
 def is_elementwise(mop) -> bool:
-    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``)."""
-    name = mop.name
-    dialect, _, short = name.partition(".")
-    if dialect == "stablehlo" and short in _SHLO_ELEMENTWISE:
-        return True
-    if dialect == "chlo" and short in _CHLO_ELEMENTWISE:
-        return True
-    if name == "stablehlo.bitcast_convert":
-        return tensor_info(mop.operands[0].type)[1] == tensor_info(mop.results[0].type)[1]
-    return name in ("sdy.propagation_barrier", "sdy.sharding_constraint", "sdy.reshard")
+    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``) of a raw op."""
+    return is_elementwise_op(mop.name, tensor_info(mop.operands[0].type)[1] if mop.operands else None,
+                             tensor_info(mop.results[0].type)[1] if mop.results else None)
 
 
 def is_pure(mop) -> bool:
@@ -91,17 +68,16 @@ def is_pure(mop) -> bool:
 
 def op_kind(mop, legacy: bool) -> str:
     name = mop.name
-    if name in ("sdy.constant", "stablehlo.iota"):
+    if name in ops_with("constant_expression_root"):
         return "constant"
-    if name in TERMINATOR_OPS:
+    if name in TERMINATORS:
         return "terminator"
     if not legacy:
         if name == "func.call":
             return "call"
         if name == "sdy.named_computation":
             return "named"
-    shape_ops = (("stablehlo.broadcast_in_dim", "stablehlo.slice") if legacy else
-                 ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.slice"))
+    shape_ops = ops_with("legacy_constant_preserving_shape" if legacy else "constant_preserving_shape")
     if is_pure(mop) and (name in shape_ops or is_elementwise(mop)):
         return "preserving"
     return "other"

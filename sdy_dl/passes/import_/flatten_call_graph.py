@@ -11,9 +11,9 @@ by the symbol table (``foo_0``, one counter for all names) and marked with
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild, symbol_name, walk_post
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, symbol_name, walk_post
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
                                       original_name)
 
@@ -40,9 +40,7 @@ def clone_func(module: Module, namer: SymbolNamer, func) -> str:
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         namer = SymbolNamer(module)
         seen: set[str] = set()
         changed = False
@@ -56,4 +54,5 @@ def run(module: Module, options: PassOptions) -> Module:
                 call.attributes["callee"] = ir.FlatSymbolRefAttr.get(
                     clone_func(module, namer, callee))
                 changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)

@@ -21,11 +21,11 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import move_region_body, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import move_region_body, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
                                       original_name)
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
@@ -101,9 +101,7 @@ def import_call(call, func, meshes, moved: dict) -> None:
 @register("import-func-calls",
           "Turn every func.call into an sdy.named_computation (with data-flow edges).")
 def run(module: Module, options: PassOptions) -> Module:
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         meshes = module_meshes(module)
         funcs = func_table(module)
         moved: dict = {}
@@ -118,4 +116,5 @@ def run(module: Module, options: PassOptions) -> Module:
             if mop.name == "sdy.named_computation":
                 add_edges(mop)
                 changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)
