@@ -11,6 +11,7 @@ in post-order.  Which op merges into which is the Datalog stage
 from __future__ import annotations
 
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import attribute_dict_text
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.export_common import funcs
 from sdy_dl.passes.import_common import is_scalar, key, rebuild, run_analysis
@@ -18,13 +19,6 @@ from sdy_dl.passes.import_common import is_scalar, key, rebuild, run_analysis
 #: Ops with MLIR's ``ConstantLike`` trait (and ``sdy.constant``).
 CONSTANT_OPS = frozenset({"stablehlo.constant", "sdy.constant", "mhlo.constant",
                           "arith.constant"})
-
-
-def attr_dict_text(op) -> str:
-    """The op's attribute dictionary, printed (sorted by name like a DictionaryAttr)."""
-    attrs = op.attributes
-    named = sorted((attrs[i].name, str(attrs[i].attr)) for i in range(len(attrs)))
-    return repr(named)
 
 
 class _Ids(dict):
@@ -63,11 +57,11 @@ def collect(func):
     for n, op in enumerate(ops):
         r = region_of[n]
         if op.name in CONSTANT_OPS:
-            facts["constant"].add((n, texts.of(attr_dict_text(op)), r))
+            facts["constant"].add((n, texts.of(attribute_dict_text(op)), r))
             for res in op.results:
                 facts["result_of"].add((values.of(key(res)), n))
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["broadcast"].add((n, texts.of(attr_dict_text(op)), r,
+            facts["broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
                                     texts.of("type:" + str(op.results[0].type)),
                                     values.of(key(op.operands[0]))))
     return ops, facts

@@ -37,6 +37,7 @@ in Shardy's order and clones.
 from __future__ import annotations
 
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer,
                                          enclosing, is_block_arg, is_scalar, is_static_tensor,
@@ -113,10 +114,7 @@ def convert_constants(root) -> None:
     for mop in walk_pre(root):
         if mop.name != "stablehlo.constant":
             continue
-        attrs = {n: mop.attributes[n] for n in mop.attributes}
-        with mop.location:
-            new = ir.Operation.create("sdy.constant", results=[mop.results[0].type],
-                                      attributes=attrs)
+        new = recreate_renamed(mop, "sdy.constant")  # complex values only travel as text
         ir.InsertionPoint(mop).insert(new)
         mop.results[0].replace_all_uses_with(new.results[0])
         mop.erase()

@@ -10,29 +10,34 @@ from __future__ import annotations
 import re
 
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import generic_text
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import module_ops, rebuild, symbol_name, walk_pre
+from sdy_dl.passes.import_common import module_ops, rebuild, symbol_name
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
 
 
-def _unquote(token: str) -> str:
+def _unquote(token: str) -> str | None:
+    """The symbol name of an ``@name`` or ``@"quoted"`` token (None if not decodable)."""
     import json
 
-    return json.loads(token[1:]) if token.startswith('@"') else token[1:]
+    if not token.startswith('@"'):
+        return token[1:]
+    try:
+        return json.loads(token[1:])
+    except ValueError:
+        return None
 
 
 def symbol_refs(mop) -> set[str]:
-    """Names of the symbols referenced by ``mop`` and the ops nested in it."""
+    """Names of the symbols referenced by ``mop`` and the ops nested in it (read from
+    the generic form, where ``@`` outside string literals only starts a reference)."""
     refs: set[str] = set()
-    for op in walk_pre(mop):
-        attrs = op.attributes
-        for name in attrs:
-            if name == "sym_name" and op == mop.operation:
-                continue
-            for token in _REF_RE.findall(str(attrs[name])):
-                if token.startswith("@"):
-                    refs.add(_unquote(token).split("::")[0])
+    for token in _REF_RE.findall(generic_text(mop)):
+        if token.startswith("@"):
+            name = _unquote(token)
+            if name is not None:
+                refs.add(name.split("::")[0])
     return refs
 
 

@@ -1,0 +1,53 @@
+"""Attributes jaxlib's Python bindings cannot hand to Python.
+
+The bindings turn every attribute into its most specific Python class; a
+``dense<...>`` of complex numbers (``tensor<complex<f32>>``) has none and
+reading it raises ``TypeError`` (``NamedAttribute.attr`` even aborts the
+process).  Such attributes can only travel as text: these helpers read an
+op's attributes without touching them and re-create an op from its printed
+generic form.
+"""
+
+from __future__ import annotations
+
+
+def readable_attributes(mop) -> dict:
+    """``{name: attribute}`` of ``mop``, leaving out the ones the bindings cannot read."""
+    attrs = mop.operation.attributes
+    out = {}
+    for name in attrs:
+        try:
+            out[name] = attrs[name]
+        except TypeError:
+            continue
+    return out
+
+
+def generic_text(mop) -> str:
+    """``mop`` (and the ops nested in it) in MLIR's generic form, without locations."""
+    return mop.operation.get_asm(print_generic_op_form=True, large_elements_limit=16)
+
+
+def recreate_renamed(mop, new_name: str):
+    """A detached copy of the region-free op ``mop`` named ``new_name``: same
+    attributes (in their order), result types and location; no operands."""
+    from jaxlib.mlir import ir
+
+    op = mop.operation
+    text = op.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    _, sep, rest = text.partition(f'"{op.name}"')
+    if not sep or op.operands or op.regions:
+        raise ValueError(f"cannot re-create {op.name}")
+    return ir.Operation.parse(f'"{new_name}"{rest}')
+
+
+def attribute_dict_text(mop) -> str:
+    """``mop``'s attribute dictionary as text, equal for two ops exactly when their
+    attributes are: sorted ``name = value`` pairs, or, when the bindings cannot read
+    one of them, the generic form after the operand list."""
+    attrs = mop.operation.attributes
+    try:
+        return repr(sorted((name, str(attrs[name])) for name in attrs))
+    except TypeError:
+        text = mop.operation.get_asm(print_generic_op_form=True, skip_regions=True)
+        return "generic:" + text[text.index(")", text.index(f'"{mop.operation.name}"')) + 1:]
