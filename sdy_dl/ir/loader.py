@@ -78,7 +78,7 @@ def build_model(mlir_module, file: str) -> Module:
         module._by_mlir[mv] = v
         return v
 
-    def visit(mop, parent: Op | None, block: Block | None) -> Op:
+    def new_op(mop, parent: Op | None, block: Block | None) -> Op:
         mop = mop.operation
         op = Op(oid=len(module.ops), name=mop.name, operands=[], results=[], regions=[],
                 parent=parent, block=block, mlir=mop)
@@ -86,7 +86,12 @@ def build_model(mlir_module, file: str) -> Module:
         op.operands = [module.value_of(o) for o in mop.operands]
         by_mlir[mop] = op
         op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
-        for mregion in mop.regions:
+        return op
+
+    def nested(op: Op):
+        """Build ``op``'s regions and blocks as the walk reaches them; yield the
+        ops of each block with the block."""
+        for mregion in op.mlir.regions:
             region = Region(blocks=[], owner=op)
             op.regions.append(region)
             for mblock in mregion.blocks:
@@ -94,11 +99,26 @@ def build_model(mlir_module, file: str) -> Module:
                 region.blocks.append(b)
                 b.args = [new_value(a, None, b, i) for i, a in enumerate(mblock.arguments)]
                 for child in mblock.operations:
-                    b.ops.append(visit(child, op, b))
-        return op
+                    yield child, b
+
+    def visit(mop) -> Op:
+        """``mop`` and everything nested in it, in pre-order (iterative: nesting
+        depth is not bounded by Python's recursion limit)."""
+        top = new_op(mop, None, None)
+        stack = [nested(top)]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            child, b = item
+            op = new_op(child, b.region.owner, b)
+            b.ops.append(op)
+            stack.append(nested(op))
+        return top
 
     for top in mlir_module.body.operations:
-        op = visit(top, None, None)
+        op = visit(top)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
             module.meshes[name] = parse_mesh(op.attr_text("mesh"))

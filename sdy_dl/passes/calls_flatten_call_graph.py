@@ -13,32 +13,14 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild,
-                                         symbol_name, walk_post, walk_pre)
-from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name,
-                                                    func_table, original_name)
+from sdy_dl.passes.import_common import SymbolNamer, rebuild, walk_pre
+from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name, clone_func,
+                                                    func_table)
 
 
 def calls_in(func) -> list:
     """The ``func.call`` ops nested in ``func`` in walk order."""
     return [op for op in walk_pre(func)[1:] if op.name == "func.call"]
-
-
-def clone_func(module: Module, namer: SymbolNamer, func) -> str:
-    """``cloneFuncRecursively`` then ``SymbolTable::insert``: the clone's name."""
-    from jaxlib.mlir import ir
-
-    clone = func.clone(ip=False)
-    clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(func))
-    funcs = func_table(module)
-    for mop in walk_post(clone):
-        if mop.name == "func.call":
-            new = clone_func(module, namer, funcs[callee_name(mop)])
-            mop.attributes["callee"] = ir.FlatSymbolRefAttr.get(new)
-    name = namer.insert(symbol_name(clone))
-    clone.attributes["sym_name"] = ir.StringAttr.get(name)
-    ir.InsertionPoint(module.mlir.body).insert(clone)
-    return name
 
 
 @register("flatten-call-graph",

@@ -24,10 +24,10 @@ from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.calls_flatten_call_graph import calls_in
 from sdy_dl.passes.import_common import (SHARDING_ATTR, func_shardings, module_meshes,
-                                         move_region_body, read_per_value, rebuild, walk_post,
-                                         write_per_value)
+                                         move_region_body, op_error, read_per_value, rebuild,
+                                         walk_post, write_per_value)
 from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name,
-                                                    func_table, original_name)
+                                                    func_table, has_body, original_name)
 from sdy_dl.passes.import_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 
@@ -110,7 +110,11 @@ def run(module: Module, options: PassOptions) -> Module:
         changed = False
         for func in call_graph_post_order(module):
             for call in calls_in(func):
-                import_call(call, funcs[callee_name(call)], meshes, moved)
+                callee = funcs[callee_name(call)]
+                if not has_body(callee):
+                    raise op_error(module, call, f"call to @{callee_name(call)}, a function "
+                                   "without a body; Shardy's passes need the callee's body")
+                import_call(call, callee, meshes, moved)
                 changed = True
         for name in moved:
             funcs[name].erase()

@@ -29,24 +29,30 @@ class _Ids(dict):
 def _walk(func) -> tuple[list, list[int]]:
     """The ops nested in ``func`` in post-order (MLIR's ``walk``), and the
     number of the region holding each."""
-    ops, region_of, count = [], [], [0]
+    ops, region_of = [], []
+    count = 0
 
-    def visit(op, region_id):
-        for region in op.operation.regions:
-            rid = count[0]
-            count[0] += 1
+    def nested(op):
+        nonlocal count
+        for region in op.regions:
+            rid, count = count, count + 1
             for block in region.blocks:
                 for child in block.operations:
-                    visit(child, rid)
-        ops.append(op.operation)
-        region_of.append(region_id)
+                    yield child.operation, rid
 
-    for region in func.operation.regions:
-        rid = count[0]
-        count[0] += 1
-        for block in region.blocks:
-            for child in block.operations:
-                visit(child, rid)
+    stack = [nested(func.operation)]  # iterative: depth is not bounded
+    entries = [None]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            entry = entries.pop()
+            if entry is not None:
+                ops.append(entry[0])
+                region_of.append(entry[1])
+        else:
+            stack.append(nested(child[0]))
+            entries.append(child)
     return ops, region_of
 
 

@@ -90,19 +90,21 @@ def key(obj) -> int:
 
 # -- walks over raw MLIR operations -----------------------------------------------
 
+def nested_ops(op) -> list:
+    """The ops directly nested in ``op``'s regions, in program order."""
+    return [child.operation for region in op.operation.regions
+            for block in region.blocks for child in block.operations]
+
+
 def walk_pre(root) -> list:
-    """Every operation nested in ``root`` (itself included) in pre-order."""
+    """Every operation nested in ``root`` (itself included) in pre-order
+    (iterative: nesting depth is not bounded by the recursion limit)."""
     out: list = []
-
-    def visit(op):
-        op = op.operation
+    stack = [root.operation]
+    while stack:
+        op = stack.pop()
         out.append(op)
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    visit(child)
-
-    visit(root)
+        stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -110,16 +112,14 @@ def walk_post(root) -> list:
     """Every operation nested in ``root`` (itself included) in post-order
     (MLIR's default ``walk``: regions first, then the op)."""
     out: list = []
-
-    def visit(op):
-        op = op.operation
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    visit(child)
-        out.append(op)
-
-    visit(root)
+    stack = [(root.operation, False)]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            out.append(op)
+            continue
+        stack.append((op, True))
+        stack.extend((child, False) for child in reversed(nested_ops(op)))
     return out
 
 

@@ -41,8 +41,9 @@ from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer,
                                          enclosing, is_block_arg, is_scalar, is_static_tensor,
-                                         key, module_ops, owning_op, rebuild, run_analysis,
-                                         symbol_name, tensor_info, users, walk_post, walk_pre)
+                                         key, module_ops, nested_ops, op_error, owning_op, rebuild,
+                                         run_analysis, symbol_name, tensor_info, users, walk_post,
+                                         walk_pre)
 
 _SHLO_ELEMENTWISE = frozenset("""
 abs cbrt ceil convert count_leading_zeros cosine exponential exponential_minus_one floor imag
@@ -148,51 +149,63 @@ def has_body(func) -> bool:
 def call_graph_post_order(module: Module) -> list:
     """Functions in the order of ``iterateFuncs`` (call-graph post-order of
     MLIR's CallGraph: DFS from the external node over functions in module
-    order, callees in order of their first call)."""
+    order, callees in order of their first call).  A recursive call graph is
+    an error (Shardy's passes recurse without end on one)."""
     funcs = func_table(module)
     nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
     edges: dict = {}
     for f in nodes:
-        out = []
+        out: dict = {}
         for mop in walk_pre(f)[1:]:
             if mop.name == "func.call":
                 callee = funcs.get(callee_name(mop))
-                if callee is not None and has_body(callee) and callee not in out:
-                    out.append(callee)
-        edges[key(f)] = out
+                if callee is not None and has_body(callee) and key(callee) not in out:
+                    out[key(callee)] = (callee, mop)
+        edges[key(f)] = list(out.values())
     seen: set = set()
+    on_path: set = set()
     order: list = []
-
-    def dfs(f):
-        seen.add(key(f))
-        for g in edges[key(f)]:
+    for root in nodes:
+        if key(root) in seen:
+            continue
+        seen.add(key(root))
+        on_path.add(key(root))
+        stack = [(root, iter(edges[key(root)]))]  # iterative DFS: chains are not bounded
+        while stack:
+            f, callees = stack[-1]
+            nxt = next(callees, None)
+            if nxt is None:
+                stack.pop()
+                on_path.discard(key(f))
+                order.append(f)
+                continue
+            g, call = nxt
+            if key(g) in on_path:
+                raise _recursion_error(module, call, [h for h, _ in stack], g)
             if key(g) not in seen:
-                dfs(g)
-        order.append(f)
-
-    for f in nodes:
-        if key(f) not in seen:
-            dfs(f)
+                seen.add(key(g))
+                on_path.add(key(g))
+                stack.append((g, iter(edges[key(g)])))
     return order
+
+
+def _recursion_error(module: Module, call, path: list, callee):
+    cycle = [symbol_name(h) for h in path[[key(h) for h in path].index(key(callee)):]]
+    through = " -> ".join(f"@{n}" for n in cycle + [cycle[0]])
+    return op_error(module, call, f"recursive call graph ({through}); Shardy's passes "
+                                  "need an acyclic call graph")
 
 
 def region_walk(region) -> list:
     """Pre-order walk of a region that does not enter named computations."""
     out: list = []
-
-    def visit(op):
-        op = op.operation
+    stack = [child.operation for b in reversed(list(region.blocks))
+             for child in reversed(list(b.operations))]
+    while stack:
+        op = stack.pop()
         out.append(op)
-        if op.name == "sdy.named_computation":
-            return
-        for r in op.regions:
-            for b in r.blocks:
-                for child in b.operations:
-                    visit(child)
-
-    for b in region.blocks:
-        for child in b.operations:
-            visit(child)
+        if op.name != "sdy.named_computation":
+            stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -215,6 +228,7 @@ class _Splitter:
     def walks(self) -> list:
         out = []
         if self.legacy:
+            call_graph_post_order(self.module)  # rejects a recursive call graph
             for f in module_ops(self.module):
                 if f.name == "func.func" and has_body(f):
                     out.append((f, walk_post(f)[:-1]))
@@ -339,43 +353,68 @@ class _Splitter:
         return mapping[key(result)]
 
     def _clone(self, result, mapping: dict) -> None:
+        """Clone the ops ``result`` is computed by, operands first (iteratively:
+        the depth of a sub-computation is not bounded)."""
         from jaxlib.mlir import ir
 
-        if (not self.legacy and is_scalar(result)) or key(result) in mapping:
+        def skip(value) -> bool:
+            return (not self.legacy and is_scalar(value)) or key(value) in mapping
+
+        if skip(result):
             return
-        op = owning_op(result)
-        for operand in op.operands:
-            if not is_block_arg(operand):
-                self._clone(operand, mapping)
-        clone = op.clone(ip=ir.InsertionPoint(op))
-        for k, operand in enumerate(op.operands):
-            if key(operand) in mapping:
-                clone.operands[k] = mapping[key(operand)]
-        for old, new in zip(op.results, clone.results):
-            mapping[key(old)] = new
-        if clone.name == "func.call":
-            callee = func_table(self.module)[callee_name(clone)]
-            clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        for user in users(result):
-            if user.name == "sdy.sharding_group":
-                group = user.clone(ip=ir.InsertionPoint(op))
-                group.operands[0] = mapping[key(result)]
+        stack = [(result, iter(owning_op(result).operands))]
+        while stack:
+            value, operands = stack[-1]
+            operand = next(operands, None)
+            if operand is not None:
+                if not is_block_arg(operand) and not skip(operand):
+                    stack.append((operand, iter(owning_op(operand).operands)))
+                continue
+            stack.pop()
+            op = owning_op(value)
+            clone = op.clone(ip=ir.InsertionPoint(op))
+            for k, operand in enumerate(op.operands):
+                if key(operand) in mapping:
+                    clone.operands[k] = mapping[key(operand)]
+            for old, new in zip(op.results, clone.results):
+                mapping[key(old)] = new
+            if clone.name == "func.call":
+                callee = func_table(self.module)[callee_name(clone)]
+                clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(
+                    clone_func(self.module, self.namer, callee))
+            for user in users(value):
+                if user.name == "sdy.sharding_group":
+                    group = user.clone(ip=ir.InsertionPoint(op))
+                    group.operands[0] = mapping[key(value)]
 
-    def clone_func(self, func) -> str:
-        """``cloneFuncRecursively`` + ``SymbolTable::insert``; returns the new name."""
-        from jaxlib.mlir import ir
 
-        clone = func.clone(ip=False)
-        clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(func))
-        funcs = func_table(self.module)
-        for mop in walk_post(clone):
-            if mop.name == "func.call":
-                callee = funcs[callee_name(mop)]
-                mop.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        name = self.namer.insert(symbol_name(clone))
+def clone_func(module: Module, namer: SymbolNamer, func) -> str:
+    """``cloneFuncRecursively`` then ``SymbolTable::insert``: the clone's name.
+    Nested callees are cloned first (iteratively: call chains are not bounded)."""
+    from jaxlib.mlir import ir
+
+    funcs = func_table(module)
+
+    def start(f):
+        clone = f.clone(ip=False)
+        clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(f))
+        return clone, iter([op for op in walk_post(clone) if op.name == "func.call"])
+
+    stack, waiting, name = [start(func)], [], None
+    while stack:
+        clone, calls = stack[-1]
+        call = next(calls, None)
+        if call is not None:
+            waiting.append(call)
+            stack.append(start(funcs[callee_name(call)]))
+            continue
+        stack.pop()
+        name = namer.insert(symbol_name(clone))
         clone.attributes["sym_name"] = ir.StringAttr.get(name)
-        ir.InsertionPoint(self.module.mlir.body).insert(clone)
-        return name
+        ir.InsertionPoint(module.mlir.body).insert(clone)
+        if waiting:
+            waiting.pop().attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
+    return name
 
 
 def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
