@@ -15,8 +15,23 @@ from sdy_dl import __version__
 from sdy_dl.errors import SdyError
 
 
+def _usage_error(e: click.UsageError):
+    """A usage error as one line and exit status 2."""
+    hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+    message = " ".join(e.format_message().split())
+    click.echo(f"sdy-dl: error: {message}{hint}", err=True)
+    sys.exit(2)
+
+
 class SdyGroup(click.Group):
-    """A click group that turns :class:`SdyError` into a one-line error and exit 1."""
+    """A click group that turns :class:`SdyError` into a one-line error and exit 1,
+    and a usage error into a one-line error and exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            _usage_error(e)
 
     def invoke(self, ctx):
         try:
@@ -24,6 +39,8 @@ class SdyGroup(click.Group):
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
             sys.exit(1)
+        except click.UsageError as e:
+            _usage_error(e)
 
 
 @click.group(cls=SdyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,7 +7,7 @@ import json
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
 from sdy_dl.explain import Node, explain_value
 from sdy_dl.ir import load_module
 
@@ -23,7 +23,8 @@ from sdy_dl.ir import load_module
 def explain(module: str, value: str, fmt: str, depth: int, **opts) -> None:
     """Explain the propagated sharding of VALUE (an SSA name of the propagated
     module such as %3 or %arg0, or result:N for a function result)."""
-    tree = explain_value(load_module(module), value, make_pass_options(**opts), depth)
+    with errors_in(module):
+        tree = explain_value(load_module(module), value, make_pass_options(**opts), depth)
     if fmt == "json":
         click.echo(json.dumps(tree.to_json(), indent=2))
     else:

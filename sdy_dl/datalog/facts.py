@@ -42,18 +42,38 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
-    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``."""
+    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``; a
+    malformed line is an error located at it."""
     rows: set[tuple] = set()
     if not os.path.exists(path):
         return rows
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if decl.arity == 0:
-                rows.add(())
-                continue
-            fields = line.split("\t")
-            rows.add(tuple(int(v) if t == "number" else v for v, t in zip(fields, decl.types)))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SdyError(f"cannot read relation {decl.name}: "
+                       f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}", file=path) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if decl.arity == 0:
+            rows.add(())
+            continue
+        fields = line.split("\t")
+        if len(fields) != decl.arity:
+            raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
+                           f"this line has {len(fields)}", file=path, line=n, col=1)
+        row = []
+        for k, (v, t) in enumerate(zip(fields, decl.types)):
+            if t == "number":
+                try:
+                    v = int(v)
+                except ValueError:
+                    col = sum(len(x) + 1 for x in fields[:k]) + 1
+                    raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
+                                   f"not {v[:40]!r}", file=path, line=n, col=col) from None
+            row.append(v)
+        rows.add(tuple(row))
     return rows
 
 

@@ -14,15 +14,21 @@ _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
 def read_text(path: str) -> str:
     """The text of ``path`` (``-`` reads standard input)."""
-    if path == "-":
-        return sys.stdin.read()
+    name = "<stdin>" if path == "-" else path
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as e:
-        raise SdyError(f"cannot read module: {e.strerror}", file=path) from None
-    except UnicodeDecodeError:
-        raise SdyError("not a text file", file=path) from None
+        raise SdyError(f"cannot read module: {e.strerror}", file=name) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SdyError("not UTF-8 text", file=name, line=line, col=col) from None
 
 
 def load_module(path: str) -> Module:
@@ -121,7 +127,10 @@ def build_model(mlir_module, file: str) -> Module:
         op = visit(top)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
-            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            try:
+                module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            except SdyError as e:
+                raise e.located(file, op.line, op.col) from None
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
