@@ -7,6 +7,7 @@ status 1; usage errors exit 2 (click's convention).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -25,7 +26,9 @@ def _usage_error(e: click.UsageError):
 
 class SdyGroup(click.Group):
     """A click group that turns :class:`SdyError` into a one-line error and exit 1,
-    and a usage error into a one-line error and exit 2."""
+    a usage error into a one-line error and exit 2, and, as a last resort, any
+    other exception (a bug) into a one-line "internal error" and exit 1
+    (``SDY_DL_TRACEBACK=1`` re-raises it)."""
 
     def make_context(self, info_name, args, parent=None, **extra):
         try:
@@ -41,6 +44,15 @@ class SdyGroup(click.Group):
             sys.exit(1)
         except click.UsageError as e:
             _usage_error(e)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            if os.environ.get("SDY_DL_TRACEBACK"):
+                raise
+            message = " ".join(str(e).split())[:200]
+            click.echo(f"sdy-dl: error: internal error ({type(e).__name__}: {message}); "
+                       "please report it with the input", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=SdyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -26,9 +26,8 @@ def write_atomic(path: str, text: str) -> None:
     if path == "-":
         _write_stdout(text)
         return
-    target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        st = os.stat(target)
+        st = os.stat(path)  # follows symlinks
     except FileNotFoundError:
         st = None
     except OSError as e:
@@ -36,8 +35,9 @@ def write_atomic(path: str, text: str) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise SdyError("cannot write output: is a directory", file=path)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_through(path, target, text)
+        _write_through(path, text)
         return
+    target = os.path.realpath(path) if os.path.islink(path) else path
     _replace(path, target, text, None if st is None else stat.S_IMODE(st.st_mode))
 
 
@@ -51,9 +51,9 @@ def _write_stdout(text: str) -> None:
         raise SdyError("cannot write output: broken pipe", file="<stdout>") from None
 
 
-def _write_through(path: str, target: str, text: str) -> None:
+def _write_through(path: str, text: str) -> None:
     try:
-        with open(target, "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None

@@ -17,7 +17,8 @@ Facts = Mapping[str, Iterable[tuple]]
 
 
 def check_facts(program: Program, facts: Facts) -> None:
-    """Every fact relation is a declared input with the right arity and types."""
+    """Every fact relation is a declared input with the right arity and types, and
+    every number fits the engines' 32-bit numbers."""
     for name, rows in facts.items():
         decl = program.decls.get(name)
         if decl is None or not decl.is_input:
@@ -28,6 +29,9 @@ def check_facts(program: Program, facts: Facts) -> None:
             for value, typ in zip(row, decl.types):
                 if (typ == "number") != isinstance(value, int) or isinstance(value, bool):
                     raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+                if typ == "number" and not -2**31 <= value < 2**31:
+                    raise SdyError(f"the number {value} is beyond the 32-bit numbers of the "
+                                   f"Datalog engines (relation {name})")
                 if typ == "symbol" and ("\t" in value or "\n" in value or '"' in value):
                     raise SdyError(f"fact {name}{row!r}: symbol with a tab, newline or quote")
 

@@ -125,6 +125,8 @@ def build_model(mlir_module, file: str) -> Module:
 
     for top in mlir_module.body.operations:
         op = visit(top)
+        if "sym_name" in op.mlir.attributes:
+            _check_utf8_name(op, file)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
             try:
@@ -139,3 +141,14 @@ def build_model(mlir_module, file: str) -> Module:
     for v in module.values:
         v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
+
+
+def _check_utf8_name(op: Op, file: str) -> None:
+    """Symbol names must be UTF-8 (jaxlib's bindings cannot hand others to Python)."""
+    from jaxlib.mlir import ir
+
+    raw = ir.StringAttr(op.attr("sym_name")).value_bytes
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, op.line, op.col) from None

@@ -18,14 +18,28 @@ _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*
 
 
 def _unquote(token: str) -> str | None:
-    """The symbol name of an ``@name`` or ``@"quoted"`` token (None if not decodable)."""
-    import json
-
+    r"""The symbol name of an ``@name`` or ``@"quoted"`` token, undoing MLIR's string
+    escapes (``\\``, ``\"``, ``\n``, ``\t``, ``\XX``); None if not UTF-8."""
     if not token.startswith('@"'):
         return token[1:]
+    body, out, i = token[2:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8")
+            i += 1
+        elif body[i + 1] in '"\\':
+            out += body[i + 1].encode()
+            i += 2
+        elif body[i + 1] in "nt":
+            out += b"\n" if body[i + 1] == "n" else b"\t"
+            i += 2
+        else:
+            out.append(int(body[i + 1:i + 3], 16))
+            i += 3
     try:
-        return json.loads(token[1:])
-    except ValueError:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
