@@ -29,16 +29,21 @@ def generic_text(mop) -> str:
 
 
 def recreate_renamed(mop, new_name: str):
-    """A detached copy of the region-free op ``mop`` named ``new_name``: same
-    attributes (in their order), result types and location; no operands."""
+    """A detached copy of the region-free, operand-free op ``mop`` named
+    ``new_name``: same attributes (in their order), result types and location."""
     from jaxlib.mlir import ir
 
     op = mop.operation
-    text = op.get_asm(print_generic_op_form=True, enable_debug_info=True)
-    _, sep, rest = text.partition(f'"{op.name}"')
-    if not sep or op.operands or op.regions:
+    if op.operands or op.regions:
         raise ValueError(f"cannot re-create {op.name}")
-    return ir.Operation.parse(f'"{new_name}"{rest}')
+    try:
+        attrs = {n: op.attributes[n] for n in op.attributes}
+    except TypeError:  # an attribute only text can carry
+        text = op.get_asm(print_generic_op_form=True, enable_debug_info=True,
+                          use_local_scope=True)
+        return ir.Operation.parse(f'"{new_name}"' + text.partition(f'"{op.name}"')[2])
+    return ir.Operation.create(new_name, results=[r.type for r in op.results],
+                               attributes=attrs, loc=op.location)
 
 
 def attribute_dict_text(mop) -> str:
@@ -49,5 +54,6 @@ def attribute_dict_text(mop) -> str:
     try:
         return repr(sorted((name, str(attrs[name])) for name in attrs))
     except TypeError:
-        text = mop.operation.get_asm(print_generic_op_form=True, skip_regions=True)
+        text = mop.operation.get_asm(print_generic_op_form=True, skip_regions=True,
+                                     use_local_scope=True)
         return "generic:" + text[text.index(")", text.index(f'"{mop.operation.name}"')) + 1:]
