@@ -3,7 +3,7 @@
 The bindings turn every attribute into its most specific Python class; a
 ``dense<...>`` of complex numbers (``tensor<complex<f32>>``) has none and
 reading it raises ``TypeError`` (``NamedAttribute.attr`` even aborts the
-process).  Such attributes can only travel as text: these helpers read an
+process).  Such attributes can only travel as text: these functions read an
 op's attributes without touching them and re-create an op from its printed
 generic form.
 """
