@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import pkgutil
+
+import lowering
 
 from sdy_dl.ir import parse_module_text
 from oracle import normalize, shardy  # noqa: F401  (shared oracle helpers)
@@ -28,11 +29,10 @@ from sdy_dl.passes import PASSES, PassOptions
 
 def _load_import_passes() -> None:
     """Register the import passes (only them: other pass modules may be in flux)."""
-    import sdy_dl.passes as passes
+    import sdy_dl.passes.import_ as import_passes
 
-    for info in pkgutil.iter_modules(passes.__path__):
-        if info.name.startswith("import_"):
-            importlib.import_module(f"sdy_dl.passes.{info.name}")
+    for info in pkgutil.iter_modules(import_passes.__path__):
+        importlib.import_module(f"sdy_dl.passes.import_.{info.name}")
 
 
 def ours(text: str, name: str, engine: str = "clingo", **extra) -> str:
@@ -218,7 +218,6 @@ PROGRAMS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
 def lowered(name: str) -> str:
-    """The module text of program ``name`` (lowered once per test session)."""
-    return PROGRAMS[name]()
+    """The module text of program ``name`` (lowered once per test run, see ``lowering``)."""
+    return lowering.once("import_programs", name, PROGRAMS[name])

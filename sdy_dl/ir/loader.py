@@ -152,3 +152,29 @@ def _check_utf8_name(op: Op, file: str) -> None:
         raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SdyError(f"symbol name {raw!r} is not UTF-8", file, op.line, op.col) from None
+
+
+#: The fields of :class:`Module` that ``build_model`` derives from the MLIR.
+INDEX_FIELDS = ("meshes", "mesh_ops", "funcs", "ops", "values", "_by_mlir")
+
+
+class _IndexedOnDemand(Module):
+    """A module whose index (ops, values, uses, meshes, functions) is built from
+    its MLIR on first use: passes that edit the MLIR directly hand it on without
+    re-indexing, and only a pass that reads the index pays for building it."""
+
+    def __init__(self, mlir_module, file: str):
+        self.__dict__.update(file=file, mlir=mlir_module)
+
+    def __getattr__(self, name: str):
+        if name not in INDEX_FIELDS:
+            raise AttributeError(name)
+        with mlir_context():
+            built = build_model(self.mlir, self.file)
+        self.__dict__.update({f: getattr(built, f) for f in INDEX_FIELDS})
+        return self.__dict__[name]
+
+
+def index_on_demand(mlir_module, file: str) -> Module:
+    """``mlir_module`` as a :class:`Module` indexed on first use (after an edit of its MLIR)."""
+    return _IndexedOnDemand(mlir_module, file)

@@ -1,0 +1,23 @@
+"""``drop-sharding-rules`` (Shardy's ``sdy-drop-sharding-rules``, §2.3, §9.3):
+every ``sdy.sharding_rule`` that is not a custom rule is removed."""
+
+from __future__ import annotations
+
+from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild, walk_post
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import attr_text
+from sdy_dl.passes import PassOptions, register
+
+
+@register("drop-sharding-rules", "Remove every non-custom sdy.sharding_rule.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.rules.notation import parse_rule_text
+
+    with mlir_context():
+        for func in funcs(module):
+            for op in walk_post(func):
+                text = attr_text(op, SHARDING_RULE_ATTR)
+                if text is not None and not parse_rule_text(text).is_custom:
+                    del op.attributes[SHARDING_RULE_ATTR]
+        return rebuild(module)

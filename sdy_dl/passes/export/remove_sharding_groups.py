@@ -1,0 +1,19 @@
+"""``remove-sharding-groups`` (Shardy's ``sdy-remove-sharding-groups``, §9.3):
+every ``sdy.sharding_group`` op is erased."""
+
+from __future__ import annotations
+
+from sdy_dl.ir.mlir_ops import rebuild, walk_post
+from sdy_dl.ir.model import Module
+from sdy_dl.passes import PassOptions, register
+
+
+@register("remove-sharding-groups", "Erase every sdy.sharding_group op.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        for op in walk_post(module.mlir.operation):
+            if op.name == "sdy.sharding_group":
+                op.erase()
+        return rebuild(module)

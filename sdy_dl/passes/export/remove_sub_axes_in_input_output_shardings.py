@@ -1,0 +1,45 @@
+"""``remove-sub-axes-in-input-output-shardings`` (Shardy's
+``sdy-remove-sub-axes-in-input-output-shardings``, §9.3).
+
+On the main function's argument and result shardings, every *open* dim
+keeps only the axes before its first sub-axis; closed dims are untouched.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir.mlir_ops import main_func, rebuild
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import func_arity, read_func_attr, write_func_attr
+from sdy_dl.ir.value_sharding import get_sharding, set_sharding
+from sdy_dl.passes import PassOptions, register
+from sdy_dl.sharding import DimSharding, TensorSharding
+
+
+def without_sub_axes(s: TensorSharding) -> TensorSharding:
+    dims = []
+    for d in s.dims:
+        axes = d.axes
+        if not d.is_closed:
+            cut = next((i for i, a in enumerate(axes) if a.is_sub_axis), len(axes))
+            axes = axes[:cut]
+        dims.append(DimSharding(axes, d.is_closed, d.priority))
+    return TensorSharding(s.mesh, tuple(dims), s.replicated, s.unreduced)
+
+
+@register("remove-sub-axes-in-input-output-shardings",
+          "Drop sub-axes (and what follows) from open dims of main in/out shardings.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        func = main_func(module)
+        if func is not None:
+            for arg in (func.regions[0].blocks[0].arguments if func.regions[0].blocks else []):
+                s = get_sharding(arg)
+                if s is not None:
+                    set_sharding(arg, without_sub_axes(s))
+            for i in range(func_arity(func)[1]):
+                s = read_func_attr(func, "res_attrs", i)
+                if s is not None:
+                    write_func_attr(func, "res_attrs", i, without_sub_axes(s))
+        return rebuild(module)

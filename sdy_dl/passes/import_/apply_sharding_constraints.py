@@ -1,0 +1,208 @@
+"""``apply-sharding-constraints`` (Shardy's ``sdy-apply-sharding-constraints``, §8.3).
+
+Ops are visited in post-order.  A ``sharding_constraint`` first applies the
+chain rule, then may copy its sharding onto its input; a
+``manual_computation`` may copy each ``in_sharding`` onto its operand.  The
+copy happens when the input can hold a sharding and has none, the sharding is
+fully closed, and no other constraint/manual user of the input has a
+different sharding.  For a data-flow-edge input the constraint is moved right
+after the input instead (a manual computation creates a new constraint there)
+and every other use of the input goes through it; unreduced axes are still
+written onto the input.  A constraint whose sharding is copied gets its
+pointwise ``sdy.sharding_rule``.
+
+Which constraints apply and the chain rule are the Datalog stage
+``import_constraints``; Python gathers facts and performs the rewrites.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
+                                owning_op, rebuild, tensor_info, uses, walk_pre)
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
+from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
+                                      shardable_value)
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.sharding import TensorSharding
+
+
+def factor_name(i: int) -> str:
+    """Shardy's ``factorSymbolString``: i, j, ..., z, z_1, z_2, ..."""
+    start_at_z = ord("z") - ord("i")
+    return chr(ord("i") + i) if i <= start_at_z else f"z_{i - start_at_z}"
+
+
+def pointwise_rule(type_) -> str:
+    _, shape = tensor_info(type_)
+    shape = shape or ()
+    names = [factor_name(i) for i in range(len(shape))]
+    dims = ", ".join(names)
+    text = f"#sdy.op_sharding_rule<([{dims}])->([{dims}])"
+    if names:
+        text += " {" + ", ".join(f"{n}={d}" for n, d in zip(names, shape)) + "}"
+    return text + ">"
+
+
+def _ops_with_blocks(root):
+    """(op, id, block id, position in block) for every op, in post-order;
+    ids are pre-order numbers, blocks are numbered by first visit."""
+    id_of = {key(op): n for n, op in enumerate(walk_pre(root))}
+    block_ids: dict = {}
+    out = []
+
+    def nested(op):
+        for region in op.regions:
+            for block in region.blocks:
+                b = block_ids.setdefault(key(block), len(block_ids))
+                for n, child in enumerate(block.operations):
+                    yield child.operation, b, n
+
+    root = root.operation
+    stack = [((root, None, 0), nested(root))]  # iterative: depth is not bounded
+    while stack:
+        entry, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            op, block_id, pos = entry
+            out.append((op, id_of[key(op)], block_id, pos))
+        else:
+            stack.append((child, nested(child[0])))
+    return out
+
+
+class _Facts:
+    def __init__(self):
+        self.value_ids: dict = {}
+        self.values: list = []
+        self.sharding_ids: dict = {}
+        self.facts = {k: set() for k in (
+            "applier", "open_sharding", "unreduced_sharding", "place", "initially_sharded",
+            "edge_value", "constraint", "use", "constraint_user", "func_return", "op_in_block")}
+
+    def value(self, v) -> int:
+        i = self.value_ids.get(key(v))
+        if i is None:
+            i = self.value_ids[key(v)] = len(self.values)
+            self.values.append(v)
+        return i
+
+    def sharding(self, s: TensorSharding) -> int:
+        text = s.to_text()
+        i = self.sharding_ids.get(text)
+        if i is None:
+            i = self.sharding_ids[text] = len(self.sharding_ids)
+            if not s.is_fully_closed:
+                self.facts["open_sharding"].add((i,))
+            if s.unreduced:
+                self.facts["unreduced_sharding"].add((i,))
+        return i
+
+
+def collect(module: Module):
+    ops = _ops_with_blocks(module.mlir.operation)
+    op_id = {key(op): i for op, i, _, _ in ops}
+    f = _Facts()
+    appliers = []       # (kind, op, op id, operand index)
+    for op, oid, block_id, pos in ops:
+        if block_id is not None:
+            f.facts["op_in_block"].add((oid, block_id, pos))
+        if op.name == "func.return":
+            f.facts["func_return"].add((oid,))
+        if op.name == "sdy.sharding_constraint":
+            f.facts["constraint_user"].add((oid,))
+            x, r = op.operands[0], op.results[0]
+            f.facts["constraint"].add((oid, f.value(x), f.value(r)))
+            appliers.append(("constraint", op, oid, 0))
+            s = read_own(op)
+            f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(x), f.sharding(s)))
+        elif op.name == "sdy.manual_computation":
+            f.facts["constraint_user"].add((oid,))
+            ins = read_per_value(op, "in_shardings") or []
+            for i, (operand, s) in enumerate(zip(op.operands, ins)):
+                appliers.append(("manual", op, oid, i))
+                f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(operand),
+                                        f.sharding(s)))
+    # Per-value facts for every value seen so far (inputs and constraint results).
+    for v in list(f.values):
+        vid = f.value_ids[key(v)]
+        for user, i in uses(v):
+            f.facts["use"].add((vid, op_id[key(user)], i))
+        p = shardable_value(v)
+        if p is not None:
+            pid = f.value(p)
+            f.facts["place"].add((vid, pid))
+            if get_sharding(v) is not None:
+                f.facts["initially_sharded"].add((pid,))
+        if (not is_block_arg(v) and owning_op(v).name == "sdy.data_flow_edge") \
+                or lookup_data_flow_edge(v) is not None:
+            f.facts["edge_value"].add((vid,))
+    return f, appliers, {i: op for op, i, _, _ in ops}
+
+
+def _move_after_value(op, value) -> None:
+    if is_block_arg(value):
+        block = value.owner
+        first = next(iter(block.operations)).operation
+        if first != op:
+            op.move_before(first)
+    else:
+        op.move_after(owning_op(value))
+
+
+def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
+    """The rewrite of ``applyConstraint`` once the decision is taken."""
+    edge = ((not is_block_arg(value) and owning_op(value).name == "sdy.data_flow_edge")
+            or lookup_data_flow_edge(value) is not None)
+    if not edge:
+        if kind == "constraint" and SHARDING_RULE_ATTR not in op.attributes:
+            op.attributes[SHARDING_RULE_ATTR] = parse_attr(pointwise_rule(op.results[0].type))
+        set_sharding(value, sharding)
+        return
+    if kind == "constraint":
+        _move_after_value(op, value)
+        constraint = op
+    else:
+        constraint = insert_sharding_op_after("sdy.sharding_constraint", value, sharding,
+                                              op.location)
+    value.replace_all_uses_except(constraint.results[0], constraint)
+    if sharding.unreduced:
+        current = get_sharding(value)
+        if current is None:
+            from sdy_dl.ir.mlir_ops import tensor_rank
+            current = TensorSharding.open_empty(sharding.mesh, tensor_rank(value.type))
+        set_sharding(value, TensorSharding(current.mesh, current.dims, current.replicated,
+                                           sharding.unreduced))
+
+
+@register("apply-sharding-constraints",
+          "Copy fully closed sharding constraints onto their unsharded inputs; chain rule.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        f, appliers, ops_by_id = collect(module)
+        if not appliers:
+            return module
+        out = run_analysis("import_constraints", f.facts, options)
+        applied = {a for (a,) in out["apply"]}
+        chain_tail = {h: t for h, t in out["chain"]}
+        redirects: dict = {}
+        for o, i, t in out["redirect"]:
+            redirects.setdefault(t, []).append((o, i))
+        for a, (kind, op, oid, index) in enumerate(appliers):
+            if kind == "constraint" and oid in chain_tail:
+                tail_id = chain_tail[oid]
+                tail = ops_by_id[tail_id]
+                for o, i in sorted(redirects.get(tail_id, ())):
+                    ops_by_id[o].operands[i] = tail.results[0]
+            if a not in applied:
+                continue
+            value = op.operands[index]
+            if kind == "constraint":
+                sharding = read_own(op)
+            else:
+                sharding = read_per_value(op, "in_shardings")[index]
+            apply_constraint(op, value, sharding, kind)
+        return rebuild(module)

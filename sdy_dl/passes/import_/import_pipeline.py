@@ -1,0 +1,58 @@
+"""``import-pipeline`` (Shardy's ``sdy-import-pipeline``, semantics §9.1).
+
+The passes, in Shardy's order::
+
+    symbol-dce
+    lift-inlined-meshes
+    remove-size-one-axes
+    propagate-sharding-from-func-to-call
+    constant-or-scalar-splitter
+    symbol-dce
+    manual-axes-cleanup
+    add-data-flow-edges
+    apply-sharding-constraints    (only with dedup-functions-fully)
+    sharding-group-import         (only with dedup-functions-fully)
+
+The option ``dedup-functions-fully`` is read from ``options.extra``
+(``dedup_functions_fully`` or ``dedup-functions-fully``, default false).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from sdy_dl.ir.model import Module
+from sdy_dl.passes import PASSES, PassOptions, register
+
+_MODULES = ("symbol_dce", "lift_inlined_meshes", "remove_size_one_axes",
+            "propagate_sharding_from_func_to_call", "constant_or_scalar_splitter",
+            "manual_axes_cleanup", "add_data_flow_edges", "apply_sharding_constraints",
+            "sharding_group_import")
+
+BASE_PASSES = ("symbol-dce", "lift-inlined-meshes", "remove-size-one-axes",
+               "propagate-sharding-from-func-to-call", "constant-or-scalar-splitter",
+               "symbol-dce", "manual-axes-cleanup", "add-data-flow-edges")
+DEDUP_PASSES = ("apply-sharding-constraints", "sharding-group-import")
+
+
+def pipeline_passes(dedup_functions_fully: bool = False) -> tuple[str, ...]:
+    """The pass names of the import pipeline."""
+    return BASE_PASSES + (DEDUP_PASSES if dedup_functions_fully else ())
+
+
+def dedup_option(options: PassOptions) -> bool:
+    extra = options.extra or {}
+    value = extra.get("dedup_functions_fully", extra.get("dedup-functions-fully", False))
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+@register("import-pipeline", "Shardy's import pipeline (symbol-dce, lift meshes, ..., data-flow "
+                             "edges; constraints and groups with dedup-functions-fully).")
+def run(module: Module, options: PassOptions) -> Module:
+    for name in _MODULES:
+        importlib.import_module(f"sdy_dl.passes.import_.{name}")
+    for name in pipeline_passes(dedup_option(options)):
+        module = PASSES[name].run(module, options)
+    return module

@@ -1,0 +1,136 @@
+"""``basic-propagate`` (Shardy's ``sdy-basic-propagate``, semantics §5.5, §6) and the
+runner every propagation pass shares.
+
+Each propagation pass syncs sharding groups, runs its schedule of fixpoints,
+writes the shardings back, erases dead ops and attaches or drops the rules.
+As in Shardy, where each propagation pass extends the previous one, the
+other passes (:mod:`.aggressive_propagation`, :mod:`.op_priority_propagation`,
+:mod:`.user_priority_propagation`) call :func:`run_strategy` with their
+strategy and schedule.  The ``propagation-strategy`` pass option (basic,
+aggressive, basic-then-aggressive) chooses the step strategy of the
+aggressive, op- and user-priority passes (:func:`strategy_option`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import Module
+from sdy_dl.ir.loader import index_on_demand
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.progress import propagation_progress
+from sdy_dl.propagation.driver import Propagator
+from sdy_dl.propagation.groups import sync_sharding_groups
+from sdy_dl.propagation.priorities import run_op_priority, run_user_priority
+from sdy_dl.propagation.trace import StepReplay
+
+RULE_ATTR = "sdy.sharding_rule"
+
+
+def make_propagator(module: Module, options: PassOptions, strategy: str) -> Propagator:
+    """A propagator over ``module`` with the rule DB and engine ``options`` name."""
+    from sdy_dl.engines import get_engine
+    from sdy_dl.propagation.step_eval import evaluate_steps
+    from sdy_dl.rules.db import load_rule_db
+
+    check_static_shapes(module)
+    rules = load_rule_db(options.rule_files, conservative=options.conservative)
+    engine = get_engine(options.engine, compiled=options.compiled) if options.replay_dir is None else None
+
+    def build(module: Module) -> Propagator:
+        if options.replay_dir is not None:
+            evaluate = StepReplay(options.replay_dir, module.meshes)
+        else:
+            def evaluate(steps):
+                return evaluate_steps(engine, steps, module.meshes)
+        if options.recorder is not None:
+            evaluate = options.recorder.wrap(evaluate)
+        propagator = Propagator(
+            module,
+            rule_for=lambda op: rules.rule_for(op, module),
+            evaluate=evaluate,
+            strategy=strategy,
+            conservative=options.conservative,
+        )
+        propagator.state.tracer = options.tracer
+        return propagator
+
+    propagator = build(module)
+    synced = sync_sharding_groups(module, propagator.state)
+    return propagator if synced is module else build(synced)
+
+
+SHARDING_ATTRS = ("sdy.sharding", "sharding", "in_shardings", "out_shardings",
+                  "arg_attrs", "res_attrs")
+
+
+def check_static_shapes(module: Module) -> None:
+    """Propagation supports only ranked tensors with a static shape (§5.5 step 1),
+    and shardings that name their mesh by symbol (§8.5)."""
+    for op in module.ops:
+        for name in SHARDING_ATTRS:
+            text = op.attr_text(name)
+            if text is not None and "mesh<[" in text:
+                raise SdyError(f"a sharding on this {op.name} has an inlined mesh; propagation needs "
+                               "mesh symbols (run the lift-inlined-meshes pass or sdy-dl propagate)",
+                               file=module.file, line=op.line, col=op.col)
+        for value in op.results:
+            if value.shape is None and value.type_text.startswith(("tuple<", "tensor<*")):
+                raise SdyError("propagation only supports ranked tensors with a static shape",
+                               file=module.file, line=op.line, col=op.col)
+            if value.shape is not None and not value.static:
+                raise SdyError("propagation only supports ranked tensors with a static shape",
+                               file=module.file, line=op.line, col=op.col)
+
+
+def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
+    """Attach created rules (kept) or drop every non-custom rule (§2.3)."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.rules.notation import parse_rule_text
+
+    for op in module.ops:
+        if op.oid in propagator.erased:
+            continue
+        existing = op.attr_text(RULE_ATTR)
+        if existing is not None:
+            if not keep and not parse_rule_text(existing).is_custom:
+                del op.mlir.attributes[RULE_ATTR]
+        elif keep and op.oid in propagator.visited_rules:
+            op.mlir.attributes[RULE_ATTR] = ir.Attribute.parse(
+                propagator.visited_rules[op.oid].to_text(), context=mlir_context())
+
+
+def run_strategy(module: Module, options: PassOptions, strategy: str,
+                 schedule: str = "plain") -> Module:
+    """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
+    ("plain": one; "op-priority": five bands; "user-priority": bands per priority)."""
+    propagator = make_propagator(module, options, strategy)
+    with propagation_progress(len(propagator.module.ops), options.quiet) as report:
+        if schedule == "plain":
+            propagator.propagate(progress=report)
+        elif schedule == "op-priority":
+            run_op_priority(propagator, functools.partial(run_analysis, options=options), report)
+        else:
+            run_user_priority(propagator, functools.partial(run_analysis, options=options), report)
+    propagator.finish()
+    finish_rules(propagator.module, propagator, options.keep_sharding_rules)
+    if not propagator.erased:
+        return propagator.module  # only attributes changed: the index is still valid
+    return index_on_demand(propagator.module.mlir, propagator.module.file)
+
+
+@register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")
+def basic_propagate(module: Module, options: PassOptions) -> Module:
+    return run_strategy(module, options, "basic")
+
+
+def strategy_option(options: PassOptions) -> str:
+    """The ``propagation-strategy`` pass option (default aggressive)."""
+    strategy = options.extra.get("propagation_strategy", "aggressive")
+    if strategy not in ("basic", "aggressive", "basic-then-aggressive"):
+        raise SdyError(f"unknown propagation-strategy {strategy!r} "
+                       "(expected basic, aggressive or basic-then-aggressive)")
+    return strategy
