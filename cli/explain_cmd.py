@@ -9,7 +9,7 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.render import dot_to_svg, text_lines, to_dot
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
 from sdy_dl.ir import load_module
 
 
@@ -30,10 +30,11 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
     arg:N, result:N, @func:arg:N; %2@7 when sibling regions reuse a name)."""
     if (value is None) == (not all_values):
         raise click.UsageError("give either VALUE or --all")
-    audit = Audit(load_module(module), make_pass_options(**opts))
-    trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
-    if proof:
-        audit.attach_proofs(trees)
+    with errors_in(module):
+        audit = Audit(load_module(module), make_pass_options(**opts))
+        trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
+        if proof:
+            audit.attach_proofs(trees)
     if fmt == "json":
         data = [t.to_json() for t in trees]
         click.echo(json.dumps(data if all_values else data[0], indent=2))

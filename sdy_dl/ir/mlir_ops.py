@@ -75,7 +75,9 @@ def key(obj) -> int:
 
 # -- walks over raw MLIR operations -----------------------------------------------
 
-def _children(op) -> list:
+def nested_ops(op) -> list:
+    """The ops directly nested in ``op``'s regions, in program order."""
+    op = getattr(op, "operation", op)
     return [child.operation for region in op.regions for block in region.blocks
             for child in block.operations]
 
@@ -87,7 +89,7 @@ def walk_pre(root) -> list:
     while stack:
         op = stack.pop()
         out.append(op)
-        stack.extend(reversed(_children(op)))
+        stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -102,7 +104,7 @@ def walk_post(root) -> list:
             out.append(op)
             continue
         stack.append((op, True))
-        stack.extend((child, False) for child in reversed(_children(op)))
+        stack.extend((child, False) for child in reversed(nested_ops(op)))
     return out
 
 

@@ -426,8 +426,10 @@ def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
 
 
 def _walk(op: Op):
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.ops:
-                yield from _walk(child)
+    """``op`` and the ops nested in it, in pre-order (iterative)."""
+    stack = [op]
+    while stack:
+        op = stack.pop()
+        yield op
+        stack.extend(reversed([c for region in op.regions for block in region.blocks
+                               for c in block.ops]))

@@ -30,10 +30,20 @@ def is_elementwise(op: Op) -> bool:
 
 
 def has_no_effects(op: Op) -> bool:
-    """Whether ``op`` (ignoring its uses) would be trivially dead: no effects at all."""
-    if op.name in RECURSIVE_EFFECT_OPS:
-        return all(has_no_effects(child) for region in op.regions for block in region.blocks
-                   for child in block.ops)
+    """Whether ``op`` (ignoring its uses) would be trivially dead: no effects at all
+    (ops with recursive effects: none of the ops nested in them has any)."""
+    stack = [op]
+    while stack:
+        op = stack.pop()
+        if op.name in RECURSIVE_EFFECT_OPS:
+            stack.extend(child for region in op.regions for block in region.blocks
+                         for child in block.ops)
+        elif not _own_effects_free(op):
+            return False
+    return True
+
+
+def _own_effects_free(op: Op) -> bool:
     if op.name == "stablehlo.custom_call":
         side = op.attr_text("has_side_effect")
         return side is None or side == "false"

@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import attribute_dict_text
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
-
-
-def attr_dict_text(op) -> str:
-    """The op's attribute dictionary, printed (sorted by name like a DictionaryAttr)."""
-    attrs = op.attributes
-    named = sorted((attrs[i].name, str(attrs[i].attr)) for i in range(len(attrs)))
-    return repr(named)
 
 
 class _Ids(dict):
@@ -35,11 +29,11 @@ def collect(func):
     for n, op in enumerate(ops):
         r = region_of[n]
         if op.name in CONSTANT_OPS:
-            facts["in_constant"].add((n, texts.of(attr_dict_text(op)), r))
+            facts["in_constant"].add((n, texts.of(attribute_dict_text(op)), r))
             for res in op.results:
                 facts["in_result_of"].add((values.of(key(res)), n))
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["in_broadcast"].add((n, texts.of(attr_dict_text(op)), r,
+            facts["in_broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
                                     texts.of("type:" + str(op.results[0].type)),
                                     values.of(key(op.operands[0]))))
     return ops, facts

@@ -18,7 +18,7 @@ Which constraints apply and the chain rule are the Datalog stage
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
-                                owning_op, rebuild, tensor_info, uses)
+                                owning_op, rebuild, tensor_info, uses, walk_pre)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
@@ -47,29 +47,28 @@ def pointwise_rule(type_) -> str:
 def _ops_with_blocks(root):
     """(op, id, block id, position in block) for every op, in post-order;
     ids are pre-order numbers, blocks are numbered by first visit."""
-    out = []
-    id_of: dict = {}
+    id_of = {key(op): n for n, op in enumerate(walk_pre(root))}
     block_ids: dict = {}
+    out = []
 
-    def number(op):
-        op = op.operation
-        id_of[key(op)] = len(id_of)
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    number(child)
-
-    def visit(op, block_id, pos):
-        op = op.operation
+    def nested(op):
         for region in op.regions:
             for block in region.blocks:
                 b = block_ids.setdefault(key(block), len(block_ids))
                 for n, child in enumerate(block.operations):
-                    visit(child, b, n)
-        out.append((op, id_of[key(op)], block_id, pos))
+                    yield child.operation, b, n
 
-    number(root)
-    visit(root, None, 0)
+    root = root.operation
+    stack = [((root, None, 0), nested(root))]  # iterative: depth is not bounded
+    while stack:
+        entry, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            op, block_id, pos = entry
+            out.append((op, id_of[key(op)], block_id, pos))
+        else:
+            stack.append((child, nested(child[0])))
     return out
 
 

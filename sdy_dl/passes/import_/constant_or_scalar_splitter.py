@@ -36,15 +36,16 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, enclosing, is_block_arg,
-                                is_scalar, is_static_tensor, key, module_ops, owning_op, rebuild,
-                                symbol_name, tensor_info, users, walk_post, walk_pre)
+from sdy_dl.ir.mlir_ops import (SymbolNamer, enclosing, is_block_arg, is_scalar,
+                                is_static_tensor, key, module_ops, nested_ops, owning_op, rebuild,
+                                tensor_info, users, walk_post, walk_pre)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
 from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
 from sdy_dl.passes import PassOptions, register, run_analysis
-from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, func_table, has_body,
-                                      original_name)
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, clone_func, func_table,
+                                      has_body, original_name)
 
 
 def is_elementwise(mop) -> bool:
@@ -91,10 +92,7 @@ def convert_constants(root) -> None:
     for mop in walk_pre(root):
         if mop.name != "stablehlo.constant":
             continue
-        attrs = {n: mop.attributes[n] for n in mop.attributes}
-        with mop.location:
-            new = ir.Operation.create("sdy.constant", results=[mop.results[0].type],
-                                      attributes=attrs)
+        new = recreate_renamed(mop, "sdy.constant")  # complex values only travel as text
         ir.InsertionPoint(mop).insert(new)
         mop.results[0].replace_all_uses_with(new.results[0])
         mop.erase()
@@ -103,20 +101,13 @@ def convert_constants(root) -> None:
 def region_walk(region) -> list:
     """Pre-order walk of a region that does not enter named computations."""
     out: list = []
-
-    def visit(op):
-        op = op.operation
+    stack = [child.operation for b in reversed(list(region.blocks))
+             for child in reversed(list(b.operations))]
+    while stack:
+        op = stack.pop()
         out.append(op)
-        if op.name == "sdy.named_computation":
-            return
-        for r in op.regions:
-            for b in r.blocks:
-                for child in b.operations:
-                    visit(child)
-
-    for b in region.blocks:
-        for child in b.operations:
-            visit(child)
+        if op.name != "sdy.named_computation":
+            stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -139,6 +130,7 @@ class _Splitter:
     def walks(self) -> list:
         out = []
         if self.legacy:
+            call_graph_post_order(self.module)  # rejects a recursive call graph
             for f in module_ops(self.module):
                 if f.name == "func.func" and has_body(f):
                     out.append((f, walk_post(f)[:-1]))
@@ -264,43 +256,39 @@ class _Splitter:
         return mapping[key(result)]
 
     def _clone(self, result, mapping: dict) -> None:
+        """Clone the ops ``result`` is computed by, operands first (iteratively:
+        the depth of a sub-computation is not bounded)."""
         from jaxlib.mlir import ir
 
-        if (not self.legacy and is_scalar(result)) or key(result) in mapping:
+        def skip(value) -> bool:
+            return (not self.legacy and is_scalar(value)) or key(value) in mapping
+
+        if skip(result):
             return
-        op = owning_op(result)
-        for operand in op.operands:
-            if not is_block_arg(operand):
-                self._clone(operand, mapping)
-        clone = op.clone(ip=ir.InsertionPoint(op))
-        for k, operand in enumerate(op.operands):
-            if key(operand) in mapping:
-                clone.operands[k] = mapping[key(operand)]
-        for old, new in zip(op.results, clone.results):
-            mapping[key(old)] = new
-        if clone.name == "func.call":
-            callee = func_table(self.module)[callee_name(clone)]
-            clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        for user in users(result):
-            if user.name == "sdy.sharding_group":
-                group = user.clone(ip=ir.InsertionPoint(op))
-                group.operands[0] = mapping[key(result)]
-
-    def clone_func(self, func) -> str:
-        """``cloneFuncRecursively`` + ``SymbolTable::insert``; returns the new name."""
-        from jaxlib.mlir import ir
-
-        clone = func.clone(ip=False)
-        clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(func))
-        funcs = func_table(self.module)
-        for mop in walk_post(clone):
-            if mop.name == "func.call":
-                callee = funcs[callee_name(mop)]
-                mop.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        name = self.namer.insert(symbol_name(clone))
-        clone.attributes["sym_name"] = ir.StringAttr.get(name)
-        ir.InsertionPoint(self.module.mlir.body).insert(clone)
-        return name
+        stack = [(result, iter(owning_op(result).operands))]
+        while stack:
+            value, operands = stack[-1]
+            operand = next(operands, None)
+            if operand is not None:
+                if not is_block_arg(operand) and not skip(operand):
+                    stack.append((operand, iter(owning_op(operand).operands)))
+                continue
+            stack.pop()
+            op = owning_op(value)
+            clone = op.clone(ip=ir.InsertionPoint(op))
+            for k, operand in enumerate(op.operands):
+                if key(operand) in mapping:
+                    clone.operands[k] = mapping[key(operand)]
+            for old, new in zip(op.results, clone.results):
+                mapping[key(old)] = new
+            if clone.name == "func.call":
+                callee = func_table(self.module)[callee_name(clone)]
+                clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(
+                    clone_func(self.module, self.namer, callee))
+            for user in users(value):
+                if user.name == "sdy.sharding_group":
+                    group = user.clone(ip=ir.InsertionPoint(op))
+                    group.operands[0] = mapping[key(value)]
 
 
 def _run(module: Module, options: PassOptions, legacy: bool) -> Module:

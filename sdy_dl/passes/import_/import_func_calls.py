@@ -21,13 +21,13 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import move_region_body, walk_post
+from sdy_dl.ir.mlir_ops import move_region_body, op_error, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                      original_name)
+                                      has_body, original_name)
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 
@@ -108,7 +108,11 @@ def run(module: Module, options: PassOptions) -> Module:
         changed = False
         for func in call_graph_post_order(module):
             for call in calls_in(func):
-                import_call(call, funcs[callee_name(call)], meshes, moved)
+                callee = funcs[callee_name(call)]
+                if not has_body(callee):
+                    raise op_error(module, call, f"call to @{callee_name(call)}, a function "
+                                   "without a body; Shardy's passes need the callee's body")
+                import_call(call, callee, meshes, moved)
                 changed = True
         for name in moved:
             funcs[name].erase()
