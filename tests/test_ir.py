@@ -8,8 +8,8 @@ from jax_programs import PROGRAMS, lowered
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable,
-                               set_result_sharding, set_sharding)
+from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_result_sharding,
+                               set_sharding)
 
 
 def jaxlib_print(text: str) -> str:

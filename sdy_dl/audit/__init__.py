@@ -12,6 +12,9 @@ printed output module:
 | `explain`    | named derivation trees |
 | `reasons`    | why a value is unsharded or blocked |
 | `conflicts`  | where propagation could not agree, and what decided |
+| `render`     | trees as text, Graphviz dot and one HTML report |
+| `proofs`     | Datalog derivations of a step's derived tuples |
+| `diff`       | two annotated modules compared value by value, aligned by dataflow |
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Audit:
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
+        self.options = options
         self.inputs = InputIndex(module)
         self.tracer = ProvenanceTracer(OpDescriber(module.file, options.rule_files,
                                                    options.conservative))
@@ -64,6 +68,12 @@ class Audit:
         if not hasattr(self, "_conflicts"):
             self._conflicts = find_conflicts(self.explainer)
         return self._conflicts
+
+    def attach_proofs(self, trees: list[Node]) -> None:
+        """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""
+        from sdy_dl.audit.proofs import attach_proofs
+
+        attach_proofs(self, trees)
 
     def explain_all(self, depth: int = 8) -> list[Node]:
         """The trees of every value of the output module, in module order."""

@@ -34,6 +34,8 @@ class Node:
     reasons: list[str] = field(default_factory=list)   # unsharded / blocked: why
     cause: int | None = None  # the tracer's cause index (links proofs and reports)
     truncated: str = ""       # "seen": derived earlier in this tree; "depth": cut at --depth
+    key: object = field(default=None, repr=False)       # the tracer key
+    proof: list = field(default_factory=list)            # proofs.Proof of the step (--proof)
 
     def to_json(self) -> dict:
         out = {"value": self.what, "sharding": self.sharding, "because": self.because,
@@ -50,6 +52,8 @@ class Node:
             out["reasons"] = self.reasons
         if self.truncated:
             out["truncated"] = self.truncated
+        if self.proof:
+            out["proof"] = [p.to_json() for p in self.proof]
         out["from"] = [c.to_json() for c in self.children]
         return out
 
@@ -129,6 +133,12 @@ class Explainer:
         """The tree of output value ``out``: its root carries the printed sharding."""
         printed = _text(out.sharding)
         if out.result_of is not None and out.key is not None and not isinstance(out.key, tuple):
+            if out.sharding is None or not _has_axes(out.sharding):
+                node = self.explain(out.result_of, depth)
+                node = Node(out.name, printed, f"function result: the returned value "
+                            f"{out.result_of.name} has no axes", kind="unsharded",
+                            reasons=[node.because] + node.reasons)
+                return node
             inner = self._tree(out.key, depth)
             node = Node(out.name, printed, "function result: propagate-to-func-results gives it "
                         f"the sharding of the returned value {out.result_of.name}", kind="export")
@@ -223,7 +233,8 @@ class Explainer:
             return self._leaf(d, name)
         c = d.write.cause
         node = Node(name, d.sharding.to_text(), self._because(c), kind=c.kind, op=c.op,
-                    strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated)
+                    strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated,
+                    key=d.key)
         if c.step is not None:
             node.factors = self._factors(c, d.key)
         if d.truncated == "seen":

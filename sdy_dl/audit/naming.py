@@ -369,7 +369,7 @@ class OutputIndex:
         raise SdyError(f"no value {name!r} in the propagated module{hint}", file=self.module.file)
 
 
-_NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"')
+_NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"(?!:)')
 
 
 def _arg_paths(value: Value) -> list[str]:

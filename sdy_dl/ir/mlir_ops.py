@@ -19,24 +19,20 @@ A value's sharding is :mod:`sdy_dl.ir.value_sharding`; where it is stored,
 from __future__ import annotations
 
 from sdy_dl.errors import SdyError
-from sdy_dl.ir.loader import build_model
-from sdy_dl.ir.model import TERMINATORS, Module
+from sdy_dl.ir.loader import index_on_demand
+from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
 ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
-TERMINATOR_OPS = TERMINATORS
 
 
 # -- module plumbing -----------------------------------------------------------
 
 def rebuild(module: Module) -> Module:
-    """Re-index ``module`` after its MLIR was mutated."""
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
-        return build_model(module.mlir, module.file)
+    """``module`` after its MLIR was mutated: re-indexed when the index is next read."""
+    return index_on_demand(module.mlir, module.file)
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:
@@ -79,7 +75,9 @@ def key(obj) -> int:
 
 # -- walks over raw MLIR operations -----------------------------------------------
 
-def _children(op) -> list:
+def nested_ops(op) -> list:
+    """The ops directly nested in ``op``'s regions, in program order."""
+    op = getattr(op, "operation", op)
     return [child.operation for region in op.regions for block in region.blocks
             for child in block.operations]
 
@@ -91,7 +89,7 @@ def walk_pre(root) -> list:
     while stack:
         op = stack.pop()
         out.append(op)
-        stack.extend(reversed(_children(op)))
+        stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -106,7 +104,7 @@ def walk_post(root) -> list:
             out.append(op)
             continue
         stack.append((op, True))
-        stack.extend((child, False) for child in reversed(_children(op)))
+        stack.extend((child, False) for child in reversed(nested_ops(op)))
     return out
 
 
@@ -287,6 +285,13 @@ def insert_after_value(value, op) -> None:
          else ir.InsertionPoint(block)).insert(op)
     else:
         ir.InsertionPoint.after(owning_op(value)).insert(op)
+
+
+def sharding_group_id(mop) -> int:
+    """The ``group_id`` of an ``sdy.sharding_group`` op."""
+    from jaxlib.mlir import ir
+
+    return ir.IntegerAttr(mop.operation.attributes["group_id"]).value
 
 
 # -- symbols ----------------------------------------------------------------------------

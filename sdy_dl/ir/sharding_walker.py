@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from sdy_dl.ir.mlir_ops import walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import (COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS,
-                               SHARDING_ATTR, func_arity, read_func_attr, read_own, read_per_value,
+from sdy_dl.ir.storage import (SHARDING_ATTR, func_arity, read_func_attr, read_own, read_per_value,
                                write_func_attr, write_own, write_per_value)
+from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
 ShardingFn = Callable[[TensorSharding], TensorSharding]

@@ -24,22 +24,10 @@ from __future__ import annotations
 
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, Op, Value
+from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding, parse_sharding_per_value, parse_tensor_sharding
 
-#: Ops whose (single) result sharding is the op's own ``sharding`` attribute.
-OWN_SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"})
-#: Ops whose block arguments and results keep shardings in in_/out_shardings.
-COMPUTATION_OPS = frozenset({"sdy.manual_computation", "sdy.named_computation"})
-#: Ops owning data-flow edges (Shardy's ShardableDataFlowOpInterface, §8.1).
-DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
-                           "sdy.named_computation", "sdy.manual_computation"})
 SHARDING_ATTR = "sdy.sharding"
-#: sdy collectives (CollectiveOpInterface): the result sharding is ``out_sharding``.
-COLLECTIVE_OPS = frozenset({"sdy.all_gather", "sdy.all_slice", "sdy.all_to_all",
-                            "sdy.collective_permute", "sdy.all_reduce", "sdy.reduce_scatter",
-                            "sdy.sharded_to_unreduced", "sdy.replicated_to_unreduced"})
-
-
 def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
     """The sharding stored for result (or, ``block_arg``, body argument) ``index``
     of the raw MLIR op ``mop`` (None when there is none or no place for one)."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of
 from sdy_dl.ir.mlir_ops import is_block_arg, owning_op, tensor_rank, users, value_index
-from sdy_dl.ir.storage import (COMPUTATION_OPS, DATA_FLOW_OPS, SHARDING_ATTR, read_func_attr,
-                               read_per_value, read_stored, write_per_value, write_stored)
+from sdy_dl.ir.storage import (SHARDING_ATTR, read_func_attr, read_per_value, read_stored,
+                               write_per_value, write_stored)
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
 from sdy_dl.sharding import TensorSharding
 
 

@@ -70,6 +70,16 @@ def get_pass(name: str) -> PassSpec:
     return spec
 
 
+def rewrite(module: Module, edit: Callable[[], bool]) -> Module:
+    """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
+    changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import rebuild
+
+    with mlir_context():
+        return rebuild(module) if edit() else module
+
+
 def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:
     """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
     with the engine the options choose."""

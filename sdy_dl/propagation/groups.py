@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module, Value
 from sdy_dl.ir.loader import build_model
-from sdy_dl.ir.mlir_ops import insert_sharding_op_after
+from sdy_dl.ir.mlir_ops import insert_sharding_op_after, sharding_group_id
 from sdy_dl.sharding import TensorSharding
 
 
@@ -21,17 +21,13 @@ def groups_of(module: Module) -> dict[int, list[Value]]:
     groups: dict[int, list[Value]] = {}
     for op in module.ops:
         if op.name == "sdy.sharding_group":
-            groups.setdefault(_group_id(op), []).append(op.operands[0])
+            groups.setdefault(sharding_group_id(op.mlir), []).append(op.operands[0])
     return groups
 
 
 def group_members(module: Module) -> dict[int, list[Value]]:
     """value id -> the members of its group (the value included), in module order."""
     return {v.vid: members for members in groups_of(module).values() for v in members}
-
-
-def _group_id(op) -> int:
-    return int(op.attr_text("group_id").split()[0])
 
 
 def _fully_open_and_replicated(sharding: TensorSharding) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdy_dl.errors import SdyError
 
 #: The factor kinds, as Shardy names them (``pass_through`` has no list).
 FACTOR_KINDS = ("pass_through", "reduction", "need_replication", "permutation")
