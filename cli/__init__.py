@@ -16,14 +16,15 @@ from sdy_dl.errors import SdyError
 
 
 class SdyGroup(click.Group):
-    """A click group that turns :class:`SdyError` into a one-line error and exit 1."""
+    """A click group that turns :class:`SdyError` into a one-line error and exit 1
+    (2 for a usage error)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
-            sys.exit(1)
+            sys.exit(getattr(e, "exit_code", 1))
 
 
 @click.group(cls=SdyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,7 +7,7 @@ import json
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.cli.options import make_pass_options, pass_options, unregistered_dialect_option
 from sdy_dl.explain import Node, explain_value
 from sdy_dl.ir import load_module
 
@@ -19,6 +19,7 @@ from sdy_dl.ir import load_module
               show_default=True)
 @click.option("--depth", default=8, show_default=True, type=click.IntRange(1, 100),
               help="How many derivation steps to show below the value.")
+@unregistered_dialect_option
 @pass_options
 def explain(module: str, value: str, fmt: str, depth: int, **opts) -> None:
     """Explain the propagated sharding of VALUE (an SSA name of the propagated

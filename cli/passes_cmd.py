@@ -20,16 +20,28 @@ def run_pass(name: str, module: str, output: str, **opts) -> None:
     from sdy_dl.cli.options import make_pass_options
 
     spec = get_pass(name)
-    result = spec.run(load_module(module), make_pass_options(**opts))
+    options = make_pass_options(name, **opts)
+    result = spec.run(load_module(module), options)
     write_atomic(output, result.print())
 
 
 @main.command("passes")
 def list_passes() -> None:
-    """List the passes `sdy-dl pass` runs, with a line of help each."""
+    """List the passes `sdy-dl pass` runs with a line of help and the names of
+    the options each reads, then every option (`--pass-option NAME=VALUE`)."""
     import sdy_dl.passes.all  # noqa: F401  (registers every pass)
     from sdy_dl.passes import PASSES
+    from sdy_dl.passes.options import OPTIONS, PIPELINE, options_of
 
     width = max(len(name) for name in PASSES)
     for name in sorted(PASSES):
         click.echo(f"{name:<{width}}  {PASSES[name].help}")
+        names = [o.name for o in options_of(name)]
+        if names:
+            click.echo(f"{'':<{width}}    options: {', '.join(names)}")
+    click.echo(f"pass options (--pass-option NAME=VALUE; '{PIPELINE}' takes those of its passes):")
+    for option in OPTIONS:
+        default = option.default_text() or '""'
+        note = "" if option.implemented else " Only the default is implemented."
+        click.echo(f"  {option.name}=<{option.type_text()}> (default {default})  "
+                   f"{option.help}{note}")

@@ -24,7 +24,7 @@ from sdy_dl.passes import PassOptions, get_pass
 def stages(options: PassOptions) -> list[str]:
     """The pass names ``propagate`` runs, in order (without the export passes
     when a provenance tracer is attached, i.e. for ``sdy-dl explain``)."""
-    dedup = bool(options.extra.get("dedup_functions_fully", False))
+    dedup = bool(options.option("dedup-functions-fully"))
     names = ["import-pipeline"]
     if not dedup:
         names += ["flatten-call-graph", "symbol-dce", "import-func-calls", "symbol-dce",
@@ -52,6 +52,19 @@ EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-
           "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
           "remove-sub-axes-in-input-output-shardings", "close-shardings",
           "insert-explicit-reshards"]
+
+
+def all_stage_names() -> list[str]:
+    """Every pass name ``propagate`` may run (in any mode), with the import
+    pipeline's passes."""
+    from sdy_dl.passes.import_pipeline import pipeline_passes
+
+    names = []
+    for dedup in (False, True):
+        names += stages(PassOptions(extra={"dedup_functions_fully": dedup}))
+        names += pipeline_passes(dedup)
+    names += ["drop-sharding-rules"]
+    return list(dict.fromkeys(names))
 
 
 def propagate(module: Module, options: PassOptions) -> Module:

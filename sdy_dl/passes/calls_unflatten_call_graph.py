@@ -13,6 +13,7 @@ not supported here.
 
 from __future__ import annotations
 
+from sdy_dl.errors import SdyError
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.calls_import_func_calls import func_arg_shardings
@@ -44,6 +45,8 @@ def run(module: Module, options: PassOptions) -> Module:
 
     from sdy_dl.ir.context import mlir_context
 
+    if options.option("dedup-functions-fully"):
+        raise SdyError("unflatten-call-graph: dedup-functions-fully=true is not implemented")
     with mlir_context():
         meshes = module_meshes(module)
         funcs = func_table(module)

@@ -117,7 +117,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         elif schedule == "op-priority":
             run_op_priority(propagator, stage_runner(options), report)
         else:
-            run_user_priority(propagator, stage_runner(options), report)
+            run_user_priority(propagator, stage_runner(options), report,
+                              options.option("run-op-priority-propagation"))
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:
@@ -138,7 +139,7 @@ def aggressive_propagate(module: Module, options: PassOptions) -> Module:
 
 @register("op-priority-propagate", "Shardy's op-priority propagation (sdy-op-priority-propagate)")
 def op_priority_propagate(module: Module, options: PassOptions) -> Module:
-    schedule = "op-priority" if options.extra.get("run_op_priority_propagation", True) else "plain"
+    schedule = "op-priority" if options.option("run-op-priority-propagation") else "plain"
     return run_strategy(module, options, _strategy(options), schedule)
 
 
@@ -148,8 +149,4 @@ def user_priority_propagate(module: Module, options: PassOptions) -> Module:
 
 
 def _strategy(options: PassOptions) -> str:
-    strategy = options.extra.get("propagation_strategy", "aggressive")
-    if strategy not in ("basic", "aggressive", "basic-then-aggressive"):
-        raise SdyError(f"unknown propagation-strategy {strategy!r} "
-                       "(expected basic, aggressive or basic-then-aggressive)")
-    return strategy
+    return options.option("propagation-strategy")
