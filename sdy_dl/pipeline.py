@@ -17,6 +17,8 @@ verify-unreduced-axes is not listed.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sdy_dl.ir import Module
 from sdy_dl.passes import PassOptions, get_pass
 
@@ -67,8 +69,21 @@ def all_stage_names() -> list[str]:
     return list(dict.fromkeys(names))
 
 
+#: Options the pipeline fixes for a stage: Shardy's pipeline creates
+#: unflatten-call-graph with its defaults, whatever dedup-functions-fully is.
+STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
+
+
+def stage_options(name: str, options: PassOptions) -> PassOptions:
+    """``options`` as the pipeline gives them to stage ``name``."""
+    fixed = STAGE_OPTIONS.get(name)
+    if not fixed:
+        return options
+    return dataclasses.replace(options, extra={**options.extra, **fixed})
+
+
 def propagate(module: Module, options: PassOptions) -> Module:
     """Run the pipeline stages in order."""
     for name in stages(options):
-        module = get_pass(name).run(module, options)
+        module = get_pass(name).run(module, stage_options(name, options))
     return module
