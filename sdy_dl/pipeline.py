@@ -49,11 +49,12 @@ def stages(options: PassOptions) -> list[str]:
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
 #: registered defaults (update-non-divisible-input-output-shardings on;
 #: insert-explicit-reshards in its non-full version, of which sdy-dl
-#: implements the call-operand reshards).
+#: implements the call-operand reshards; canonicalize with the
+#: sdy-collective patterns).
 EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-groups",
           "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
           "remove-sub-axes-in-input-output-shardings", "close-shardings",
-          "insert-explicit-reshards"]
+          "insert-explicit-reshards", "canonicalize"]
 
 
 def all_stage_names() -> list[str]:

@@ -87,6 +87,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("enable-full-version", "bool", False, ("insert-explicit-reshards",),
            "Reshard every op whose operand and result shardings conflict (not only calls).",
            implemented=False),
+    Option("enable-patterns", ("sdy-collective",), "sdy-collective", ("canonicalize",),
+           "The pattern labels the canonicalizer runs (sdy-dl has the set the pipeline runs)."),
     Option("conservative-propagation", "bool", False, PROPAGATION + (PIPELINE,),
            "Disallow split axes and non-divisible sharding axes (same as --conservative)."),
     Option("keep-sharding-rules", "bool", False, PROPAGATION + (PIPELINE,),
@@ -137,7 +139,8 @@ def parse_option_items(items, pass_name: str) -> dict:
         if option is None:
             raise UsageError(f"--pass-option: {pass_name} has no option {name!r} "
                              f"(valid: {listing})")
-        value = option.parse(text.strip())
+        value = option.parse(text.strip().strip("{}") if isinstance(option.type, tuple)
+                             else text.strip())
         if not option.implemented and value != option.default:
             raise UsageError(f"--pass-option {option.name}={text}: only the default "
                              f"({option.default_text()}) is implemented by sdy-dl")
