@@ -32,6 +32,12 @@ FILES = {
         IMPORT, "import-func-calls",
         "sdy-import-func-calls{add-data-flow-edges-on-named-computations=false}",
         {"add_data_flow_edges_on_named_computations": False}, False),
+    "call_ops_enable_full_version_false.mlir": (
+        EXPORT + "/insert_explicit_reshards", "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, False),
+    "insert_explicit_reshards.mlir": (
+        EXPORT, "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, True),
     "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
                                        "sdy-propagate-to-func-results", {}, True),
 }
@@ -44,13 +50,27 @@ def _outcome(fn):
         return "<error>"
 
 
-def run_lit(name: str) -> tuple[list[int], int]:
-    """(indices of the chunks that differ, number of chunks) of lit file ``name``."""
+def split_funcs(text: str) -> list[str]:
+    """A file without ``// -----`` split into one module per top-level function
+    (each with every mesh of the file), so that a function jaxlib's older parser
+    rejects does not hide the others."""
+    meshes = "\n".join(line for line in text.splitlines() if line.startswith("sdy.mesh"))
+    parts = re.split(r"^(?=func\.func )", text, flags=re.M)[1:]
+    return [meshes + "\n" + part for part in parts]
+
+
+def chunks_of(text: str) -> list[str]:
+    chunks = re.split(r"^// -----\s*$", text, flags=re.M)
+    return chunks if len(chunks) > 1 else split_funcs(text)
+
+
+def run_lit(name: str) -> tuple[list[str], int]:
+    """(names of the chunks that differ, number of chunks) of lit file ``name``."""
     directory, pass_name, pipeline, extra, unregistered = FILES[name]
     text = read_lit(name, directory)
     if text is None:
         pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
-    chunks = re.split(r"^// -----\s*$", text, flags=re.M)
+    chunks = chunks_of(text)
     differ = []
     allow_unregistered_dialects(unregistered)
     try:
@@ -59,13 +79,47 @@ def run_lit(name: str) -> tuple[list[int], int]:
             actual = _outcome(lambda: normalize(get_pass(pass_name).run(
                 parse_module_text(chunk, "<lit>"), PassOptions(extra=extra)).print()))
             if expected != actual:
-                differ.append(i)
+                differ.append(chunk_name(chunk, i))
     finally:
         allow_unregistered_dialects(False)
     return differ, len(chunks)
 
 
+#: Chunks (by function name) that still differ, each for a reason sdy-dl does
+#: not implement yet; the test fails when any other chunk differs.
+KNOWN = {
+    "call_ops_enable_full_version_false.mlir": {
+        "call_with_shardings",                 # concatenate: the full version's common axes
+    },
+    "insert_explicit_reshards.mlir": {
+        "all_reduce_partially_delayed_until_return", "reduce_multiple_results",  # reduction factors
+        "manual_computation",                  # unreduced axes across data-flow edges
+        "reshard_dot_result_to_match_lhs_with_barrier",  # shardings through barriers
+        "concatenate_different_shardings",     # the full version's common axes
+        "replicated_to_unreduced_result_without_reshard",  # reshards to unreduced axes:
+        "sharded_to_unreduced_result_without_reshard",     # sharded/replicated_to_unreduced
+        "sharded_to_unreduced", "sharded_to_unreduced_single_axis",
+        "sharded_to_unreduced_multiple_axes", "sharded_to_unreduced_multiple_dims",
+        "sharded_to_unreduced_with_subaxis",
+        "implicitly_and_explicitly_replicated_to_unreduced_full_axis",
+        "implicitly_and_explicitly_replicated_to_unreduced_sub_axis",
+        "replicated_and_sharded_to_unreduced_full_axis",
+        "replicated_and_sharded_to_unreduced_sub_axis",
+        "all_gather_and_replicated_to_unreduced_and_sharded_to_unreduced",
+        "all_slice_and_replicated_to_unreduced_and_sharded_to_unreduced",
+        "reshard_and_replicated_to_unreduced",
+    },
+}
+
+
+def chunk_name(chunk: str, i: int) -> str:
+    """The first function's name in ``chunk`` (the chunk's index when it has none)."""
+    m = re.search(r"func\.func (?:private )?@(\w+)", chunk)
+    return m.group(1) if m else str(i)
+
+
 @pytest.mark.parametrize("name", list(FILES))
 def test_lit_file(name):
     differ, total = run_lit(name)
-    assert not differ, f"{len(differ)}/{total} chunks differ: {differ}"
+    unexpected = sorted(set(differ) - KNOWN.get(name, set()))
+    assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"

@@ -22,9 +22,14 @@ from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.calls_import_func_calls import func_arg_shardings
 from sdy_dl.passes.calls_insert_func_call_reshards import fully_closed_like, is_equivalent
 from sdy_dl.passes.export_common import funcs
-from sdy_dl.passes.import_common import (get_sharding, insert_sharding_op_after, mesh_of,
-                                         module_meshes, op_error, rebuild,
-                                         tensor_rank, walk_post)
+from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS
+from sdy_dl.passes.explicit_reshards_util import (DOT_OPS,
+                                                  insert_all_reduce_if_unreduced_to_replicated,
+                                                  reshard_dot_result)
+from sdy_dl.passes.import_common import (TERMINATOR_OPS, get_sharding, insert_after_value,
+                                         insert_sharding_op_after, mesh_of, module_meshes,
+                                         key, op_error, rebuild, tensor_rank, walk_post)
+from sdy_dl.passes.import_func_to_call import func_result_shardings
 from sdy_dl.passes.import_constant_splitter import callee_name, func_table
 from sdy_dl.sharding import DimSharding, TensorSharding
 
@@ -53,12 +58,59 @@ def reshard_operands(call, func, meshes) -> bool:
     for i, target in enumerate(targets):
         operand = call.operands[i]
         have = get_sharding(operand)
+        reduced = insert_all_reduce_if_unreduced_to_replicated(
+            call, i, have, target, meshes, lambda op, v=operand: insert_after_value(v, op))
+        changed |= reduced is not have
+        have, operand = reduced, call.operands[i]
         if have is None and target is None or is_equivalent(target, have):
             continue
         sharding = target if target is not None else fully_closed_like(have)
         reshard = insert_sharding_op_after("sdy.reshard", operand, sharding, call.location)
         call.operands[i] = reshard.results[0]
         changed = True
+    return changed
+
+
+def op_rules(module: Module, names: frozenset, options: PassOptions) -> dict:
+    """The sharding rule of every op of ``module`` named in ``names``, by op identity."""
+    if not any(op.name in names for op in module.ops):
+        return {}
+    from sdy_dl.rules.db import load_rule_db
+
+    db = load_rule_db(options.rule_files, conservative=False)
+    return {key(op.mlir): db.rule_for(op, module) for op in module.ops if op.name in names}
+
+
+def all_reduce_unreduced_operands(mop, meshes) -> bool:
+    """Shardy's ``insertAllReduceOnOpIfUnreducedToReplicated``: operands with
+    unreduced axes the first result does not keep unreduced are all-reduced
+    right before ``mop``."""
+    from jaxlib.mlir import ir
+
+    if len(mop.results) == 0:
+        return False
+    user = get_sharding(mop.results[0])
+    changed = False
+    for i in range(len(mop.operands)):
+        have = get_sharding(mop.operands[i])
+        changed |= insert_all_reduce_if_unreduced_to_replicated(
+            mop, i, have, user, meshes, lambda op: ir.InsertionPoint(mop).insert(op)) is not have
+    return changed
+
+
+def all_reduce_returned(func, meshes) -> bool:
+    """The unreduced axes of returned values that the function result does not
+    keep unreduced are all-reduced right before the ``func.return``."""
+    from jaxlib.mlir import ir
+
+    ret = func.regions[0].blocks[0].operations[len(func.regions[0].blocks[0].operations) - 1]
+    ret = ret.operation
+    targets = func_result_shardings(func, meshes) or [None] * len(ret.operands)
+    changed = False
+    for i, target in enumerate(targets):
+        have = get_sharding(ret.operands[i])
+        changed |= insert_all_reduce_if_unreduced_to_replicated(
+            ret, i, have, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op)) is not have
     return changed
 
 
@@ -70,12 +122,21 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         meshes = module_meshes(module)
         table = func_table(module)
+        dot_rules = op_rules(module, DOT_OPS, options)
         changed = False
         for func in funcs(module):
             for mop in walk_post(func)[:-1]:
                 if mop.name in UNSUPPORTED:
                     raise op_error(module, mop, f"insert-explicit-reshards: {mop.name} "
                                    "is not supported")
+                if mop.name in TERMINATOR_OPS or mop.name in DATA_FLOW_OPS \
+                        or mop.name in COMPUTATION_OPS:
+                    continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)
+                    continue
+                changed |= all_reduce_unreduced_operands(mop, meshes)
+                if mop.name in DOT_OPS:
+                    changed |= reshard_dot_result(mop, dot_rules.get(key(mop)), meshes)
+            changed |= all_reduce_returned(func, meshes)
         return rebuild(module) if changed else module

@@ -1,0 +1,160 @@
+"""Helpers of insert-explicit-reshards (Shardy's ``explicit_reshards_util``):
+the all-reduces that turn unreduced axes into replicated ones.
+
+A value whose sharding has unreduced axes that its user does not keep
+unreduced is all-reduced over those axes first (Shardy's
+``insertAllReduceIfUnreducedToReplicated``): the new ``sdy.all_reduce``
+reads the value, its ``out_sharding`` is the value's sharding without the
+reduced axes, and the use reads it instead.  The axes are a set difference
+on axis refs (:func:`axis_set_diff`, Shardy's ``getAxisSetDiff``), which
+splits sub-axes where the sets overlap partly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sdy_dl.sharding import AxisRef, Mesh, TensorSharding
+
+
+def axis_set_diff(axes_a, axes_b, mesh: Mesh) -> list[AxisRef]:
+    """The parts of ``axes_a`` that no axis of ``axes_b`` covers, in order."""
+    axes_a, axes_b = list(axes_a), list(axes_b)
+    if not axes_a or axes_a == axes_b:
+        return []
+    if not axes_b:
+        return axes_a
+    set_b = sorted(axes_b)
+    result: list[AxisRef] = []
+    for axis in axes_a:
+        while axis is not None:
+            other = next((b for b in set_b if axis.overlaps(b)), None)
+            if other is None:
+                result.append(axis)
+                break
+            prefix = axis.prefix_without_overlap(other, mesh)
+            if prefix is not None:
+                result.append(prefix)
+            axis = axis.suffix_without_overlap(other, mesh)
+    return result
+
+
+def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
+                                                 source: TensorSharding | None,
+                                                 user: TensorSharding | None,
+                                                 meshes: dict[str, Mesh], insert) -> TensorSharding | None:
+    """All-reduce operand ``index`` of ``mop`` over the unreduced axes of its
+    sharding ``source`` that ``user`` does not have unreduced; ``insert(op)``
+    places the new op.  Returns the operand's sharding afterwards."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.storage import parse_attr
+
+    if source is None or not source.unreduced:
+        return source
+    mesh = meshes[source.mesh] if isinstance(source.mesh, str) else source.mesh
+    target = user.unreduced if user is not None else ()
+    axes = axis_set_diff(source.unreduced, target, mesh)
+    if not axes:
+        return source
+    sharding = dataclasses.replace(source,
+                                   unreduced=tuple(axis_set_diff(source.unreduced, axes, mesh)))
+    value = mop.operands[index]
+    axes_text = "#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes) + "}>"
+    all_reduce = ir.Operation.create(
+        "sdy.all_reduce", results=[value.type], operands=[value],
+        attributes={"reduction_axes": ir.Attribute.parse(axes_text),
+                    "out_sharding": parse_attr(sharding.to_text())},
+        loc=mop.location)
+    insert(all_reduce)
+    mop.operands[index] = all_reduce.results[0]
+    return sharding
+
+
+# -- dots (Shardy's processDot, the non-full version's one rewrite) -------------------
+
+DOT_OPS = frozenset({"stablehlo.dot", "stablehlo.dot_general"})
+
+
+def _num_elements(type_) -> int:
+    from jaxlib.mlir import ir
+
+    n = 1
+    for d in ir.RankedTensorType(type_).shape:
+        n *= d
+    return n
+
+
+def _factor_axes(sharding: TensorSharding | None, mapping) -> dict[int, tuple] | None:
+    """Factor index -> axes of a tensor whose dims each hold one factor
+    (a missing sharding is closed and empty); None for compound dims."""
+    out = {}
+    for d, factors in enumerate(mapping):
+        if len(factors) != 1:
+            return None
+        out[factors[0]] = () if sharding is None else tuple(sharding.dims[d].axes)
+    return out
+
+
+def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
+    """Shardy's ``processDot``: when the operands are compatible and exactly one
+    non-contracting/batching factor of the result conflicts with a (non-empty)
+    operand sharding, the result is no larger than that operand and the
+    result's conflicting axes are exactly the contracting factors' axes, the
+    dot is resharded to the operand's axes (a more sharded dot) and an
+    ``sdy.reshard`` back to the original result sharding follows it."""
+    from sdy_dl.passes.import_common import get_sharding, insert_sharding_op_after, set_sharding
+    from sdy_dl.sharding import DimSharding
+
+    if rule is None or rule.is_custom or len(mop.results) != 1 or len(mop.operands) != 2:
+        return False
+    lhs_s, rhs_s = (get_sharding(v) for v in mop.operands)
+    out_s = get_sharding(mop.results[0])
+    shardings = [s for s in (lhs_s, rhs_s, out_s) if s is not None]
+    names = {s.mesh for s in shardings}
+    if out_s is None or len(names) != 1 or not isinstance(out_s.mesh, str):
+        return False
+    mesh = meshes.get(out_s.mesh)
+    if mesh is None or mesh.is_maximal:
+        return False
+    lhs = _factor_axes(lhs_s, rule.operands[0])
+    rhs = _factor_axes(rhs_s, rule.operands[1])
+    res = _factor_axes(out_s, rule.results[0])
+    if lhs is None or rhs is None or res is None:
+        return False
+    lhs_size, rhs_size = (_num_elements(v.type) for v in mop.operands)
+    result_size = _num_elements(mop.results[0].type)
+    conflicting, conflicting_axes = None, ()
+    reduction_axes: list = []
+    seen: list = []
+    for f in range(len(rule.factors)):
+        if f in lhs and f in rhs:
+            operand_axes, max_size = lhs[f], max(lhs_size, rhs_size)
+            if lhs[f] != rhs[f]:
+                return False
+            if rule.factors[f].kind == "reduction":
+                reduction_axes.extend(operand_axes)
+                continue
+        else:
+            operand_axes = lhs[f] if f in lhs else rhs.get(f, ())
+            max_size = lhs_size if f in lhs else rhs_size
+            for axis in operand_axes:
+                if any(a.overlaps(axis) for a in seen):
+                    return False
+                seen.append(axis)
+        if res.get(f, ()) != operand_axes:
+            if not operand_axes or conflicting is not None or result_size > max_size:
+                return False
+            conflicting, conflicting_axes = f, operand_axes
+    if conflicting is None:
+        return False
+    if not res[conflicting] or list(res[conflicting]) != reduction_axes:
+        return False
+    res[conflicting] = conflicting_axes
+    dims = tuple(DimSharding(res[factors[0]], dim.is_closed)
+                 for factors, dim in zip(rule.results[0], out_s.dims))
+    result = mop.results[0]
+    set_sharding(result, dataclasses.replace(out_s, dims=dims))
+    reshard = insert_sharding_op_after("sdy.reshard", result, out_s, mop.location)
+    result.replace_all_uses_except(reshard.results[0], reshard)
+    return True

@@ -1,0 +1,91 @@
+"""insert-explicit-reshards in its non-full version (what the pipeline runs)
+against jaxlib's pass and pipeline: dots resharded to the operands' axes,
+unreduced axes all-reduced where their users need them replicated, and call
+operands.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle import assert_same, normalize, ours, shardy
+
+PASS = "func.func(sdy-insert-explicit-reshards{enable-full-version=false})"
+MESH = 'sdy.mesh @mesh = <["x"=2, "y"=4, "z"=2]>\n'
+
+
+def dot(lhs: str, rhs: str, result: str, dims: str = "contracting_dims = [1] x [0]",
+        shapes=("4x32", "32x8", "4x8")) -> str:
+    l, r, o = (f"tensor<{s}xf32>" for s in shapes)
+    return MESH + f'''func.func @main(%arg0: {l} {{sdy.sharding = #sdy.sharding<@mesh, {lhs}>}},
+                %arg1: {r} {{sdy.sharding = #sdy.sharding<@mesh, {rhs}>}}) -> {o} {{
+  %0 = stablehlo.dot_general %arg0, %arg1, {dims} {{sdy.sharding = #sdy.sharding_per_value<[<@mesh, {result}>]>}} : ({l}, {r}) -> {o}
+  %1 = stablehlo.negate %0 : {o}
+  return %1 : {o}
+}}
+'''
+
+
+CASES = {
+    # The result is sharded like the contracting dim: resharded to rhs's axes.
+    "match_rhs": dot('[{}, {"x"}]', '[{"x"}, {"y"}]', '[{}, {"x"}]'),
+    "match_lhs": dot('[{"y"}, {"x"}]', '[{"x"}, {}]', '[{"x"}, {}]'),
+    "two_contracting_axes": dot('[{}, {"x", "z"}]', '[{"x", "z"}, {"y"}]', '[{}, {"x", "z"}]'),
+    # No rewrite: the order of the reduction axes differs, operands conflict,
+    # the conflicting operand axes are empty, two factors conflict, the
+    # result is larger than the operand.
+    "reduction_order": dot('[{}, {"x", "z"}]', '[{"x", "z"}, {"y"}]', '[{}, {"z", "x"}]'),
+    "operands_conflict": dot('[{}, {"x"}]', '[{"z"}, {"y"}]', '[{}, {"x"}]'),
+    "empty_operand_axes": dot('[{}, {"x"}]', '[{"x"}, {}]', '[{}, {"x"}]'),
+    "two_conflicts": dot('[{"z"}, {"x"}]', '[{"x"}, {"y"}]', '[{}, {"x"}]'),
+    "larger_result": dot('[{}, {"x"}]', '[{"x"}, {"y"}]', '[{}, {"x"}]', shapes=("64x2", "2x64", "64x64")),
+    "batching": dot('[{"y"}, {}, {"x"}]', '[{"y"}, {"x"}, {"z"}]', '[{"y"}, {}, {"x"}]',
+                    dims="batching_dims = [0] x [0], contracting_dims = [2] x [1]",
+                    shapes=("4x8x16", "4x16x8", "4x8x8")),
+    "non_contracting_overlap": dot('[{"y"}, {"x"}]', '[{"x"}, {"y"}]', '[{}, {"x"}]'),
+    # Unreduced axes: all-reduced before the first user that is not unreduced on them.
+    "unreduced_result": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>},
+                %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<8x16xf32> {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}], unreduced={"y"}>]>} : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %1 = stablehlo.add %0, %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}], unreduced={"y"}>]>} : tensor<8x16xf32>
+  %2 = stablehlo.multiply %1, %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<8x16xf32>
+  %3 = stablehlo.abs %1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}], unreduced={"y":(1)2}>]>} : tensor<8x16xf32>
+  return %3 : tensor<8x16xf32>
+}
+''',
+    "unreduced_returned": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"x", "z"}>})
+    -> (tensor<8x8xf32>, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"z"}>}) {
+  return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+''',
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_insert_explicit_reshards(name):
+    text = CASES[name]
+    assert_same(shardy(text, PASS), normalize(ours(text, "insert-explicit-reshards")))
+
+
+# The issue's smallest example: a dot whose result feeds a constraint on "model".
+CONSTRAINED_DOT = '''sdy.mesh @mesh = <["data"=2, "model"=4]>
+func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {"model"}]>},
+                %arg1: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"model"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{"model"}, {}]> : tensor<8x8xf32>
+  %2 = stablehlo.negate %1 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+'''
+
+
+@pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"]],
+                         ids=["constrained_dot", "unreduced_result"])
+def test_pipeline(text):
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import propagate
+
+    expected = shardy(text, "sdy-propagation-pipeline")
+    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    assert_same(expected, normalize(actual))
