@@ -60,7 +60,7 @@ EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-
 def all_stage_names() -> list[str]:
     """Every pass name ``propagate`` may run (in any mode), with the import
     pipeline's passes."""
-    from sdy_dl.passes.import_pipeline import pipeline_passes
+    from sdy_dl.passes.import_.import_pipeline import pipeline_passes
 
     names = []
     for dedup in (False, True):

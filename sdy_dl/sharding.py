@@ -3,7 +3,7 @@
 This module is the pure-Python counterpart of Shardy's ``MeshAttr``,
 ``AxisRefAttr``, ``DimensionShardingAttr`` and ``TensorShardingAttr``
 (``shardy/dialect/sdy/ir/{attrs.td,dialect.cc,parsers.cc,printers.cc,
-verifiers.cc}``); see ``shared/design/shardy-semantics.md`` sections 1.1-1.6.
+verifiers.cc}``); see §1.1–§1.6.
 It never imports jaxlib.
 
 Contents:

@@ -28,11 +28,10 @@ from sdy_dl.passes import PASSES, PassOptions
 
 def _load_import_passes() -> None:
     """Register the import passes (only them: other pass modules may be in flux)."""
-    import sdy_dl.passes as passes
+    import sdy_dl.passes.import_ as import_passes
 
-    for info in pkgutil.iter_modules(passes.__path__):
-        if info.name.startswith("import_"):
-            importlib.import_module(f"sdy_dl.passes.{info.name}")
+    for info in pkgutil.iter_modules(import_passes.__path__):
+        importlib.import_module(f"sdy_dl.passes.import_.{info.name}")
 
 
 def ours(text: str, name: str, engine: str = "clingo", **extra) -> str:

@@ -20,5 +20,9 @@ def test_every_package_directory_is_listed_in_pyproject():
 def test_data_folders_are_found():
     from sdy_dl.resources import datalog_dir, rules_dir
 
-    assert any(rules_dir().glob("*.yaml")) or (rules_dir() / "__init__.py").exists()
-    assert (datalog_dir() / "__init__.py").exists()
+    from sdy_dl.datalog.compiler import available_stages
+
+    shipped = {p.name for p in rules_dir().glob("*.yaml")}
+    assert {"templates.yaml", "elementwise.yaml", "no_rule.yaml"} <= shipped
+    assert any(datalog_dir().rglob("*.dl.j2"))
+    assert "step" in available_stages()

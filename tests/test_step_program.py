@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from sdy_dl.datalog.compiler import compile_stage
+from sdy_dl.datalog.lexer import is_directive, split_statements, tokenize
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.engines.to_clingo import translate
 from sdy_dl.errors import SdyError
@@ -44,7 +45,18 @@ def test_every_relation_is_documented_and_inputs_are_prefixed():
 
 
 def test_step_program_translates_to_clingo():
-    translate(compile_stage("step", max_factors=4))
+    """clingo parses the translation: one rule per Soufflé clause, a #show per output."""
+    import clingo.ast
+
+    program = compile_stage("step", max_factors=4)
+    clauses = [s for s in split_statements(tokenize(program.text)) if not is_directive(s)]
+    parsed = []
+    clingo.ast.parse_string(translate(program), parsed.append)
+    rules = [s for s in parsed if s.ast_type == clingo.ast.ASTType.Rule]
+    shows = {(s.name, s.arity) for s in parsed if s.ast_type == clingo.ast.ASTType.ShowSignature}
+    assert len(clauses) > 100
+    assert len(rules) == len(clauses)
+    assert shows == {(d.name, d.arity) for d in program.outputs}
 
 
 @pytest.mark.souffle

@@ -238,7 +238,7 @@ class Propagator:
                   for v in site.operands + site.results]
         return kind, f"{op.name}{where}", detail, inputs
 
-    # -- notifications (§7.3 item 4; docs/research §4) ----------------
+    # -- notifications (§7.3 item 4; research notes section 4) ----------------
 
     def _notify_op(self, op: Op) -> None:
         """``modifyOpInPlace``: enqueue ``op`` and its ancestors, never the current op."""
@@ -282,7 +282,7 @@ class Propagator:
             return self._edge_by_op.get(uses[0][0].oid)
         return None
 
-    # -- dead ops (docs/research §2, §3b) --------------------------------
+    # -- dead ops (research notes sections 2, 3b) --------------------------------
 
     def _trivially_dead(self, op: Op) -> bool:
         if op.parent is None or op.is_terminator:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import funcs, main_func
+from sdy_dl.passes.export.common import funcs, main_func
 from sdy_dl.passes.import_common import (get_sharding, key, read_func_attr, rebuild,
                                          write_func_attr)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import main_func
+from sdy_dl.passes.export.common import main_func
 from sdy_dl.passes.import_common import (func_num_args_results, get_sharding, read_func_attr,
                                          rebuild, set_sharding, write_func_attr)
 from sdy_dl.sharding import DimSharding, TensorSharding

@@ -1,36 +1,48 @@
 """``insert-explicit-reshards`` (Shardy's ``sdy-insert-explicit-reshards`` with its
-default ``enable-full-version=false``, as the export pipeline runs it), **the
-function-call part only** (semantics §9.3 step 7).
+default ``enable-full-version=false``, as the export pipeline runs it; semantics §9.3).
 
-Per function, ops in post-order.  The non-full version reshards only the
-operands of ``func.call`` ops (plus ``mhlo.ragged_dot``, concatenates whose
-operands are sharded unlike the result, and unreduced-axes collectives, which
-sdy-dl does not implement: modules containing them are rejected): the
-target of each operand is the callee's argument sharding
-(``getFuncArgShardings``; when the callee has none, fully closed shardings
-on the first non-maximal mesh of the operands, and nothing when they have
-none either).  An operand whose sharding is not equivalent to its target
-gets ``sdy.reshard`` to the target (fully closed like the operand when the
-target is missing), inserted right after the operand's definition (at the
-start of the block for a block argument), and the call reads it.
+Per function, ops in post-order (terminators, data-flow ops and computations
+skipped):
+
+* ``func.call``: each operand is first all-reduced over the unreduced axes the
+  callee's argument sharding does not keep (right after the operand), then, when
+  its sharding is not equivalent to the target, resharded to it.  The target is
+  the callee's argument sharding (``getFuncArgShardings``; when the callee has
+  none, fully closed shardings on the first non-maximal mesh of the operands,
+  and nothing when they have none either; fully closed like the operand when
+  the target is missing).
+* every other op: operands with unreduced axes that the op's first result does
+  not keep unreduced get an ``sdy.all_reduce`` right before the op
+  (``insertAllReduceOnOpIfUnreducedToReplicated``); dots whose result conflicts
+  with an operand only along the contracting axes are resharded
+  (``processDot``, :mod:`.explicit_reshards_util`).
+* ``func.return``: returned values are all-reduced over the unreduced axes the
+  function result does not keep.
+
+Not implemented (see the lit-test list of known differences): the full
+version's common axes for concatenates and ``mhlo.ragged_dot`` (rejected),
+reshards to unreduced axes (``sdy.sharded_to_unreduced`` /
+``sdy.replicated_to_unreduced``), all-reduces over reduction factors of ops
+whose result is unreduced, unreduced axes across data-flow edges, and
+shardings read through propagation barriers.
 """
 
 from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.calls_import_func_calls import func_arg_shardings
-from sdy_dl.passes.calls_insert_func_call_reshards import fully_closed_like, is_equivalent
-from sdy_dl.passes.export_common import funcs
 from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS
-from sdy_dl.passes.explicit_reshards_util import (DOT_OPS,
+from sdy_dl.passes.call_graph import callee_name, func_table
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS,
                                                   insert_all_reduce_if_unreduced_to_replicated,
                                                   reshard_dot_result)
+from sdy_dl.passes.export.common import funcs
+from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
+from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
+from sdy_dl.passes.import_.propagate_sharding_from_func_to_call import func_result_shardings
 from sdy_dl.passes.import_common import (TERMINATOR_OPS, get_sharding, insert_after_value,
-                                         insert_sharding_op_after, mesh_of, module_meshes,
-                                         key, op_error, rebuild, tensor_rank, walk_post)
-from sdy_dl.passes.import_func_to_call import func_result_shardings
-from sdy_dl.passes.import_constant_splitter import callee_name, func_table
+                                         insert_sharding_op_after, key, mesh_of, module_meshes,
+                                         op_error, rebuild, tensor_rank, walk_post)
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 UNSUPPORTED = frozenset({"mhlo.ragged_dot"})

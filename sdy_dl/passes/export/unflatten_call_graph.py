@@ -16,11 +16,10 @@ from __future__ import annotations
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.calls_import_func_calls import func_arg_shardings
+from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, module_meshes, rebuild,
                                          run_analysis, walk_post)
-from sdy_dl.passes.import_constant_splitter import callee_name, func_table, original_name
-from sdy_dl.passes.import_func_to_call import func_result_shardings
+from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
 
 FUNC_MANUAL_AXES_ATTR = "sdy.func_manual_axes"
 

@@ -19,8 +19,7 @@ from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.import_common import (SHARDING_ATTR, get_sharding, insert_sharding_op_after,
                                          module_meshes, read_per_value, rebuild,
                                          walk_post, write_per_value)
-from sdy_dl.passes.import_constant_splitter import callee_name, func_table
-from sdy_dl.passes.import_func_to_call import func_result_shardings
+from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import (block_arg_owners, funcs, result_owners,
+from sdy_dl.passes.export.common import (block_arg_owners, funcs, result_owners,
                                          set_block_arg_owner_shardings,
                                          set_result_owner_shardings)
 from sdy_dl.passes.import_common import (DATA_FLOW_OPS, data_flow_edge_user, read_own, rebuild,

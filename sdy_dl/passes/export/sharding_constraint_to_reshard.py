@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import funcs
+from sdy_dl.passes.export.common import funcs
 from sdy_dl.passes.import_common import rebuild, walk_post
 
 

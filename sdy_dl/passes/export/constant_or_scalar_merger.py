@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import funcs
+from sdy_dl.passes.export.common import funcs
 from sdy_dl.passes.import_common import is_scalar, key, rebuild, run_analysis
 
 #: Ops with MLIR's ``ConstantLike`` trait (and ``sdy.constant``).

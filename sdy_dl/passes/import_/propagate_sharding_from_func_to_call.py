@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, func_result_types, func_shardings,
-                                         module_meshes, module_ops, op_error, rebuild,
+from sdy_dl.passes.call_graph import func_result_shardings
+from sdy_dl.passes.import_common import (SHARDING_ATTR, module_meshes, module_ops, op_error, rebuild,
                                          symbol_name, walk_post, write_per_value)
-from sdy_dl.sharding import TensorSharding
-
-
-def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
-    """Shardy's ``getFuncResultShardings``."""
-    return func_shardings(func, "res_attrs", func_result_types(func), meshes)
 
 
 @register("propagate-sharding-from-func-to-call",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.import_common import key, module_ops, rebuild
-from sdy_dl.passes.import_constant_splitter import call_graph_post_order
+from sdy_dl.passes.call_graph import call_graph_post_order
 
 
 @register("pre-order-funcs", "Reorder the functions into call-graph pre-order (callers first).")

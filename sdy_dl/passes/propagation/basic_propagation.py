@@ -1,10 +1,14 @@
-"""The propagation passes (§5.5, §6, §7): ``basic-propagate``, ``aggressive-propagate``,
-``op-priority-propagate`` and ``user-priority-propagate``.
+"""``basic-propagate`` (Shardy's ``sdy-basic-propagate``, semantics §5.5, §6) and the
+runner every propagation pass shares.
 
-Each pass syncs sharding groups, runs its schedule of fixpoints, writes the
-shardings back, erases dead ops and attaches or drops the rules.  The
-``propagation-strategy`` pass option (basic, aggressive, basic-then-aggressive)
-chooses the step strategy of the op- and user-priority passes.
+Each propagation pass syncs sharding groups, runs its schedule of fixpoints,
+writes the shardings back, erases dead ops and attaches or drops the rules.
+As in Shardy, where each propagation pass extends the previous one, the
+other passes (:mod:`.aggressive_propagation`, :mod:`.op_priority_propagation`,
+:mod:`.user_priority_propagation`) call :func:`run_strategy` with their
+strategy and schedule.  The ``propagation-strategy`` pass option (basic,
+aggressive, basic-then-aggressive) chooses the step strategy of the
+aggressive, op- and user-priority passes (:func:`strategy_option`).
 """
 
 from __future__ import annotations
@@ -131,22 +135,6 @@ def basic_propagate(module: Module, options: PassOptions) -> Module:
     return run_strategy(module, options, "basic")
 
 
-
-@register("aggressive-propagate", "Shardy's aggressive propagation (sdy-aggressive-propagate)")
-def aggressive_propagate(module: Module, options: PassOptions) -> Module:
-    return run_strategy(module, options, _strategy(options))
-
-
-@register("op-priority-propagate", "Shardy's op-priority propagation (sdy-op-priority-propagate)")
-def op_priority_propagate(module: Module, options: PassOptions) -> Module:
-    schedule = "op-priority" if options.option("run-op-priority-propagation") else "plain"
-    return run_strategy(module, options, _strategy(options), schedule)
-
-
-@register("user-priority-propagate", "Shardy's user-priority propagation (sdy-user-priority-propagate)")
-def user_priority_propagate(module: Module, options: PassOptions) -> Module:
-    return run_strategy(module, options, _strategy(options), "user-priority")
-
-
-def _strategy(options: PassOptions) -> str:
+def strategy_option(options: PassOptions) -> str:
+    """The ``propagation-strategy`` pass option (default aggressive)."""
     return options.option("propagation-strategy")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes.call_graph import call_graph_post_order, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer,
                                          enclosing, is_block_arg, is_scalar, is_static_tensor,
                                          key, module_ops, owning_op, rebuild, run_analysis,
@@ -120,62 +121,6 @@ def convert_constants(root) -> None:
         ir.InsertionPoint(mop).insert(new)
         mop.results[0].replace_all_uses_with(new.results[0])
         mop.erase()
-
-
-# -- functions ------------------------------------------------------------------------
-
-def func_table(module: Module) -> dict:
-    return {symbol_name(op): op for op in module_ops(module) if op.name == "func.func"}
-
-
-def callee_name(call) -> str:
-    from jaxlib.mlir import ir
-
-    return ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-
-
-def original_name(func) -> str:
-    from jaxlib.mlir import ir
-
-    attrs = func.attributes
-    if ORIGINAL_FUNC_NAME_ATTR in attrs:
-        return ir.StringAttr(attrs[ORIGINAL_FUNC_NAME_ATTR]).value
-    return symbol_name(func)
-
-
-def has_body(func) -> bool:
-    return len(func.regions[0].blocks) > 0
-
-
-def call_graph_post_order(module: Module) -> list:
-    """Functions in the order of ``iterateFuncs`` (call-graph post-order of
-    MLIR's CallGraph: DFS from the external node over functions in module
-    order, callees in order of their first call)."""
-    funcs = func_table(module)
-    nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
-    edges: dict = {}
-    for f in nodes:
-        out = []
-        for mop in walk_pre(f)[1:]:
-            if mop.name == "func.call":
-                callee = funcs.get(callee_name(mop))
-                if callee is not None and has_body(callee) and callee not in out:
-                    out.append(callee)
-        edges[key(f)] = out
-    seen: set = set()
-    order: list = []
-
-    def dfs(f):
-        seen.add(key(f))
-        for g in edges[key(f)]:
-            if key(g) not in seen:
-                dfs(g)
-        order.append(f)
-
-    for f in nodes:
-        if key(f) not in seen:
-            dfs(f)
-    return order
 
 
 def region_walk(region) -> list:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.calls_flatten_call_graph import calls_in
 from sdy_dl.passes.import_common import (SHARDING_ATTR, func_shardings, module_meshes,
                                          move_region_body, read_per_value, rebuild, walk_post,
                                          write_per_value)
-from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name,
-                                                    func_table, original_name)
-from sdy_dl.passes.import_data_flow_edges import add_edges
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
+                                     original_name)
+from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 
 EXECUTION_THREAD_ATTR = "execution_thread"

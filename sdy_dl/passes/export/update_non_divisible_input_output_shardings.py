@@ -18,7 +18,7 @@ import math
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import (block_arg_owners, funcs, get_block_arg_owner_shardings,
+from sdy_dl.passes.export.common import (block_arg_owners, funcs, get_block_arg_owner_shardings,
                                          get_result_owner_shardings, result_owners,
                                          set_block_arg_owner_shardings,
                                          set_result_owner_shardings)

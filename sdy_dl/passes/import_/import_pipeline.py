@@ -24,9 +24,10 @@ import importlib
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PASSES, PassOptions, register
 
-_MODULES = ("import_symbol_dce", "import_lift_meshes", "import_remove_size_one_axes",
-            "import_func_to_call", "import_constant_splitter", "import_manual_axes",
-            "import_data_flow_edges", "import_sharding_constraints", "import_sharding_groups")
+_MODULES = ("symbol_dce", "lift_inlined_meshes", "remove_size_one_axes",
+            "propagate_sharding_from_func_to_call", "constant_or_scalar_splitter",
+            "manual_axes_cleanup", "add_data_flow_edges", "apply_sharding_constraints",
+            "sharding_group_import")
 
 BASE_PASSES = ("symbol-dce", "lift-inlined-meshes", "remove-size-one-axes",
                "propagate-sharding-from-func-to-call", "constant-or-scalar-splitter",
@@ -47,7 +48,7 @@ def dedup_option(options: PassOptions) -> bool:
                              "edges; constraints and groups with dedup-functions-fully).")
 def run(module: Module, options: PassOptions) -> Module:
     for name in _MODULES:
-        importlib.import_module(f"sdy_dl.passes.{name}")
+        importlib.import_module(f"sdy_dl.passes.import_.{name}")
     for name in pipeline_passes(dedup_option(options)):
         module = PASSES[name].run(module, options)
     return module

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.calls_import_func_calls import (EXECUTION_THREAD_ATTR, NAMED_INHERENT,
+from sdy_dl.passes.import_.import_func_calls import (EXECUTION_THREAD_ATTR, NAMED_INHERENT,
                                                    discardable_attrs)
-from sdy_dl.passes.export_sink_data_flow_edges import shardings_from_edges
+from sdy_dl.passes.export.sink_data_flow_edges import shardings_from_edges
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SHARDING_ATTR, SymbolNamer,
                                          data_flow_edge_user, move_region_body, read_per_value,
                                          rebuild, walk_post, write_per_value)

@@ -14,14 +14,9 @@ from __future__ import annotations
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild,
-                                         symbol_name, walk_post, walk_pre)
-from sdy_dl.passes.import_constant_splitter import (call_graph_post_order, callee_name,
-                                                    func_table, original_name)
-
-
-def calls_in(func) -> list:
-    """The ``func.call`` ops nested in ``func`` in walk order."""
-    return [op for op in walk_pre(func)[1:] if op.name == "func.call"]
+                                         symbol_name, walk_post)
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
+                                     original_name)
 
 
 def clone_func(module: Module, namer: SymbolNamer, func) -> str:

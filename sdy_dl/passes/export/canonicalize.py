@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export_common import funcs
+from sdy_dl.passes.export.common import funcs
 from sdy_dl.passes.import_common import key, rebuild, run_analysis, walk_pre
 
 SIDE_EFFECT_ATTR = "has_side_effect"

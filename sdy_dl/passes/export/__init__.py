@@ -1,0 +1,1 @@
+"""The export passes, as Shardy's ``transforms/export/`` (one pass a file)."""
