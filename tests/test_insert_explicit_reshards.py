@@ -89,3 +89,62 @@ def test_pipeline(text):
     expected = shardy(text, "sdy-propagation-pipeline")
     actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
     assert_same(expected, normalize(actual))
+
+
+#: Shardy's pipeline with its passes spelled out; the insert-explicit-reshards
+#: stage is %s (to tell the seeds it changes from those it leaves alone).
+EXPANDED = ("sdy-import-pipeline,sdy-flatten-call-graph,symbol-dce,sdy-import-func-calls,symbol-dce,"
+            "sdy-apply-sharding-constraints,sdy-sharding-group-import,sdy-pre-order-funcs,"
+            "sdy-user-priority-propagate{keep-sharding-rules=true},sdy-export-named-computations,"
+            "sdy-propagate-to-func-results,sdy-unflatten-call-graph,symbol-dce,"
+            "sdy-insert-func-call-reshards,func.func(sdy-constant-or-scalar-merger),"
+            "func.func(sdy-sink-data-flow-edges),sdy-remove-sharding-groups,"
+            "func.func(sdy-sharding-constraint-to-reshard),"
+            "sdy-update-non-divisible-input-output-shardings,"
+            "sdy-remove-sub-axes-in-input-output-shardings,sdy-close-shardings,%s"
+            "canonicalize{enable-patterns={sdy-collective}},func.func(sdy-drop-sharding-rules)")
+WITH = "func.func(sdy-insert-explicit-reshards),"
+
+
+def random_case(seed: int, conflicts=("dot",)):
+    """(module, Shardy's pipeline output, whether its insert-explicit-reshards changed it)."""
+    from random_modules import random_module
+
+    text = random_module(seed, 10, conflicts)
+    expected = shardy(text, "sdy-propagation-pipeline")
+    assert shardy(text, EXPANDED % WITH) == expected
+    return text, expected, shardy(text, EXPANDED % "") != expected
+
+
+def run_random(seeds, conflicts=("dot",)) -> tuple[int, int, list[int]]:
+    """(equal, counted, differing seeds) over the seeds Shardy's pass changes."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import propagate
+
+    equal, counted, differ = 0, 0, []
+    for seed in seeds:
+        text, expected, changed = random_case(seed, conflicts)
+        if not changed:
+            continue
+        counted += 1
+        actual = normalize(propagate(parse_module_text(text, "<test>"),
+                                     PassOptions(engine="clingo")).print())
+        if actual == expected:
+            equal += 1
+        else:
+            differ.append(seed)
+    return equal, counted, differ
+
+
+def test_random_dots_with_conflicting_constraints():
+    equal, counted, differ = run_random(range(40))
+    assert counted >= 2, "no seed exercises insert-explicit-reshards"
+    assert not differ, f"{equal}/{counted} equal; differ: {differ}"
+
+
+@pytest.mark.slow
+def test_random_dots_with_conflicting_constraints_many():
+    equal, counted, differ = run_random(range(40, 400))
+    assert counted >= 10
+    assert not differ, f"{equal}/{counted} equal; differ: {differ}"
