@@ -53,6 +53,17 @@ CASES = {
   return %3 : tensor<8x16xf32>
 }
 ''',
+    # Reshards (and results) that add unreduced axes: sharded/replicated_to_unreduced.
+    "reshard_to_unreduced": MESH + '''func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y", "x"}, {"z"}]>},
+                %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>})
+    -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>,
+        tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"y"}>}) {
+  %0 = sdy.reshard %arg0 <@mesh, [{"y"}, {}], unreduced={"x", "z"}> : tensor<8x16xf32>
+  %1 = sdy.reshard %arg0 <@mesh, [{"y":(1)2}, {"z"}], unreduced={"x", "y":(2)2}> : tensor<8x16xf32>
+  %2 = sdy.reshard %arg1 <@mesh, [{"x"}, {}], unreduced={"z"}> : tensor<8x16xf32>
+  return %0, %1, %2, %arg1 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
+''',
     "unreduced_returned": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"x", "z"}>})
     -> (tensor<8x8xf32>, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"z"}>}) {
   return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>

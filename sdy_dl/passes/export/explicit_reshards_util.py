@@ -158,3 +158,99 @@ def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
     reshard = insert_sharding_op_after("sdy.reshard", result, out_s, mop.location)
     result.replace_all_uses_except(reshard.results[0], reshard)
     return True
+
+
+# -- reshards to unreduced axes (Shardy's insertUnreducedCollectives) -----------------
+
+EQUAL, STRICT_PREFIX, NOT_A_PREFIX = "equal", "strict_prefix", "not_a_prefix"
+
+
+def axis_list_prefix_status(first, second, mesh: Mesh) -> str:
+    """Shardy's ``isAxisListPrefixOf(first, second)``."""
+    first, second = list(first), list(second)
+    if not first:
+        return EQUAL if not second else STRICT_PREFIX
+    if len(first) > len(second):
+        return NOT_A_PREFIX
+    n = len(first)
+    if first[:n - 1] != second[:n - 1]:
+        return NOT_A_PREFIX
+    if len(first) == len(second) and first[-1] == second[-1]:
+        return EQUAL
+    return STRICT_PREFIX if first[-1].prefix_of(second[n - 1], mesh) else NOT_A_PREFIX
+
+
+def _axes_attr(axes) -> str:
+    return "{" + ", ".join(a.to_text() for a in axes) + "}"
+
+
+def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
+                                 meshes: dict[str, Mesh], insert) -> TensorSharding | None:
+    """Make operand ``index`` of ``mop`` unreduced on the axes ``out`` has
+    unreduced beyond the operand's: dims whose axes end with such axes give
+    them up (``sdy.sharded_to_unreduced``), the others come replicated
+    (``sdy.replicated_to_unreduced``), after a reshard when the dims do not
+    line up.  ``insert(op)`` places each new op (in order).  Returns the
+    operand's new sharding, or None when nothing was inserted."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.storage import parse_attr
+    from sdy_dl.passes.import_common import get_sharding, sort_and_merge_axes
+
+    value = mop.operands[index]
+    have = get_sharding(value)
+    if have is None or out is None or not out.unreduced:
+        return None
+    mesh = meshes[have.mesh] if isinstance(have.mesh, str) else have.mesh
+    added = axis_set_diff(out.unreduced, have.unreduced, mesh)
+    if not added:
+        return None
+    s2u: list = []
+    per_dim: list = [() for _ in have.dims]
+    need_reshard = False
+    dims = list(out.dims)
+    for i, (in_dim, out_dim) in enumerate(zip(have.dims, out.dims)):
+        in_axes, out_axes = list(in_dim.axes), list(out_dim.axes)
+        status = axis_list_prefix_status(out_axes, in_axes, mesh)
+        if status == STRICT_PREFIX:
+            diff = []
+            if out_axes and out_axes[-1] != in_axes[len(out_axes) - 1]:
+                diff.append(in_axes[len(out_axes) - 1].suffix_without_overlap(out_axes[-1], mesh))
+            diff.extend(in_axes[len(out_axes):])
+            if not axis_set_diff(diff, added, mesh):
+                per_dim[i] = tuple(diff)
+                s2u.extend(diff)
+                dims[i] = in_dim
+            else:
+                need_reshard = True
+        elif status == NOT_A_PREFIX:
+            need_reshard = True
+
+    def create(name: str, operand, attributes: dict):
+        op = ir.Operation.create(name, results=[operand.type], operands=[operand],
+                                 attributes=attributes, loc=mop.location)
+        insert(op)
+        return op.results[0]
+
+    result = value
+    last = have
+    if need_reshard:
+        last = dataclasses.replace(have, dims=tuple(dims))
+        result = create("sdy.reshard", result, {"sharding": parse_attr(last.to_text())})
+    r2u = axis_set_diff(added, s2u, mesh)
+    if r2u:
+        unreduced = sort_and_merge_axes(list(have.unreduced) + list(r2u), mesh)
+        last = TensorSharding(have.mesh, tuple(dims), out.replicated, tuple(unreduced))
+        result = create("sdy.replicated_to_unreduced", result,
+                        {"axes": ir.Attribute.parse("#sdy<axis_ref_list" + _axes_attr(r2u) + ">"),
+                         "out_sharding": parse_attr(last.to_text())})
+    if s2u:
+        lists = ", ".join(_axes_attr(axes) for axes in per_dim)
+        result = create("sdy.sharded_to_unreduced", result,
+                        {"axes": ir.Attribute.parse(f"#sdy<list_of_axis_ref_lists[{lists}]>"),
+                         "out_sharding": parse_attr(out.to_text())})
+        last = out
+    if result == value:
+        return None
+    mop.operands[index] = result
+    return last

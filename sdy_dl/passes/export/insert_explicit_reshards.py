@@ -17,12 +17,14 @@ skipped):
   with an operand only along the contracting axes are resharded
   (``processDot``, :mod:`.explicit_reshards_util`).
 * ``func.return``: returned values are all-reduced over the unreduced axes the
-  function result does not keep.
+  function result does not keep, and made unreduced on the axes it adds.
+* ``sdy.reshard`` to more unreduced axes (and call operands and returned
+  values whose target has more): ``sdy.replicated_to_unreduced`` /
+  ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``).
 
 Not implemented (see the lit-test list of known differences): the full
 version's common axes for concatenates and ``mhlo.ragged_dot`` (rejected),
-reshards to unreduced axes (``sdy.sharded_to_unreduced`` /
-``sdy.replicated_to_unreduced``), all-reduces over reduction factors of ops
+all-reduces over reduction factors of ops
 whose result is unreduced, unreduced axes across data-flow edges, and
 shardings read through propagation barriers.
 """
@@ -31,10 +33,11 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS
+from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, read_own
 from sdy_dl.passes.call_graph import callee_name, func_table
 from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS,
                                                   insert_all_reduce_if_unreduced_to_replicated,
+                                                  insert_unreduced_collectives,
                                                   reshard_dot_result)
 from sdy_dl.passes.export.common import funcs
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
@@ -73,6 +76,10 @@ def reshard_operands(call, func, meshes) -> bool:
         reduced = insert_all_reduce_if_unreduced_to_replicated(
             call, i, have, target, meshes, lambda op, v=operand: insert_after_value(v, op))
         changed |= reduced is not have
+        unreduced = insert_unreduced_collectives(
+            call, i, target, meshes, lambda op: insert_after_value(op.operands[0], op))
+        if unreduced is not None:
+            reduced, changed = unreduced, True
         have, operand = reduced, call.operands[i]
         if have is None and target is None or is_equivalent(target, have):
             continue
@@ -91,6 +98,19 @@ def op_rules(module: Module, names: frozenset, options: PassOptions) -> dict:
 
     db = load_rule_db(options.rule_files, conservative=False)
     return {key(op.mlir): db.rule_for(op, module) for op in module.ops if op.name in names}
+
+
+def reshard_to_unreduced(reshard, meshes) -> bool:
+    """Shardy's ``convertReshardToUnreducedCollectives``: a reshard to more
+    unreduced axes becomes the unreduced collectives (inserted before it)."""
+    from jaxlib.mlir import ir
+
+    if insert_unreduced_collectives(reshard, 0, read_own(reshard), meshes,
+                                    lambda op: ir.InsertionPoint(reshard).insert(op)) is None:
+        return False
+    reshard.results[0].replace_all_uses_with(reshard.operands[0])
+    reshard.erase()
+    return True
 
 
 def all_reduce_unreduced_operands(mop, meshes) -> bool:
@@ -123,6 +143,8 @@ def all_reduce_returned(func, meshes) -> bool:
         have = get_sharding(ret.operands[i])
         changed |= insert_all_reduce_if_unreduced_to_replicated(
             ret, i, have, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op)) is not have
+        changed |= insert_unreduced_collectives(
+            ret, i, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op)) is not None
     return changed
 
 
@@ -146,6 +168,9 @@ def run(module: Module, options: PassOptions) -> Module:
                     continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)
+                    continue
+                if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
+                    changed = True
                     continue
                 changed |= all_reduce_unreduced_operands(mop, meshes)
                 if mop.name in DOT_OPS:
