@@ -64,6 +64,31 @@ CASES = {
   return %0, %1, %2, %arg1 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
 }
 ''',
+    # Reduction factors of an op with unreduced results; a barrier before a dot;
+    # unreduced values entering and leaving a manual computation.
+    "reduction_factors": MESH + '''func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y", "z"}]>},
+                %arg1: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y", "z"}, {}]>}) -> (tensor<8x8xf32>, tensor<8xf32>) {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}], unreduced={"z"}>]>} : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %c = sdy.constant dense<0.0> : tensor<f32>
+  %1 = stablehlo.reduce(%arg0 init: %c) applies stablehlo.add across dimensions = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}], unreduced={"y"}>]>} : (tensor<8x16xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0, %1 : tensor<8x8xf32>, tensor<8xf32>
+}
+''',
+    "barrier_before_dot": MESH + '''func.func @main(%arg0: tensor<4x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>},
+                %arg1: tensor<32x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> tensor<4x8xf32> {
+  %b = sdy.propagation_barrier %arg0 allowed_direction=NONE : tensor<4x32xf32>
+  %0 = stablehlo.dot_general %b, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<4x32xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+''',
+    "manual_computation": MESH + '''func.func @main(%arg0: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}], unreduced={"x", "z"}>}) -> tensor<16xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}], unreduced={"z"}>] out_shardings=[<@mesh, [{"x"}]>] manual_axes={"x"} (%arg1: tensor<8xf32>) {
+    %1 = stablehlo.abs %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}], unreduced={"z"}>]>} : tensor<8xf32>
+    sdy.return %1 : tensor<8xf32>
+  } : (tensor<16xf32>) -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+''',
     "unreduced_returned": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"x", "z"}>})
     -> (tensor<8x8xf32>, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"z"}>}) {
   return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>

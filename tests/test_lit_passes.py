@@ -108,9 +108,6 @@ KNOWN = {
         "foo",  # unreduced call results: insert-func-call-reshards differs
     },
     "insert_explicit_reshards.mlir": {
-        "all_reduce_partially_delayed_until_return", "reduce_multiple_results",  # reduction factors
-        "manual_computation",                  # unreduced axes across data-flow edges
-        "reshard_dot_result_to_match_lhs_with_barrier",  # shardings through barriers
         "concatenate_different_shardings",     # the full version's common axes
     },
 }

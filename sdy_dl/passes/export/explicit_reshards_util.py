@@ -96,6 +96,82 @@ def _factor_axes(sharding: TensorSharding | None, mapping) -> dict[int, tuple] |
     return out
 
 
+def sharding_bypassing_barriers(value) -> TensorSharding | None:
+    """Shardy's ``getShardingBypassingBarriers``: the sharding of the value a
+    chain of ``sdy.propagation_barrier`` ops starts from."""
+    from sdy_dl.passes.import_common import get_sharding
+
+    while True:
+        owner = getattr(value.owner, "operation", None)
+        if owner is None or owner.name != "sdy.propagation_barrier":
+            return get_sharding(value)
+        value = owner.operands[0]
+
+
+def common_mesh(shardings, meshes: dict[str, Mesh]) -> str | None:
+    """Shardy's ``getMesh``: the one (named, non-maximal) mesh of the given
+    shardings, None when there is none or several."""
+    names = {s.mesh for s in shardings if s is not None}
+    if len(names) != 1:
+        return None
+    name = next(iter(names))
+    mesh = meshes.get(name) if isinstance(name, str) else None
+    return None if mesh is None or mesh.is_maximal else name
+
+
+def all_reduce_reduction_factors(mop, rule, meshes: dict[str, Mesh]) -> bool:
+    """Shardy's ``insertAllReducesForReductionFactors`` in the non-full version:
+    when the op's results are unreduced, the axes of its reduction factors
+    (sharded alike on every tensor that has them) that the results do not keep
+    unreduced are all-reduced right after the op, one ``sdy.all_reduce`` per
+    result."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.storage import parse_attr
+    from sdy_dl.passes.import_common import get_sharding, sort_and_merge_axes
+    from sdy_dl.sharding import DimSharding
+
+    if rule is None or rule.is_custom or len(mop.results) == 0:
+        return False
+    first = get_sharding(mop.results[0])
+    if first is None or not first.unreduced:
+        return False
+    ins = [sharding_bypassing_barriers(v) for v in mop.operands]
+    outs = [sharding_bypassing_barriers(v) for v in mop.results]
+    mesh_name = common_mesh(ins + outs, meshes)
+    if mesh_name is None:
+        return False
+    mesh = meshes[mesh_name]
+    projections = [_factor_axes(s, m) for s, m in zip(ins + outs, rule.operands + rule.results)]
+    if any(p is None for p in projections):
+        return False
+    reduction: list = []
+    for f, factor in enumerate(rule.factors):
+        if factor.kind != "reduction":
+            continue
+        shardings = [p[f] for p in projections if f in p]
+        if any(s != shardings[0] for s in shardings):
+            return False  # Shardy fails a check here
+        reduction.extend(shardings[0] if shardings else ())
+    axes = axis_set_diff(reduction, first.unreduced, mesh)
+    if not axes:
+        return False
+    axes = sort_and_merge_axes(axes, mesh)
+    anchor = mop
+    for result in list(mop.results):
+        sharding = get_sharding(result) or TensorSharding(
+            mesh_name, tuple(DimSharding((), True) for _ in ir.RankedTensorType(result.type).shape))
+        axes_text = "#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes) + "}>"
+        all_reduce = ir.Operation.create(
+            "sdy.all_reduce", results=[result.type], operands=[result],
+            attributes={"reduction_axes": ir.Attribute.parse(axes_text),
+                        "out_sharding": parse_attr(sharding.to_text())}, loc=mop.location)
+        ir.InsertionPoint.after(anchor).insert(all_reduce)
+        result.replace_all_uses_except(all_reduce.results[0], all_reduce)
+        anchor = all_reduce
+    return True
+
+
 def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
     """Shardy's ``processDot``: when the operands are compatible and exactly one
     non-contracting/batching factor of the result conflicts with a (non-empty)
@@ -108,14 +184,9 @@ def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
 
     if rule is None or rule.is_custom or len(mop.results) != 1 or len(mop.operands) != 2:
         return False
-    lhs_s, rhs_s = (get_sharding(v) for v in mop.operands)
+    lhs_s, rhs_s = (sharding_bypassing_barriers(v) for v in mop.operands)
     out_s = get_sharding(mop.results[0])
-    shardings = [s for s in (lhs_s, rhs_s, out_s) if s is not None]
-    names = {s.mesh for s in shardings}
-    if out_s is None or len(names) != 1 or not isinstance(out_s.mesh, str):
-        return False
-    mesh = meshes.get(out_s.mesh)
-    if mesh is None or mesh.is_maximal:
+    if out_s is None or common_mesh((lhs_s, rhs_s, out_s), meshes) is None:
         return False
     lhs = _factor_axes(lhs_s, rule.operands[0])
     rhs = _factor_axes(rhs_s, rule.operands[1])

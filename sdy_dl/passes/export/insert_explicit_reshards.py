@@ -22,11 +22,15 @@ skipped):
   values whose target has more): ``sdy.replicated_to_unreduced`` /
   ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``).
 
+* ``sdy.manual_computation`` / ``sdy.named_computation``: the sources of each
+  edge owner are all-reduced over the unreduced axes the owner does not keep.
+* ops whose results are unreduced: the axes of their reduction factors the
+  results do not keep unreduced are all-reduced after them.
+
 Not implemented (see the lit-test list of known differences): the full
-version's common axes for concatenates and ``mhlo.ragged_dot`` (rejected),
-all-reduces over reduction factors of ops
-whose result is unreduced, unreduced axes across data-flow edges, and
-shardings read through propagation barriers.
+version's common axes for concatenates whose operands are sharded unlike the
+result and ``mhlo.ragged_dot`` (rejected); the other data-flow ops (while,
+case, optimization barrier) are left alone.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, read_own
 from sdy_dl.passes.call_graph import callee_name, func_table
-from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS,
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, all_reduce_reduction_factors,
                                                   insert_all_reduce_if_unreduced_to_replicated,
                                                   insert_unreduced_collectives,
                                                   reshard_dot_result)
@@ -44,6 +48,7 @@ from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.passes.import_.propagate_sharding_from_func_to_call import func_result_shardings
 from sdy_dl.passes.import_common import (TERMINATOR_OPS, get_sharding, insert_after_value,
+                                         read_per_value,
                                          insert_sharding_op_after, key, mesh_of, module_meshes,
                                          op_error, rebuild, tensor_rank, walk_post)
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -90,14 +95,25 @@ def reshard_operands(call, func, meshes) -> bool:
     return changed
 
 
-def op_rules(module: Module, names: frozenset, options: PassOptions) -> dict:
-    """The sharding rule of every op of ``module`` named in ``names``, by op identity."""
-    if not any(op.name in names for op in module.ops):
-        return {}
-    from sdy_dl.rules.db import load_rule_db
+def op_rules(module: Module, options: PassOptions):
+    """``rule(mop)``: the sharding rule of an op of ``module`` as it was loaded
+    (rules and the rule files are read at the first call)."""
+    state: dict = {}
 
-    db = load_rule_db(options.rule_files, conservative=False)
-    return {key(op.mlir): db.rule_for(op, module) for op in module.ops if op.name in names}
+    def rule(mop):
+        if not state:
+            from sdy_dl.rules.db import load_rule_db
+
+            state["db"] = load_rule_db(options.rule_files, conservative=False)
+            state["ops"] = {key(op.mlir): op for op in module.ops}
+        op = state["ops"].get(key(mop))
+        return None if op is None else state["db"].rule_for(op, module)
+    return rule
+
+
+def has_unreduced(value) -> bool:
+    sharding = get_sharding(value)
+    return sharding is not None and bool(sharding.unreduced)
 
 
 def reshard_to_unreduced(reshard, meshes) -> bool:
@@ -111,6 +127,26 @@ def reshard_to_unreduced(reshard, meshes) -> bool:
     reshard.results[0].replace_all_uses_with(reshard.operands[0])
     reshard.erase()
     return True
+
+
+def all_reduce_edge_sources(mop, meshes) -> bool:
+    """``insertExplicitReshardsOnDataFlowOp`` for manual and named computations
+    (non-full version): the sources of each edge owner (results: the returned
+    values; block arguments: the operands) are all-reduced, right after their
+    definition, over the unreduced axes the owner's sharding does not keep."""
+    body = mop.regions[0].blocks[0]
+    ret = body.operations[len(body.operations) - 1].operation
+    outs = read_per_value(mop, "out_shardings") or [None] * len(mop.results)
+    ins = read_per_value(mop, "in_shardings") or [None] * len(mop.operands)
+    changed = False
+    for owner_op, targets in ((ret, outs), (mop, ins)):
+        for i, target in enumerate(targets):
+            have = get_sharding(owner_op.operands[i])
+            value = owner_op.operands[i]
+            changed |= insert_all_reduce_if_unreduced_to_replicated(
+                owner_op, i, have, target, meshes,
+                lambda op, v=value: insert_after_value(v, op)) is not have
+    return changed
 
 
 def all_reduce_unreduced_operands(mop, meshes) -> bool:
@@ -156,15 +192,17 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         meshes = module_meshes(module)
         table = func_table(module)
-        dot_rules = op_rules(module, DOT_OPS, options)
+        rules = op_rules(module, options)
         changed = False
         for func in funcs(module):
             for mop in walk_post(func)[:-1]:
                 if mop.name in UNSUPPORTED:
                     raise op_error(module, mop, f"insert-explicit-reshards: {mop.name} "
                                    "is not supported")
-                if mop.name in TERMINATOR_OPS or mop.name in DATA_FLOW_OPS \
-                        or mop.name in COMPUTATION_OPS:
+                if mop.name in COMPUTATION_OPS:
+                    changed |= all_reduce_edge_sources(mop, meshes)
+                    continue
+                if mop.name in TERMINATOR_OPS or mop.name in DATA_FLOW_OPS:
                     continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)
@@ -174,6 +212,8 @@ def run(module: Module, options: PassOptions) -> Module:
                     continue
                 changed |= all_reduce_unreduced_operands(mop, meshes)
                 if mop.name in DOT_OPS:
-                    changed |= reshard_dot_result(mop, dot_rules.get(key(mop)), meshes)
+                    changed |= reshard_dot_result(mop, rules(mop), meshes)
+                if mop.results and has_unreduced(mop.results[0]):
+                    changed |= all_reduce_reduction_factors(mop, rules(mop), meshes)
             changed |= all_reduce_returned(func, meshes)
         return rebuild(module) if changed else module
