@@ -115,8 +115,23 @@ func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"
 '''
 
 
-@pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"]],
-                         ids=["constrained_dot", "unreduced_result"])
+# Calls whose results are unreduced: insert-func-call-reshards ignores unreduced
+# axes, the return all-reduces them.
+UNREDUCED_CALLS = '''sdy.mesh @mesh = <["x"=8]>
+func.func private @foo(%arg0: tensor<256x128xf32>) -> (tensor<256x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+  %0 = sdy.sharding_constraint %arg0 <@mesh, [{}, {}], unreduced={"x"}> : tensor<256x128xf32>
+  return %0 : tensor<256x128xf32>
+}
+func.func @main(%arg0: tensor<256x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"x"}>}) -> tensor<256x128xf32> {
+  %0 = func.call @foo(%arg0) : (tensor<256x128xf32>) -> tensor<256x128xf32>
+  %1 = func.call @foo(%0) : (tensor<256x128xf32>) -> tensor<256x128xf32>
+  return %1 : tensor<256x128xf32>
+}
+'''
+
+
+@pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"], UNREDUCED_CALLS],
+                         ids=["constrained_dot", "unreduced_result", "unreduced_calls"])
 def test_pipeline(text):
     from sdy_dl.ir import parse_module_text
     from sdy_dl.passes import PassOptions

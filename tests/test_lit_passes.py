@@ -104,9 +104,6 @@ KNOWN = {
     "call_ops_enable_full_version_false.mlir": {
         "call_with_shardings",                 # concatenate: the full version's common axes
     },
-    "propagation_pipeline.mlir": {
-        "foo",  # unreduced call results: insert-func-call-reshards differs
-    },
     "insert_explicit_reshards.mlir": {
         "concatenate_different_shardings",     # the full version's common axes
     },
