@@ -41,6 +41,11 @@ FILES = {
     "propagation_pipeline.mlir": (PROPAGATION, "propagate", "sdy-propagation-pipeline", {}, False),
     "propagation_pipeline_data_flow_edges.mlir": (PROPAGATION, "propagate",
                                                   "sdy-propagation-pipeline", {}, False),
+    "unflatten_call_graph.mlir": (EXPORT, "unflatten-call-graph", "sdy-unflatten-call-graph",
+                                  {}, False),
+    "unflatten_call_graph_dedup_functions_fully_true.mlir": (
+        EXPORT, "unflatten-call-graph", "sdy-unflatten-call-graph{dedup-functions-fully=true}",
+        {"dedup_functions_fully": True}, False),
     "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
                                        "sdy-propagate-to-func-results", {}, True),
 }
