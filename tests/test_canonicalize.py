@@ -131,3 +131,12 @@ def test_pipeline_erases_dead_reshards(name):
     expected = shardy(text, "sdy-propagation-pipeline")
     actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
     assert_same(expected, normalize(actual))
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(__import__("shutil").which("souffle") is None, reason="souffle is not on PATH")
+@pytest.mark.parametrize("name", ["while_outer_value", "manual_computation", "chain",
+                                  "custom_call_side_effect"])
+def test_engines_agree(name):
+    text = extra_module(EXTRA[name])
+    assert ours(text, "canonicalize", engine="souffle") == ours(text, "canonicalize", engine="clingo")

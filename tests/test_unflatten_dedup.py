@@ -48,3 +48,12 @@ def test_unflatten_call_graph(name, dedup):
                       % str(dedup).lower())
     assert_same(expected, normalize(ours(text, "unflatten-call-graph",
                                          extra={"dedup_functions_fully": dedup})))
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(__import__("shutil").which("souffle") is None, reason="souffle is not on PATH")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_engines_agree(name):
+    extra = {"dedup_functions_fully": True}
+    assert ours(CASES[name], "unflatten-call-graph", engine="souffle", extra=extra) == \
+        ours(CASES[name], "unflatten-call-graph", engine="clingo", extra=extra)
