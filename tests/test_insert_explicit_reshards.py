@@ -89,6 +89,20 @@ CASES = {
   return %0 : tensor<16xf32>
 }
 ''',
+    # Concatenates whose operands are sharded unlike the result: common axes.
+    "concat_conflicting": MESH + '''func.func @main(%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>},
+                %arg1: tensor<4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> tensor<12x4xf32> {
+  %0 = stablehlo.concatenate %arg0, %arg1, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<12x4xf32>
+  return %0 : tensor<12x4xf32>
+}
+''',
+    "concat_on_concat_dim": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {"x"}]>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<16x8xf32> {
+  %0 = stablehlo.concatenate %arg0, %arg1, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"y", "z"}, {"x"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  %1 = stablehlo.negate %0 : tensor<16x8xf32>
+  return %1 : tensor<16x8xf32>
+}
+''',
     "unreduced_returned": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"x", "z"}>})
     -> (tensor<8x8xf32>, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"z"}>}) {
   return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
@@ -188,14 +202,15 @@ def run_random(seeds, conflicts=("dot",)) -> tuple[int, int, list[int]]:
     return equal, counted, differ
 
 
-def test_random_dots_with_conflicting_constraints():
-    equal, counted, differ = run_random(range(40))
-    assert counted >= 2, "no seed exercises insert-explicit-reshards"
+def test_random_dots_and_concatenates_with_conflicts():
+    equal, counted, differ = run_random(range(25), ("dot", "concat"))
+    assert counted >= 5, "too few seeds exercise insert-explicit-reshards"
     assert not differ, f"{equal}/{counted} equal; differ: {differ}"
 
 
 @pytest.mark.slow
-def test_random_dots_with_conflicting_constraints_many():
-    equal, counted, differ = run_random(range(40, 400))
+@pytest.mark.parametrize("conflicts", [("dot",), ("dot", "concat")])
+def test_random_dots_and_concatenates_with_conflicts_many(conflicts):
+    equal, counted, differ = run_random(range(25, 400), conflicts)
     assert counted >= 10
     assert not differ, f"{equal}/{counted} equal; differ: {differ}"

@@ -105,14 +105,7 @@ def run_lit(name: str) -> tuple[list[str], int]:
 
 #: Chunks (by function name) that still differ, each for a reason sdy-dl does
 #: not implement yet; the test fails when any other chunk differs.
-KNOWN = {
-    "call_ops_enable_full_version_false.mlir": {
-        "call_with_shardings",                 # concatenate: the full version's common axes
-    },
-    "insert_explicit_reshards.mlir": {
-        "concatenate_different_shardings",     # the full version's common axes
-    },
-}
+KNOWN: dict[str, set[str]] = {}
 
 
 def chunk_name(chunk: str, i: int) -> str:

@@ -44,6 +44,8 @@ from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, all_reduce_red
                                                   insert_unreduced_collectives,
                                                   reshard_dot_result)
 from sdy_dl.passes.export.common import funcs
+from sdy_dl.passes.export.explicit_reshards_common_axes import (concat_needs_full_version,
+                                                                reshard_to_common_axes)
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.passes.import_.propagate_sharding_from_func_to_call import func_result_shardings
@@ -213,6 +215,8 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed |= all_reduce_unreduced_operands(mop, meshes)
                 if mop.name in DOT_OPS:
                     changed |= reshard_dot_result(mop, rules(mop), meshes)
+                if mop.name == "stablehlo.concatenate" and concat_needs_full_version(mop):
+                    changed |= reshard_to_common_axes(mop, rules(mop), meshes)
                 if mop.results and has_unreduced(mop.results[0]):
                     changed |= all_reduce_reduction_factors(mop, rules(mop), meshes)
             changed |= all_reduce_returned(func, meshes)
