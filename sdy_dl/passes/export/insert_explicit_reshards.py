@@ -27,10 +27,15 @@ skipped):
 * ops whose results are unreduced: the axes of their reduction factors the
   results do not keep unreduced are all-reduced after them.
 
-Not implemented (see the lit-test list of known differences): the full
-version's common axes for concatenates whose operands are sharded unlike the
-result and ``mhlo.ragged_dot`` (rejected); the other data-flow ops (while,
-case, optimization barrier) are left alone.
+* ``stablehlo.concatenate`` whose operands are sharded unlike the result (the
+  one op besides calls the non-full version treats in full): operands and
+  results are resharded to the common axes
+  (:mod:`.explicit_reshards_common_axes`).
+
+Not implemented: the full version for every op (``enable-full-version=true``,
+so ``mhlo.ragged_dot``, which the non-full version treats in full, is
+rejected); unary concatenates; the other data-flow ops (while, case,
+optimization barrier) are left alone.
 """
 
 from __future__ import annotations
