@@ -144,7 +144,7 @@ def test_pipeline_without_data_flow_edges_on_named_computations(tmp_path):
     ("user-priority-propagate", "run-op-priority-propagation=false"),
     ("op-priority-propagate", "run-op-priority-propagation=false"),
     ("aggressive-propagate", "propagation-strategy=basic"),
-    ("user-priority-propagate", "propagation-strategy=basic-then-aggressive"),
+    ("aggressive-propagate", "propagation-strategy=basic-then-aggressive"),
 ])
 def test_propagation_options_equal_shardy(pass_name, options):
     from oracle import ours
