@@ -206,9 +206,8 @@ def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
     from sdy_dl.passes.export.explicit_reshards_util import (_factor_axes, _num_elements,
                                                              common_mesh,
                                                              sharding_bypassing_barriers)
-    from sdy_dl.passes.import_common import (get_sharding, insert_sharding_op_after,
-                                             set_sharding)
     from sdy_dl.ir.storage import parse_attr
+    from sdy_dl.passes.import_common import get_sharding, set_sharding
 
     if rule is None or rule.is_custom:
         return False
