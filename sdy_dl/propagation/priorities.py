@@ -166,8 +166,10 @@ def reopened(current: TensorSharding, original: TensorSharding, priority: int) -
                           tuple(a for a in current.replicated if a not in seen), current.unreduced)
 
 
-def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
-    """User-priority propagation: op-priority bands once per priority (§7.2)."""
+def run_user_priority(propagator: Propagator, run_stage, progress=None,
+                      op_priority: bool = True) -> None:
+    """User-priority propagation: op-priority bands once per priority (§7.2); one
+    plain fixpoint per priority instead when ``op_priority`` is false."""
     module = propagator.module
     tracer = propagator.state.tracer
     if tracer is not None:
@@ -184,8 +186,8 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
             write(new)
     if tracer is not None:
         tracer.end()
-    priorities = OpPriorities(propagator, run_stage)
-    run_op_priority(propagator, run_stage, progress, priorities=priorities)
+    priorities = OpPriorities(propagator, run_stage) if op_priority else None
+    _run_priority(propagator, run_stage, progress, 0, priorities)
     for priority in sorted(references):
         if tracer is not None:
             tracer.begin("priority", f"user priority {priority}: its dims re-opened")
@@ -193,7 +195,19 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
             write(reopened(read(), original, priority))
         if tracer is not None:
             tracer.end()
+        _run_priority(propagator, run_stage, progress, priority, priorities)
+
+
+def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
+                  priorities: OpPriorities | None) -> None:
+    """One user priority: the op-priority bands, or one plain fixpoint when
+    ``priorities`` is None (run-op-priority-propagation=false)."""
+    if priorities is not None:
         run_op_priority(propagator, run_stage, progress, priority, priorities)
+    else:
+        propagator.phase = f"user priority {priority}"
+        propagator.propagate(progress=progress)
+        propagator.phase = ""
 
 
 def sharding_sites(propagator: Propagator):
