@@ -46,6 +46,13 @@ FILES = {
     "unflatten_call_graph_dedup_functions_fully_true.mlir": (
         EXPORT, "unflatten-call-graph", "sdy-unflatten-call-graph{dedup-functions-fully=true}",
         {"dedup_functions_fully": True}, False),
+    "add_func_data_flow_edges.mlir": (IMPORT, "add-func-data-flow-edges",
+                                      "sdy-add-func-data-flow-edges", {}, False),
+    "sink_func_data_flow_edges.mlir": (EXPORT, "sink-func-data-flow-edges",
+                                       "func.func(sdy-sink-func-data-flow-edges)", {}, False),
+    "propagation_pipeline_dedup_functions_fully_true.mlir": (
+        PROPAGATION, "propagate", "sdy-propagation-pipeline{dedup-functions-fully=true}",
+        {"dedup_functions_fully": True}, False),
     "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
                                        "sdy-propagate-to-func-results", {}, True),
 }
@@ -115,7 +122,8 @@ def chunk_name(chunk: str, i: int) -> str:
 
 
 #: The whole-pipeline files (slower: every chunk is propagated).
-SLOW = {"propagation_pipeline.mlir", "propagation_pipeline_data_flow_edges.mlir"}
+SLOW = {"propagation_pipeline.mlir", "propagation_pipeline_data_flow_edges.mlir",
+        "propagation_pipeline_dedup_functions_fully_true.mlir"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

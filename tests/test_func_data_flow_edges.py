@@ -1,0 +1,71 @@
+"""``dedup-functions-fully=true``: add-func-data-flow-edges, propagation through
+``sdy.func_data_flow_edge`` and sink-func-data-flow-edges against jaxlib's
+passes, on hand-written modules with repeated calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle import assert_same, ours, shardy
+
+#: A function called twice (one call with a sharding on its result), a
+#: callee argument with a sharding, a token argument (no edge), a call nested
+#: in a while body and a callee that calls another function.
+REPEATED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                %arg1: tensor<8x8xf32>, %arg2: !stablehlo.token) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = call @f(%arg0, %arg2) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"b"}, {}]>]>}
+      : (tensor<8x8xf32>, !stablehlo.token) -> tensor<8x8xf32>
+  %1 = call @f(%arg1, %arg2) : (tensor<8x8xf32>, !stablehlo.token) -> tensor<8x8xf32>
+  %2 = stablehlo.add %0, %1 : tensor<8x8xf32>
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %3:2 = stablehlo.while(%iterArg = %2, %i = %c) : tensor<8x8xf32>, tensor<i32>
+    cond {
+      %c1 = stablehlo.constant dense<4> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %c1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %4 = func.call @g(%iterArg) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+      %c1 = stablehlo.constant dense<1> : tensor<i32>
+      %5 = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %4, %5 : tensor<8x8xf32>, tensor<i32>
+    }
+  return %3#0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+func.func private @f(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>},
+                     %arg1: !stablehlo.token) -> tensor<8x8xf32> {
+  %0 = stablehlo.multiply %arg0, %arg0 : tensor<8x8xf32>
+  %1 = func.call @g(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+func.func private @g(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+'''
+
+#: The only function is the main one: nothing to add.
+SINGLE = '''sdy.mesh @mesh = <["a"=2]>
+func.func @only(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>}) -> tensor<8xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+'''
+
+MODULES = {"repeated": REPEATED, "single": SINGLE}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_add_func_data_flow_edges(name):
+    text = MODULES[name]
+    assert_same(shardy(text, "sdy-add-func-data-flow-edges"), ours(text, "add-func-data-flow-edges"))
+
+
+@pytest.mark.parametrize("propagated", [False, True])
+def test_sink_func_data_flow_edges(propagated):
+    text = shardy(REPEATED, "sdy-add-func-data-flow-edges")
+    if propagated:
+        text = shardy(text, "sdy-aggressive-propagate")
+    assert "func_data_flow_edge" in text
+    assert_same(shardy(text, "func.func(sdy-sink-func-data-flow-edges)"),
+                ours(text, "sink-func-data-flow-edges"))
