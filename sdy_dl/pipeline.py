@@ -9,9 +9,10 @@ op-priority bands with the aggressive strategy); export-named-computations
 (default mode) and propagate-to-func-results; unflatten-call-graph and
 symbol-dce; insert-func-call-reshards; and the export pipeline (§9.3) with
 its registered defaults (its insert-explicit-reshards reshards call
-operands to the callee's argument shardings).  In dedup-functions-fully mode Shardy adds func
-data-flow edges instead of the call handling, which sdy-dl does not
-implement (it runs the call-free form of that mode).  The verifier
+operands to the callee's argument shardings).  In dedup-functions-fully mode
+functions stay functions: add-func-data-flow-edges replaces the call
+handling, and sink-func-data-flow-edges follows propagate-to-func-results
+in place of export-named-computations.  The verifier
 verify-unreduced-axes is not listed.
 """
 
@@ -27,14 +28,17 @@ def stages(options: PassOptions) -> list[str]:
     """The pass names ``propagate`` runs, in order."""
     dedup = bool(options.option("dedup-functions-fully"))
     names = ["import-pipeline"]
-    if not dedup:
+    if dedup:
+        names.append("add-func-data-flow-edges")
+    else:
         names += ["flatten-call-graph", "symbol-dce", "import-func-calls", "symbol-dce",
                   "apply-sharding-constraints", "sharding-group-import"]
     names += ["pre-order-funcs", "user-priority-propagate"]
-    if not dedup:
-        names.append("export-named-computations")
-    names += ["propagate-to-func-results", "unflatten-call-graph", "symbol-dce",
-              "insert-func-call-reshards"]
+    if dedup:
+        names += ["propagate-to-func-results", "sink-func-data-flow-edges"]
+    else:
+        names += ["export-named-computations", "propagate-to-func-results"]
+    names += ["unflatten-call-graph", "symbol-dce", "insert-func-call-reshards"]
     names += EXPORT
     if not options.keep_sharding_rules:
         names.append("drop-sharding-rules")

@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 
 from oracle import assert_same, ours, shardy
+from sdy_dl.ir import parse_module_text
+from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import propagate
 
 #: A function called twice (one call with a sharding on its result), a
 #: callee argument with a sharding, a token argument (no edge), a call nested
@@ -69,3 +72,20 @@ def test_sink_func_data_flow_edges(propagated):
     assert "func_data_flow_edge" in text
     assert_same(shardy(text, "func.func(sdy-sink-func-data-flow-edges)"),
                 ours(text, "sink-func-data-flow-edges"))
+
+
+def test_propagation_through_func_edges():
+    """Aggressive propagation alone, on the module with both kinds of edges in
+    place (as the pipeline has them)."""
+    text = shardy(REPEATED, "sdy-add-data-flow-edges,sdy-add-func-data-flow-edges")
+    assert_same(shardy(text, "sdy-aggressive-propagate"),
+                ours(text, "aggressive-propagate", engine="clingo"))
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_pipeline_dedup_functions_fully(name):
+    text = MODULES[name]
+    expected = shardy(text, "sdy-propagation-pipeline{dedup-functions-fully=true}")
+    actual = propagate(parse_module_text(text, "<test>"),
+                       PassOptions(engine="clingo", extra={"dedup_functions_fully": True})).print()
+    assert_same(expected, actual)

@@ -24,6 +24,10 @@ BANDS = 5
 OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
 
 
+#: Edge ops: propagated through with an identity rule, no rule attribute.
+EDGE_OPS = frozenset({"sdy.data_flow_edge", "sdy.func_data_flow_edge"})
+
+
 def op_class(op: Op) -> str:
     """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
     if op.name in ops_with("priority_dynamic_slice"):
@@ -79,7 +83,7 @@ class OpPriorities:
                                  for k, v in enumerate(op.operands))
                 self._static[op.oid] = (op_class(op), operands,
                                         tuple(int(f.kind == "pass_through") for f in rule.factors),
-                                        int(op.name != "sdy.data_flow_edge"))
+                                        int(op.name not in EDGE_OPS))
         return self._static[op.oid]
 
     def _signature(self, op: Op) -> tuple:
@@ -93,7 +97,7 @@ class OpPriorities:
         return self._static_part(op) + (tuple(counts),)
 
     def _rule(self, op: Op) -> RuleInstance | None:
-        if op.name == "sdy.data_flow_edge":
+        if op.name in EDGE_OPS:
             site = self.propagator._site(op, lambda o, r: ("BOTH",) * len(r.factors))
             return site.rule if site is not None else None
         return self.propagator._rule(op)
