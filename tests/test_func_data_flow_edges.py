@@ -1,11 +1,15 @@
 """``dedup-functions-fully=true``: add-func-data-flow-edges, propagation through
 ``sdy.func_data_flow_edge`` and sink-func-data-flow-edges against jaxlib's
-passes, on hand-written modules with repeated calls."""
+passes, and the whole pipeline with that option, on hand-written modules and
+real JAX programs with repeated calls (``call_programs``)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+import call_programs
 from oracle import assert_same, ours, shardy
 from sdy_dl.ir import parse_module_text
 from sdy_dl.passes import PassOptions
@@ -82,10 +86,24 @@ def test_propagation_through_func_edges():
                 ours(text, "aggressive-propagate", engine="clingo"))
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_pipeline_dedup_functions_fully(name):
-    text = MODULES[name]
+CALL = re.compile(r"\bcall @")
+
+
+def check_pipeline(text: str) -> None:
+    """sdy-dl's pipeline with dedup-functions-fully=true equals jaxlib's."""
     expected = shardy(text, "sdy-propagation-pipeline{dedup-functions-fully=true}")
     actual = propagate(parse_module_text(text, "<test>"),
                        PassOptions(engine="clingo", extra={"dedup_functions_fully": True})).print()
     assert_same(expected, actual)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_pipeline_dedup_functions_fully(name):
+    check_pipeline(MODULES[name])
+
+
+@pytest.mark.parametrize("name", sorted(call_programs.PROGRAMS))
+def test_jax_programs_with_repeated_calls(name):
+    text = call_programs.lowered(name)
+    assert len(CALL.findall(text)) >= 2
+    check_pipeline(text)
