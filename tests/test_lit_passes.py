@@ -53,6 +53,8 @@ FILES = {
     "propagation_pipeline_dedup_functions_fully_true.mlir": (
         PROPAGATION, "propagate", "sdy-propagation-pipeline{dedup-functions-fully=true}",
         {"dedup_functions_fully": True}, False),
+    "basic_propagation_data_flow_edges.mlir": (PROPAGATION, "basic-propagate",
+                                               "sdy-basic-propagate", {}, False),
     "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
                                        "sdy-propagate-to-func-results", {}, True),
 }
