@@ -13,8 +13,9 @@ counts of ``SIZES``, then times whole processes on each module file:
   ``sdy-propagation-pipeline`` and prints the module (the reference).
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
-gives medians of wall time, the ratio to Shardy's process, peak RSS of the
-process and ms per op.  Every output is compared byte for byte with Shardy's.
+gives medians of wall time and of CPU time (user + system, which a busy
+machine inflates less than wall time), the ratios to Shardy's process, peak
+RSS of the process and ms (wall) per op.  Every output is compared byte for byte with Shardy's.
 
     python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
@@ -177,6 +178,7 @@ class Tool:
     name: str
     argv: object
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     rss_kb: list[int] = field(default_factory=list)
 
 
@@ -195,8 +197,8 @@ def tools(souffle: bool) -> list[Tool]:
     return out
 
 
-def run_process(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one process run to completion."""
+def run_process(argv: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -206,7 +208,7 @@ def run_process(argv: list[str]) -> tuple[float, int]:
     proc.stderr.close()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err[-2000:]}")
-    return elapsed, usage.ru_maxrss
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def bench_size(label: str, workdir: str, runs: int, souffle: bool) -> dict:
@@ -217,11 +219,12 @@ def bench_size(label: str, workdir: str, runs: int, souffle: bool) -> dict:
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
     cold = None
     if souffle:   # fill the binary cache once, untimed in the table
-        cold, _ = run_process(procs[2].argv(module, outputs["souffle"]))
+        cold, _, _ = run_process(procs[2].argv(module, outputs["souffle"]))
     for _ in range(runs):
         for tool in procs:
-            elapsed, rss = run_process(tool.argv(module, outputs[tool.name]))
+            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]))
             tool.times.append(elapsed)
+            tool.cpu.append(cpu)
             tool.rss_kb.append(rss)
     with open(outputs["shardy"], encoding="utf-8") as f:
         expected = f.read()
@@ -237,19 +240,21 @@ def table(rows: list[dict]) -> str:
     names = [t.name for t in rows[0]["tools"]]
     head = ["module", "ops"]
     for name in names:
-        head += [f"{name} s", f"{name} MB", f"{name} ms/op"] + ([f"{name} ratio"] if name != "shardy" else [])
+        head += [f"{name} s", f"{name} CPU s", f"{name} MB", f"{name} ms/op"]
+        head += [f"{name} ratio", f"{name} CPU ratio"] if name != "shardy" else []
     head.append("identical")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for row in rows:
         tools_ = {t.name: t for t in row["tools"]}
         ref = statistics.median(tools_["shardy"].times)
+        ref_cpu = statistics.median(tools_["shardy"].cpu)
         cells = [f"{row['layers']}-layer GPT ({row['label']})", f"{row['ops']:,}"]
         for name in names:
-            t = statistics.median(tools_[name].times)
-            cells += [f"{t:.2f}", f"{statistics.median(tools_[name].rss_kb) / 1024:.0f}",
+            t, cpu = statistics.median(tools_[name].times), statistics.median(tools_[name].cpu)
+            cells += [f"{t:.2f}", f"{cpu:.2f}", f"{statistics.median(tools_[name].rss_kb) / 1024:.0f}",
                       f"{1000 * t / row['ops']:.3f}"]
             if name != "shardy":
-                cells.append(f"{t / ref:.1f}x")
+                cells += [f"{t / ref:.1f}x", f"{cpu / ref_cpu:.1f}x"]
         cells.append(", ".join(f"{n}: {'yes' if s else 'NO'}" for n, s in row["same"].items()))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

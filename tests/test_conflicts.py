@@ -11,7 +11,6 @@ from sdy_dl.audit import Audit
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
 from sdy_dl.passes import PassOptions
-from test_pipeline import GROUP_CONFLICT  # noqa: F401  (conflicts of groups are decided on import)
 from test_propagate import CASES
 
 CLINGO = PassOptions(engine="clingo")

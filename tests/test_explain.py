@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 import import_programs
 import jax_programs
+import rules_programs
 from sdy_dl.audit import Audit
 from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.cli import main
@@ -95,12 +97,16 @@ DEFAULT_PROGRAMS = [("jax", "mlp"), ("jax", "while_loop"), ("jax", "shard_map"),
                     ("import", "nested_jit"), ("import", "shard_alike"),
                     ("import", "constraint_chain"), ("jax", "gather_scatter"), ("text", "priorities")]
 SLOW_PROGRAMS = [("jax", n) for n in jax_programs.PROGRAMS if ("jax", n) not in DEFAULT_PROGRAMS] + \
-    [("import", n) for n in import_programs.PROGRAMS if ("import", n) not in DEFAULT_PROGRAMS]
+    [("import", n) for n in import_programs.PROGRAMS if ("import", n) not in DEFAULT_PROGRAMS] + \
+    [("rules", n) for n in sorted(rules_programs.RULE_PROGRAMS)]
 
 
 def _text(kind: str, name: str) -> str:
     if kind == "text":
         return PRIORITIES
+    if kind == "rules":
+        program = rules_programs.RULE_PROGRAMS[name]
+        return program() if callable(program) else program
     return (jax_programs if kind == "jax" else import_programs).lowered(name)
 
 
@@ -190,12 +196,13 @@ def test_why_values_are_unsharded_or_blocked():
     assert any("factor i (dim 0)" in r and "the dim is closed" in r for r in closed.reasons)
 
 
-def _proof_of_the_add_step(engine: str):
-    audit = Audit(parse_module_text(CHAIN), PassOptions(engine=engine))
+@functools.lru_cache(maxsize=None)
+def _proof_of_the_add_step():
+    audit = Audit(parse_module_text(CHAIN), CLINGO)
     tree = audit.explain("%0")
     audit.attach_proofs([tree])
     [step] = [n for n in tree.walk() if n.kind == "step"]
-    return step
+    return audit, step
 
 
 def _check_proof(proof, height_above=None):
@@ -211,7 +218,7 @@ def _check_proof(proof, height_above=None):
 
 
 def test_proof_of_a_step_goes_down_to_input_facts():
-    step = _proof_of_the_add_step("clingo")
+    _, step = _proof_of_the_add_step()
     [proof] = step.proof
     assert proof.atom().startswith("step_dim_axis(") and '"a"' in proof.atom()
     _check_proof(proof)
@@ -223,9 +230,18 @@ def test_proof_of_a_step_goes_down_to_input_facts():
 @pytest.mark.souffle
 @pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
 def test_proofs_are_the_same_on_both_engines():
-    clingo_lines = _proof_of_the_add_step("clingo").proof[0].lines()
-    souffle_lines = _proof_of_the_add_step("souffle").proof[0].lines()
-    assert souffle_lines == clingo_lines
+    from sdy_dl.audit.proofs import ProofSearch
+    from sdy_dl.engines import get_engine
+    from sdy_dl.propagation.step_eval import step_program
+    from sdy_dl.propagation.step_facts import step_facts
+
+    audit, step = _proof_of_the_add_step()
+    cause = next(c for c in audit.tracer.steps if c.index == step.cause)
+    facts = step_facts([cause.step], audit.propagated.meshes)
+    search = ProofSearch(step_program([cause.step]), facts, get_engine("souffle").run)
+    [proof] = step.proof
+    assert step.cause is not None and proof.args[0] == 0   # the only step of both batches
+    assert search.proof(proof.relation, proof.args).lines() == proof.lines()
 
 
 def test_explain_cli_proof(tmp_path):
@@ -234,3 +250,27 @@ def test_explain_cli_proof(tmp_path):
     result = CliRunner().invoke(main, ["explain", str(path), "%0", "--proof", *["--engine", "clingo", "--quiet"]])
     assert result.exit_code == 0, result.output
     assert "proof: step_dim_axis(" in result.output and "[input fact]" in result.output
+
+
+def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text("description: Override.\nops:\n  stablehlo.add: {doc: Overridden sum., use: pointwise}\n")
+    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="clingo", rule_files=(str(user),)))
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == f"--rules {user}:3"
+    own = CHAIN.replace("%0 = stablehlo.add %arg0, %arg1 :", "%0 = stablehlo.add %arg0, %arg1 "
+                        "{sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) "
+                        "{i=8, j=8}, custom>} :")
+    audit = Audit(parse_module_text(own), CLINGO)
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == "the op's own sdy.sharding_rule attribute"
+
+
+def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
+    import sdy_dl.audit.steps as steps_module
+
+    steps = [c.step for c in chain.tracer.steps]
+    whole = steps_module.StepRecords(steps, chain.propagated.meshes)
+    monkeypatch.setattr(steps_module, "DETAIL_BATCH", 1)
+    batched = steps_module.StepRecords(steps, chain.propagated.meshes)
+    assert len(whole.steps) > 1 and whole.rec and (whole.rec, whole.fin) == (batched.rec, batched.fin)

@@ -133,6 +133,12 @@ class Explainer:
         """The tree of output value ``out``: its root carries the printed sharding."""
         printed = _text(out.sharding)
         if out.result_of is not None and out.key is not None and not isinstance(out.key, tuple):
+            if out.sharding is None or not _has_axes(out.sharding):
+                node = self.explain(out.result_of, depth)
+                node = Node(out.name, printed, f"function result: the returned value "
+                            f"{out.result_of.name} has no axes", kind="unsharded",
+                            reasons=[node.because] + node.reasons)
+                return node
             inner = self._tree(out.key, depth)
             node = Node(out.name, printed, "function result: propagate-to-func-results gives it "
                         f"the sharding of the returned value {out.result_of.name}", kind="export")

@@ -121,8 +121,23 @@ def step_details(steps: list, meshes) -> list[list[AxisChange]]:
     return out
 
 
+#: Steps per engine call when many steps are evaluated for detail (bounded memory).
+DETAIL_BATCH = 256
+
+
 def evaluate_with_details(steps: list, meshes) -> dict[str, set[tuple]]:
-    """Run the ``step`` program on ``steps`` with clingo, reading ``DETAIL_RELATIONS`` too."""
+    """Run the ``step`` program on ``steps`` with clingo, reading ``DETAIL_RELATIONS`` too
+    (in batches of ``DETAIL_BATCH``; instance ids are positions in ``steps``)."""
+    if len(steps) <= DETAIL_BATCH:
+        return _evaluate_batch(steps, meshes)
+    out: dict[str, set[tuple]] = defaultdict(set)
+    for first in range(0, len(steps), DETAIL_BATCH):
+        for name, rows in _evaluate_batch(steps[first:first + DETAIL_BATCH], meshes).items():
+            out[name].update((row[0] + first,) + row[1:] for row in rows)
+    return out
+
+
+def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     import clingo
     import clingo.ast
 

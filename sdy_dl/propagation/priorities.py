@@ -25,7 +25,7 @@ OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
 
 
 def op_class(op: Op) -> str:
-    """The op-priority class of ``op`` (see ``datalog/priorities/op_priorities.dl.j2``)."""
+    """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
     if op.name in ops_with("priority_dynamic_slice"):
         return "dynamic_slice"
     if op.name in ops_with("priority_broadcast"):

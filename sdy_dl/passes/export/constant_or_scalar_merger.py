@@ -55,15 +55,15 @@ def _walk(func) -> tuple[list, list[int]]:
 def collect(func):
     ops, region_of = _walk(func)
     texts, values = _Ids(), _Ids()
-    facts = {"constant": set(), "broadcast": set(), "result_of": set()}
+    facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for n, op in enumerate(ops):
         r = region_of[n]
         if op.name in CONSTANT_OPS:
-            facts["constant"].add((n, texts.of(attribute_dict_text(op)), r))
+            facts["in_constant"].add((n, texts.of(attribute_dict_text(op)), r))
             for res in op.results:
-                facts["result_of"].add((values.of(key(res)), n))
+                facts["in_result_of"].add((values.of(key(res)), n))
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
+            facts["in_broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
                                     texts.of("type:" + str(op.results[0].type)),
                                     values.of(key(op.operands[0]))))
     return ops, facts
@@ -71,7 +71,7 @@ def collect(func):
 
 def merge(func, options) -> None:
     ops, facts = collect(func)
-    if not facts["constant"] and not facts["broadcast"]:
+    if not facts["in_constant"] and not facts["in_broadcast"]:
         return
     out = run_analysis("export_constant_merger", facts, options)
     replaced = {op: first for op, first in out["merged_constant"] | out["merged_broadcast"]}

@@ -47,13 +47,13 @@ def run(module: Module, options: PassOptions) -> Module:
         names = list(funcs)
         func_ids = {n: i for i, n in enumerate(names)}
         key_ids: dict[str, int] = {}
-        facts: dict[str, set] = {"call": set(), "func_key": set()}
+        facts: dict[str, set] = {"in_call": set(), "in_func_key": set()}
         calls = [op for op in walk_post(module.mlir.operation) if op.name == "func.call"]
         for c, call in enumerate(calls):
-            facts["call"].add((c, func_ids[callee_name(call)]))
+            facts["in_call"].add((c, func_ids[callee_name(call)]))
         for name in {callee_name(call) for call in calls}:
             k = key_ids.setdefault(computation_key(funcs[name], meshes), len(key_ids))
-            facts["func_key"].add((func_ids[name], k))
+            facts["in_func_key"].add((func_ids[name], k))
         changed = False
         if calls:
             out = run_analysis("calls_unflatten", facts, options)

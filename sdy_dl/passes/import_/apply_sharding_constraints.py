@@ -78,8 +78,9 @@ class _Facts:
         self.values: list = []
         self.sharding_ids: dict = {}
         self.facts = {k: set() for k in (
-            "applier", "open_sharding", "unreduced_sharding", "place", "initially_sharded",
-            "edge_value", "constraint", "use", "constraint_user", "func_return", "op_in_block")}
+            "in_applier", "in_open_sharding", "in_unreduced_sharding", "in_place",
+            "in_initially_sharded", "in_edge_value", "in_constraint", "in_use", "in_constraint_user",
+            "in_func_return", "in_op_in_block")}
 
     def value(self, v) -> int:
         i = self.value_ids.get(key(v))
@@ -94,9 +95,9 @@ class _Facts:
         if i is None:
             i = self.sharding_ids[text] = len(self.sharding_ids)
             if not s.is_fully_closed:
-                self.facts["open_sharding"].add((i,))
+                self.facts["in_open_sharding"].add((i,))
             if s.unreduced:
-                self.facts["unreduced_sharding"].add((i,))
+                self.facts["in_unreduced_sharding"].add((i,))
         return i
 
 
@@ -107,37 +108,37 @@ def collect(module: Module):
     appliers = []       # (kind, op, op id, operand index)
     for op, oid, block_id, pos in ops:
         if block_id is not None:
-            f.facts["op_in_block"].add((oid, block_id, pos))
+            f.facts["in_op_in_block"].add((oid, block_id, pos))
         if op.name == "func.return":
-            f.facts["func_return"].add((oid,))
+            f.facts["in_func_return"].add((oid,))
         if op.name == "sdy.sharding_constraint":
-            f.facts["constraint_user"].add((oid,))
+            f.facts["in_constraint_user"].add((oid,))
             x, r = op.operands[0], op.results[0]
-            f.facts["constraint"].add((oid, f.value(x), f.value(r)))
+            f.facts["in_constraint"].add((oid, f.value(x), f.value(r)))
             appliers.append(("constraint", op, oid, 0))
             s = read_own(op)
-            f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(x), f.sharding(s)))
+            f.facts["in_applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(x), f.sharding(s)))
         elif op.name == "sdy.manual_computation":
-            f.facts["constraint_user"].add((oid,))
+            f.facts["in_constraint_user"].add((oid,))
             ins = read_per_value(op, "in_shardings") or []
             for i, (operand, s) in enumerate(zip(op.operands, ins)):
                 appliers.append(("manual", op, oid, i))
-                f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(operand),
+                f.facts["in_applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(operand),
                                         f.sharding(s)))
     # Per-value facts for every value seen so far (inputs and constraint results).
     for v in list(f.values):
         vid = f.value_ids[key(v)]
         for user, i in uses(v):
-            f.facts["use"].add((vid, op_id[key(user)], i))
+            f.facts["in_use"].add((vid, op_id[key(user)], i))
         p = shardable_value(v)
         if p is not None:
             pid = f.value(p)
-            f.facts["place"].add((vid, pid))
+            f.facts["in_place"].add((vid, pid))
             if get_sharding(v) is not None:
-                f.facts["initially_sharded"].add((pid,))
+                f.facts["in_initially_sharded"].add((pid,))
         if (not is_block_arg(v) and owning_op(v).name == "sdy.data_flow_edge") \
                 or lookup_data_flow_edge(v) is not None:
-            f.facts["edge_value"].add((vid,))
+            f.facts["in_edge_value"].add((vid,))
     return f, appliers, {i: op for op, i, _, _ in ops}
 
 

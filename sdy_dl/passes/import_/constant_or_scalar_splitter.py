@@ -152,10 +152,11 @@ class _Splitter:
                 ids[key(mop)] = len(ops)
                 ops.append(mop)
         funcs = func_table(self.module)
-        facts = {k: [] for k in ("proc", "kind", "operand_def", "num_operands", "scalar_broadcast")}
+        facts = {k: [] for k in ("in_proc", "in_kind", "in_operand_def", "in_num_operands",
+                                 "in_scalar_broadcast")}
         if not self.legacy:
-            facts.update({k: [] for k in ("call_target", "named_name", "member_func",
-                                          "member_named")})
+            facts.update({k: [] for k in ("in_call_target", "in_named_name", "in_member_func",
+                                          "in_member_named")})
         member_f: dict = {}
         member_n: dict = {}
         fnames: dict = {}      # function original name -> id
@@ -173,37 +174,37 @@ class _Splitter:
                 if key(mop) not in ids:
                     continue
                 i = ids[key(mop)]
-                facts["proc"].append((i, i))
+                facts["in_proc"].append((i, i))
                 kind = op_kind(mop, self.legacy)
-                facts["kind"].append((i, kind))
-                facts["num_operands"].append((i, len(mop.operands)))
+                facts["in_kind"].append((i, kind))
+                facts["in_num_operands"].append((i, len(mop.operands)))
                 for k, v in enumerate(mop.operands):
                     if not is_block_arg(v):
                         d = key(owning_op(v))
                         if d in ids:
-                            facts["operand_def"].append((i, k, ids[d]))
+                            facts["in_operand_def"].append((i, k, ids[d]))
                         else:
-                            facts["operand_def"].append((i, k, -1))
+                            facts["in_operand_def"].append((i, k, -1))
                 if (not self.legacy and mop.name == "stablehlo.broadcast_in_dim"
                         and is_scalar(mop.operands[0])):
-                    facts["scalar_broadcast"].append((i,))
+                    facts["in_scalar_broadcast"].append((i,))
                 if self.legacy:
                     continue
                 if kind == "call":
                     callee = funcs.get(callee_name(mop))
                     target = original_name(callee) if callee is not None else callee_name(mop)
-                    facts["call_target"].append((i, fid(target)))
+                    facts["in_call_target"].append((i, fid(target)))
                 elif kind == "named":
-                    facts["named_name"].append((i, nid(named_name(mop))))
+                    facts["in_named_name"].append((i, nid(named_name(mop))))
                 j = member_f.get(fname, 0)
                 member_f[fname] = j + 1
-                facts["member_func"].append((fname, j, i))
+                facts["in_member_func"].append((fname, j, i))
                 nc = enclosing(mop, "sdy.named_computation")
                 if nc is not None:
                     n = nid(named_name(nc))
                     j = member_n.get(n, 0)
                     member_n[n] = j + 1
-                    facts["member_named"].append((n, j, i))
+                    facts["in_member_named"].append((n, j, i))
         out = run_analysis("import_constants", facts, self.options,
                            variant="legacy" if self.legacy else "or_scalar")
         const = {key(ops[i]) for (i,) in out["const_expr"]}

@@ -50,8 +50,8 @@ def collect(module: Module):
     # K: the union-find insertion order, tensor-major then position.
     order = sorted(range(len(members)), key=lambda j: (members[j][1], members[j][2]))
     insert_key = {j: k for k, j in enumerate(order)}
-    facts = {"group_member": [m + (insert_key[j],) for j, m in enumerate(members)],
-             "group_place": places}
+    facts = {"in_group_member": [m + (insert_key[j],) for j, m in enumerate(members)],
+             "in_group_place": places}
     original = {g: gid for gid, g in gid_index.items()}
     return ops, facts, original
 
