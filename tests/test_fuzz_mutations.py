@@ -157,7 +157,7 @@ def _mutate_structure(text, rng):
 
 
 def _mutate_bytes(text, rng):
-    data = bytearray(text.encode())
+    data = bytearray(text.encode("utf-8", "surrogateescape"))
     for _ in range(rng.randint(1, 3)):
         data[rng.randrange(len(data))] = rng.choice(b'{}[]<>"\\@%:,=0123456789\n\xff ')
     return data.decode("utf-8", "surrogateescape"), "bytes"
