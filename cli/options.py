@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import click
 
 from sdy_dl.engines import ENGINE_NAMES
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.passes import PassOptions
 from sdy_dl.passes.options import PIPELINE, parse_option_items
 
@@ -66,3 +68,15 @@ def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
                        conservative=conservative, keep_sharding_rules=keep_rules,
                        rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
                        replay_dir=opts["replay_dir"], extra=extra)
+
+
+@contextlib.contextmanager
+def errors_in(module: str):
+    """Errors that name no file are about the module read from ``module``
+    (usage errors are about the command line)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except SdyError as e:
+        raise e.located(file="<stdin>" if module == "-" else module) from None

@@ -6,6 +6,7 @@ import click
 
 from sdy_dl.cli import main
 from sdy_dl.cli.options import module_io_options, pass_options
+from sdy_dl.errors import SdyError
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.passes import get_pass
@@ -17,12 +18,17 @@ from sdy_dl.passes import get_pass
 @pass_options
 def run_pass(name: str, module: str, output: str, **opts) -> None:
     """Run pass NAME on MODULE and write the result to OUT."""
-    from sdy_dl.cli.options import make_pass_options
+    from sdy_dl.cli.options import errors_in, make_pass_options
 
-    spec = get_pass(name)
+    try:
+        spec = get_pass(name)
+    except SdyError as e:
+        raise click.BadParameter(e.message, param_hint="'NAME'") from None
     options = make_pass_options(name, **opts)
-    result = spec.run(load_module(module), options)
-    write_atomic(output, result.print())
+    with errors_in(module):
+        result = spec.run(load_module(module), options)
+        text = result.print()
+    write_atomic(output, text)
 
 
 @main.command("passes")

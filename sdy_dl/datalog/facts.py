@@ -1,14 +1,20 @@
 """Facts as Soufflé reads and writes them: one TSV file per relation.
 
 ``Facts`` maps a relation name to a list of tuples of ``int`` and ``str``.
-Symbols must not contain tabs or newlines (names from modules are checked
-when facts are built).
+Symbols are data: any text (quotes, backslashes, tabs, newlines, Datalog
+syntax) except NUL.  In fact files a symbol is written with ``%XX`` escapes
+for ``%``, ``"``, ``\\`` and every control character (tab and newline
+included), so a field never holds a delimiter or a character Soufflé's reader
+could interpret; outputs are unescaped when read back.  The escaping is
+injective, so equality of symbols (the only comparison the programs make on
+them) is preserved.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 
 from sdy_dl.datalog.program import Decl, Program
 from sdy_dl.errors import SdyError
@@ -17,19 +23,65 @@ Facts = Mapping[str, Iterable[tuple]]
 
 
 def check_facts(program: Program, facts: Facts) -> None:
-    """Every fact relation is a declared input with the right arity and types."""
+    """Every fact relation is a declared input with the right arity and types, and
+    every number fits the engines' 32-bit numbers."""
+    for _ in typed_rows(program, facts):
+        pass
+
+
+def typed_rows(program: Program, facts: Facts) -> Iterator[tuple[Decl, tuple]]:
+    """``(decl, row)`` for every fact, checked: a declared input relation, its arity,
+    ``int`` (32 bits) for number columns and ``str`` (Unicode text without NUL) for
+    symbol columns."""
     for name, rows in facts.items():
         decl = program.decls.get(name)
         if decl is None or not decl.is_input:
             raise SdyError(f"facts given for {name}, which is not an input relation")
+        types = decl.types
         for row in rows:
-            if len(row) != decl.arity:
+            if len(row) != len(types):
                 raise SdyError(f"fact {name}{row!r}: expected {decl.arity} columns")
-            for value, typ in zip(row, decl.types):
-                if (typ == "number") != isinstance(value, int) or isinstance(value, bool):
+            for value, typ in zip(row, types):
+                if typ == "number":
+                    if not isinstance(value, int) or isinstance(value, bool):
+                        raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+                    if not -2**31 <= value < 2**31:
+                        raise SdyError(f"the number {value} is beyond the 32-bit numbers of "
+                                       f"the Datalog engines (relation {name})")
+                elif not isinstance(value, str):
                     raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
-                if typ == "symbol" and ("\t" in value or "\n" in value or '"' in value):
-                    raise SdyError(f"fact {name}{row!r}: symbol with a tab, newline or quote")
+                elif "\0" in value:
+                    raise SdyError(f"fact {name}{row!r}: symbol with a NUL character")
+                elif not value.isascii() and not _is_unicode_text(value):
+                    raise SdyError(f"the name {value!r} is not valid Unicode text")
+            yield decl, row
+
+
+def _is_unicode_text(value: str) -> bool:
+    """False for strings holding lone surrogates (undecodable bytes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_ESCAPE_RE = re.compile(r'[%"\\\x00-\x1f\x7f]')
+_UNESCAPE_RE = re.compile(r"%([0-9A-F]{2})")
+
+
+def escape_symbol(text: str) -> str:
+    """``text`` as a fact-file field: ``%XX`` for ``%``, ``"``, ``\\`` and control characters."""
+    return _ESCAPE_RE.sub(lambda m: f"%{ord(m.group()):02X}", text)
+
+
+def unescape_symbol(field: str) -> str:
+    """The symbol of a fact-file field (inverse of :func:`escape_symbol`)."""
+    return _UNESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), field) if "%" in field else field
+
+
+def _field(value) -> str:
+    return escape_symbol(value) if isinstance(value, str) else str(value)
 
 
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
@@ -38,22 +90,42 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     for decl in program.inputs:
         rows = sorted(set(facts.get(decl.name, ())))
         with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(str(v) for v in row) + "\n" for row in rows)
+            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
-    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``."""
+    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``; a
+    malformed line is an error located at it."""
     rows: set[tuple] = set()
     if not os.path.exists(path):
         return rows
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if decl.arity == 0:
-                rows.add(())
-                continue
-            fields = line.split("\t")
-            rows.add(tuple(int(v) if t == "number" else v for v, t in zip(fields, decl.types)))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SdyError(f"cannot read relation {decl.name}: "
+                       f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}", file=path) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if decl.arity == 0:
+            rows.add(())
+            continue
+        fields = line.split("\t")
+        if len(fields) != decl.arity:
+            raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
+                           f"this line has {len(fields)}", file=path, line=n, col=1)
+        row = []
+        for k, (v, t) in enumerate(zip(fields, decl.types)):
+            if t == "number":
+                try:
+                    v = int(v)
+                except ValueError:
+                    col = sum(len(x) + 1 for x in fields[:k]) + 1
+                    raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
+                                   f"not {v[:40]!r}", file=path, line=n, col=col) from None
+            row.append(v if t == "number" else unescape_symbol(v))
+        rows.add(tuple(row))
     return rows
 
 
@@ -68,4 +140,4 @@ def write_relations_dir(program: Program, relations: Facts, directory: str) -> N
     for decl in program.outputs:
         rows = sorted(relations.get(decl.name, ()))
         with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(str(v) for v in row) + "\n" for row in rows)
+            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)

@@ -1,11 +1,18 @@
-"""The embedded engine: clingo runs the translated program (``to_clingo``)."""
+"""The embedded engine: clingo runs the translated program (``to_clingo``).
+
+The program is translated and parsed once; every call builds a fresh
+``Control`` from the parsed statements and hands it the facts through
+clingo's backend API as symbols (``Function(relation, [Number | String])``),
+so names from modules are data and never program text.
+"""
 
 from __future__ import annotations
 
 import clingo
 import clingo.ast
+from clingo import Function, Number, String
 
-from sdy_dl.datalog.facts import Facts, check_facts
+from sdy_dl.datalog.facts import Facts, typed_rows
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.engines.to_clingo import translate
@@ -25,9 +32,8 @@ def _statements(program: Program) -> list:
     return stms
 
 
-def _fact_text(name: str, row: tuple) -> str:
-    args = ",".join(str(v) if isinstance(v, int) else f'"{v}"' for v in row)
-    return f"{name}({args}).\n" if row else f"{name}.\n"
+def _symbol(value) -> clingo.Symbol:
+    return String(value) if isinstance(value, str) else Number(value)
 
 
 class ClingoEngine:
@@ -36,28 +42,25 @@ class ClingoEngine:
     name = "clingo"
 
     def run(self, program: Program, facts: Facts) -> Relations:
-        check_facts(program, facts)
         ctl = clingo.Control(["--warn=none"])
         with clingo.ast.ProgramBuilder(ctl) as builder:
             for stm in _statements(program):
                 builder.add(stm)
-        ctl.add("base", [], "".join(_fact_text(n, r) for n, rows in facts.items() for r in rows))
+        with ctl.backend() as backend:
+            add_atom, add_rule = backend.add_atom, backend.add_rule
+            for decl, row in typed_rows(program, facts):
+                add_rule([add_atom(Function(decl.name, [_symbol(v) for v in row]))])
         ctl.ground([("base", [])])
-        out: Relations = {d.name: set() for d in program.outputs}
+        readers = {d.name: tuple(t == "number" for t in d.types) for d in program.outputs}
+        out: Relations = {name: set() for name in readers}
         models = 0
         with ctl.solve(yield_=True) as handle:
             for model in handle:
                 models += 1
                 for sym in model.symbols(shown=True):
-                    out[sym.name].add(tuple(_value(a) for a in sym.arguments))
+                    numbers = readers[sym.name]
+                    out[sym.name].add(tuple(a.number if n else a.string
+                                            for a, n in zip(sym.arguments, numbers)))
         if models != 1:
             raise SdyError(f"clingo found {models} models; the program is not stratified")
         return out
-
-
-def _value(sym: clingo.Symbol):
-    if sym.type == clingo.SymbolType.Number:
-        return sym.number
-    if sym.type == clingo.SymbolType.String:
-        return sym.string
-    raise SdyError(f"unexpected clingo term {sym} in an output relation")

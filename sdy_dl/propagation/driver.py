@@ -10,13 +10,14 @@ when those ops see exactly the same shardings when they are popped.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
-from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
-from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
-from sdy_dl.passes.import_common import manual_axes
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
+from sdy_dl.ir.storage import get_sharding
+from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
@@ -30,6 +31,8 @@ from sdy_dl.sharding import TensorSharding
 DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
+#: Speculation stops after this many simulated pops without a new step.
+SPECULATION_IDLE = 1024
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
@@ -136,12 +139,13 @@ class Propagator:
                 continue
             output = self._memo.get(step)
             if output is None:
-                self._evaluate_batch(step, directions)
+                self._evaluate_batch(step, site, directions)
                 output = self._memo[step]
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
-                tracer.begin(*self._describe(op, site))
+                tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
+                             strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
                 tracer.end()
@@ -192,24 +196,73 @@ class Propagator:
         return StepInput(site.rule, operands, results, site.directions, self.strategy,
                          site.conservative, site.elementwise)
 
-    def _evaluate_batch(self, first: StepInput, directions: DirectionFn) -> None:
-        """Evaluate ``first`` together with the steps of the ops pending after it."""
+    def _evaluate_batch(self, first: StepInput, site: _Site, directions: DirectionFn) -> None:
+        """Evaluate ``first`` together with the steps the fixpoint is predicted to need next."""
         batch = [first]
-        seen = {first}
-        for op in self._worklist.pending(BATCH_LIMIT):
-            if len(batch) >= BATCH_LIMIT:
-                break
-            if op.oid in self.erased or self._trivially_dead(op):
-                continue
-            site = self._site(op, directions)
-            step = self._step_input(site) if site is not None else None
-            if step is not None and step not in seen and step not in self._memo:
-                seen.add(step)
-                batch.append(step)
+        self._speculate(batch, site, directions)
         outputs = self.evaluate(batch)
         self.engine_calls += 1
         self.steps_evaluated += len(batch)
         self._memo.update(zip(batch, outputs))
+
+    def _speculate(self, batch: list[StepInput], site: _Site, directions: DirectionFn) -> None:
+        """Add to ``batch`` the steps a simulated continuation of the fixpoint misses.
+
+        The simulation runs the worklist on copies of the state and the worklist,
+        applying memoised step outputs (every decision comes from the engine);
+        the tensors of a step not yet evaluated, and of every op that reads them,
+        are unknown from then on (such ops are evaluated with the inputs they see
+        now, as a guess).  Predictions only fill the memo: the real fixpoint uses
+        an output only for exactly the same input.
+        """
+        state, worklist, current = self.state, self._worklist, self._current
+        sim = copy.copy(state)
+        sim._value, sim._results = dict(state._value), dict(state._results)
+        sim._changed, sim._changed_results, sim.tracer = set(), set(), None
+        self.state, self._worklist = sim, worklist.copy()
+        unknown: set[int] = set()
+        seen = set(batch)
+        try:
+            self._mark_unknown(site, unknown)
+            idle = 0
+            while len(batch) < BATCH_LIMIT and idle < SPECULATION_IDLE:
+                op = self._worklist.pop()
+                if op is None:
+                    break
+                idle += 1
+                if op.oid in self.erased or self._trivially_dead(op):
+                    continue
+                op_site = self._site(op, directions)
+                if op_site is None:
+                    continue
+                blocked = any(sim.slot(v).vid in unknown for v in op_site.operands + op_site.results)
+                step = self._step_input(op_site)
+                if step is None:
+                    if blocked:
+                        self._mark_unknown(op_site, unknown)
+                    continue
+                output = self._memo.get(step)
+                if output is None or blocked:
+                    # Not evaluated yet, or its inputs may still change: evaluate it
+                    # with the inputs it sees now, and leave its tensors unknown.
+                    if output is None and step not in seen:
+                        seen.add(step)
+                        batch.append(step)
+                        idle = 0
+                    self._mark_unknown(op_site, unknown)
+                    continue
+                self._current = op
+                self._apply(op_site, output)
+                self._current = None
+        finally:
+            self.state, self._worklist, self._current = state, worklist, current
+
+    def _mark_unknown(self, site: _Site, unknown: set[int]) -> None:
+        """The tensors of ``site`` (and their sharding-group members) become unknown."""
+        for value in site.operands + site.results:
+            slot = self.state.slot(value)
+            unknown.add(slot.vid)
+            unknown.update(member.vid for member in self.groups.get(slot.vid, ()))
 
     def _apply(self, site: _Site, output: StepOutput) -> None:
         """Write the updated shardings (operands first) and notify as Shardy does."""
@@ -307,17 +360,33 @@ class Propagator:
 
     # -- main function results (§8.7) -----------------------------------
 
+    def _result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
+        """The step syncing returned ``value`` with result ``index`` of ``main``."""
+        if not value.static or not value.shape:
+            return None
+        rule = identity_rule(value.shape, 1, 1)
+        step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
+                         ("BOTH",) * len(rule.factors), self.strategy, False, False)
+        if step.operands[0] is None and step.results[0] is None:
+            return None
+        return step
+
     def _sync_main_results(self, main: Op) -> None:
         ret = self.module.func_return(main)
         if ret is None:
             return
+        # Evaluate the steps of all results in one call, as they read now; a step
+        # whose inputs an earlier sync changed is evaluated on its own below.
+        ahead = [s for i, v in enumerate(ret.operands)
+                 if (s := self._result_sync_step(main, i, v)) is not None and s not in self._memo]
+        ahead = list(dict.fromkeys(ahead))
+        if ahead:
+            self._memo.update(zip(ahead, self.evaluate(ahead)))
+            self.engine_calls += 1
+            self.steps_evaluated += len(ahead)
         for index, value in enumerate(ret.operands):
-            if not value.static or not value.shape:
-                continue
-            rule = identity_rule(value.shape, 1, 1)
-            step = StepInput(rule, (self.state.get(value),), (self.state.get_result(main, index),),
-                             ("BOTH",) * len(rule.factors), self.strategy, False, False)
-            if step.operands[0] is None and step.results[0] is None:
+            step = self._result_sync_step(main, index, value)
+            if step is None:
                 continue
             output = self._memo.get(step)
             if output is None:
@@ -357,8 +426,10 @@ def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
 
 
 def _walk(op: Op):
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.ops:
-                yield from _walk(child)
+    """``op`` and the ops nested in it, in pre-order (iterative)."""
+    stack = [op]
+    while stack:
+        op = stack.pop()
+        yield op
+        stack.extend(reversed([c for region in op.regions for block in region.blocks
+                               for c in block.ops]))

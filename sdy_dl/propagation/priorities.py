@@ -1,9 +1,10 @@
 """Op priorities (§7.1) and user priorities (§7.2) around the propagation fixpoint.
 
-* :class:`BandDirections` gives every factor of every op its direction in one
+* :class:`OpPriorities` gives every factor of every op its direction in each
   op-priority band.  The decision is the Datalog stage ``op_priorities``,
-  evaluated for all ops at once when the band starts; an op is asked again
-  only if the use counts of its operands changed since (dead ops erased).
+  evaluated once per distinct op signature (ops with equal facts) for all
+  bands at once; an op is looked up again only if the use counts of its
+  operands changed since (dead ops erased).
 * :func:`run_op_priority` runs the five bands, each a complete fixpoint.
 * :func:`run_user_priority` closes and replicates the dims of priority > 0,
   runs the bands, then re-opens the dims of each priority in turn and runs
@@ -13,45 +14,83 @@
 from __future__ import annotations
 
 from sdy_dl.ir import Op
+from sdy_dl.ir.traits import ops_with
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.traits import is_elementwise
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 BANDS = 5
-OFFLOAD_TARGETS = ("MoveToHost", "MoveToDevice")
+OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
 
 
 def op_class(op: Op) -> str:
-    """The op-priority class of ``op`` (see ``datalog/priorities/op_priorities.dl.j2``)."""
-    if op.name in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"):
+    """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
+    if op.name in ops_with("priority_dynamic_slice"):
         return "dynamic_slice"
-    if op.name == "stablehlo.broadcast_in_dim":
+    if op.name in ops_with("priority_broadcast"):
         return "broadcast"
-    if (is_elementwise(op) or op.name in ("stablehlo.reshape", "stablehlo.transpose",
-                                          "sdy.data_flow_edge", "sdy.func_data_flow_edge")
+    if (is_elementwise(op) or op.name in ops_with("priority_pass_through")
             or (op.name == "stablehlo.custom_call"
                 and op.attr_text("call_target_name") in (f'"{t}"' for t in OFFLOAD_TARGETS))):
         return "pass_through"
     return "other"
 
 
-class BandDirections:
-    """The direction function of one op-priority band, decided in Datalog."""
+class OpPriorities:
+    """The direction functions of the op-priority bands, decided in Datalog.
 
-    def __init__(self, propagator: Propagator, band: int, run_stage):
+    An op's directions depend only on its facts in stage ``op_priorities`` (its
+    class, its operands with their scalar flags and use counts, its factors, its
+    rule attribute).  Ops whose facts are equal up to the names of the op and
+    its values share a *signature*; the stage runs once for every new signature
+    and all bands at once, and an op is looked up again only when the use
+    counts of its operands change (dead ops erased).
+    """
+
+    def __init__(self, propagator: Propagator, run_stage):
         self.propagator = propagator
-        self.band = band
         self.run_stage = run_stage   # (stage name, facts) -> relations
-        self._cache: dict[tuple, tuple[str, ...]] = {}
-        self._evaluate([op for op in propagator.module.ops
-                        if op.oid not in propagator.erased and self._rule(op) is not None])
+        self._static: dict[int, tuple] = {}
+        self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
 
-    def __call__(self, op: Op, rule: RuleInstance) -> tuple[str, ...]:
-        key = self._key(op)
-        if key not in self._cache:
-            self._evaluate([op])
-        return self._cache[key]
+    def band(self, band: int):
+        """The direction function of ``band`` (new signatures of live ops decided first)."""
+        self._decide({self._signature(op) for op in self.propagator.module.ops
+                      if op.oid not in self.propagator.erased and self._static_part(op) is not None})
+
+        def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
+            signature = self._signature(op)
+            if signature not in self._decided:
+                self._decide({signature})
+            return self._decided[signature][band]
+        return directions
+
+    def _static_part(self, op: Op) -> tuple | None:
+        """(class, operands as (first index of the same value, scalar), pass-through
+        flag per factor, has a rule attribute), or None for ops without a rule."""
+        if op.oid not in self._static:
+            rule = self._rule(op)
+            if rule is None:
+                self._static[op.oid] = None
+            else:
+                first: dict[int, int] = {}
+                operands = tuple((first.setdefault(v.vid, k), int(v.rank == 0))
+                                 for k, v in enumerate(op.operands))
+                self._static[op.oid] = (op_class(op), operands,
+                                        tuple(int(f.kind == "pass_through") for f in rule.factors),
+                                        int(op.name != "sdy.data_flow_edge"))
+        return self._static[op.oid]
+
+    def _signature(self, op: Op) -> tuple:
+        """The static part and the use count of each distinct operand value."""
+        uses = self.propagator.live_uses
+        seen, counts = set(), []
+        for v in op.operands:
+            if v.vid not in seen:
+                seen.add(v.vid)
+                counts.append(len(uses[v.vid]))
+        return self._static_part(op) + (tuple(counts),)
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name == "sdy.data_flow_edge":
@@ -59,42 +98,43 @@ class BandDirections:
             return site.rule if site is not None else None
         return self.propagator._rule(op)
 
-    def _key(self, op: Op) -> tuple:
-        uses = self.propagator.live_uses
-        return (op.oid,) + tuple(len(uses[v.vid]) for v in op.operands)
-
-    def _evaluate(self, ops: list[Op]) -> None:
-        uses = self.propagator.live_uses
-        facts = {"in_band": [(self.band,)], "in_op": [], "in_operand": [], "in_uses": [],
-                 "in_factor": [], "in_rule_attr": []}
-        seen_values = set()
-        rules = {}
-        for op in ops:
-            rule = rules[op.oid] = self._rule(op)
-            facts["in_op"].append((op.oid, op_class(op)))
-            for k, v in enumerate(op.operands):
-                facts["in_operand"].append((op.oid, k, v.vid, int(v.rank == 0)))
-                if v.vid not in seen_values:
-                    seen_values.add(v.vid)
-                    facts["in_uses"].append((v.vid, len(uses[v.vid])))
-            facts["in_factor"].extend((op.oid, f, int(factor.kind == "pass_through"))
-                                      for f, factor in enumerate(rule.factors))
-            if op.name != "sdy.data_flow_edge":
-                facts["in_rule_attr"].append((op.oid,))
+    def _decide(self, signatures: set[tuple]) -> None:
+        """Run stage ``op_priorities`` once for the undecided ``signatures``, every band."""
+        todo = sorted(s for s in signatures if s not in self._decided)
+        if not todo:
+            return
+        facts = {"in_band": [(b,) for b in range(BANDS)], "in_op": [], "in_operand": [],
+                 "in_uses": [], "in_factor": [], "in_rule_attr": []}
+        values = 0
+        for o, (cls, operands, factors, rule_attr, counts) in enumerate(todo):
+            facts["in_op"].append((o, cls))
+            ids = {}
+            for k, (j, scalar) in enumerate(operands):
+                if j not in ids:
+                    ids[j] = values
+                    facts["in_uses"].append((values, counts[len(ids) - 1]))
+                    values += 1
+                facts["in_operand"].append((o, k, ids[j], scalar))
+            facts["in_factor"].extend((o, f, p) for f, p in enumerate(factors))
+            if rule_attr:
+                facts["in_rule_attr"].append((o,))
         out = self.run_stage("op_priorities", facts)
-        by_op: dict[int, dict[int, str]] = {}
-        for oid, f, d in out["direction"]:
-            by_op.setdefault(oid, {})[f] = d
-        for op in ops:
-            dirs = by_op.get(op.oid, {})
-            self._cache[self._key(op)] = tuple(dirs[f] for f in range(len(rules[op.oid].factors)))
+        found: dict[tuple[int, int], dict[int, str]] = {}
+        for b, o, f, d in out["direction"]:
+            found.setdefault((o, b), {})[f] = d
+        for o, signature in enumerate(todo):
+            factors = len(signature[2])
+            self._decided[signature] = tuple(
+                tuple(found.get((o, b), {})[f] for f in range(factors)) for b in range(BANDS))
 
 
-def run_op_priority(propagator: Propagator, run_stage, progress=None, priority: int = 0) -> None:
+def run_op_priority(propagator: Propagator, run_stage, progress=None, priority: int = 0,
+                    priorities: OpPriorities | None = None) -> None:
     """The five op-priority bands, each one complete aggressive fixpoint (§7.1)."""
+    priorities = priorities or OpPriorities(propagator, run_stage)
     for band in range(BANDS):
         propagator.phase = f"user priority {priority}, op-priority band {band}"
-        propagator.propagate(BandDirections(propagator, band, run_stage), progress)
+        propagator.propagate(priorities.band(band), progress)
     propagator.phase = ""
 
 
@@ -146,7 +186,8 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
             write(new)
     if tracer is not None:
         tracer.end()
-    _run_priority(propagator, run_stage, progress, 0, op_priority)
+    priorities = OpPriorities(propagator, run_stage)
+    _run_priority(propagator, run_stage, progress, 0, op_priority, priorities)
     for priority in sorted(references):
         if tracer is not None:
             tracer.begin("priority", f"user priority {priority}: its dims re-opened")
@@ -154,13 +195,13 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
             write(reopened(read(), original, priority))
         if tracer is not None:
             tracer.end()
-        _run_priority(propagator, run_stage, progress, priority, op_priority)
+        _run_priority(propagator, run_stage, progress, priority, op_priority, priorities)
 
 
 def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
-                  op_priority: bool) -> None:
+                  op_priority: bool, priorities) -> None:
     if op_priority:
-        run_op_priority(propagator, run_stage, progress, priority)
+        run_op_priority(propagator, run_stage, progress, priority, priorities)
     else:
         propagator.phase = f"user priority {priority}"
         propagator.propagate(progress=progress)

@@ -33,9 +33,11 @@ class Worklist:
         self._pending.discard(op.oid)
         return op
 
-    def pending(self, limit: int) -> list[Op]:
-        """Up to ``limit`` pending ops in the order they will be popped (if nothing changes)."""
-        return self._stack[:-limit - 1:-1]
+    def copy(self) -> Worklist:
+        """An independent worklist with the same pending ops in the same order."""
+        other = Worklist(())
+        other._stack, other._pending = list(self._stack), set(self._pending)
+        return other
 
     def __len__(self) -> int:
         return len(self._stack)

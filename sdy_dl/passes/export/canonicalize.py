@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import key, rebuild, run_analysis, walk_pre
+from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_pre
+from sdy_dl.passes import run_analysis
 
 SIDE_EFFECT_ATTR = "has_side_effect"
 

@@ -191,7 +191,7 @@ def projected_sharding(mapping, common: list[tuple], original: TensorSharding | 
 def concat_needs_full_version(mop) -> bool:
     """``isOnFullVersion`` for a concatenate: an operand's sharding differs
     from the result's."""
-    from sdy_dl.passes.import_common import get_sharding
+    from sdy_dl.ir.value_sharding import get_sharding
 
     result = get_sharding(mop.results[0])
     return any(get_sharding(v) != result for v in mop.operands)
@@ -207,7 +207,7 @@ def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
                                                              common_mesh,
                                                              sharding_bypassing_barriers)
     from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.passes.import_common import get_sharding, set_sharding
+    from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 
     if rule is None or rule.is_custom:
         return False

@@ -99,7 +99,7 @@ def _factor_axes(sharding: TensorSharding | None, mapping) -> dict[int, tuple] |
 def sharding_bypassing_barriers(value) -> TensorSharding | None:
     """Shardy's ``getShardingBypassingBarriers``: the sharding of the value a
     chain of ``sdy.propagation_barrier`` ops starts from."""
-    from sdy_dl.passes.import_common import get_sharding
+    from sdy_dl.ir.value_sharding import get_sharding
 
     while True:
         owner = getattr(value.owner, "operation", None)
@@ -128,7 +128,8 @@ def all_reduce_reduction_factors(mop, rule, meshes: dict[str, Mesh]) -> bool:
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.passes.import_common import get_sharding, sort_and_merge_axes
+    from sdy_dl.ir.meshes import sort_and_merge_axes
+    from sdy_dl.ir.value_sharding import get_sharding
     from sdy_dl.sharding import DimSharding
 
     if rule is None or rule.is_custom or len(mop.results) == 0:
@@ -179,7 +180,8 @@ def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
     result's conflicting axes are exactly the contracting factors' axes, the
     dot is resharded to the operand's axes (a more sharded dot) and an
     ``sdy.reshard`` back to the original result sharding follows it."""
-    from sdy_dl.passes.import_common import get_sharding, insert_sharding_op_after, set_sharding
+    from sdy_dl.ir.mlir_ops import insert_sharding_op_after
+    from sdy_dl.ir.value_sharding import get_sharding, set_sharding
     from sdy_dl.sharding import DimSharding
 
     if rule is None or rule.is_custom or len(mop.results) != 1 or len(mop.operands) != 2:
@@ -266,7 +268,8 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.passes.import_common import get_sharding, sort_and_merge_axes
+    from sdy_dl.ir.meshes import sort_and_merge_axes
+    from sdy_dl.ir.value_sharding import get_sharding
 
     value = mop.operands[index]
     have = get_sharding(value)

@@ -40,24 +40,24 @@ optimization barrier) are left alone.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import (funcs, insert_sharding_op_after, op_error, rebuild, tensor_rank,
+                                walk_post)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.ir.storage import COMPUTATION_OPS, DATA_FLOW_OPS, read_own
-from sdy_dl.passes.call_graph import callee_name, func_table
-from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, all_reduce_reduction_factors,
-                                                  insert_all_reduce_if_unreduced_to_replicated,
-                                                  insert_unreduced_collectives,
-                                                  reshard_dot_result)
-from sdy_dl.passes.export.common import funcs
+from sdy_dl.ir.mlir_ops import insert_after_value, key
+from sdy_dl.ir.storage import read_own, read_per_value
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS, TERMINATORS
+from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
 from sdy_dl.passes.export.explicit_reshards_common_axes import (concat_needs_full_version,
                                                                 reshard_to_common_axes)
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, all_reduce_reduction_factors,
+                                                         insert_all_reduce_if_unreduced_to_replicated,
+                                                         insert_unreduced_collectives,
+                                                         reshard_dot_result)
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
-from sdy_dl.passes.import_.propagate_sharding_from_func_to_call import func_result_shardings
-from sdy_dl.passes.import_common import (TERMINATOR_OPS, get_sharding, insert_after_value,
-                                         read_per_value,
-                                         insert_sharding_op_after, key, mesh_of, module_meshes,
-                                         op_error, rebuild, tensor_rank, walk_post)
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 UNSUPPORTED = frozenset({"mhlo.ragged_dot"})
@@ -209,7 +209,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 if mop.name in COMPUTATION_OPS:
                     changed |= all_reduce_edge_sources(mop, meshes)
                     continue
-                if mop.name in TERMINATOR_OPS or mop.name in DATA_FLOW_OPS:
+                if mop.name in TERMINATORS or mop.name in DATA_FLOW_OPS:
                     continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)

@@ -14,12 +14,12 @@ key is called most often (first to reach that count).
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, walk_post
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, module_meshes, rebuild,
-                                         run_analysis, walk_post)
+from sdy_dl.passes import PassOptions, register, rewrite, run_analysis
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
+from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 
 FUNC_MANUAL_AXES_ATTR = "sdy.func_manual_axes"
 
@@ -45,29 +45,28 @@ def computation_key(func, meshes, ignore_shardings: bool = False) -> str:
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.context import mlir_context
-
     dedup = bool(options.option("dedup-functions-fully"))
-    with mlir_context():
+
+    def edit() -> bool:
         meshes = module_meshes(module)
         funcs = func_table(module)
         names = list(funcs)
         func_ids = {n: i for i, n in enumerate(names)}
         key_ids: dict[str, int] = {}
-        facts: dict[str, set] = {"call": set(), "func_key": set(), "func_group": set()}
+        facts: dict[str, set] = {"in_call": set(), "in_func_key": set(), "in_func_group": set()}
         group_ids: dict[str, int] = {}
         calls = [op for op in walk_post(module.mlir.operation) if op.name == "func.call"]
         for c, call in enumerate(calls):
-            facts["call"].add((c, func_ids[callee_name(call)]))
+            facts["in_call"].add((c, func_ids[callee_name(call)]))
         for name in {callee_name(call) for call in calls}:
             k = key_ids.setdefault(computation_key(funcs[name], meshes), len(key_ids))
-            facts["func_key"].add((func_ids[name], k))
+            facts["in_func_key"].add((func_ids[name], k))
             g = group_ids.setdefault(computation_key(funcs[name], meshes, True), len(group_ids))
-            facts["func_group"].add((func_ids[name], g))
+            facts["in_func_group"].add((func_ids[name], g))
         changed = False
         if calls:
             if not dedup:
-                del facts["func_group"]
+                del facts["in_func_group"]
             out = run_analysis("calls_unflatten", facts, options, dedup=dedup)
             for c, f in sorted(out["retarget"]):
                 if callee_name(calls[c]) != names[f]:
@@ -78,4 +77,5 @@ def run(module: Module, options: PassOptions) -> Module:
                 if attr in func.attributes:
                     del func.attributes[attr]
                     changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)

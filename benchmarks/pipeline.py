@@ -1,0 +1,287 @@
+"""Benchmark: the whole `sdy-dl propagate` process against a whole Shardy pipeline process.
+
+Lowers GPT-style training steps with JAX in this script (token embedding,
+pre-LayerNorm blocks with causal multi-head attention and a GELU MLP, tied
+output projection, cross-entropy loss, one Adam update; batch on "data",
+Megatron-style model sharding on "model", 2x4 CPU mesh) at the layer
+counts of ``SIZES``, then times whole processes on each module file:
+
+* ``sdy-dl propagate`` with the embedded engine (clingo);
+* ``sdy-dl propagate --engine souffle --compiled`` when ``souffle`` is on PATH
+  (a cold binary cache is filled by a first, untimed run and its time reported);
+* a Python process that imports jaxlib, parses the module, runs Shardy's
+  ``sdy-propagation-pipeline`` and prints the module (the reference).
+
+Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
+gives medians of wall time and of CPU time (user + system, which a busy
+machine inflates less than wall time), the ratios to Shardy's process, peak
+RSS of the process and ms (wall) per op.  Every output is compared byte for byte with Shardy's.
+
+    python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
+    python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
+
+Run on demand, never in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+#: Size label -> layer count of the GPT training step (chosen to hit the op count).
+SIZES = {"1k": 1, "13k": 18, "51k": 72, "100k": 141, "200k": 283}
+DEFAULT_SIZES = ("1k", "13k")
+
+VOCAB, D_MODEL, D_FF, HEADS, SEQ, BATCH = 256, 64, 256, 4, 32, 8
+
+SHARDY_SCRIPT = """
+import sys
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+from jaxlib.mlir.dialects import chlo, sdy, stablehlo
+registry = ir.DialectRegistry()
+_jax_mlir_ext.register_dialects(registry)
+ctx = ir.Context()
+ctx.append_dialect_registry(registry)
+sdy.register_dialect(ctx)
+stablehlo.register_dialect(ctx)
+chlo.register_dialect(ctx)
+ctx.load_all_available_dialects()
+with ctx:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        module = ir.Module.parse(f.read())
+    passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(module.operation)
+    with open(sys.argv[2], "w", encoding="utf-8") as f:
+        f.write(str(module))
+"""
+
+
+# -- the modules ---------------------------------------------------------------------------
+
+def gpt_train_step(layers: int) -> str:
+    """The module text of one Adam step of a ``layers``-layer GPT, lowered by JAX."""
+    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+
+    def ns(*spec):
+        return NamedSharding(mesh, P(*spec))
+
+    def layer_norm(x, g, b):
+        mu = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+        return (x - mu) / jnp.sqrt(var + 1e-5) * g + b
+
+    def block(x, p):
+        h = layer_norm(x, p["ln1_g"], p["ln1_b"])
+        q = (h @ p["wq"]).reshape(BATCH, SEQ, HEADS, -1)
+        k = (h @ p["wk"]).reshape(BATCH, SEQ, HEADS, -1)
+        v = (h @ p["wv"]).reshape(BATCH, SEQ, HEADS, -1)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(D_MODEL // HEADS)
+        mask = jnp.tril(jnp.ones((SEQ, SEQ), bool))
+        a = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+        o = jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(BATCH, SEQ, D_MODEL)
+        x = x + o @ p["wo"] + p["bo"]
+        h = layer_norm(x, p["ln2_g"], p["ln2_b"])
+        return x + jax.nn.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+    def loss(params, tokens, targets):
+        x = params["embed"][tokens] + params["pos"]
+        for p in params["blocks"]:
+            x = block(x, p)
+        x = layer_norm(x, params["lnf_g"], params["lnf_b"])
+        logits = x @ params["embed"].T
+        logp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
+
+    def step(params, m, v, tokens, targets):
+        grads = jax.grad(loss)(params, tokens, targets)
+        m = jax.tree_util.tree_map(lambda a, g: 0.9 * a + 0.1 * g, m, grads)
+        v = jax.tree_util.tree_map(lambda a, g: 0.999 * a + 0.001 * g * g, v, grads)
+        params = jax.tree_util.tree_map(
+            lambda p, a, b: p - 1e-3 * a / (jnp.sqrt(b) + 1e-8), params, m, v)
+        return params, m, v
+
+    def f32(*shape):
+        return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+    col, row, rep = ns(None, "model"), ns("model", None), ns()
+    block_shapes = {"wq": ((D_MODEL, D_MODEL), col), "wk": ((D_MODEL, D_MODEL), col),
+                    "wv": ((D_MODEL, D_MODEL), col), "wo": ((D_MODEL, D_MODEL), row),
+                    "bo": ((D_MODEL,), rep), "w1": ((D_MODEL, D_FF), col), "b1": ((D_FF,), ns("model")),
+                    "w2": ((D_FF, D_MODEL), row), "b2": ((D_MODEL,), rep),
+                    "ln1_g": ((D_MODEL,), rep), "ln1_b": ((D_MODEL,), rep),
+                    "ln2_g": ((D_MODEL,), rep), "ln2_b": ((D_MODEL,), rep)}
+    top_shapes = {"embed": ((VOCAB, D_MODEL), ns("model", None)), "pos": ((SEQ, D_MODEL), rep),
+                  "lnf_g": ((D_MODEL,), rep), "lnf_b": ((D_MODEL,), rep)}
+
+    def tree(pick):
+        out = {k: pick(v) for k, v in top_shapes.items()}
+        out["blocks"] = [{k: pick(v) for k, v in block_shapes.items()} for _ in range(layers)]
+        return out
+
+    params = tree(lambda sv: f32(*sv[0]))
+    shardings = tree(lambda sv: sv[1])
+    tokens = jax.ShapeDtypeStruct((BATCH, SEQ), jnp.int32)
+    data = ns("data", None)
+    jitted = jax.jit(step, in_shardings=(shardings, shardings, shardings, data, data))
+    return jitted.lower(params, params, params, tokens, tokens).as_text()
+
+
+def count_ops(text: str) -> int:
+    """Operations in the module (nested ones included, the module itself not)."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.context import mlir_context
+
+    count = 0
+
+    def visit(op):
+        nonlocal count
+        count += 1
+        return ir.WalkResult.ADVANCE
+
+    with mlir_context():
+        ir.Module.parse(text).operation.walk(visit)
+    return count - 1
+
+
+def module_file(workdir: str, label: str) -> str:
+    """The module of size ``label``, lowered once and kept in ``workdir``."""
+    path = os.path.join(workdir, f"gpt_{SIZES[label]}l.mlir")
+    if not os.path.exists(path):
+        text = gpt_train_step(SIZES[label])
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+# -- the processes -------------------------------------------------------------------------
+
+@dataclass
+class Tool:
+    """One whole-process command: ``argv(module, output)``."""
+
+    name: str
+    argv: object
+    times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    rss_kb: list[int] = field(default_factory=list)
+
+
+def sdy_dl_argv() -> list[str]:
+    exe = os.path.join(os.path.dirname(sys.executable), "sdy-dl")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "sdy_dl.cli"]
+
+
+def tools(souffle: bool) -> list[Tool]:
+    base = sdy_dl_argv()
+    out = [Tool("shardy", lambda m, o: [sys.executable, "-c", SHARDY_SCRIPT, m, o]),
+           Tool("clingo", lambda m, o: base + ["propagate", "--quiet", "--engine", "clingo", m, "-o", o])]
+    if souffle:
+        out.append(Tool("souffle", lambda m, o: base + ["propagate", "--quiet", "--engine", "souffle",
+                                                        "--compiled", m, "-o", o]))
+    return out
+
+
+def run_process(argv: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err[-2000:]}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def bench_size(label: str, workdir: str, runs: int, souffle: bool) -> dict:
+    module = module_file(workdir, label)
+    with open(module, encoding="utf-8") as f:
+        ops = count_ops(f.read())
+    procs = tools(souffle)
+    outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
+    cold = None
+    if souffle:   # fill the binary cache once, untimed in the table
+        cold, _, _ = run_process(procs[2].argv(module, outputs["souffle"]))
+    for _ in range(runs):
+        for tool in procs:
+            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]))
+            tool.times.append(elapsed)
+            tool.cpu.append(cpu)
+            tool.rss_kb.append(rss)
+    with open(outputs["shardy"], encoding="utf-8") as f:
+        expected = f.read()
+    same = {}
+    for tool in procs[1:]:
+        with open(outputs[tool.name], encoding="utf-8") as f:
+            same[tool.name] = f.read() == expected
+    return {"label": label, "layers": SIZES[label], "ops": ops, "tools": procs,
+            "same": same, "souffle_cold": cold}
+
+
+def table(rows: list[dict]) -> str:
+    names = [t.name for t in rows[0]["tools"]]
+    head = ["module", "ops"]
+    for name in names:
+        head += [f"{name} s", f"{name} CPU s", f"{name} MB", f"{name} ms/op"]
+        head += [f"{name} ratio", f"{name} CPU ratio"] if name != "shardy" else []
+    head.append("identical")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for row in rows:
+        tools_ = {t.name: t for t in row["tools"]}
+        ref = statistics.median(tools_["shardy"].times)
+        ref_cpu = statistics.median(tools_["shardy"].cpu)
+        cells = [f"{row['layers']}-layer GPT ({row['label']})", f"{row['ops']:,}"]
+        for name in names:
+            t, cpu = statistics.median(tools_[name].times), statistics.median(tools_[name].cpu)
+            cells += [f"{t:.2f}", f"{cpu:.2f}", f"{statistics.median(tools_[name].rss_kb) / 1024:.0f}",
+                      f"{1000 * t / row['ops']:.3f}"]
+            if name != "shardy":
+                cells += [f"{t / ref:.1f}x", f"{cpu / ref_cpu:.1f}x"]
+        cells.append(", ".join(f"{n}: {'yes' if s else 'NO'}" for n, s in row["same"].items()))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), choices=list(SIZES))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "sdy-dl-bench"),
+                        help="where lowered modules (kept between runs) and outputs go")
+    parser.add_argument("--no-souffle", action="store_true", help="skip Soufflé even if on PATH")
+    args = parser.parse_args(argv)
+    os.makedirs(args.workdir, exist_ok=True)
+    souffle = shutil.which("souffle") is not None and not args.no_souffle
+    rows = []
+    for label in args.sizes:
+        row = bench_size(label, args.workdir, args.runs, souffle)
+        rows.append(row)
+        print(table([row]).splitlines()[-1], flush=True)
+        if row["souffle_cold"] is not None:
+            print(f"  souffle cold cache: {row['souffle_cold']:.1f} s", flush=True)
+    print()
+    print(f"medians of {args.runs} interleaved runs")
+    print(table(rows))
+    return 0 if all(all(r["same"].values()) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
