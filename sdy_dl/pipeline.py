@@ -17,13 +17,15 @@ verify-unreduced-axes is not listed.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sdy_dl.ir import Module
 from sdy_dl.passes import PassOptions, get_pass
 
 
 def stages(options: PassOptions) -> list[str]:
     """The pass names ``propagate`` runs, in order."""
-    dedup = bool(options.extra.get("dedup_functions_fully", False))
+    dedup = bool(options.option("dedup-functions-fully"))
     names = ["import-pipeline"]
     if not dedup:
         names += ["flatten-call-graph", "symbol-dce", "import-func-calls", "symbol-dce",
@@ -41,12 +43,38 @@ def stages(options: PassOptions) -> list[str]:
 
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
 #: registered defaults (update-non-divisible-input-output-shardings on;
-#: insert-explicit-reshards in its non-full version, of which sdy-dl
-#: implements the call-operand reshards).
+#: insert-explicit-reshards in its non-full version; canonicalize with the
+#: sdy-collective patterns).
 EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-groups",
           "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
           "remove-sub-axes-in-input-output-shardings", "close-shardings",
-          "insert-explicit-reshards"]
+          "insert-explicit-reshards", "canonicalize"]
+
+
+def all_stage_names() -> list[str]:
+    """Every pass name ``propagate`` may run (in any mode), with the import
+    pipeline's passes."""
+    from sdy_dl.passes.import_.import_pipeline import pipeline_passes
+
+    names = []
+    for dedup in (False, True):
+        names += stages(PassOptions(extra={"dedup_functions_fully": dedup}))
+        names += pipeline_passes(dedup)
+    names += ["drop-sharding-rules"]
+    return list(dict.fromkeys(names))
+
+
+#: Options the pipeline fixes for a stage: Shardy's pipeline creates
+#: unflatten-call-graph with its defaults, whatever dedup-functions-fully is.
+STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
+
+
+def stage_options(name: str, options: PassOptions) -> PassOptions:
+    """``options`` as the pipeline gives them to stage ``name``."""
+    fixed = STAGE_OPTIONS.get(name)
+    if not fixed:
+        return options
+    return dataclasses.replace(options, extra={**options.extra, **fixed})
 
 
 def propagate(module: Module, options: PassOptions, before=None) -> Module:
@@ -55,5 +83,5 @@ def propagate(module: Module, options: PassOptions, before=None) -> Module:
     for name in stages(options):
         if before is not None:
             before(name, module)
-        module = get_pass(name).run(module, options)
+        module = get_pass(name).run(module, stage_options(name, options))
     return module

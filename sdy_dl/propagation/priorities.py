@@ -166,8 +166,10 @@ def reopened(current: TensorSharding, original: TensorSharding, priority: int) -
                           tuple(a for a in current.replicated if a not in seen), current.unreduced)
 
 
-def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
-    """User-priority propagation: op-priority bands once per priority (§7.2)."""
+def run_user_priority(propagator: Propagator, run_stage, progress=None,
+                      op_priority: bool = True) -> None:
+    """User-priority propagation: op-priority bands once per priority (§7.2); one
+    plain fixpoint per priority instead when ``op_priority`` is false."""
     module = propagator.module
     tracer = propagator.state.tracer
     if tracer is not None:
@@ -185,7 +187,7 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
     if tracer is not None:
         tracer.end()
     priorities = OpPriorities(propagator, run_stage)
-    run_op_priority(propagator, run_stage, progress, priorities=priorities)
+    _run_priority(propagator, run_stage, progress, 0, op_priority, priorities)
     for priority in sorted(references):
         if tracer is not None:
             tracer.begin("priority", f"user priority {priority}: its dims re-opened")
@@ -193,7 +195,17 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
             write(reopened(read(), original, priority))
         if tracer is not None:
             tracer.end()
+        _run_priority(propagator, run_stage, progress, priority, op_priority, priorities)
+
+
+def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
+                  op_priority: bool, priorities) -> None:
+    if op_priority:
         run_op_priority(propagator, run_stage, progress, priority, priorities)
+    else:
+        propagator.phase = f"user priority {priority}"
+        propagator.propagate(progress=progress)
+        propagator.phase = ""
 
 
 def sharding_sites(propagator: Propagator):
