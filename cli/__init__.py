@@ -7,6 +7,7 @@ status 1; usage errors exit 2 (click's convention).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -15,14 +16,42 @@ from sdy_dl import __version__
 from sdy_dl.errors import SdyError
 
 
+def _usage_error(e: click.UsageError):
+    """A usage error as one line and exit status 2."""
+    hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+    message = " ".join(e.format_message().split())
+    click.echo(f"sdy-dl: error: {message}{hint}", err=True)
+    sys.exit(2)
+
+
 class SdyGroup(click.Group):
-    """A click group that turns :class:`SdyError` into a one-line error and exit 1."""
+    """A click group that turns :class:`SdyError` into a one-line error and exit 1,
+    a usage error into a one-line error and exit 2, and, as a last resort, any
+    other exception (a bug) into a one-line "internal error" and exit 1
+    (``SDY_DL_TRACEBACK=1`` re-raises it)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            _usage_error(e)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
+            sys.exit(1)
+        except click.UsageError as e:
+            _usage_error(e)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            if os.environ.get("SDY_DL_TRACEBACK"):
+                raise
+            message = " ".join(str(e).split())[:200]
+            click.echo(f"sdy-dl: error: internal error ({type(e).__name__}: {message}); "
+                       "please report it with the input", err=True)
             sys.exit(1)
 
 
@@ -34,7 +63,8 @@ def main():
 
 def _register() -> None:
     from sdy_dl.cli import show  # noqa: F401  (commands register themselves on `main`)
-    for name in ("rules_cmd", "passes_cmd", "propagate_cmd", "emit_cmd", "explain_cmd"):
+    for name in ("rules_cmd", "passes_cmd", "propagate_cmd", "emit_cmd", "explain_cmd",
+                 "conflicts_cmd", "report_cmd", "diff_cmd"):
         try:
             __import__(f"sdy_dl.cli.{name}")
         except ModuleNotFoundError as e:

@@ -15,7 +15,7 @@ import tempfile
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import load_module
 from sdy_dl.pipeline import propagate
@@ -31,16 +31,31 @@ def emit(module: str, out_dir: str, **opts) -> None:
     """Write the Soufflé program and facts of MODULE's propagation to OUT_DIR."""
     recorder = StepRecorder()
     options = make_pass_options(**opts)
-    loaded = load_module(module)
-    result = propagate(loaded, options.with_recorder(recorder))
+    with errors_in(module):
+        loaded = load_module(module)
+        result = propagate(loaded, options.with_recorder(recorder))
+        if not recorder.steps:
+            raise SdyError("nothing to emit: propagation evaluated no step "
+                           "(no value of the module has a sharding)")
+    write_dir(out_dir, lambda tmp: recorder.write(tmp, result.meshes))
+    click.echo(f"wrote {len(recorder.steps)} steps to {out_dir}; "
+               f"run: souffle -w -F {out_dir} -D {out_dir} {os.path.join(out_dir, 'program.dl')}", err=True)
+
+
+def write_dir(out_dir: str, fill) -> None:
+    """Let ``fill`` write files into a fresh directory next to ``out_dir``, then
+    move them into ``out_dir`` (created if needed): nothing lands in ``out_dir``
+    unless every file was written."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise SdyError("not a directory", file=out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".sdy-dl-emit-", dir=parent) as tmp:
-        recorder.write(tmp, result.meshes)
-        os.makedirs(out_dir, exist_ok=True)
-        for name in sorted(os.listdir(tmp)):
-            shutil.move(os.path.join(tmp, name), os.path.join(out_dir, name))
-    click.echo(f"wrote {len(recorder.steps)} steps to {out_dir}; "
-               f"run: souffle -w -F {out_dir} -D {out_dir} {os.path.join(out_dir, 'program.dl')}", err=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".sdy-dl-emit-", dir=parent) as tmp:
+            fill(tmp)
+            os.makedirs(out_dir, exist_ok=True)
+            for name in sorted(os.listdir(tmp)):
+                shutil.move(os.path.join(tmp, name), os.path.join(out_dir, name))
+    except OSError as e:
+        raise SdyError(f"cannot write the output directory: {e.strerror or e}",
+                       file=out_dir) from None

@@ -1,4 +1,4 @@
-"""``sdy-dl explain MODULE VALUE``: why VALUE has its sharding, as a derivation tree."""
+"""``sdy-dl explain MODULE VALUE``: why VALUE has its printed sharding, as a derivation tree."""
 
 from __future__ import annotations
 
@@ -6,35 +6,40 @@ import json
 
 import click
 
+from sdy_dl.audit import Audit
+from sdy_dl.audit.render import dot_to_svg, text_lines, to_dot
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
-from sdy_dl.explain import Node, explain_value
+from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
 from sdy_dl.ir import load_module
 
 
 @main.command("explain")
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("value")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.argument("value", required=False)
+@click.option("--all", "all_values", is_flag=True, help="Explain every value of the output module.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot", "svg"]), default="text",
+              show_default=True, help="dot: Graphviz text; svg: rendered by Graphviz's dot.")
 @click.option("--depth", default=8, show_default=True, type=click.IntRange(1, 100),
               help="How many derivation steps to show below the value.")
+@click.option("--proof", is_flag=True, help="Expand each step into its Datalog derivation.")
 @pass_options
-def explain(module: str, value: str, fmt: str, depth: int, **opts) -> None:
-    """Explain the propagated sharding of VALUE (an SSA name of the propagated
-    module such as %3 or %arg0, or result:N for a function result)."""
-    tree = explain_value(load_module(module), value, make_pass_options(**opts), depth)
+def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: int, proof: bool,
+            **opts) -> None:
+    """Explain the sharding VALUE has in the output of 'sdy-dl propagate MODULE'
+    (named as that output prints it: %3 or %arg0 in main, @func:%2 elsewhere,
+    arg:N, result:N, @func:arg:N; %2@7 when sibling regions reuse a name)."""
+    if (value is None) == (not all_values):
+        raise click.UsageError("give either VALUE or --all")
+    with errors_in(module):
+        audit = Audit(load_module(module), make_pass_options(**opts))
+        trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
+        if proof:
+            audit.attach_proofs(trees)
     if fmt == "json":
-        click.echo(json.dumps(tree.to_json(), indent=2))
+        data = [t.to_json() for t in trees]
+        click.echo(json.dumps(data if all_values else data[0], indent=2))
+    elif fmt in ("dot", "svg"):
+        dot = to_dot(trees)
+        click.echo(dot_to_svg(dot) if fmt == "svg" else dot, nl=False)
     else:
-        click.echo("\n".join(_lines(tree, "", True, top=True)))
-
-
-def _lines(node: Node, prefix: str, last: bool, top: bool = False) -> list[str]:
-    head = "" if top else prefix + ("└─ " if last else "├─ ")
-    lines = [f"{head}{node.what} = {node.sharding}"]
-    inner = "" if top else prefix + ("   " if last else "│  ")
-    lines.append(f"{inner}   because: {node.because}")
-    for i, child in enumerate(node.children):
-        lines += _lines(child, inner, i == len(node.children) - 1)
-    return lines
+        click.echo("\n\n".join("\n".join(text_lines(t)) for t in trees))

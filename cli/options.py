@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import click
 
 from sdy_dl.engines import ENGINE_NAMES
+from sdy_dl.errors import SdyError
 from sdy_dl.passes import PassOptions
 
 
@@ -58,3 +60,12 @@ def parse_pass_options(items) -> dict:
         extra[key.replace("-", "_")] = (True if lowered == "true" else False if lowered == "false"
                                         else int(value) if value.lstrip("-").isdigit() else value)
     return extra
+
+
+@contextlib.contextmanager
+def errors_in(module: str):
+    """Errors that name no file are about the module read from ``module``."""
+    try:
+        yield
+    except SdyError as e:
+        raise e.located(file="<stdin>" if module == "-" else module) from None

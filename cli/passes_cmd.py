@@ -6,6 +6,7 @@ import click
 
 from sdy_dl.cli import main
 from sdy_dl.cli.options import module_io_options, pass_options
+from sdy_dl.errors import SdyError
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.passes import get_pass
@@ -17,11 +18,16 @@ from sdy_dl.passes import get_pass
 @pass_options
 def run_pass(name: str, module: str, output: str, **opts) -> None:
     """Run pass NAME on MODULE and write the result to OUT."""
-    from sdy_dl.cli.options import make_pass_options
+    from sdy_dl.cli.options import errors_in, make_pass_options
 
-    spec = get_pass(name)
-    result = spec.run(load_module(module), make_pass_options(**opts))
-    write_atomic(output, result.print())
+    try:
+        spec = get_pass(name)
+    except SdyError as e:
+        raise click.BadParameter(e.message, param_hint="'NAME'") from None
+    with errors_in(module):
+        result = spec.run(load_module(module), make_pass_options(**opts))
+        text = result.print()
+    write_atomic(output, text)
 
 
 @main.command("passes")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, module_io_options, pass_options
+from sdy_dl.cli.options import errors_in, make_pass_options, module_io_options, pass_options
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.pipeline import propagate
@@ -14,5 +14,7 @@ from sdy_dl.pipeline import propagate
 @pass_options
 def propagate_cmd(module: str, output: str, **opts) -> None:
     """Infer the sharding of every value of MODULE and write the annotated module."""
-    result = propagate(load_module(module), make_pass_options(**opts))
-    write_atomic(output, result.print())
+    with errors_in(module):
+        result = propagate(load_module(module), make_pass_options(**opts))
+        text = result.print()
+    write_atomic(output, text)

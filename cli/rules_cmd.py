@@ -68,8 +68,12 @@ def show(op: str, module_path: str | None, conservative: bool,
         from sdy_dl.ir import load_module
         from sdy_dl.rules.annotate import module_rules
 
-        module = load_module(module_path)
-        for item in module_rules(module, db, op):
+        from sdy_dl.cli.options import errors_in
+
+        with errors_in(module_path):
+            module = load_module(module_path)
+            items = module_rules(module, db, op)
+        for item in items:
             where = f"{module.file}:{item.op.line}:{item.op.col}"
             text = "no rule" if item.rule is None else item.rule.to_text()
             click.echo(f"{where}: {item.op.name}: {text}" + (" (own attribute)" if item.own
@@ -117,12 +121,15 @@ def check(files: tuple[str, ...]) -> None:
 @_rules_option
 def annotate(module: str, output: str, conservative: bool, rule_files: tuple[str, ...]) -> None:
     """Attach sdy.sharding_rule to every op of MODULE that has a rule."""
+    from sdy_dl.cli.options import errors_in
     from sdy_dl.ir import load_module
     from sdy_dl.output import write_atomic
     from sdy_dl.rules.annotate import annotate_module
     from sdy_dl.rules.db import load_rule_db
 
     db = load_rule_db(rule_files, conservative)
-    model = load_module(module)
-    annotate_module(model, db)
-    write_atomic(output, model.print())
+    with errors_in(module):
+        model = load_module(module)
+        annotate_module(model, db)
+        text = model.print()
+    write_atomic(output, text)

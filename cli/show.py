@@ -7,6 +7,7 @@ import json
 import click
 
 from sdy_dl.cli import main
+from sdy_dl.cli.options import errors_in
 from sdy_dl.ir import load_module
 from sdy_dl.summary import module_summary
 
@@ -17,7 +18,8 @@ from sdy_dl.summary import module_summary
               show_default=True, help="Output format (json for scripts).")
 def show(module: str, fmt: str) -> None:
     """Print a readable summary of MODULE (use - for stdin)."""
-    summary = module_summary(load_module(module))
+    with errors_in(module):
+        summary = module_summary(load_module(module))
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
         return

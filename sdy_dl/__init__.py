@@ -6,3 +6,9 @@ sections of ``docs/semantics.md`` (the Shardy semantics sdy-dl implements);
 """
 
 __version__ = "0.1.0"
+
+
+def propagate(module: str, **options):
+    """Propagate a module (text or path); see :func:`sdy_dl.api.propagate`."""
+    from sdy_dl.api import propagate as _propagate
+    return _propagate(module, **options)

@@ -1,8 +1,20 @@
-"""Atomic output: a file is either written whole or not at all."""
+"""Output files: written whole or not at all, and never clobbering what a path points to.
+
+* ``-`` is standard output.
+* A new file, or an existing regular file, is written to a temporary file in
+  the same directory and renamed over the target: a failure leaves no partial
+  file.  A new file gets the permissions the umask gives (like ``open``); a
+  replaced file keeps its own.
+* A symlink is followed: its target is written (atomically when it is a
+  regular file or does not exist yet); the link itself stays.
+* Anything else that exists (a FIFO, a device such as ``/dev/stdout``) is
+  opened and written through; renaming over it would replace it.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 
@@ -10,11 +22,45 @@ from sdy_dl.errors import SdyError
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename (``-`` is stdout)."""
+    """Write ``text`` to ``path`` (``-`` is stdout) as described above."""
     if path == "-":
-        sys.stdout.write(text)
+        _write_stdout(text)
         return
-    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(path)  # follows symlinks
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise SdyError("cannot write output: is a directory", file=path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_through(path, text)
+        return
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    _replace(path, target, text, None if st is None else stat.S_IMODE(st.st_mode))
+
+
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nobody reads the rest; keep Python from complaining again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SdyError("cannot write output: broken pipe", file="<stdout>") from None
+
+
+def _write_through(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+
+
+def _replace(path: str, target: str, text: str, mode: int | None) -> None:
+    directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".sdy-dl-", dir=directory)
     except OSError as e:
@@ -22,7 +68,17 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as e:
+        os.unlink(tmp)
+        raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

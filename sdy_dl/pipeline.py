@@ -22,18 +22,13 @@ from sdy_dl.passes import PassOptions, get_pass
 
 
 def stages(options: PassOptions) -> list[str]:
-    """The pass names ``propagate`` runs, in order (without the export passes
-    when a provenance tracer is attached, i.e. for ``sdy-dl explain``)."""
+    """The pass names ``propagate`` runs, in order."""
     dedup = bool(options.extra.get("dedup_functions_fully", False))
     names = ["import-pipeline"]
     if not dedup:
         names += ["flatten-call-graph", "symbol-dce", "import-func-calls", "symbol-dce",
                   "apply-sharding-constraints", "sharding-group-import"]
     names += ["pre-order-funcs", "user-priority-propagate"]
-    if options.tracer is not None:
-        # explain: the derivation trees name the values of the propagated
-        # module, which the export passes would renumber (edges removed).
-        return names
     if not dedup:
         names.append("export-named-computations")
     names += ["propagate-to-func-results", "unflatten-call-graph", "symbol-dce",
@@ -54,8 +49,11 @@ EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-
           "insert-explicit-reshards"]
 
 
-def propagate(module: Module, options: PassOptions) -> Module:
-    """Run the pipeline stages in order."""
+def propagate(module: Module, options: PassOptions, before=None) -> Module:
+    """Run the pipeline stages in order; ``before(name, module)``, when given, is
+    called before each stage (the audit tags values there)."""
     for name in stages(options):
+        if before is not None:
+            before(name, module)
         module = get_pass(name).run(module, options)
     return module

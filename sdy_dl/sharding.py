@@ -119,6 +119,11 @@ class MeshAxis:
     __str__ = to_text
 
 
+#: The most devices a mesh may have: every device id and size must be a
+#: non-negative 32-bit signed number (clingo's and Soufflé's ``number``).
+MAX_DEVICES = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class Mesh:
     """A ``MeshAttr``: ordered named axes plus optional explicit device ids.
@@ -133,7 +138,8 @@ class Mesh:
     def __post_init__(self):
         axes = tuple(self.axes)
         ids = tuple(self.device_ids)
-        if axes and ids == tuple(range(_product(a.size for a in axes))):
+        if axes and ids and len(ids) == _product(a.size for a in axes) \
+                and all(i == d for i, d in enumerate(ids)):
             ids = ()
         object.__setattr__(self, "axes", axes)
         object.__setattr__(self, "device_ids", ids)
@@ -197,6 +203,9 @@ class Mesh:
             if axis.size < 1:
                 raise SdyError(f"{where}: axis {quote_string(axis.name)} has "
                                f"size {axis.size}; axis sizes must be at least 1")
+        if self.total_size > MAX_DEVICES:
+            raise SdyError(f"{where}: {self.total_size} devices; at most {MAX_DEVICES} "
+                           "(device ids and sizes are 31-bit numbers in the Datalog engines)")
         for device_id in self.device_ids:
             if device_id < 0:
                 raise SdyError(f"{where}: device id {device_id} is negative; "

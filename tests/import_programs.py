@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import pkgutil
+
+import lowering
 
 from sdy_dl.ir import parse_module_text
 from oracle import normalize, shardy  # noqa: F401  (shared oracle helpers)
@@ -217,7 +218,6 @@ PROGRAMS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
 def lowered(name: str) -> str:
-    """The module text of program ``name`` (lowered once per test session)."""
-    return PROGRAMS[name]()
+    """The module text of program ``name`` (lowered once per test run, see ``lowering``)."""
+    return lowering.once("import_programs", name, PROGRAMS[name])

@@ -7,7 +7,6 @@ The mesh has axes ``data`` (2) and ``model`` (4).
 
 from __future__ import annotations
 
-import functools
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -18,6 +17,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+import lowering  # noqa: E402
 
 
 def mesh():
@@ -127,7 +128,6 @@ PROGRAMS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
 def lowered(name: str) -> str:
-    """The module text of program ``name`` (lowered once per test session)."""
-    return PROGRAMS[name]()
+    """The module text of program ``name`` (lowered once per test run, see ``lowering``)."""
+    return lowering.once("jax_programs", name, PROGRAMS[name])

@@ -9,7 +9,6 @@ indexing, sort, FFT, cumulative ops, top-k, control flow and einsums.
 
 from __future__ import annotations
 
-import functools
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -18,6 +17,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
+
+import lowering  # noqa: E402
 
 
 def _f32(*shape):
@@ -211,7 +212,6 @@ RULE_PROGRAMS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
 def lowered(name: str) -> str:
-    """The module text of program ``name`` (lowered once per test session)."""
-    return RULE_PROGRAMS[name]()
+    """The module text of program ``name`` (lowered once per test run, see ``lowering``)."""
+    return lowering.once("rules_programs", name, RULE_PROGRAMS[name])

@@ -1,17 +1,28 @@
-"""``sdy-dl explain``: derivation trees of propagated shardings."""
+"""``sdy-dl explain``: derivation trees of the shardings the output module prints."""
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import shutil
 
+import pytest
 from click.testing import CliRunner
 
-from jax_programs import lowered
+import import_programs
+import jax_programs
+import rules_programs
+from sdy_dl.audit import Audit
+from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.cli import main
-from sdy_dl.explain import explain_value
+from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
+from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 from sdy_dl.passes import PassOptions
 from sdy_dl.pipeline import propagate
+
+CLINGO = PassOptions(engine="clingo")
 
 CHAIN = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
@@ -21,36 +32,245 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
 }
 '''
 
-
-def leaves(node):
-    return [node] if not node.children else [x for c in node.children for x in leaves(c)]
-
-
-def test_tree_ends_in_user_annotations_and_matches_the_propagated_module():
-    options = PassOptions(engine="clingo")
-    tree = explain_value(parse_module_text(CHAIN), "%1", options)
-    propagated = propagate(parse_module_text(CHAIN), options).print()
-    assert tree.sharding == '#sdy.sharding<@mesh, [{"a", ?}, {?}]>'
-    assert "stablehlo.dot_general" in tree.because and "rule #sdy.op_sharding_rule" in tree.because
-    assert '<@mesh, [{"a"}, {}]>' in propagated  # the same sharding, closed by the export passes
-    assert [leaf.what for leaf in leaves(tree)] == ["%arg0", "%arg0"]
-    assert all(leaf.because.startswith("given in the module") for leaf in leaves(tree))
+# Priorities: the p1 dim of %arg1 wins over %arg0's p2 on the shared factor.
+PRIORITIES = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}p2, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}p1, {?}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.multiply %0, %0 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+'''
 
 
-def test_explain_cli_json_and_results(tmp_path):
-    path = tmp_path / "m.mlir"
-    path.write_text(lowered("training_step"))
-    result = CliRunner().invoke(main, ["explain", str(path), "result:0", "--format", "json",
-                                       "--engine", "clingo"])
-    assert result.exit_code == 0, result.output
-    tree = json.loads(result.output)
-    assert tree["value"] == "result:0" and "model" in tree["sharding"]
-    assert tree["from"], "a propagated result has a derivation"
+@pytest.fixture(scope="module")
+def chain():
+    return Audit(parse_module_text(CHAIN), CLINGO)
 
 
-def test_unknown_value_is_an_error(tmp_path):
+def test_explain_runs_the_whole_pipeline_once(chain):
+    assert chain.text == propagate(parse_module_text(CHAIN), CLINGO).print()
+
+
+def test_root_is_the_printed_sharding_and_steps_are_factor_level(chain):
+    tree = chain.explain("%1")
+    assert tree.sharding == '#sdy.sharding<@mesh, [{"a"}, {}]>'   # closed, as printed
+    step = tree.children[0]
+    assert step.sharding == '#sdy.sharding<@mesh, [{"a", ?}, {?}]>'  # as propagation left it
+    assert step.op["name"] == "stablehlo.dot_general" and step.op["place"] == "<string>:4"
+    assert step.op["origin"].startswith("rules/") and ".yaml:" in step.op["origin"]
+    assert step.strategy == "aggressive" and "band" in step.phase
+    [factor] = step.factors
+    assert factor["factor"] == "i" and factor["axes"] == ['"a"'] and factor["dim"] == 0
+    assert factor["from"] == [{"value": "%0", "tensor": "operand 0", "dim": 0}]
+    assert [c.what for c in step.children] == ["%0"]
+    assert [leaf.what for leaf in tree.leaves()] == ["%arg0"]
+    assert tree.leaves()[0].kind == "annotation"
+
+
+def test_names_are_those_of_the_printed_module(chain):
+    assert chain.explain("arg:0").what == "%arg0"
+    assert chain.explain("result:0").sharding == '#sdy.sharding<@mesh, [{"a"}, {}]>'
+    assert chain.explain("1").what == "%1"
+
+
+def _printed(text: str) -> dict[str, str]:
+    """name -> printed sharding of every value and function result, read independently."""
+    module = parse_module_text(text)
+    main_func = module.main_func()
+    names = _ssa_names(module, text)
+    out = {}
+    for v in module.values:
+        s = get_sharding(v) if is_shardable(v) else None
+        for name in names[v.vid]:
+            out[name] = "(none)" if s is None else s.to_text()
+    for fname, func in module.funcs.items():
+        prefix = "" if func is main_func else f"@{fname}:"
+        for i in range(len(func.mlir.attributes["function_type"].value.results)):
+            s = get_result_sharding(func, i)
+            out[f"{prefix}result:{i}"] = "(none)" if s is None else s.to_text()
+    return out
+
+
+# Calls, while/scan/cond, shard_map, sharding groups, constraints, priorities.
+DEFAULT_PROGRAMS = [("jax", "mlp"), ("jax", "while_loop"), ("jax", "shard_map"),
+                    ("jax", "sharding_constraint"), ("import", "scan"), ("import", "cond"),
+                    ("import", "nested_jit"), ("import", "shard_alike"),
+                    ("import", "constraint_chain"), ("jax", "gather_scatter"), ("text", "priorities")]
+SLOW_PROGRAMS = [("jax", n) for n in jax_programs.PROGRAMS if ("jax", n) not in DEFAULT_PROGRAMS] + \
+    [("import", n) for n in import_programs.PROGRAMS if ("import", n) not in DEFAULT_PROGRAMS] + \
+    [("rules", n) for n in sorted(rules_programs.RULE_PROGRAMS)]
+
+
+def _text(kind: str, name: str) -> str:
+    if kind == "text":
+        return PRIORITIES
+    if kind == "rules":
+        program = rules_programs.RULE_PROGRAMS[name]
+        return program() if callable(program) else program
+    return (jax_programs if kind == "jax" else import_programs).lowered(name)
+
+
+def _check_every_value(kind: str, name: str) -> None:
+    text = _text(kind, name)
+    audit = Audit(parse_module_text(text), CLINGO)
+    printed = _printed(audit.text)
+    trees = audit.explain_all(depth=100)
+    assert len(trees) == len(audit.outputs.values) >= 10 or kind == "text"
+    for out, tree in zip(audit.outputs.values, trees):
+        assert tree.what == out.name
+        assert tree.sharding == printed[out.name], out.name
+        for node in tree.walk():
+            assert "created and erased" not in node.what, (out.name, node.what)
+            assert not node.what.startswith("(")
+        for leaf in tree.leaves():
+            assert leaf.kind in ("annotation", "unsharded"), (out.name, leaf.what, leaf.because)
+            if leaf.kind == "annotation":
+                given = leaf.because.split(" = ", 1)[1].split(" (")[0]
+                assert given in audit.inputs.annotations, (out.name, given)
+                assert given.split("<", 1)[1][:-1] in text or given.startswith("#sdy.sharding<@mesh")
+
+
+@pytest.mark.parametrize("kind,name", DEFAULT_PROGRAMS, ids=[n for _, n in DEFAULT_PROGRAMS])
+def test_every_value_of_real_programs(kind, name):
+    _check_every_value(kind, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,name", SLOW_PROGRAMS, ids=[n for _, n in SLOW_PROGRAMS])
+def test_every_value_of_more_programs(kind, name):
+    _check_every_value(kind, name)
+
+
+def test_explain_cli_json_and_all(tmp_path):
     path = tmp_path / "m.mlir"
     path.write_text(CHAIN)
-    result = CliRunner().invoke(main, ["explain", str(path), "%99", "--engine", "clingo"])
+    result = CliRunner().invoke(main, ["explain", str(path), "result:0", "--format", "json",
+                                       "--engine", "clingo", "--quiet"])
+    assert result.exit_code == 0, result.output
+    tree = json.loads(result.output)
+    assert tree["value"] == "result:0" and tree["from"]
+    result = CliRunner().invoke(main, ["explain", str(path), "--all", "--format", "json",
+                                       "--engine", "clingo", "--quiet"])
+    assert result.exit_code == 0, result.output
+    names = [t["value"] for t in json.loads(result.output)]
+    assert names == ["%arg0", "%arg1", "%0", "%1", "result:0"]
+
+
+def test_ambiguous_name_lists_the_values_by_line():
+    audit = Audit(parse_module_text(jax_programs.lowered("while_loop")), CLINGO)
+    with pytest.raises(SdyError, match=r"'%2' names several values.*%2@\d+, %2@\d+"):
+        audit.explain("%2")
+    line = int(audit.outputs.ambiguous["%2"][1].split("@")[1])
+    assert audit.text.splitlines()[line - 1].lstrip().startswith("%2 = ")
+    assert audit.explain(audit.outputs.ambiguous["%2"][1]).what.startswith("%2@")
+
+
+def test_unknown_value_is_one_line_with_close_matches(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(CHAIN)
+    result = CliRunner().invoke(main, ["explain", str(path), "%11", "--engine", "clingo",
+                                                       "--quiet"])
     assert result.exit_code == 1
-    assert "sdy-dl: error:" in result.output and "%99" in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sdy-dl: error:")
+    assert "'%11'" in lines[0] and "close matches: %1" in lines[0]
+
+
+UNSHARDED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {?}]>}, %arg2: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.negate %arg2 : tensor<8x8xf32>
+  %2 = stablehlo.reduce(%arg0 init: %cst) applies stablehlo.add across dimensions = [0] : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0, %1, %2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>
+}
+'''.replace("%2 = stablehlo.reduce", "%cst = stablehlo.constant dense<0.0> : tensor<f32>\n  %2 = stablehlo.reduce")
+
+
+def test_why_values_are_unsharded_or_blocked():
+    audit = Audit(parse_module_text(UNSHARDED), CLINGO)
+    unreached = audit.explain("%1")
+    assert unreached.sharding == "(none)" and unreached.kind == "unsharded"
+    assert unreached.because.startswith("no annotation reaches it")
+    closed = audit.explain("%arg1")
+    assert closed.sharding == '#sdy.sharding<@mesh, [{}, {"b"}]>'
+    assert any("factor i (dim 0)" in r and "the dim is closed" in r for r in closed.reasons)
+
+
+@functools.lru_cache(maxsize=None)
+def _proof_of_the_add_step():
+    audit = Audit(parse_module_text(CHAIN), CLINGO)
+    tree = audit.explain("%0")
+    audit.attach_proofs([tree])
+    [step] = [n for n in tree.walk() if n.kind == "step"]
+    return audit, step
+
+
+def _check_proof(proof, height_above=None):
+    if height_above is not None:
+        assert proof.height < height_above
+    if not proof.children:
+        assert proof.rule == "" and proof.relation.startswith("in_")   # an input fact
+        return
+    assert re.fullmatch(r"datalog/step/[a-z_]+\.dl\.j2:\d+( \(macro call\))?", proof.rule), proof.rule
+    assert proof.height == 1 + max(c.height for c in proof.children)
+    for c in proof.children:
+        _check_proof(c, proof.height)
+
+
+def test_proof_of_a_step_goes_down_to_input_facts():
+    _, step = _proof_of_the_add_step()
+    [proof] = step.proof
+    assert proof.atom().startswith("step_dim_axis(") and '"a"' in proof.atom()
+    _check_proof(proof)
+    text = "\n".join(proof.lines())
+    assert "[input fact]" in text and "in_dim_axis(" in text
+    assert step.to_json()["proof"][0]["tuple"] == proof.atom()
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
+def test_proofs_are_the_same_on_both_engines():
+    from sdy_dl.audit.proofs import ProofSearch
+    from sdy_dl.engines import get_engine
+    from sdy_dl.propagation.step_eval import step_program
+    from sdy_dl.propagation.step_facts import step_facts
+
+    audit, step = _proof_of_the_add_step()
+    cause = next(c for c in audit.tracer.steps if c.index == step.cause)
+    facts = step_facts([cause.step], audit.propagated.meshes)
+    search = ProofSearch(step_program([cause.step]), facts, get_engine("souffle").run)
+    [proof] = step.proof
+    assert step.cause is not None and proof.args[0] == 0   # the only step of both batches
+    assert search.proof(proof.relation, proof.args).lines() == proof.lines()
+
+
+def test_explain_cli_proof(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(CHAIN)
+    result = CliRunner().invoke(main, ["explain", str(path), "%0", "--proof", *["--engine", "clingo", "--quiet"]])
+    assert result.exit_code == 0, result.output
+    assert "proof: step_dim_axis(" in result.output and "[input fact]" in result.output
+
+
+def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text("description: Override.\nops:\n  stablehlo.add: {doc: Overridden sum., use: pointwise}\n")
+    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="clingo", rule_files=(str(user),)))
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == f"--rules {user}:3"
+    own = CHAIN.replace("%0 = stablehlo.add %arg0, %arg1 :", "%0 = stablehlo.add %arg0, %arg1 "
+                        "{sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [i, j])->([i, j]) "
+                        "{i=8, j=8}, custom>} :")
+    audit = Audit(parse_module_text(own), CLINGO)
+    [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
+    assert step.op["origin"] == "the op's own sdy.sharding_rule attribute"
+
+
+def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
+    import sdy_dl.audit.steps as steps_module
+
+    steps = [c.step for c in chain.tracer.steps]
+    whole = steps_module.StepRecords(steps, chain.propagated.meshes)
+    monkeypatch.setattr(steps_module, "DETAIL_BATCH", 1)
+    batched = steps_module.StepRecords(steps, chain.propagated.meshes)
+    assert len(whole.steps) > 1 and whole.rec and (whole.rec, whole.fin) == (batched.rec, batched.fin)

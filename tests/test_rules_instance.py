@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.rules.instance import (FACTOR_KINDS, Factor, RuleInstance, factor_name,
-                                   parse_rule_text)
-from sdy_dl.rules.notation import parse_notation
+from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_name
+from sdy_dl.rules.notation import parse_notation, parse_rule_text
 
 
 def mlir_roundtrip(text: str) -> str:

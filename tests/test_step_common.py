@@ -19,7 +19,8 @@ import functools
 from sdy_dl.engines import get_engine
 from sdy_dl.propagation.step import StepInput
 from sdy_dl.propagation.step_eval import evaluate_steps
-from sdy_dl.rules.instance import RuleInstance, parse_rule_text
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.rules.notation import parse_rule_text
 from sdy_dl.sharding import (Mesh, TensorSharding, parse_mesh, parse_sharding_per_value,
                              parse_tensor_sharding)
 

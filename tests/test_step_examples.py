@@ -299,7 +299,7 @@ def test_one_way_direction(case, strategy):
     from sdy_dl.engines import get_engine
     from sdy_dl.propagation.step import StepInput
     from sdy_dl.propagation.step_eval import evaluate_steps
-    from sdy_dl.rules.instance import parse_rule_text
+    from sdy_dl.rules.notation import parse_rule_text
     from sdy_dl.sharding import parse_mesh, parse_tensor_sharding
 
     direction, before, after = case

@@ -1,9 +1,11 @@
 """Render the Jinja2 templates of ``datalog/`` into a Soufflé program.
 
-A *stage* is a top template ``datalog/<stage>.dl.j2`` that includes the
-concern templates it needs, in order.  Template parameters are plain values
-(flags such as ``conservative``); names from modules and rule files never
-reach the program text: they travel only in fact files.
+A *stage* is a folder ``datalog/<stage>/`` whose ``main.dl.j2`` includes
+the stage's parts in order.  Template parameters are plain values (flags such
+as ``conservative``); names from modules and rule files never reach the
+program text: they travel only in fact files.  Every compiled stage is
+checked: stratified, every relation documented, and input relations, and
+only they, named ``in_*``.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import functools
 
 import jinja2
 
-from sdy_dl.datalog.program import Program, parse_declarations
+from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import datalog_dir
+
+
+MAIN = "main.dl.j2"
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,13 +35,13 @@ def _environment() -> jinja2.Environment:
 
 
 def available_stages() -> list[str]:
-    """The stage names (top templates) shipped in ``datalog/``."""
-    return sorted(p.name[: -len(".dl.j2")] for p in datalog_dir().glob("*.dl.j2"))
+    """The stage names (folders with a ``main.dl.j2``) shipped in ``datalog/``."""
+    return sorted(p.parent.name for p in datalog_dir().glob(f"*/{MAIN}"))
 
 
 @functools.lru_cache(maxsize=None)
 def _compile_cached(stage: str, params: tuple) -> Program:
-    name = f"{stage}.dl.j2"
+    name = f"{stage}/{MAIN}"
     try:
         template = _environment().get_template(name)
     except jinja2.TemplateNotFound:
@@ -44,7 +49,9 @@ def _compile_cached(stage: str, params: tuple) -> Program:
                        f"(known: {', '.join(available_stages())})") from None
     text = template.render(**dict(params))
     check_stratified(text, source=name)
-    return Program(text=text, decls=parse_declarations(text, source=name))
+    decls = parse_declarations(text, source=name)
+    check_input_names(decls, source=name)
+    return Program(text=text, decls=decls)
 
 
 def compile_stage(stage: str, **params) -> Program:

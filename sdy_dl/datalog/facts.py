@@ -23,14 +23,16 @@ Facts = Mapping[str, Iterable[tuple]]
 
 
 def check_facts(program: Program, facts: Facts) -> None:
-    """Every fact relation is a declared input with the right arity and types."""
+    """Every fact relation is a declared input with the right arity and types, and
+    every number fits the engines' 32-bit numbers."""
     for _ in typed_rows(program, facts):
         pass
 
 
 def typed_rows(program: Program, facts: Facts) -> Iterator[tuple[Decl, tuple]]:
     """``(decl, row)`` for every fact, checked: a declared input relation, its arity,
-    ``int`` for number columns and ``str`` (Unicode text without NUL) for symbol columns."""
+    ``int`` (32 bits) for number columns and ``str`` (Unicode text without NUL) for
+    symbol columns."""
     for name, rows in facts.items():
         decl = program.decls.get(name)
         if decl is None or not decl.is_input:
@@ -43,6 +45,9 @@ def typed_rows(program: Program, facts: Facts) -> Iterator[tuple[Decl, tuple]]:
                 if typ == "number":
                     if not isinstance(value, int) or isinstance(value, bool):
                         raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+                    if not -2**31 <= value < 2**31:
+                        raise SdyError(f"the number {value} is beyond the 32-bit numbers of "
+                                       f"the Datalog engines (relation {name})")
                 elif not isinstance(value, str):
                     raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
                 elif "\0" in value:
@@ -89,19 +94,38 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
-    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``."""
+    """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``; a
+    malformed line is an error located at it."""
     rows: set[tuple] = set()
     if not os.path.exists(path):
         return rows
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if decl.arity == 0:
-                rows.add(())
-                continue
-            fields = line.split("\t")
-            rows.add(tuple(int(v) if t == "number" else unescape_symbol(v)
-                           for v, t in zip(fields, decl.types)))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SdyError(f"cannot read relation {decl.name}: "
+                       f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}", file=path) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if decl.arity == 0:
+            rows.add(())
+            continue
+        fields = line.split("\t")
+        if len(fields) != decl.arity:
+            raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
+                           f"this line has {len(fields)}", file=path, line=n, col=1)
+        row = []
+        for k, (v, t) in enumerate(zip(fields, decl.types)):
+            if t == "number":
+                try:
+                    v = int(v)
+                except ValueError:
+                    col = sum(len(x) + 1 for x in fields[:k]) + 1
+                    raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
+                                   f"not {v[:40]!r}", file=path, line=n, col=col) from None
+            row.append(v if t == "number" else unescape_symbol(v))
+        rows.add(tuple(row))
     return rows
 
 

@@ -96,6 +96,15 @@ def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
     return decls
 
 
+def check_input_names(decls: dict[str, Decl], source: str = "<program>") -> None:
+    """Input relations, and only they, are named ``in_*``."""
+    for d in decls.values():
+        if d.is_input and not d.name.startswith("in_"):
+            raise SdyError(f"input relation {d.name} is not named in_*", file=source)
+        if not d.is_input and d.name.startswith("in_"):
+            raise SdyError(f"relation {d.name} is named in_* but is not an input", file=source)
+
+
 def _columns(text: str, name: str, source: str, lineno: int) -> tuple[tuple[str, str], ...]:
     cols = []
     for part in filter(None, (p.strip() for p in text.split(","))):

@@ -14,15 +14,21 @@ _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
 def read_text(path: str) -> str:
     """The text of ``path`` (``-`` reads standard input)."""
-    if path == "-":
-        return sys.stdin.read()
+    name = "<stdin>" if path == "-" else path
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as e:
-        raise SdyError(f"cannot read module: {e.strerror}", file=path) from None
-    except UnicodeDecodeError:
-        raise SdyError("not a text file", file=path) from None
+        raise SdyError(f"cannot read module: {e.strerror}", file=name) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SdyError("not UTF-8 text", file=name, line=line, col=col) from None
 
 
 def load_module(path: str) -> Module:
@@ -78,7 +84,7 @@ def build_model(mlir_module, file: str) -> Module:
         module._by_mlir[mv] = v
         return v
 
-    def visit(mop, parent: Op | None, block: Block | None) -> Op:
+    def new_op(mop, parent: Op | None, block: Block | None) -> Op:
         mop = mop.operation
         op = Op(oid=len(module.ops), name=mop.name, operands=[], results=[], regions=[],
                 parent=parent, block=block, mlir=mop)
@@ -86,7 +92,12 @@ def build_model(mlir_module, file: str) -> Module:
         op.operands = [module.value_of(o) for o in mop.operands]
         by_mlir[mop] = op
         op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
-        for mregion in mop.regions:
+        return op
+
+    def nested(op: Op):
+        """Build ``op``'s regions and blocks as the walk reaches them; yield the
+        ops of each block with the block."""
+        for mregion in op.mlir.regions:
             region = Region(blocks=[], owner=op)
             op.regions.append(region)
             for mblock in mregion.blocks:
@@ -94,14 +105,34 @@ def build_model(mlir_module, file: str) -> Module:
                 region.blocks.append(b)
                 b.args = [new_value(a, None, b, i) for i, a in enumerate(mblock.arguments)]
                 for child in mblock.operations:
-                    b.ops.append(visit(child, op, b))
-        return op
+                    yield child, b
+
+    def visit(mop) -> Op:
+        """``mop`` and everything nested in it, in pre-order (iterative: nesting
+        depth is not bounded by Python's recursion limit)."""
+        top = new_op(mop, None, None)
+        stack = [nested(top)]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            child, b = item
+            op = new_op(child, b.region.owner, b)
+            b.ops.append(op)
+            stack.append(nested(op))
+        return top
 
     for top in mlir_module.body.operations:
-        op = visit(top, None, None)
+        op = visit(top)
+        if "sym_name" in op.mlir.attributes:
+            _check_utf8_name(op, file)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
-            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            try:
+                module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            except SdyError as e:
+                raise e.located(file, op.line, op.col) from None
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
@@ -110,6 +141,17 @@ def build_model(mlir_module, file: str) -> Module:
     for v in module.values:
         v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
+
+
+def _check_utf8_name(op: Op, file: str) -> None:
+    """Symbol names must be UTF-8 (jaxlib's bindings cannot hand others to Python)."""
+    from jaxlib.mlir import ir
+
+    raw = ir.StringAttr(op.attr("sym_name")).value_bytes
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, op.line, op.col) from None
 
 
 #: The fields of :class:`Module` that ``build_model`` derives from the MLIR.

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdy_dl.ir.traits import TERMINATORS
+
 _LOC_RE = re.compile(r':(\d+):(\d+)')
 
 
@@ -131,9 +133,6 @@ class Op:
 
     def __hash__(self) -> int:
         return self.oid
-
-
-TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mhlo.return"})
 
 
 @dataclass(eq=False)

@@ -1,14 +1,19 @@
-"""Where a value's sharding lives in the module, and how to read and write it.
+"""Where a value's sharding is stored in the module, and how to read and write it.
 
-Semantics document §1.5.  This is raw storage: it knows attributes, not
-propagation.  (Data-flow-edge shadowing and manual-axis stripping are
-propagation semantics and live with the passes.)
+Semantics document §1.5.  This is the one table of storage places; it knows
+attributes, not propagation.  :func:`read_stored`/:func:`write_stored` read
+and write the place of result or block argument ``index`` of a raw MLIR op;
+:func:`get_sharding`/:func:`set_sharding` do the same for a value of the
+model.  Shardy's ``getSharding``/``setSharding`` (which look through
+data-flow edges and show a manual computation's body its local view) are
+:mod:`sdy_dl.ir.value_sharding`, built on this table.
 
 | value                                   | attribute                                     |
 |-----------------------------------------|-----------------------------------------------|
 | func block argument                     | ``arg_attrs[i]["sdy.sharding"]`` of the func  |
 | func result (not a value)               | ``res_attrs[i]["sdy.sharding"]``              |
 | sharding_constraint / reshard / data_flow_edge result | the op's ``sharding``           |
+| collective (all_gather, ...) result     | the op's ``out_sharding``                     |
 | manual / named computation block arg    | ``in_shardings[i]``                           |
 | manual / named computation result       | ``out_shardings[i]``                          |
 | result of any other op                  | ``sdy.sharding`` (``#sdy.sharding_per_value``)|
@@ -19,17 +24,47 @@ from __future__ import annotations
 
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, Op, Value
-from sdy_dl.sharding import (TensorSharding, parse_sharding_per_value,
-                             parse_tensor_sharding)
+from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
+from sdy_dl.sharding import TensorSharding, parse_sharding_per_value, parse_tensor_sharding
 
-#: Ops whose (single) result sharding is the op's own ``sharding`` attribute.
-OWN_SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"})
-#: Ops whose block arguments and results keep shardings in in_/out_shardings.
-COMPUTATION_OPS = frozenset({"sdy.manual_computation", "sdy.named_computation"})
-#: Ops owning data-flow edges (Shardy's ShardableDataFlowOpInterface, §8.1).
-DATA_FLOW_OPS = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier",
-                           "sdy.named_computation", "sdy.manual_computation"})
 SHARDING_ATTR = "sdy.sharding"
+def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
+    """The sharding stored for result (or, ``block_arg``, body argument) ``index``
+    of the raw MLIR op ``mop`` (None when there is none or no place for one)."""
+    name = mop.name
+    if block_arg:
+        if name == "func.func":
+            return read_func_attr(mop, "arg_attrs", index)
+        if name in COMPUTATION_OPS:
+            return _entry(read_per_value(mop, "in_shardings"), index)
+        return None
+    if name in OWN_SHARDING_OPS:
+        return read_own(mop)
+    if name in COLLECTIVE_OPS:
+        return read_own(mop, "out_sharding")
+    attr = "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR
+    return _entry(read_per_value(mop, attr), index)
+
+
+def write_stored(mop, index: int, block_arg: bool, ranks, sharding: TensorSharding) -> None:
+    """Store ``sharding`` for result (``block_arg``: body argument) ``index`` of ``mop``;
+    ``ranks`` (of all results, or of all body arguments) give the other entries of a
+    first per-value write their open-empty shardings."""
+    name = mop.name
+    if block_arg:
+        if name == "func.func":
+            write_func_attr(mop, "arg_attrs", index, sharding)
+        elif name in COMPUTATION_OPS:
+            write_per_value_entry(mop, "in_shardings", index, ranks, sharding)
+        else:
+            raise ValueError(f"a block argument of {name} cannot hold a sharding")
+    elif name in OWN_SHARDING_OPS:
+        write_own(mop, sharding)
+    elif name in COLLECTIVE_OPS:
+        write_own(mop, sharding, "out_sharding")
+    else:
+        attr = "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR
+        write_per_value_entry(mop, attr, index, ranks, sharding)
 
 
 def is_shardable(value: Value) -> bool:
@@ -43,17 +78,8 @@ def is_shardable(value: Value) -> bool:
 def get_sharding(value: Value) -> TensorSharding | None:
     """The sharding stored for ``value`` (None if it has none or cannot hold one)."""
     if value.is_block_arg:
-        owner = value.block.region.owner
-        if owner.name == "func.func":
-            return read_func_attr(owner.mlir, "arg_attrs", value.index)
-        if owner.name in COMPUTATION_OPS:
-            return _entry(read_per_value(owner.mlir, "in_shardings"), value.index)
-        return None
-    op = value.defining_op
-    if op.name in OWN_SHARDING_OPS:
-        return read_own(op.mlir)
-    name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
-    return _entry(read_per_value(op.mlir, name), value.index)
+        return read_stored(value.block.region.owner.mlir, value.index, True)
+    return read_stored(value.defining_op.mlir, value.index, False)
 
 
 def get_result_sharding(func: Op, index: int) -> TensorSharding | None:
@@ -64,22 +90,11 @@ def get_result_sharding(func: Op, index: int) -> TensorSharding | None:
 def set_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
     """Store ``sharding`` for ``value`` (which must be shardable)."""
     if value.is_block_arg:
-        owner = value.block.region.owner
-        if owner.name == "func.func":
-            write_func_attr(owner.mlir, "arg_attrs", value.index, sharding)
-        elif owner.name in COMPUTATION_OPS:
-            write_per_value_entry(owner.mlir, "in_shardings", value.index,
-                                  [a.rank or 0 for a in value.block.args], sharding)
-        else:
-            raise ValueError(f"{value.name} cannot hold a sharding")
-        return
-    op = value.defining_op
-    if op.name in OWN_SHARDING_OPS:
-        write_own(op.mlir, sharding)
+        write_stored(value.block.region.owner.mlir, value.index, True,
+                     [a.rank or 0 for a in value.block.args], sharding)
     else:
-        name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
-        write_per_value_entry(op.mlir, name, value.index, [r.rank or 0 for r in op.results],
-                              sharding)
+        op = value.defining_op
+        write_stored(op.mlir, value.index, False, [r.rank or 0 for r in op.results], sharding)
 
 
 def set_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:

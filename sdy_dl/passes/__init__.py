@@ -31,7 +31,7 @@ class PassOptions:
     # from relations derived by Soufflé from an emitted trace (a directory).
     recorder: object | None = None
     replay_dir: str | None = None
-    # Propagation only: an explain.ProvenanceTracer that records why shardings change.
+    # Propagation only: an audit.provenance.ProvenanceTracer that records why shardings change.
     tracer: object | None = None
 
 
@@ -68,3 +68,24 @@ def get_pass(name: str) -> PassSpec:
     if spec is None:
         raise SdyError(f"unknown pass {name!r} (known: {', '.join(sorted(PASSES))})")
     return spec
+
+
+def rewrite(module: Module, edit: Callable[[], bool]) -> Module:
+    """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
+    changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import rebuild
+
+    with mlir_context():
+        return rebuild(module) if edit() else module
+
+
+def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:
+    """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
+    with the engine the options choose."""
+    from sdy_dl.datalog.compiler import compile_stage
+    from sdy_dl.engines import get_engine
+
+    program = compile_stage(stage, **params)
+    engine = get_engine(options.engine, compiled=options.compiled)
+    return engine.run(program, {k: list(v) for k, v in facts.items()})

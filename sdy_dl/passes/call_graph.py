@@ -2,15 +2,17 @@
 
 Functions by name, a call's callee, a clone's original name
 (``sdy.original_func_name``), the calls in a function, a function's result
-shardings (Shardy's ``getFuncResultShardings``) and the call-graph
-post-order in which Shardy's ``iterateFuncs`` visits functions.
+shardings (Shardy's ``getFuncResultShardings``), the call-graph
+post-order in which Shardy's ``iterateFuncs`` visits functions (a recursive
+call graph is an error) and cloning a function with its callees.
 """
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types, key,
+                                module_ops, op_error, symbol_name, walk_post, walk_pre)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, func_result_types, func_shardings,
-                                         key, module_ops, symbol_name, walk_pre)
+from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
 
 
@@ -46,6 +48,13 @@ def calls_in(func) -> list:
     return [op for op in walk_pre(func)[1:] if op.name == "func.call"]
 
 
+def calls_with_callees(module: Module) -> list[tuple]:
+    """``(call, callee)`` for every ``func.call`` of the module, in post-order."""
+    table = func_table(module)
+    return [(op, table[callee_name(op)]) for op in walk_post(module.mlir.operation)
+            if op.name == "func.call"]
+
+
 def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
     """Shardy's ``getFuncResultShardings``."""
     return func_shardings(func, "res_attrs", func_result_types(func), meshes)
@@ -54,32 +63,76 @@ def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
 def call_graph_post_order(module: Module) -> list:
     """Functions in the order of ``iterateFuncs`` (call-graph post-order of
     MLIR's CallGraph: DFS from the external node over functions in module
-    order, callees in order of their first call)."""
+    order, callees in order of their first call).  A recursive call graph is
+    an error (Shardy's passes recurse without end on one)."""
     funcs = func_table(module)
     nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
     edges: dict = {}
     for f in nodes:
-        out = []
+        out: dict = {}
         for mop in calls_in(f):
             callee = funcs.get(callee_name(mop))
-            if callee is not None and has_body(callee) and callee not in out:
-                out.append(callee)
-        edges[key(f)] = out
+            if callee is not None and has_body(callee) and key(callee) not in out:
+                out[key(callee)] = (callee, mop)
+        edges[key(f)] = list(out.values())
     seen: set = set()
+    on_path: set = set()
     order: list = []
     for root in nodes:
         if key(root) in seen:
             continue
         seen.add(key(root))
-        stack = [(root, iter(edges[key(root)]))]
+        on_path.add(key(root))
+        stack = [(root, iter(edges[key(root)]))]  # iterative DFS: chains are not bounded
         while stack:
             f, callees = stack[-1]
-            for g in callees:
-                if key(g) not in seen:
-                    seen.add(key(g))
-                    stack.append((g, iter(edges[key(g)])))
-                    break
-            else:
+            nxt = next(callees, None)
+            if nxt is None:
                 stack.pop()
+                on_path.discard(key(f))
                 order.append(f)
+                continue
+            g, call = nxt
+            if key(g) in on_path:
+                raise _recursion_error(module, call, [h for h, _ in stack], g)
+            if key(g) not in seen:
+                seen.add(key(g))
+                on_path.add(key(g))
+                stack.append((g, iter(edges[key(g)])))
     return order
+
+
+def _recursion_error(module: Module, call, path: list, callee):
+    cycle = [symbol_name(h) for h in path[[key(h) for h in path].index(key(callee)):]]
+    through = " -> ".join(f"@{n}" for n in cycle + [cycle[0]])
+    return op_error(module, call, f"recursive call graph ({through}); Shardy's passes "
+                                  "need an acyclic call graph")
+
+
+def clone_func(module: Module, namer: SymbolNamer, func) -> str:
+    """``cloneFuncRecursively`` then ``SymbolTable::insert``: the clone's name.
+    Nested callees are cloned first (iteratively: call chains are not bounded)."""
+    from jaxlib.mlir import ir
+
+    funcs = func_table(module)
+
+    def start(f):
+        clone = f.clone(ip=False)
+        clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(f))
+        return clone, iter([op for op in walk_post(clone) if op.name == "func.call"])
+
+    stack, waiting, name = [start(func)], [], None
+    while stack:
+        clone, calls = stack[-1]
+        call = next(calls, None)
+        if call is not None:
+            waiting.append(call)
+            stack.append(start(funcs[callee_name(call)]))
+            continue
+        stack.pop()
+        name = namer.insert(symbol_name(clone))
+        clone.attributes["sym_name"] = ir.StringAttr.get(name)
+        ir.InsertionPoint(module.mlir.body).insert(clone)
+        if waiting:
+            waiting.pop().attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
+    return name

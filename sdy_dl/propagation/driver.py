@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
-from sdy_dl.ir.storage import DATA_FLOW_OPS, get_sharding
-from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
-from sdy_dl.passes.import_common import manual_axes
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
+from sdy_dl.ir.storage import get_sharding
+from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
@@ -144,7 +144,8 @@ class Propagator:
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
-                tracer.begin(*self._describe(op, site))
+                tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
+                             strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
                 tracer.end()
@@ -425,8 +426,10 @@ def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
 
 
 def _walk(op: Op):
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.ops:
-                yield from _walk(child)
+    """``op`` and the ops nested in it, in pre-order (iterative)."""
+    stack = [op]
+    while stack:
+        op = stack.pop()
+        yield op
+        stack.extend(reversed([c for region in op.regions for block in region.blocks
+                               for c in block.ops]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module, Value
 from sdy_dl.ir.loader import build_model
+from sdy_dl.ir.mlir_ops import insert_sharding_op_after, sharding_group_id
 from sdy_dl.sharding import TensorSharding
 
 
@@ -20,17 +21,13 @@ def groups_of(module: Module) -> dict[int, list[Value]]:
     groups: dict[int, list[Value]] = {}
     for op in module.ops:
         if op.name == "sdy.sharding_group":
-            groups.setdefault(_group_id(op), []).append(op.operands[0])
+            groups.setdefault(sharding_group_id(op.mlir), []).append(op.operands[0])
     return groups
 
 
 def group_members(module: Module) -> dict[int, list[Value]]:
     """value id -> the members of its group (the value included), in module order."""
     return {v.vid: members for members in groups_of(module).values() for v in members}
-
-
-def _group_id(op) -> int:
-    return int(op.attr_text("group_id").split()[0])
 
 
 def _fully_open_and_replicated(sharding: TensorSharding) -> bool:
@@ -84,7 +81,6 @@ def sync_sharding_groups(module: Module, state) -> Module:
 def _constrain(member: Value, sharding: TensorSharding) -> None:
     """Insert ``sdy.sharding_constraint member <open>`` after ``member``; all uses go through it."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.passes.import_common import insert_sharding_op_after
 
     value = member.mlir
     with mlir_context():

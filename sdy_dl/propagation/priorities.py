@@ -14,23 +14,23 @@
 from __future__ import annotations
 
 from sdy_dl.ir import Op
+from sdy_dl.ir.traits import ops_with
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.traits import is_elementwise
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 BANDS = 5
-OFFLOAD_TARGETS = ("MoveToHost", "MoveToDevice")
+OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
 
 
 def op_class(op: Op) -> str:
-    """The op-priority class of ``op`` (see ``datalog/priorities/op_priorities.dl.j2``)."""
-    if op.name in ("stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"):
+    """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
+    if op.name in ops_with("priority_dynamic_slice"):
         return "dynamic_slice"
-    if op.name == "stablehlo.broadcast_in_dim":
+    if op.name in ops_with("priority_broadcast"):
         return "broadcast"
-    if (is_elementwise(op) or op.name in ("stablehlo.reshape", "stablehlo.transpose",
-                                          "sdy.data_flow_edge", "sdy.func_data_flow_edge")
+    if (is_elementwise(op) or op.name in ops_with("priority_pass_through")
             or (op.name == "stablehlo.custom_call"
                 and op.attr_text("call_target_name") in (f'"{t}"' for t in OFFLOAD_TARGETS))):
         return "pass_through"

@@ -10,15 +10,16 @@ attributes at the end of the pass.
 from __future__ import annotations
 
 from sdy_dl.ir import Module, Op, Value
-from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, get_result_sharding,
-                               get_sharding, is_shardable, set_sharding, write_func_attrs)
-from sdy_dl.manual_axes import add_free_axes, erase_manual_axes
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
+from sdy_dl.ir.mlir_ops import key
+from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_sharding,
+                               write_func_attrs)
+from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
 
 def value_key(value: Value) -> int:
     """A key for a value that survives IR changes and re-indexing (its C++ pointer)."""
-    from sdy_dl.passes.import_common import key
     return key(value.mlir)
 
 
@@ -27,7 +28,6 @@ def _manual_block_arg(value: Value) -> list[str] | None:
     stored in_sharding is global, propagation reads and writes it locally (§8.6)."""
     if not value.is_block_arg or value.block.region.owner.name != "sdy.manual_computation":
         return None
-    from sdy_dl.passes.import_common import manual_axes
     return manual_axes(value.block.region.owner.mlir)
 
 
@@ -37,7 +37,7 @@ class ShardingState:
     def __init__(self, module: Module, slots: dict[int, Value]):
         self.module = module
         self.slots = slots
-        self.tracer = None   # an explain.ProvenanceTracer, when provenance is recorded
+        self.tracer = None   # an audit.provenance.ProvenanceTracer, when provenance is recorded
         self._value: dict[int, TensorSharding | None] = {}
         self._changed: set[int] = set()
         self._results: dict[tuple[int, int], TensorSharding | None] = {}

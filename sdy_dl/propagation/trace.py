@@ -62,6 +62,7 @@ class StepReplay:
         self.relations = {d.name: read_relation_file(d, os.path.join(directory, f"{d.name}.csv"))
                           for d in decls.values() if d.is_output}
         self.meshes = meshes
+        self.directory = directory
         self.next_id = 0
 
     def __call__(self, steps: Sequence[StepInput]) -> list[StepOutput]:
@@ -71,8 +72,14 @@ class StepReplay:
                   for name, rows in self.relations.items()}
         if not window.get("step_mesh") and any(_has_sharding(s) for s in steps):
             raise SdyError(f"the relations hold no result for step {first}: "
-                           "they were not derived from this module's emitted program")
-        return read_outputs(steps, self.meshes, window)
+                           "they were not derived from this module's emitted program",
+                           file=self.directory)
+        try:
+            return read_outputs(steps, self.meshes, window)
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            raise SdyError(f"the relations of steps {first}..{end - 1} are inconsistent "
+                           f"({type(e).__name__}: {e}): they were not derived from this "
+                           "module's emitted program", file=self.directory) from None
 
 
 def _has_sharding(step: StepInput) -> bool:

@@ -14,7 +14,8 @@
 """
 
 from sdy_dl.rules.db import RuleDB, load_rule_db
-from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_name, parse_rule_text
+from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_name
+from sdy_dl.rules.notation import parse_rule_text
 
 __all__ = ["FACTOR_KINDS", "Factor", "RuleDB", "RuleInstance", "factor_name", "load_rule_db",
            "parse_rule_text"]

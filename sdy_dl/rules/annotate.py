@@ -51,6 +51,19 @@ def annotate_module(module, db: RuleDB) -> int:
         for item in module_rules(module, db):
             if item.rule is None or item.own:
                 continue
+            _check_static(module, item.op)
             item.op.mlir.attributes[RULE_ATTR] = ir.Attribute.parse(item.rule.to_text())
             count += 1
     return count
+
+
+def _check_static(module, op) -> None:
+    """A rule needs static shapes (Shardy's verifier of ``sdy.sharding_rule``)."""
+    from sdy_dl.errors import SdyError
+
+    for kind, values in (("operand", op.operands), ("result", op.results)):
+        for i, v in enumerate(values):
+            if v.shape is not None and not v.static:
+                raise SdyError(f"'{op.name}' op {kind} {i} - expected a ranked tensor with a "
+                               f"static shape. type: '{v.type_text}'",
+                               module.file, op.line, op.col)

@@ -8,6 +8,7 @@ the environment variable ``SDY_DL_RULES`` (``os.pathsep``-separated), then
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Sequence
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
-from sdy_dl.rules.instance import RuleInstance, parse_rule_text
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.rules.notation import parse_rule_text
 from sdy_dl.rules.interp import instantiate
 from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
                                  validate_entry)
@@ -155,14 +157,13 @@ def rule_files_in(path: str | Path) -> list[Path]:
     return [p]
 
 
-def _read(path: Path) -> RuleFile:
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise SdyError(f"cannot read rule file: {e.strerror}", str(path)) from None
     except UnicodeDecodeError:
         raise SdyError("rule file is not UTF-8 text", str(path)) from None
-    return parse_rule_file(text, str(path))
 
 
 def rule_sources(extra_files: Sequence[str] = ()) -> list[Path]:
@@ -177,5 +178,14 @@ def rule_sources(extra_files: Sequence[str] = ()) -> list[Path]:
 
 
 def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) -> RuleDB:
-    """Load and validate the rule database (see the module docstring for the order)."""
-    return RuleDB([_read(p) for p in rule_sources(extra_files)], conservative)
+    """Load and validate the rule database (see the module docstring for the order).
+
+    Every pass that needs rules calls this; the files are read each time, but
+    parsing and validation happen once per distinct set of file contents."""
+    sources = tuple((str(p), _read_text(p)) for p in rule_sources(extra_files))
+    return _parsed_db(sources, conservative)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> RuleDB:
+    return RuleDB([parse_rule_file(text, path) for path, text in sources], conservative)

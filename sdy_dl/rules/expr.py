@@ -14,6 +14,10 @@ comprehensions and generator expressions, calls of the builtin functions in
 :data:`BUILTINS`, reading fields of values that expose them (tensors, the op's
 ``attr`` namespace, structured attributes), and calling the methods tensors
 expose.  Names starting with ``_`` are never accessible.
+
+Evaluation is bounded: no value (list, tuple, string, range) longer than
+:data:`MAX_ITEMS`, at most :data:`MAX_STEPS` comprehension steps per
+evaluation, and nesting deeper than Python's recursion limit is an error.
 """
 
 from __future__ import annotations
@@ -35,9 +39,35 @@ def _index_of(seq, x):
     return seq.index(x) if x in seq else None
 
 
+#: The longest list, tuple, string or range an expression may build.
+MAX_ITEMS = 1 << 16
+#: Comprehension steps one evaluation may take.
+MAX_STEPS = 1 << 20
+
+
+def _bounded(value: Any) -> Any:
+    """``value``, or an error if it is a sequence longer than :data:`MAX_ITEMS`."""
+    if isinstance(value, (list, tuple, str, range, frozenset)) and len(value) > MAX_ITEMS:
+        raise SdyError(f"result has {len(value)} items (at most {MAX_ITEMS})")
+    return value
+
+
+def _range(*args) -> range:
+    return _bounded(range(*args))
+
+
+def _mul(a: Any, b: Any) -> Any:
+    """``a * b``, refusing a repeated sequence longer than :data:`MAX_ITEMS`."""
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (list, tuple, str)) and isinstance(n, int) \
+                and len(seq) * n > MAX_ITEMS:
+            raise SdyError(f"result has {len(seq) * n} items (at most {MAX_ITEMS})")
+    return a * b
+
+
 #: Functions expressions may call.
 BUILTINS: dict[str, Callable] = {
-    "len": len, "range": range, "min": min, "max": max, "abs": abs,
+    "len": len, "range": _range, "min": min, "max": max, "abs": abs,
     "all": all, "any": any, "sum": sum, "sorted": sorted, "int": int, "bool": bool,
     "list": list, "tuple": tuple, "set": frozenset,
     "enumerate": lambda xs, start=0: list(enumerate(xs, start)),
@@ -49,7 +79,7 @@ BUILTINS: dict[str, Callable] = {
 #: Constant names every expression sees: the factor kinds.
 CONSTANTS: dict[str, Any] = {k: k for k in FACTOR_KINDS}
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -116,7 +146,10 @@ class Expr:
     @property
     def free_names(self) -> set[str]:
         """Names the expression reads from its scope (not bound inside it)."""
-        return _free_names(self.tree.body, set())
+        try:
+            return _free_names(self.tree.body, set())
+        except RecursionError:
+            raise SdyError(f"`{self.source[:80]}` is nested too deeply") from None
 
     @property
     def attr_refs(self) -> set[str]:
@@ -126,8 +159,15 @@ class Expr:
                 and n.value.id == "attr"}
 
     def eval(self, scope: Scope) -> Any:
+        outermost = _steps.left is None
+        if outermost:
+            _steps.left = MAX_STEPS
         try:
             return _eval(self.tree.body, scope)
+        except RecursionError:
+            raise SdyError(f"`{self.source[:80]}` is nested too deeply") from None
+        except MemoryError:
+            raise SdyError(f"`{self.source[:80]}` needs too much memory") from None
         except SdyError as e:
             if "`" in e.message:
                 raise
@@ -135,6 +175,18 @@ class Expr:
         except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as e:
             raise SdyError(f"cannot evaluate `{self.source}`: "
                            f"{type(e).__name__}: {e}") from None
+        finally:
+            if outermost:
+                _steps.left = None
+
+
+class _Steps:
+    """Comprehension steps left in the current (outermost) evaluation."""
+
+    left: int | None = None
+
+
+_steps = _Steps()
 
 
 def compile_expr(source: Any) -> Expr:
@@ -147,9 +199,11 @@ def compile_expr(source: Any) -> Expr:
         raise SdyError(f"expected an expression, got {type(source).__name__}")
     try:
         tree = ast.parse(text, mode="eval")
+        _check(tree, text)
     except SyntaxError as e:
-        raise SdyError(f"malformed expression `{text}`: {e.msg}") from None
-    _check(tree, text)
+        raise SdyError(f"malformed expression `{text[:80]}`: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise SdyError(f"expression `{text[:80]}` is nested too deeply") from None
     return Expr(text, tree)
 
 
@@ -267,7 +321,7 @@ def _eval(node: ast.AST, scope: Scope) -> Any:
     if isinstance(node, ast.List):
         return [_eval(e, scope) for e in node.elts]
     if isinstance(node, ast.BinOp):
-        return _BINOPS[type(node.op)](_eval(node.left, scope), _eval(node.right, scope))
+        return _bounded(_BINOPS[type(node.op)](_eval(node.left, scope), _eval(node.right, scope)))
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, scope)
         if isinstance(node.op, ast.Not):
@@ -301,7 +355,7 @@ def _eval(node: ast.AST, scope: Scope) -> Any:
     if isinstance(node, ast.Call):
         args = [_eval(a, scope) for a in node.args]
         if isinstance(node.func, ast.Name):
-            return BUILTINS[node.func.id](*args)
+            return _bounded(BUILTINS[node.func.id](*args))
         return _get_field(_eval(node.func.value, scope), node.func.attr)(*args)
     if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
         out: list = []
@@ -316,8 +370,13 @@ def _comprehend(node, generators, scope: Scope, out: list) -> None:
         return
     gen = generators[0]
     for item in _eval(gen.iter, scope):
+        if _steps.left is not None:
+            _steps.left -= 1
+            if _steps.left < 0:
+                raise SdyError(f"more than {MAX_STEPS} comprehension steps")
         values: dict = {}
         bind(gen.target, item, values)
         inner = scope.child(values)
         if all(_eval(cond, inner) for cond in gen.ifs):
             _comprehend(node, generators[1:], inner, out)
+            _bounded(out)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdy_dl.errors import SdyError
 
 #: The factor kinds, as Shardy names them (``pass_through`` has no list).
 FACTOR_KINDS = ("pass_through", "reduction", "need_replication", "permutation")
@@ -98,27 +97,3 @@ def factor_index(name: str) -> int | None:
     if name.startswith("z_") and name[2:].isdigit() and not name[2:].startswith("0"):
         return len(_LETTERS) - 1 + int(name[2:])
     return None
-
-
-def parse_rule_text(text: str) -> RuleInstance:
-    """Parse Shardy's ``#sdy.op_sharding_rule<...>`` syntax into a rule.
-
-    Every factor must have its size in the ``{...}`` list, and the names there
-    must be Shardy's names in index order (``i, j, k, ...``), as Shardy prints
-    them.  Raises :class:`SdyError` for malformed text.
-    """
-    from sdy_dl.rules.notation import parse_notation
-
-    body = text.strip()
-    prefix = "#sdy.op_sharding_rule<"
-    if not (body.startswith(prefix) and body.endswith(">")):
-        raise SdyError(f"not an #sdy.op_sharding_rule attribute: {text!r}")
-    note = parse_notation(body[len(prefix):-1])
-    if note.sizes is None and note.factor_order:
-        raise SdyError(f"sharding rule without factor sizes: {text!r}")
-    sizes = note.sizes or {}
-    for pos, name in enumerate(sizes):
-        if factor_index(name) != pos:
-            raise SdyError(f"factor {name!r} out of order in sharding rule {text!r} "
-                           f"(expected {factor_name(pos)!r})")
-    return note.to_instance(sizes, list(sizes))

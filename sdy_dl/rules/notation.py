@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
-from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance
+from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_index, factor_name
 
 _TOKEN_RE = re.compile(r"\s*(?:(->)|([A-Za-z](?:_\d+)?)|(\d+)|([()\[\]{},=]))")
 _KIND_WORDS = ("reduction", "need_replication", "permutation", "blocked_propagation")
@@ -256,3 +256,25 @@ def parse_notation(text: str) -> Notation:
         kinds[word] = _list(tok, "{", "}", _name)
     assert set(FACTOR_KINDS[1:]) <= set(_KIND_WORDS)
     return Notation(operands, results, sizes, kinds, custom)
+
+
+def parse_rule_text(text: str) -> RuleInstance:
+    """Parse Shardy's ``#sdy.op_sharding_rule<...>`` syntax into a rule.
+
+    Every factor must have its size in the ``{...}`` list, and the names there
+    must be Shardy's names in index order (``i, j, k, ...``), as Shardy prints
+    them.  Raises :class:`SdyError` for malformed text.
+    """
+    body = text.strip()
+    prefix = "#sdy.op_sharding_rule<"
+    if not (body.startswith(prefix) and body.endswith(">")):
+        raise SdyError(f"not an #sdy.op_sharding_rule attribute: {text!r}")
+    note = parse_notation(body[len(prefix):-1])
+    if note.sizes is None and note.factor_order:
+        raise SdyError(f"sharding rule without factor sizes: {text!r}")
+    sizes = note.sizes or {}
+    for pos, name in enumerate(sizes):
+        if factor_index(name) != pos:
+            raise SdyError(f"factor {name!r} out of order in sharding rule {text!r} "
+                           f"(expected {factor_name(pos)!r})")
+    return note.to_instance(sizes, list(sizes))

@@ -15,14 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.rules.attrs import OpSignature, convert, operand_groups, op_signature
 from sdy_dl.rules.expr import BUILTINS, CONSTANTS, Exposed, Scope
-
-#: Ops with MLIR's ConstantLike trait among the dialects sdy-dl loads (plus
-#: ``sdy.constant``, which Shardy treats alike where it checks for constants).
-CONSTANT_OPS = frozenset({"stablehlo.constant", "sdy.constant", "arith.constant",
-                          "chlo.constant", "chlo.constant_like", "mhlo.constant",
-                          "complex.constant", "ub.poison"})
 
 #: The names :func:`op_scope` defines besides the operand groups.
 OP_NAMES = frozenset({"operands", "results", "attr", "users", "conservative"})

@@ -2,7 +2,9 @@
 
 Rule files are read with PyYAML's composer, so every mapping key and list item
 keeps its position and errors can name ``file:line:col``.  Duplicate keys,
-which PyYAML silently accepts, are errors here.
+which PyYAML silently accepts, are errors here.  Only the safe tags load; an
+alias may not contain itself, and aliases may not expand a file beyond
+:data:`MAX_NODES` values (a "billion laughs" file is an error, not 4 GB).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from dataclasses import dataclass
 import yaml
 
 from sdy_dl.errors import SdyError
+
+#: The most values (mappings, lists, scalars) one rule file may expand to.
+MAX_NODES = 50_000
 
 
 @dataclass(frozen=True)
@@ -67,38 +72,99 @@ def load_yaml(text: str, file: str):
             raise SdyError(f"invalid YAML: {problem}", file, mark.line + 1,
                            mark.column + 1) from None
         raise SdyError(f"invalid YAML: {problem}", file) from None
+    except RecursionError:
+        raise SdyError("invalid YAML: nested too deeply", file) from None
     if node is None:
         return None
-    constructor = yaml.SafeLoader("")
-    return _convert(node, file, text, constructor)
+    return _Converter(file, text).convert(node)
 
 
-def _convert(node, file: str, text: str, constructor):
-    if isinstance(node, yaml.MappingNode):
+class _Converter:
+    """Composed YAML nodes to plain values, YMap and YList (iteratively, so that
+    neither nesting nor alias chains hit the recursion limit)."""
+
+    def __init__(self, file: str, text: str):
+        self.file, self.text = file, text
+        self.constructor = yaml.SafeLoader("")
+        self.count = 0
+
+    def error(self, node, message: str) -> SdyError:
+        return SdyError(message, self.file, node.start_mark.line + 1,
+                        node.start_mark.column + 1)
+
+    def scalar(self, node):
+        try:
+            return self.constructor.construct_object(node)
+        except yaml.YAMLError as e:
+            raise self.error(node, f"invalid YAML: {getattr(e, 'problem', None) or e}") from None
+
+    def convert(self, root):
+        result: list = []
+        # Frames: (node, container, pending children, place to store the result).
+        stack = [(root, None, None, (result, None))]
+        on_path: set[int] = set()
+        while stack:
+            node, container, pending, dest = stack[-1]
+            if container is None:
+                self.count += 1
+                if self.count > MAX_NODES:
+                    raise self.error(node, f"YAML aliases expand to more than {MAX_NODES} values")
+                if id(node) in on_path:
+                    raise self.error(node, "YAML alias refers to itself")
+                if isinstance(node, yaml.MappingNode):
+                    container, pending = self.new_map(node), iter(node.value)
+                elif isinstance(node, yaml.SequenceNode):
+                    container, pending = YList(), iter(enumerate(node.value))
+                    container.loc = _loc(self.file, node.start_mark)
+                    container.item_locs = [_loc(self.file, n.start_mark) for n in node.value]
+                    container.extend([None] * len(node.value))
+                else:
+                    stack.pop()
+                    _store(dest, self.scalar(node))
+                    continue
+                on_path.add(id(node))
+                stack[-1] = (node, container, pending, dest)
+            child = next(pending, None)
+            if child is None:
+                stack.pop()
+                on_path.discard(id(node))
+                _store(dest, container)
+            elif isinstance(container, YMap):
+                key_node, value_node = child
+                key = self.map_key(container, key_node, value_node)
+                stack.append((value_node, None, None, (container, key)))
+            else:
+                i, item = child
+                stack.append((item, None, None, (container, i)))
+        return result[0]
+
+    def new_map(self, node) -> "YMap":
         out = YMap()
-        out.loc = _loc(file, node.start_mark)
+        out.loc = _loc(self.file, node.start_mark)
         out.key_locs, out.value_locs, out.key_sources = {}, {}, {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise SdyError("mapping keys must be plain strings", file,
-                               key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            key = constructor.construct_object(key_node)
-            key = key if isinstance(key, str) else str(key)
-            if key in out:
-                raise SdyError(f"duplicate key '{key}'", file, key_node.start_mark.line + 1,
-                               key_node.start_mark.column + 1)
-            out[key] = _convert(value_node, file, text, constructor)
-            out.key_locs[key] = _loc(file, key_node.start_mark)
-            out.value_locs[key] = _loc(file, value_node.start_mark)
-            out.key_sources[key] = _dedent(
-                text[_line_start(text, key_node.start_mark.index):value_node.end_mark.index])
         return out
-    if isinstance(node, yaml.SequenceNode):
-        out_list = YList(_convert(n, file, text, constructor) for n in node.value)
-        out_list.loc = _loc(file, node.start_mark)
-        out_list.item_locs = [_loc(file, n.start_mark) for n in node.value]
-        return out_list
-    return constructor.construct_object(node)
+
+    def map_key(self, out: "YMap", key_node, value_node) -> str:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise self.error(key_node, "mapping keys must be plain strings")
+        key = self.scalar(key_node)
+        key = key if isinstance(key, str) else str(key)
+        if key in out:
+            raise self.error(key_node, f"duplicate key '{key}'")
+        out[key] = None
+        out.key_locs[key] = _loc(self.file, key_node.start_mark)
+        out.value_locs[key] = _loc(self.file, value_node.start_mark)
+        out.key_sources[key] = _dedent(
+            self.text[_line_start(self.text, key_node.start_mark.index):value_node.end_mark.index])
+        return key
+
+
+def _store(dest, value) -> None:
+    container, slot = dest
+    if slot is None and isinstance(container, list) and not isinstance(container, YList):
+        container.append(value)
+    else:
+        container[slot] = value
 
 
 def _line_start(text: str, index: int) -> int:

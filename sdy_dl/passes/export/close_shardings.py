@@ -7,9 +7,10 @@ priority kept), the replicated axes dropped, the unreduced axes kept.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import rebuild, transform_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 

@@ -10,21 +10,11 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import is_scalar, key, rebuild, run_analysis
-
-#: Ops with MLIR's ``ConstantLike`` trait (and ``sdy.constant``).
-CONSTANT_OPS = frozenset({"stablehlo.constant", "sdy.constant", "mhlo.constant",
-                          "arith.constant"})
-
-
-def attr_dict_text(op) -> str:
-    """The op's attribute dictionary, printed (sorted by name like a DictionaryAttr)."""
-    attrs = op.attributes
-    named = sorted((attrs[i].name, str(attrs[i].attr)) for i in range(len(attrs)))
-    return repr(named)
+from sdy_dl.ir.opaque import attribute_dict_text
+from sdy_dl.ir.traits import CONSTANT_OPS
+from sdy_dl.passes import PassOptions, register, run_analysis
 
 
 class _Ids(dict):
@@ -32,42 +22,18 @@ class _Ids(dict):
         return self.setdefault(k, len(self))
 
 
-def _walk(func) -> tuple[list, list[int]]:
-    """The ops nested in ``func`` in post-order (MLIR's ``walk``), and the
-    number of the region holding each."""
-    ops, region_of, count = [], [], [0]
-
-    def visit(op, region_id):
-        for region in op.operation.regions:
-            rid = count[0]
-            count[0] += 1
-            for block in region.blocks:
-                for child in block.operations:
-                    visit(child, rid)
-        ops.append(op.operation)
-        region_of.append(region_id)
-
-    for region in func.operation.regions:
-        rid = count[0]
-        count[0] += 1
-        for block in region.blocks:
-            for child in block.operations:
-                visit(child, rid)
-    return ops, region_of
-
-
 def collect(func):
-    ops, region_of = _walk(func)
+    ops, region_of = walk_post_regions(func)
     texts, values = _Ids(), _Ids()
-    facts = {"constant": set(), "broadcast": set(), "result_of": set()}
+    facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for n, op in enumerate(ops):
         r = region_of[n]
         if op.name in CONSTANT_OPS:
-            facts["constant"].add((n, texts.of(attr_dict_text(op)), r))
+            facts["in_constant"].add((n, texts.of(attribute_dict_text(op)), r))
             for res in op.results:
-                facts["result_of"].add((values.of(key(res)), n))
+                facts["in_result_of"].add((values.of(key(res)), n))
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["broadcast"].add((n, texts.of(attr_dict_text(op)), r,
+            facts["in_broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
                                     texts.of("type:" + str(op.results[0].type)),
                                     values.of(key(op.operands[0]))))
     return ops, facts
@@ -75,7 +41,7 @@ def collect(func):
 
 def merge(func, options) -> None:
     ops, facts = collect(func)
-    if not facts["constant"] and not facts["broadcast"]:
+    if not facts["in_constant"] and not facts["in_broadcast"]:
         return
     out = run_analysis("export_constant_merger", facts, options)
     replaced = {op: first for op, first in out["merged_constant"] | out["merged_broadcast"]}

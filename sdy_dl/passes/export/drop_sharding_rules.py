@@ -3,16 +3,16 @@ every ``sdy.sharding_rule`` that is not a custom rule is removed."""
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import attr_text
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import SHARDING_RULE_ATTR, attr_text, rebuild, walk_post
 
 
 @register("drop-sharding-rules", "Remove every non-custom sdy.sharding_rule.")
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.rules.instance import parse_rule_text
+    from sdy_dl.rules.notation import parse_rule_text
 
     with mlir_context():
         for func in funcs(module):

@@ -17,15 +17,15 @@ are removed.  Function results get no sharding here
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body, rebuild,
+                                walk_post)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attrs, write_per_value
+from sdy_dl.ir.value_sharding import data_flow_edge_user
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_.import_func_calls import (EXECUTION_THREAD_ATTR, NAMED_INHERENT,
-                                                   discardable_attrs)
 from sdy_dl.passes.export.sink_data_flow_edges import shardings_from_edges
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SHARDING_ATTR, SymbolNamer,
-                                         data_flow_edge_user, move_region_body, read_per_value,
-                                         rebuild, walk_post, write_per_value)
-from sdy_dl.ir.storage import write_func_attrs
+from sdy_dl.passes.import_.import_func_calls import (EXECUTION_THREAD_ATTR, NAMED_INHERENT,
+                                                     discardable_attrs)
 
 
 def remove_edges(values) -> None:

@@ -17,15 +17,15 @@ start of the block for a block argument), and the call reads it.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import (funcs, insert_sharding_op_after, op_error, rebuild, tensor_rank,
+                                walk_post)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
-from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import (get_sharding, insert_sharding_op_after, mesh_of,
-                                         module_meshes, op_error, rebuild,
-                                         tensor_rank, walk_post)
 from sdy_dl.passes.call_graph import callee_name, func_table
+from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
+from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 UNSUPPORTED = frozenset({"mhlo.ragged_dot"})

@@ -14,12 +14,13 @@ closed when it has none), which all its other uses now read.  The call's
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import insert_sharding_op_after
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, get_sharding, insert_sharding_op_after,
-                                         module_meshes, read_per_value, rebuild,
-                                         walk_post, write_per_value)
-from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
+from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.passes import PassOptions, register, rewrite
+from sdy_dl.passes.call_graph import calls_with_callees, func_result_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 
@@ -61,13 +62,10 @@ def insert_reshards(call, func, meshes) -> bool:
 @register("insert-func-call-reshards",
           "Insert sdy.reshard ops where call result and callee result shardings differ.")
 def run(module: Module, options: PassOptions) -> Module:
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         meshes = module_meshes(module)
-        funcs = func_table(module)
         changed = False
-        for mop in walk_post(module.mlir.operation):
-            if mop.name == "func.call":
-                changed |= insert_reshards(mop, funcs[callee_name(mop)], meshes)
-        return rebuild(module) if changed else module
+        for call, callee in calls_with_callees(module):
+            changed |= insert_reshards(call, callee, meshes)
+        return changed
+    return rewrite(module, edit)

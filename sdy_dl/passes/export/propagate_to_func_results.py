@@ -8,11 +8,11 @@ none.  Call-free modules have only the main function, so nothing changes.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import funcs, key, main_func, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import read_func_attr, write_func_attr
+from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs, main_func
-from sdy_dl.passes.import_common import (get_sharding, key, read_func_attr, rebuild,
-                                         write_func_attr)
 
 
 @register("propagate-to-func-results",

@@ -3,9 +3,9 @@ every ``sdy.sharding_group`` op is erased."""
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import rebuild, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import rebuild, walk_post
 
 
 @register("remove-sharding-groups", "Erase every sdy.sharding_group op.")

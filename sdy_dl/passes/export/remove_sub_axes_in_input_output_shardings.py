@@ -7,11 +7,11 @@ keeps only the axes before its first sub-axis; closed dims are untouched.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import main_func, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import func_arity, read_func_attr, write_func_attr
+from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import main_func
-from sdy_dl.passes.import_common import (func_num_args_results, get_sharding, read_func_attr,
-                                         rebuild, set_sharding, write_func_attr)
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 
@@ -38,7 +38,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 s = get_sharding(arg)
                 if s is not None:
                     set_sharding(arg, without_sub_axes(s))
-            for i in range(func_num_args_results(func)[1]):
+            for i in range(func_arity(func)[1]):
                 s = read_func_attr(func, "res_attrs", i)
                 if s is not None:
                     write_func_attr(func, "res_attrs", i, without_sub_axes(s))

@@ -7,10 +7,9 @@ input, with the same ``sharding``, location and discardable attributes
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import funcs, rebuild, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import funcs
-from sdy_dl.passes.import_common import rebuild, walk_post
 
 
 def to_reshard(op) -> None:

@@ -12,13 +12,13 @@ alone.  Every ``sdy.data_flow_edge`` is then replaced by its input.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import funcs, rebuild, tensor_rank, walk_pre
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import read_own
+from sdy_dl.ir.traits import DATA_FLOW_OPS
+from sdy_dl.ir.value_sharding import (block_arg_owners, data_flow_edge_user, result_owners,
+                                      set_block_arg_owner_shardings, set_result_owner_shardings)
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import (block_arg_owners, funcs, result_owners,
-                                         set_block_arg_owner_shardings,
-                                         set_result_owner_shardings)
-from sdy_dl.passes.import_common import (DATA_FLOW_OPS, data_flow_edge_user, read_own, rebuild,
-                                         tensor_rank, walk_pre)
 from sdy_dl.sharding import TensorSharding
 
 

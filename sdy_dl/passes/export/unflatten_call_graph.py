@@ -13,12 +13,12 @@ not supported here.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, walk_post
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, module_meshes, rebuild,
-                                         run_analysis, walk_post)
+from sdy_dl.passes import PassOptions, register, rewrite, run_analysis
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
+from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 
 FUNC_MANUAL_AXES_ATTR = "sdy.func_manual_axes"
 
@@ -41,21 +41,19 @@ def computation_key(func, meshes) -> str:
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         meshes = module_meshes(module)
         funcs = func_table(module)
         names = list(funcs)
         func_ids = {n: i for i, n in enumerate(names)}
         key_ids: dict[str, int] = {}
-        facts: dict[str, set] = {"call": set(), "func_key": set()}
+        facts: dict[str, set] = {"in_call": set(), "in_func_key": set()}
         calls = [op for op in walk_post(module.mlir.operation) if op.name == "func.call"]
         for c, call in enumerate(calls):
-            facts["call"].add((c, func_ids[callee_name(call)]))
+            facts["in_call"].add((c, func_ids[callee_name(call)]))
         for name in {callee_name(call) for call in calls}:
             k = key_ids.setdefault(computation_key(funcs[name], meshes), len(key_ids))
-            facts["func_key"].add((func_ids[name], k))
+            facts["in_func_key"].add((func_ids[name], k))
         changed = False
         if calls:
             out = run_analysis("calls_unflatten", facts, options)
@@ -68,4 +66,5 @@ def run(module: Module, options: PassOptions) -> Module:
                 if attr in func.attributes:
                     del func.attributes[attr]
                     changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)

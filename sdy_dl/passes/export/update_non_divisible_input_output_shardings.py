@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import math
 
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import func_result_types, funcs, rebuild, tensor_info, walk_post, walk_pre
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import (SHARDING_ATTR, read_func_attr, read_per_value, write_func_attr,
+                               write_per_value)
+from sdy_dl.ir.value_sharding import (block_arg_owners, get_block_arg_owner_shardings,
+                                      get_result_owner_shardings, get_sharding, result_owners,
+                                      set_block_arg_owner_shardings, set_result_owner_shardings,
+                                      set_sharding)
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.export.common import (block_arg_owners, funcs, get_block_arg_owner_shardings,
-                                         get_result_owner_shardings, result_owners,
-                                         set_block_arg_owner_shardings,
-                                         set_result_owner_shardings)
-from sdy_dl.passes.import_common import (SHARDING_ATTR, func_result_types,
-                                         get_sharding, mesh_of, module_meshes, read_func_attr,
-                                         read_per_value, rebuild, set_sharding, tensor_info,
-                                         walk_post, walk_pre, write_func_attr, write_per_value)
 from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
 
 

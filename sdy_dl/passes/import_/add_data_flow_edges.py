@@ -15,20 +15,12 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import parse_attr
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
+from sdy_dl.ir.value_sharding import block_arg_owners, get_edge_owner_sharding, result_owners
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (COMPUTATION_OPS, DATA_FLOW_OPS, get_edge_owner_sharding,
-                                         is_static_tensor, parse_attr, rebuild, walk_post)
-
-
-def block_arg_owners(mop) -> list:
-    if mop.name in COMPUTATION_OPS:
-        return list(mop.regions[0].blocks[0].arguments)
-    return []
-
-
-def result_owners(mop) -> list:
-    return list(mop.results)
 
 
 def insert_edge(mop, owner, after_op=None, block=None):

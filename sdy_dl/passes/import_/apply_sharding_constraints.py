@@ -17,13 +17,13 @@ Which constraints apply and the chain rule are the Datalog stage
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
+                                owning_op, rebuild, tensor_info, uses, walk_pre)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_RULE_ATTR, get_sharding, insert_sharding_op_after,
-                                         is_block_arg, key,
-                                         lookup_data_flow_edge, owning_op, parse_attr,
-                                         read_own, read_per_value, rebuild, run_analysis,
-                                         set_sharding, shardable_value, tensor_info, uses)
+from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
+from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
+                                      shardable_value)
+from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.sharding import TensorSharding
 
 
@@ -47,29 +47,28 @@ def pointwise_rule(type_) -> str:
 def _ops_with_blocks(root):
     """(op, id, block id, position in block) for every op, in post-order;
     ids are pre-order numbers, blocks are numbered by first visit."""
-    out = []
-    id_of: dict = {}
+    id_of = {key(op): n for n, op in enumerate(walk_pre(root))}
     block_ids: dict = {}
+    out = []
 
-    def number(op):
-        op = op.operation
-        id_of[key(op)] = len(id_of)
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    number(child)
-
-    def visit(op, block_id, pos):
-        op = op.operation
+    def nested(op):
         for region in op.regions:
             for block in region.blocks:
                 b = block_ids.setdefault(key(block), len(block_ids))
                 for n, child in enumerate(block.operations):
-                    visit(child, b, n)
-        out.append((op, id_of[key(op)], block_id, pos))
+                    yield child.operation, b, n
 
-    number(root)
-    visit(root, None, 0)
+    root = root.operation
+    stack = [((root, None, 0), nested(root))]  # iterative: depth is not bounded
+    while stack:
+        entry, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            op, block_id, pos = entry
+            out.append((op, id_of[key(op)], block_id, pos))
+        else:
+            stack.append((child, nested(child[0])))
     return out
 
 
@@ -79,8 +78,9 @@ class _Facts:
         self.values: list = []
         self.sharding_ids: dict = {}
         self.facts = {k: set() for k in (
-            "applier", "open_sharding", "unreduced_sharding", "place", "initially_sharded",
-            "edge_value", "constraint", "use", "constraint_user", "func_return", "op_in_block")}
+            "in_applier", "in_open_sharding", "in_unreduced_sharding", "in_place",
+            "in_initially_sharded", "in_edge_value", "in_constraint", "in_use", "in_constraint_user",
+            "in_func_return", "in_op_in_block")}
 
     def value(self, v) -> int:
         i = self.value_ids.get(key(v))
@@ -95,9 +95,9 @@ class _Facts:
         if i is None:
             i = self.sharding_ids[text] = len(self.sharding_ids)
             if not s.is_fully_closed:
-                self.facts["open_sharding"].add((i,))
+                self.facts["in_open_sharding"].add((i,))
             if s.unreduced:
-                self.facts["unreduced_sharding"].add((i,))
+                self.facts["in_unreduced_sharding"].add((i,))
         return i
 
 
@@ -108,37 +108,37 @@ def collect(module: Module):
     appliers = []       # (kind, op, op id, operand index)
     for op, oid, block_id, pos in ops:
         if block_id is not None:
-            f.facts["op_in_block"].add((oid, block_id, pos))
+            f.facts["in_op_in_block"].add((oid, block_id, pos))
         if op.name == "func.return":
-            f.facts["func_return"].add((oid,))
+            f.facts["in_func_return"].add((oid,))
         if op.name == "sdy.sharding_constraint":
-            f.facts["constraint_user"].add((oid,))
+            f.facts["in_constraint_user"].add((oid,))
             x, r = op.operands[0], op.results[0]
-            f.facts["constraint"].add((oid, f.value(x), f.value(r)))
+            f.facts["in_constraint"].add((oid, f.value(x), f.value(r)))
             appliers.append(("constraint", op, oid, 0))
             s = read_own(op)
-            f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(x), f.sharding(s)))
+            f.facts["in_applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(x), f.sharding(s)))
         elif op.name == "sdy.manual_computation":
-            f.facts["constraint_user"].add((oid,))
+            f.facts["in_constraint_user"].add((oid,))
             ins = read_per_value(op, "in_shardings") or []
             for i, (operand, s) in enumerate(zip(op.operands, ins)):
                 appliers.append(("manual", op, oid, i))
-                f.facts["applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(operand),
+                f.facts["in_applier"].add((len(appliers) - 1, len(appliers) - 1, f.value(operand),
                                         f.sharding(s)))
     # Per-value facts for every value seen so far (inputs and constraint results).
     for v in list(f.values):
         vid = f.value_ids[key(v)]
         for user, i in uses(v):
-            f.facts["use"].add((vid, op_id[key(user)], i))
+            f.facts["in_use"].add((vid, op_id[key(user)], i))
         p = shardable_value(v)
         if p is not None:
             pid = f.value(p)
-            f.facts["place"].add((vid, pid))
+            f.facts["in_place"].add((vid, pid))
             if get_sharding(v) is not None:
-                f.facts["initially_sharded"].add((pid,))
+                f.facts["in_initially_sharded"].add((pid,))
         if (not is_block_arg(v) and owning_op(v).name == "sdy.data_flow_edge") \
                 or lookup_data_flow_edge(v) is not None:
-            f.facts["edge_value"].add((vid,))
+            f.facts["in_edge_value"].add((vid,))
     return f, appliers, {i: op for op, i, _, _ in ops}
 
 
@@ -171,7 +171,7 @@ def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
     if sharding.unreduced:
         current = get_sharding(value)
         if current is None:
-            from sdy_dl.passes.import_common import tensor_rank
+            from sdy_dl.ir.mlir_ops import tensor_rank
             current = TensorSharding.open_empty(sharding.mesh, tensor_rank(value.type))
         set_sharding(value, TensorSharding(current.mesh, current.dims, current.replicated,
                                            sharding.unreduced))

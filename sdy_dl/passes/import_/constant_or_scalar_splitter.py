@@ -36,43 +36,22 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import (SymbolNamer, enclosing, is_block_arg, is_scalar,
+                                is_static_tensor, key, module_ops, nested_ops, owning_op, rebuild,
+                                tensor_info, users, walk_post, walk_pre)
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.call_graph import call_graph_post_order, callee_name, func_table, has_body, original_name
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, TERMINATOR_OPS, SymbolNamer,
-                                         enclosing, is_block_arg, is_scalar, is_static_tensor,
-                                         key, module_ops, owning_op, rebuild, run_analysis,
-                                         symbol_name, tensor_info, users, walk_post, walk_pre)
-
-_SHLO_ELEMENTWISE = frozenset("""
-abs cbrt ceil convert count_leading_zeros cosine exponential exponential_minus_one floor imag
-is_finite log log_plus_one logistic not negate popcnt real round_nearest_afz round_nearest_even
-rsqrt sign sine sqrt tan tanh add atan2 complex divide maximum minimum multiply power remainder
-shift_left shift_right_arithmetic shift_right_logical subtract and or xor uniform_quantize
-uniform_dequantize compare reduce_precision clamp select
-""".split())
-_CHLO_ELEMENTWISE = frozenset("""
-broadcast_add broadcast_atan2 broadcast_divide broadcast_maximum broadcast_minimum
-broadcast_multiply broadcast_next_after broadcast_polygamma broadcast_power broadcast_remainder
-broadcast_shift_left broadcast_shift_right_arithmetic broadcast_shift_right_logical
-broadcast_subtract broadcast_zeta broadcast_and broadcast_or broadcast_xor broadcast_complex
-_asin_acos_kernel acos acosh asin asinh atan atanh bessel_i1e conj cosh sinh tan digamma erf
-erf_inv erfc is_inf is_neg_inf is_pos_inf lgamma square broadcast_compare broadcast_select
-constant_like
-""".split())
+from sdy_dl.ir.opaque import recreate_renamed
+from sdy_dl.ir.traits import TERMINATORS, ops_with
+from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, clone_func, func_table,
+                                      has_body, original_name)
 
 
 def is_elementwise(mop) -> bool:
-    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``)."""
-    name = mop.name
-    dialect, _, short = name.partition(".")
-    if dialect == "stablehlo" and short in _SHLO_ELEMENTWISE:
-        return True
-    if dialect == "chlo" and short in _CHLO_ELEMENTWISE:
-        return True
-    if name == "stablehlo.bitcast_convert":
-        return tensor_info(mop.operands[0].type)[1] == tensor_info(mop.results[0].type)[1]
-    return name in ("sdy.propagation_barrier", "sdy.sharding_constraint", "sdy.reshard")
+    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``) of a raw op."""
+    return is_elementwise_op(mop.name, tensor_info(mop.operands[0].type)[1] if mop.operands else None,
+                             tensor_info(mop.results[0].type)[1] if mop.results else None)
 
 
 def is_pure(mop) -> bool:
@@ -90,17 +69,16 @@ def is_pure(mop) -> bool:
 
 def op_kind(mop, legacy: bool) -> str:
     name = mop.name
-    if name in ("sdy.constant", "stablehlo.iota"):
+    if name in ops_with("constant_expression_root"):
         return "constant"
-    if name in TERMINATOR_OPS:
+    if name in TERMINATORS:
         return "terminator"
     if not legacy:
         if name == "func.call":
             return "call"
         if name == "sdy.named_computation":
             return "named"
-    shape_ops = (("stablehlo.broadcast_in_dim", "stablehlo.slice") if legacy else
-                 ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.slice"))
+    shape_ops = ops_with("legacy_constant_preserving_shape" if legacy else "constant_preserving_shape")
     if is_pure(mop) and (name in shape_ops or is_elementwise(mop)):
         return "preserving"
     return "other"
@@ -114,10 +92,7 @@ def convert_constants(root) -> None:
     for mop in walk_pre(root):
         if mop.name != "stablehlo.constant":
             continue
-        attrs = {n: mop.attributes[n] for n in mop.attributes}
-        with mop.location:
-            new = ir.Operation.create("sdy.constant", results=[mop.results[0].type],
-                                      attributes=attrs)
+        new = recreate_renamed(mop, "sdy.constant")  # complex values only travel as text
         ir.InsertionPoint(mop).insert(new)
         mop.results[0].replace_all_uses_with(new.results[0])
         mop.erase()
@@ -126,20 +101,13 @@ def convert_constants(root) -> None:
 def region_walk(region) -> list:
     """Pre-order walk of a region that does not enter named computations."""
     out: list = []
-
-    def visit(op):
-        op = op.operation
+    stack = [child.operation for b in reversed(list(region.blocks))
+             for child in reversed(list(b.operations))]
+    while stack:
+        op = stack.pop()
         out.append(op)
-        if op.name == "sdy.named_computation":
-            return
-        for r in op.regions:
-            for b in r.blocks:
-                for child in b.operations:
-                    visit(child)
-
-    for b in region.blocks:
-        for child in b.operations:
-            visit(child)
+        if op.name != "sdy.named_computation":
+            stack.extend(reversed(nested_ops(op)))
     return out
 
 
@@ -162,6 +130,7 @@ class _Splitter:
     def walks(self) -> list:
         out = []
         if self.legacy:
+            call_graph_post_order(self.module)  # rejects a recursive call graph
             for f in module_ops(self.module):
                 if f.name == "func.func" and has_body(f):
                     out.append((f, walk_post(f)[:-1]))
@@ -183,10 +152,11 @@ class _Splitter:
                 ids[key(mop)] = len(ops)
                 ops.append(mop)
         funcs = func_table(self.module)
-        facts = {k: [] for k in ("proc", "kind", "operand_def", "num_operands", "scalar_broadcast")}
+        facts = {k: [] for k in ("in_proc", "in_kind", "in_operand_def", "in_num_operands",
+                                 "in_scalar_broadcast")}
         if not self.legacy:
-            facts.update({k: [] for k in ("call_target", "named_name", "member_func",
-                                          "member_named")})
+            facts.update({k: [] for k in ("in_call_target", "in_named_name", "in_member_func",
+                                          "in_member_named")})
         member_f: dict = {}
         member_n: dict = {}
         fnames: dict = {}      # function original name -> id
@@ -204,37 +174,37 @@ class _Splitter:
                 if key(mop) not in ids:
                     continue
                 i = ids[key(mop)]
-                facts["proc"].append((i, i))
+                facts["in_proc"].append((i, i))
                 kind = op_kind(mop, self.legacy)
-                facts["kind"].append((i, kind))
-                facts["num_operands"].append((i, len(mop.operands)))
+                facts["in_kind"].append((i, kind))
+                facts["in_num_operands"].append((i, len(mop.operands)))
                 for k, v in enumerate(mop.operands):
                     if not is_block_arg(v):
                         d = key(owning_op(v))
                         if d in ids:
-                            facts["operand_def"].append((i, k, ids[d]))
+                            facts["in_operand_def"].append((i, k, ids[d]))
                         else:
-                            facts["operand_def"].append((i, k, -1))
+                            facts["in_operand_def"].append((i, k, -1))
                 if (not self.legacy and mop.name == "stablehlo.broadcast_in_dim"
                         and is_scalar(mop.operands[0])):
-                    facts["scalar_broadcast"].append((i,))
+                    facts["in_scalar_broadcast"].append((i,))
                 if self.legacy:
                     continue
                 if kind == "call":
                     callee = funcs.get(callee_name(mop))
                     target = original_name(callee) if callee is not None else callee_name(mop)
-                    facts["call_target"].append((i, fid(target)))
+                    facts["in_call_target"].append((i, fid(target)))
                 elif kind == "named":
-                    facts["named_name"].append((i, nid(named_name(mop))))
+                    facts["in_named_name"].append((i, nid(named_name(mop))))
                 j = member_f.get(fname, 0)
                 member_f[fname] = j + 1
-                facts["member_func"].append((fname, j, i))
+                facts["in_member_func"].append((fname, j, i))
                 nc = enclosing(mop, "sdy.named_computation")
                 if nc is not None:
                     n = nid(named_name(nc))
                     j = member_n.get(n, 0)
                     member_n[n] = j + 1
-                    facts["member_named"].append((n, j, i))
+                    facts["in_member_named"].append((n, j, i))
         out = run_analysis("import_constants", facts, self.options,
                            variant="legacy" if self.legacy else "or_scalar")
         const = {key(ops[i]) for (i,) in out["const_expr"]}
@@ -286,43 +256,39 @@ class _Splitter:
         return mapping[key(result)]
 
     def _clone(self, result, mapping: dict) -> None:
+        """Clone the ops ``result`` is computed by, operands first (iteratively:
+        the depth of a sub-computation is not bounded)."""
         from jaxlib.mlir import ir
 
-        if (not self.legacy and is_scalar(result)) or key(result) in mapping:
+        def skip(value) -> bool:
+            return (not self.legacy and is_scalar(value)) or key(value) in mapping
+
+        if skip(result):
             return
-        op = owning_op(result)
-        for operand in op.operands:
-            if not is_block_arg(operand):
-                self._clone(operand, mapping)
-        clone = op.clone(ip=ir.InsertionPoint(op))
-        for k, operand in enumerate(op.operands):
-            if key(operand) in mapping:
-                clone.operands[k] = mapping[key(operand)]
-        for old, new in zip(op.results, clone.results):
-            mapping[key(old)] = new
-        if clone.name == "func.call":
-            callee = func_table(self.module)[callee_name(clone)]
-            clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        for user in users(result):
-            if user.name == "sdy.sharding_group":
-                group = user.clone(ip=ir.InsertionPoint(op))
-                group.operands[0] = mapping[key(result)]
-
-    def clone_func(self, func) -> str:
-        """``cloneFuncRecursively`` + ``SymbolTable::insert``; returns the new name."""
-        from jaxlib.mlir import ir
-
-        clone = func.clone(ip=False)
-        clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(func))
-        funcs = func_table(self.module)
-        for mop in walk_post(clone):
-            if mop.name == "func.call":
-                callee = funcs[callee_name(mop)]
-                mop.attributes["callee"] = ir.FlatSymbolRefAttr.get(self.clone_func(callee))
-        name = self.namer.insert(symbol_name(clone))
-        clone.attributes["sym_name"] = ir.StringAttr.get(name)
-        ir.InsertionPoint(self.module.mlir.body).insert(clone)
-        return name
+        stack = [(result, iter(owning_op(result).operands))]
+        while stack:
+            value, operands = stack[-1]
+            operand = next(operands, None)
+            if operand is not None:
+                if not is_block_arg(operand) and not skip(operand):
+                    stack.append((operand, iter(owning_op(operand).operands)))
+                continue
+            stack.pop()
+            op = owning_op(value)
+            clone = op.clone(ip=ir.InsertionPoint(op))
+            for k, operand in enumerate(op.operands):
+                if key(operand) in mapping:
+                    clone.operands[k] = mapping[key(operand)]
+            for old, new in zip(op.results, clone.results):
+                mapping[key(old)] = new
+            if clone.name == "func.call":
+                callee = func_table(self.module)[callee_name(clone)]
+                clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(
+                    clone_func(self.module, self.namer, callee))
+            for user in users(value):
+                if user.name == "sdy.sharding_group":
+                    group = user.clone(ip=ir.InsertionPoint(op))
+                    group.operands[0] = mapping[key(value)]
 
 
 def _run(module: Module, options: PassOptions, legacy: bool) -> Module:

@@ -11,29 +11,11 @@ by the symbol table (``foo_0``, one counter for all names) and marked with
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import SymbolNamer
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, rebuild,
-                                         symbol_name, walk_post)
-from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                     original_name)
-
-
-def clone_func(module: Module, namer: SymbolNamer, func) -> str:
-    """``cloneFuncRecursively`` then ``SymbolTable::insert``: the clone's name."""
-    from jaxlib.mlir import ir
-
-    clone = func.clone(ip=False)
-    clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(func))
-    funcs = func_table(module)
-    for mop in walk_post(clone):
-        if mop.name == "func.call":
-            new = clone_func(module, namer, funcs[callee_name(mop)])
-            mop.attributes["callee"] = ir.FlatSymbolRefAttr.get(new)
-    name = namer.insert(symbol_name(clone))
-    clone.attributes["sym_name"] = ir.StringAttr.get(name)
-    ir.InsertionPoint(module.mlir.body).insert(clone)
-    return name
+from sdy_dl.passes import PassOptions, register, rewrite
+from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, clone_func,
+                                      func_table)
 
 
 @register("flatten-call-graph",
@@ -41,9 +23,7 @@ def clone_func(module: Module, namer: SymbolNamer, func) -> str:
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         namer = SymbolNamer(module)
         seen: set[str] = set()
         changed = False
@@ -57,4 +37,5 @@ def run(module: Module, options: PassOptions) -> Module:
                 call.attributes["callee"] = ir.FlatSymbolRefAttr.get(
                     clone_func(module, namer, callee))
                 changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)

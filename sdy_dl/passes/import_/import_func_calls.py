@@ -20,13 +20,14 @@ true), as ``add-data-flow-edges`` does.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import move_region_body, op_error, walk_post
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (SHARDING_ATTR, func_shardings, module_meshes,
-                                         move_region_body, read_per_value, rebuild, walk_post,
-                                         write_per_value)
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
+from sdy_dl.ir.value_sharding import func_shardings
+from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                     original_name)
+                                      has_body, original_name)
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 
@@ -100,16 +101,18 @@ def import_call(call, func, meshes, moved: dict) -> None:
 @register("import-func-calls",
           "Turn every func.call into an sdy.named_computation (with data-flow edges).")
 def run(module: Module, options: PassOptions) -> Module:
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit() -> bool:
         meshes = module_meshes(module)
         funcs = func_table(module)
         moved: dict = {}
         changed = False
         for func in call_graph_post_order(module):
             for call in calls_in(func):
-                import_call(call, funcs[callee_name(call)], meshes, moved)
+                callee = funcs[callee_name(call)]
+                if not has_body(callee):
+                    raise op_error(module, call, f"call to @{callee_name(call)}, a function "
+                                   "without a body; Shardy's passes need the callee's body")
+                import_call(call, callee, meshes, moved)
                 changed = True
         for name in moved:
             funcs[name].erase()
@@ -117,4 +120,5 @@ def run(module: Module, options: PassOptions) -> Module:
             if mop.name == "sdy.named_computation":
                 add_edges(mop)
                 changed = True
-        return rebuild(module) if changed else module
+        return changed
+    return rewrite(module, edit)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 
+from sdy_dl.ir.mlir_ops import (SymbolNamer, module_ops, rebuild, split_top_level, symbol_name,
+                                walk_post)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.sharding_walker import transform_shardings
+from sdy_dl.ir.storage import parse_attr
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (module_ops, parse_attr, rebuild, split_top_level, symbol_name,
-                                         transform_shardings, walk_post, SymbolNamer)
 from sdy_dl.sharding import Mesh, MeshAxis, TensorSharding, format_symbol_ref, parse_mesh
 
 _REPLICA_GROUP_OPS = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",

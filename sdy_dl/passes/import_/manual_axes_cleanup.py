@@ -15,12 +15,12 @@ non-empty body is an error.
 from __future__ import annotations
 
 from sdy_dl.errors import SdyError
+from sdy_dl.ir.manual_axes import manual_axes, set_manual_axes
+from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
+from sdy_dl.ir.mlir_ops import op_error, rebuild, tensor_info, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import read_per_value, write_per_value
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import (manual_axes, mesh_of, module_meshes, op_error,
-                                         read_per_value, rebuild, set_manual_axes,
-                                         sort_and_merge_axes, tensor_info, walk_post,
-                                         write_per_value)
 from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, format_symbol_ref
 
 

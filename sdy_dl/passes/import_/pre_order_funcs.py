@@ -7,9 +7,9 @@ callers before callees), so that propagation visits callers first.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import key, module_ops, rebuild
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import key, module_ops, rebuild
 from sdy_dl.passes.call_graph import call_graph_post_order
 
 

@@ -9,11 +9,12 @@ existing call sharding is never overwritten.
 
 from __future__ import annotations
 
+from sdy_dl.ir.meshes import module_meshes
+from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild, symbol_name, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import SHARDING_ATTR, write_per_value
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.call_graph import func_result_shardings
-from sdy_dl.passes.import_common import (SHARDING_ATTR, module_meshes, module_ops, op_error, rebuild,
-                                         symbol_name, walk_post, write_per_value)
 
 
 @register("propagate-sharding-from-func-to-call",

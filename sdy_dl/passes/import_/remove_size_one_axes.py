@@ -9,9 +9,11 @@ its priority.  Meshes keep their axes.
 from __future__ import annotations
 
 from sdy_dl.errors import SdyError
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import mesh_of, module_meshes, rebuild, transform_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding, format_symbol_ref
 
 

@@ -13,9 +13,9 @@ stage ``import_sharding_groups``; Python collects facts and rewrites ops.
 
 from __future__ import annotations
 
+from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, sharding_group_id, walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import enclosing, key, op_error, rebuild, run_analysis, walk_pre
+from sdy_dl.passes import PassOptions, register, run_analysis
 
 
 def _shape_text(value) -> str:
@@ -29,8 +29,6 @@ def _shape_text(value) -> str:
 
 def collect(module: Module):
     """The sharding_group ops in walk order and the facts of the analysis."""
-    from jaxlib.mlir import ir
-
     ops = [op for op in walk_pre(module.mlir.operation) if op.name == "sdy.sharding_group"]
     tensor_index: dict = {}
     per_tensor: dict[int, int] = {}
@@ -43,7 +41,7 @@ def collect(module: Module):
         t = tensor_index.setdefault(key(value), len(tensor_index))
         p = per_tensor.get(t, 0)
         per_tensor[t] = p + 1
-        gid = ir.IntegerAttr(op.attributes["group_id"]).value
+        gid = sharding_group_id(op)
         g = gid_index.setdefault(gid, len(gid_index))
         members.append((i, t, p, g))
         mc = enclosing(op, "sdy.manual_computation")
@@ -52,8 +50,8 @@ def collect(module: Module):
     # K: the union-find insertion order, tensor-major then position.
     order = sorted(range(len(members)), key=lambda j: (members[j][1], members[j][2]))
     insert_key = {j: k for k, j in enumerate(order)}
-    facts = {"group_member": [m + (insert_key[j],) for j, m in enumerate(members)],
-             "group_place": places}
+    facts = {"in_group_member": [m + (insert_key[j],) for j, m in enumerate(members)],
+             "in_group_place": places}
     original = {g: gid for gid, g in gid_index.items()}
     return ops, facts, original
 

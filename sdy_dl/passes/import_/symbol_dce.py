@@ -9,30 +9,49 @@ from __future__ import annotations
 
 import re
 
+from sdy_dl.ir.mlir_ops import module_ops, rebuild, symbol_name
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import generic_text
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.import_common import module_ops, rebuild, symbol_name, walk_pre
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
 
 
-def _unquote(token: str) -> str:
-    import json
-
-    return json.loads(token[1:]) if token.startswith('@"') else token[1:]
+def _unquote(token: str) -> str | None:
+    r"""The symbol name of an ``@name`` or ``@"quoted"`` token, undoing MLIR's string
+    escapes (``\\``, ``\"``, ``\n``, ``\t``, ``\XX``); None if not UTF-8."""
+    if not token.startswith('@"'):
+        return token[1:]
+    body, out, i = token[2:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8")
+            i += 1
+        elif body[i + 1] in '"\\':
+            out += body[i + 1].encode()
+            i += 2
+        elif body[i + 1] in "nt":
+            out += b"\n" if body[i + 1] == "n" else b"\t"
+            i += 2
+        else:
+            out.append(int(body[i + 1:i + 3], 16))
+            i += 3
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def symbol_refs(mop) -> set[str]:
-    """Names of the symbols referenced by ``mop`` and the ops nested in it."""
+    """Names of the symbols referenced by ``mop`` and the ops nested in it (read from
+    the generic form, where ``@`` outside string literals only starts a reference)."""
     refs: set[str] = set()
-    for op in walk_pre(mop):
-        attrs = op.attributes
-        for name in attrs:
-            if name == "sym_name" and op == mop.operation:
-                continue
-            for token in _REF_RE.findall(str(attrs[name])):
-                if token.startswith("@"):
-                    refs.add(_unquote(token).split("::")[0])
+    for token in _REF_RE.findall(generic_text(mop)):
+        if token.startswith("@"):
+            name = _unquote(token)
+            if name is not None:
+                refs.add(name.split("::")[0])
     return refs
 
 

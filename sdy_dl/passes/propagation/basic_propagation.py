@@ -13,10 +13,12 @@ aggressive, op- and user-priority passes (:func:`strategy_option`).
 
 from __future__ import annotations
 
+import functools
+
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 from sdy_dl.ir.loader import index_on_demand
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
@@ -87,7 +89,7 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.rules.instance import parse_rule_text
+    from sdy_dl.rules.notation import parse_rule_text
 
     for op in module.ops:
         if op.oid in propagator.erased:
@@ -101,15 +103,6 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
                 propagator.visited_rules[op.oid].to_text(), context=mlir_context())
 
 
-def stage_runner(options: PassOptions):
-    """``run(stage, facts) -> relations`` with the options' engine (schedule analyses)."""
-    from sdy_dl.datalog.compiler import compile_stage
-    from sdy_dl.engines import get_engine
-
-    engine = get_engine(options.engine, compiled=options.compiled)
-    return lambda stage, facts: engine.run(compile_stage(stage), facts)
-
-
 def run_strategy(module: Module, options: PassOptions, strategy: str,
                  schedule: str = "plain") -> Module:
     """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
@@ -119,9 +112,9 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         if schedule == "plain":
             propagator.propagate(progress=report)
         elif schedule == "op-priority":
-            run_op_priority(propagator, stage_runner(options), report)
+            run_op_priority(propagator, functools.partial(run_analysis, options=options), report)
         else:
-            run_user_priority(propagator, stage_runner(options), report)
+            run_user_priority(propagator, functools.partial(run_analysis, options=options), report)
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:

@@ -1,14 +1,18 @@
 """Manual axes of ``sdy.manual_computation`` shardings (§8.6).
 
 In/out shardings of a manual computation are the global view: every dim
-starts with its manual axes.  The body sees the local view without them.
+starts with its manual axes.  The body sees the local view without them:
+:func:`erase_manual_axes` turns the global view into the local one,
+:func:`add_free_axes` a local sharding back into the global one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from sdy_dl.sharding import DimSharding, TensorSharding
+from sdy_dl.ir.mlir_ops import split_top_level
+from sdy_dl.ir.storage import parse_attr
+from sdy_dl.sharding import DimSharding, TensorSharding, parse_axis_ref, quote_string
 
 
 def _manual_prefix_length(dim: DimSharding, manual: Collection[str]) -> int:
@@ -44,3 +48,16 @@ def add_free_axes(outer: TensorSharding, new: TensorSharding,
         else:
             dims.append(DimSharding(prefix, d.is_closed, d.priority))
     return TensorSharding(new.mesh, tuple(dims), outer.replicated, outer.unreduced)
+
+
+def manual_axes(mop) -> list[str]:
+    """The ``manual_axes`` of a manual computation, in their stored order."""
+    text = str(mop.operation.attributes["manual_axes"])   # #sdy<manual_axes{"a", "b"}>
+    inner = text[text.index("{") + 1: text.rindex("}")]
+    return [parse_axis_ref(part.strip()).name for part in split_top_level(inner) if part.strip()]
+
+
+def set_manual_axes(mop, names: list[str]) -> None:
+    """Store the ``manual_axes`` of a manual computation."""
+    mop.operation.attributes["manual_axes"] = parse_attr(
+        "#sdy<manual_axes{" + ", ".join(quote_string(n) for n in names) + "}>")

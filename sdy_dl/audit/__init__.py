@@ -1,0 +1,84 @@
+"""Auditing a propagation: why every value of the output has its sharding.
+
+One :class:`Audit` runs the whole ``propagate`` pipeline once with a
+provenance tracer and keeps what it needs to explain any value of the
+printed output module:
+
+| module       | job |
+|--------------|-----|
+| `provenance` | the tracer: every sharding write and its cause |
+| `naming`     | names of the input, propagated and output modules (location tags) |
+| `steps`      | factor-level detail of steps, read from the step program's relations |
+| `explain`    | named derivation trees |
+| `reasons`    | why a value is unsharded or blocked |
+| `conflicts`  | where propagation could not agree, and what decided |
+| `render`     | trees as text, Graphviz dot and one HTML report |
+| `proofs`     | Datalog derivations of a step's derived tuples |
+| `diff`       | two annotated modules compared value by value, aligned by dataflow |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sdy_dl.audit.explain import Explainer, Node
+from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
+from sdy_dl.audit.provenance import ProvenanceTracer
+from sdy_dl.audit.steps import OpDescriber
+
+#: The pipeline stage right before which the propagated values are tagged.
+PROPAGATION_STAGE = "user-priority-propagate"
+
+
+class Audit:
+    """One propagation of ``module`` with provenance; explains any output value."""
+
+    def __init__(self, module, options):
+        from sdy_dl.pipeline import propagate
+
+        self.file = module.file
+        self.options = options
+        self.inputs = InputIndex(module)
+        self.tracer = ProvenanceTracer(OpDescriber(module.file, options.rule_files,
+                                                   options.conservative))
+        self.propagated: PropagationIndex | None = None
+
+        def before(name, m):
+            if name == PROPAGATION_STAGE:
+                self.propagated = PropagationIndex(m, self.inputs)
+
+        self.module = propagate(module, dataclasses.replace(options, tracer=self.tracer),
+                                before=before)
+        self.text = self.module.print()
+        self.outputs = OutputIndex(self.module, self.propagated)
+        self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)
+
+    def value(self, name: str) -> OutputValue:
+        """The output value called ``name`` (error with close matches if unknown)."""
+        return self.outputs.find(name)
+
+    def explain(self, name: str, depth: int = 8) -> Node:
+        """The derivation tree of output value ``name``."""
+        return self.explainer.explain(self.value(name), depth)
+
+    def conflicts(self) -> list:
+        """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`)."""
+        from sdy_dl.audit.conflicts import find_conflicts
+
+        if not hasattr(self, "_conflicts"):
+            self._conflicts = find_conflicts(self.explainer)
+        return self._conflicts
+
+    def attach_proofs(self, trees: list[Node]) -> None:
+        """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""
+        from sdy_dl.audit.proofs import attach_proofs
+
+        attach_proofs(self, trees)
+
+    def explain_all(self, depth: int = 8) -> list[Node]:
+        """The trees of every value of the output module, in module order."""
+        self.explainer.prepare_all()
+        return [self.explainer.explain(out, depth) for out in self.outputs.values]
+
+
+__all__ = ["Audit", "Node"]

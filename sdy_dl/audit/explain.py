@@ -1,0 +1,305 @@
+"""Named derivation trees: why a value of the output module has its printed sharding.
+
+:class:`Explainer` turns the tracer's :class:`~sdy_dl.audit.provenance.Derivation`
+trees into :class:`Node` trees whose values carry the names of the printed
+output module (or of the input module, for values the pipeline erased),
+whose steps name the op, its source place, its rule and the rule's origin,
+the strategy and band, and per changed factor the axes and the operand or
+result dims they came from; whose leaves are annotations of the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
+from sdy_dl.audit.provenance import Cause, Derivation, ProvenanceTracer
+from sdy_dl.audit.steps import step_details
+
+
+@dataclass
+class Node:
+    """A node of a named derivation tree."""
+
+    what: str
+    sharding: str
+    because: str
+    kind: str = "step"        # step, edge, barrier, result, group, priority, sync, annotation,
+                              # import, export, unsharded
+    op: dict | None = None    # name, place, rule, origin
+    strategy: str = ""
+    phase: str = ""
+    factors: list[dict] = field(default_factory=list)
+    children: list["Node"] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)   # unsharded / blocked: why
+    cause: int | None = None  # the tracer's cause index (links proofs and reports)
+    truncated: str = ""       # "seen": derived earlier in this tree; "depth": cut at --depth
+    key: object = field(default=None, repr=False)       # the tracer key
+    proof: list = field(default_factory=list)            # proofs.Proof of the step (--proof)
+
+    def to_json(self) -> dict:
+        out = {"value": self.what, "sharding": self.sharding, "because": self.because,
+               "kind": self.kind}
+        if self.op:
+            out["op"] = {k: v for k, v in self.op.items() if k != "tag"}
+        if self.strategy:
+            out["strategy"] = self.strategy
+        if self.phase:
+            out["phase"] = self.phase
+        if self.factors:
+            out["factors"] = self.factors
+        if self.reasons:
+            out["reasons"] = self.reasons
+        if self.truncated:
+            out["truncated"] = self.truncated
+        if self.proof:
+            out["proof"] = [p.to_json() for p in self.proof]
+        out["from"] = [c.to_json() for c in self.children]
+        return out
+
+    def leaves(self) -> list["Node"]:
+        """The leaves (nodes cut as derived elsewhere in the tree excluded)."""
+        if self.truncated == "seen":
+            return []
+        return [self] if not self.children else [x for c in self.children for x in c.leaves()]
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+def _has_axes(sharding) -> bool:
+    return bool(sharding.replicated) or any(d.axes for d in sharding.dims)
+
+
+def _text(sharding) -> str:
+    return "(none)" if sharding is None else sharding.to_text()
+
+
+class Explainer:
+    """Builds named trees from one propagation's tracer and indexes."""
+
+    def __init__(self, tracer: ProvenanceTracer, inputs: InputIndex, propagated: PropagationIndex,
+                 outputs: OutputIndex):
+        self.tracer = tracer
+        self.inputs = inputs
+        self.propagated = propagated
+        self.outputs = outputs
+        self._details: dict[int, list] = {}
+
+    # -- names ------------------------------------------------------------
+
+    def key_name(self, key) -> str:
+        """The name of a tracer key: an output value, else an input value, else internal."""
+        if isinstance(key, tuple) and key and key[0] == "result":
+            return f"result:{key[1]}"
+        outs = self.outputs.by_key.get(key)
+        if outs:
+            return outs[0].name
+        for record in self.propagated.by_key.get(key, ()):
+            if record.origin is not None and not record.is_edge:
+                return f"{record.origin.names[0]} (input; erased by the pipeline)"
+        return "(a value the pipeline created and erased)"
+
+    def step_records(self):
+        """The factor records of every op step the propagation applied (one evaluation)."""
+        from sdy_dl.audit.steps import StepRecords
+
+        if not hasattr(self, "_records"):
+            self._records = StepRecords([c.step for c in self.tracer.steps], self.propagated.meshes)
+        return self._records
+
+    def records_for(self, steps: list):
+        """Factor records covering ``steps``: the whole propagation's when already
+        evaluated, else just these steps'."""
+        from sdy_dl.audit.steps import StepRecords
+
+        if hasattr(self, "_records"):
+            return self._records
+        return StepRecords(steps, self.propagated.meshes)
+
+    def annotations(self, key, before: int) -> list[str]:
+        """The input annotations ``key``'s sharding came from before write ``before``."""
+        d = self.tracer.tree(key, 100, before=before)
+        if d is None:
+            return []
+        return sorted({f"{leaf.what} = {leaf.sharding}" for leaf in self._node(d).leaves()
+                       if leaf.kind == "annotation"})
+
+    # -- trees ------------------------------------------------------------
+
+    def explain(self, out: OutputValue, depth: int = 8) -> Node:
+        """The tree of output value ``out``: its root carries the printed sharding."""
+        printed = _text(out.sharding)
+        if out.result_of is not None and out.key is not None and not isinstance(out.key, tuple):
+            if out.sharding is None or not _has_axes(out.sharding):
+                node = self.explain(out.result_of, depth)
+                node = Node(out.name, printed, f"function result: the returned value "
+                            f"{out.result_of.name} has no axes", kind="unsharded",
+                            reasons=[node.because] + node.reasons)
+                return node
+            inner = self._tree(out.key, depth)
+            node = Node(out.name, printed, "function result: propagate-to-func-results gives it "
+                        f"the sharding of the returned value {out.result_of.name}", kind="export")
+            if inner is not None:
+                node.children.append(inner)
+            return node
+        if out.key is None:
+            return self._export_created(out, depth)
+        derivation = self.tracer.tree(out.key, depth)
+        if derivation is None:
+            if out.sharding is None or not _has_axes(out.sharding):
+                node = self._unsharded(out)
+                if out.sharding is not None:
+                    node.sharding = printed
+                    node.reasons.append("the export passes print an empty sharding on it because "
+                                        "another value of its op has one")
+                return node
+            return Node(out.name, printed, "set by the export passes (nothing was propagated "
+                        "to it)", kind="export")
+        self._prepare([derivation])
+        node = self._node(derivation)
+        node.what = out.name
+        reasons = []
+        if out.sharding is not None and any(not d.axes for d in out.sharding.dims):
+            from sdy_dl.audit.reasons import unsharded_reasons
+            reasons = [r for r in unsharded_reasons(self, out) if not r.startswith("no annotation")]
+        propagated = _text(derivation.sharding)
+        if propagated != printed:
+            node = Node(out.name, printed, f"propagated as {propagated}; the export passes "
+                        "(close-shardings and the input/output sharding passes) print it so",
+                        kind="export", children=[node])
+            node.children[0].what = out.name
+        node.reasons = reasons
+        return node
+
+    def _tree(self, key, depth: int) -> Node | None:
+        d = self.tracer.tree(key, depth)
+        if d is None:
+            return None
+        self._prepare([d])
+        return self._node(d)
+
+    def _export_created(self, out: OutputValue, depth: int) -> Node:
+        value = out.value
+        node = Node(out.name, _text(out.sharding), f"{out.op} created by the export passes",
+                    kind="export", op={"name": out.op, "place": out.place})
+        if out.op == "sdy.reshard":
+            node.because = ("sdy.reshard inserted by the export passes (insert-explicit-reshards, "
+                            "insert-func-call-reshards): the operand is resharded to what its user "
+                            "needs")
+        if value is not None and value.defining_op is not None:
+            for operand in value.defining_op.operands:
+                src = next((o for o in self.outputs.values if o.value is operand), None)
+                if src is not None and depth > 1:
+                    node.children.append(self.explain(src, depth - 1))
+        return node
+
+    def _unsharded(self, out: OutputValue) -> Node:
+        from sdy_dl.audit.reasons import unsharded_reasons
+
+        reasons = unsharded_reasons(self, out)
+        return Node(out.name, "(none)", reasons[0], kind="unsharded", reasons=reasons)
+
+    def _prepare(self, derivations: list[Derivation]) -> None:
+        """Evaluate the factor-level detail of every step in ``derivations`` at once."""
+        todo: dict[int, Cause] = {}
+        stack = list(derivations)
+        while stack:
+            d = stack.pop()
+            stack.extend(d.children)
+            c = d.write.cause if d.write is not None else None
+            if c is not None and c.step is not None and c.index not in self._details:
+                todo[c.index] = c
+        if not todo:
+            return
+        causes = list(todo.values())
+        steps = list({c.step: None for c in causes})
+        details = step_details(steps, self.propagated.meshes)
+        by_step = dict(zip(steps, details))
+        for c in causes:
+            self._details[c.index] = by_step[c.step]
+
+    def prepare_all(self) -> None:
+        """Evaluate the detail of every step the propagation took (``--all``)."""
+        self.step_records()
+        roots = [d for d in (self.tracer.tree(k, 1) for k in self.tracer.keys()) if d is not None]
+        self._prepare(roots)
+
+    def _node(self, d: Derivation) -> Node:
+        name = self.key_name(d.key)
+        if d.write is None:
+            return self._leaf(d, name)
+        c = d.write.cause
+        node = Node(name, d.sharding.to_text(), self._because(c), kind=c.kind, op=c.op,
+                    strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated,
+                    key=d.key)
+        if c.step is not None:
+            node.factors = self._factors(c, d.key)
+        if d.truncated == "seen":
+            node.because += " (derived above)"
+        elif d.truncated == "depth":
+            node.because += " (deeper steps not shown: raise --depth)"
+        children = d.children
+        if node.factors:
+            # The tensors the changed factors came from (and the value's own past).
+            wanted = {d.key} | {s["key"] for f in node.factors for s in f["from"]}
+            children = [child for child in children if child.key in wanted] or children
+        node.children = [self._node(child) for child in children]
+        for f in node.factors:
+            for s in f["from"]:
+                s.pop("key", None)
+        return node
+
+    def _because(self, c: Cause) -> str:
+        if c.kind in ("step", "edge", "barrier") and c.op is not None:
+            op = c.op
+            what = {"edge": "data-flow edge", "barrier": "propagation barrier"}.get(c.kind, op["name"])
+            rule = f"rule {c.step.rule.to_text()}" if c.kind == "step" and c.step is not None else ""
+            parts = [p for p in (rule, f"from {op.get('origin')}" if c.kind == "step" else "",
+                                 c.strategy, c.phase) if p]
+            return f"{what} at {op.get('place')}" + (f" [{', '.join(parts)}]" if parts else "")
+        return c.label + (f" [{c.detail}]" if c.detail else "")
+
+    def _factors(self, c: Cause, key) -> list[dict]:
+        changes = self._details.get(c.index, [])
+        n = len(c.step.operands)
+        keys = [k for k, _ in c.inputs]
+
+        def tensor(t: int) -> str:
+            return f"operand {t}" if t < n else f"result {t - n}"
+
+        out = []
+        for ch in changes:
+            if ch.tensor >= len(keys) or keys[ch.tensor] != key:
+                continue
+            out.append({
+                "tensor": tensor(ch.tensor), "dim": ch.dim, "factor": ch.factor, "kind": ch.kind,
+                "axes": ch.axes,
+                "from": [{"value": self.key_name(keys[u]), "tensor": tensor(u), "dim": dim,
+                          "key": keys[u]} for u, dim in ch.sources if u < len(keys)],
+                "source": tensor(ch.source_of_factor) if ch.source_of_factor is not None else None,
+            })
+        return out
+
+    def _leaf(self, d: Derivation, name: str) -> Node:
+        text = d.sharding.to_text()
+        if isinstance(d.key, tuple):
+            given = self.inputs.results.get(d.key[1])
+            return Node(name, text, f"annotation in the input: {name} = {given}", kind="annotation")
+        records = self.propagated.by_key.get(d.key, ())
+        for record in records:
+            o = record.origin
+            if o is not None and o.sharding is not None:
+                return Node(o.names[0], text, f"annotation in the input: {o.names[0]} = "
+                            f"{o.sharding} ({o.op} at {o.place})", kind="annotation")
+        origin = next((r.origin for r in records if r.origin is not None), None)
+        for record in records:
+            for rel in (record.origin.related if record.origin is not None else ()):
+                if rel.sharding is not None:
+                    return Node(rel.names[0], text, f"annotation in the input: {rel.names[0]} = "
+                                f"{rel.sharding} ({rel.op} at {rel.place}), moved onto "
+                                f"{record.origin.names[0]} by the import passes", kind="annotation")
+        where = f" from {origin.names[0]} ({origin.op} at {origin.place})" if origin else ""
+        return Node(name, text, f"set by the import passes{where}", kind="import")

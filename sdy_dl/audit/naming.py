@@ -1,0 +1,404 @@
+"""Names of values as the printed modules show them, across the whole pipeline.
+
+The pipeline edits one MLIR module in place: the import passes add edges,
+clone called functions and turn calls into named computations; the export
+passes remove the edges, turn named computations back into calls, replace
+constraints by reshards and merge constants.  To follow a value from the
+input through propagation to the printed output, every op and block argument
+gets a *tag*: a name location wrapped around its location (never printed, as
+the output module is printed without locations).  Passes copy locations
+when they replace or move ops, so a tag survives wherever Shardy's passes
+keep the op's identity.
+
+* ``in:`` tags are set on the module as read (:class:`InputIndex`): the names
+  and annotations of the input module.
+* ``px:`` tags are set right before propagation (:class:`PropagationIndex`):
+  the values the provenance tracer sees, with their tracer keys (the
+  sharding slot: a data-flow edge's owner and targets share the edge's).
+* :class:`OutputIndex` reads the ``px:`` tags of the printed module: every
+  output value's names (``%name`` in main, ``@func:%name`` elsewhere,
+  ``arg:N``, ``result:N``, ``@func:arg:N``), its printed sharding and its
+  tracer key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
+from sdy_dl.sharding import TensorSharding
+
+_TAG_RE = re.compile(r'loc\("sdy-dl\.(in|px):([ao]\d+)"')
+_FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
+
+#: Op renames the export passes make while keeping the op's location (and tag).
+EXPORT_RENAMES = {("sdy.named_computation", "func.call"),
+                  ("sdy.sharding_constraint", "sdy.reshard")}
+
+
+def tags(loc, prefix: str) -> list[str]:
+    """The ``prefix`` tags of a location, outermost first."""
+    return [t for p, t in _TAG_RE.findall(str(loc)) if p == prefix]
+
+
+def _tag(mlir_obj, prefix: str, tag: str, is_value: bool) -> None:
+    from jaxlib.mlir import ir
+
+    loc = ir.Location.name(f"sdy-dl.{prefix}:{tag}", childLoc=mlir_obj.location)
+    if is_value:
+        mlir_obj.set_location(loc)
+    else:
+        mlir_obj.location = loc
+
+
+def source_place(op: Op, file: str) -> str:
+    """Where ``op`` comes from: ``python FILE.py:LINE`` (JAX debug info) or ``FILE:LINE``."""
+    places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(str(op.mlir.location))]
+    for f, line in places:
+        if f.endswith(".py"):
+            return f"python {f}:{line}"
+    if places:
+        return f"{file}:{places[0][1]}"
+    return f"{file}"
+
+
+def func_of(op: Op | None) -> Op | None:
+    """The ``func.func`` enclosing ``op`` (or ``op`` itself)."""
+    while op is not None and op.name != "func.func":
+        op = op.parent
+    return op
+
+
+def func_name(func: Op) -> str:
+    from jaxlib.mlir import ir
+    return ir.StringAttr(func.attr("sym_name")).value
+
+
+def value_names(module: Module, value: Value, main: Op | None) -> list[str]:
+    """The names of ``value``: ``%x`` (main) or ``@f:%x``, plus ``arg:N`` for function arguments."""
+    owner = value.defining_op if not value.is_block_arg else value.block.region.owner
+    func = func_of(owner)
+    prefix = "" if func is None or func is main else f"@{func_name(func)}:"
+    names = [prefix + value.name]
+    if value.is_block_arg and owner is func:
+        names.append(f"{prefix}arg:{value.index}")
+    return names
+
+
+def _ssa_names(module: Module, text: str | None = None) -> dict[int, list[str]]:
+    """value id -> names, for every value of ``module`` (one AsmState for the module).
+
+    The printer reuses numbers in sibling regions (a while's ``cond`` and
+    ``do`` both start at the same ``%N``); a name held by several values is
+    made unique by the line of the printed ``text`` that defines it: ``%2@7``.
+    """
+    main = module.main_func()
+    names = {v.vid: value_names(module, v, main) for v in module.values}
+    count: dict[str, int] = {}
+    for ns in names.values():
+        count[ns[0]] = count.get(ns[0], 0) + 1
+    if any(c > 1 for c in count.values()):
+        lines = _definition_lines(module, text if text is not None else module.print())
+        for v in module.values:
+            ns = names[v.vid]
+            if count[ns[0]] > 1 and v.vid in lines:
+                ns[0] = f"{ns[0]}@{lines[v.vid]}"
+    return names
+
+
+def _definition_lines(module: Module, text: str) -> dict[int, int]:
+    """value id -> the (1-based) line of ``text`` that defines it, for op results."""
+    lines = text.splitlines()
+    out, cursor = {}, 0
+    for op in module.ops:
+        if not op.results or op.parent is None:
+            continue
+        base = op.results[0].name.split("#")[0]
+        for i in range(cursor, len(lines)):
+            stripped = lines[i].lstrip()
+            if stripped.startswith(base + " =") or stripped.startswith(base + ":"):
+                for r in op.results:
+                    out[r.vid] = i + 1
+                cursor = i + 1
+                break
+    return out
+
+
+@dataclass
+class InputValue:
+    """A value of the input module: its names and its annotation as written."""
+
+    names: list[str]
+    sharding: str | None
+    op: str               # defining op name, or the owner of the block argument
+    place: str
+    # Annotations of the input that the import passes move onto this value: the
+    # constraints on it, the in_shardings of computations it enters, its sharding group.
+    related: list["InputValue"] = field(default_factory=list, repr=False)
+
+
+class InputIndex:
+    """The input module's values, tagged ``in:`` (call before running passes)."""
+
+    def __init__(self, module: Module):
+        from sdy_dl.ir.context import mlir_context
+
+        self.file = module.file
+        self.by_tag: dict[tuple[str, int], InputValue] = {}
+        self.annotations: set[str] = set()
+        self.results: dict[int, str | None] = {}
+        main = module.main_func()
+        with mlir_context():
+            names = _ssa_names(module)
+            for v in module.values:
+                owner = v.block.region.owner if v.is_block_arg else v.defining_op
+                sharding = get_sharding(v) if is_shardable(v) else None
+                text = sharding.to_text() if sharding is not None else None
+                if text is not None:
+                    self.annotations.add(text)
+                paths = _arg_paths(v) if v.is_block_arg and owner is main else []
+                place = f"argument {paths[0]}" if paths else source_place(owner, module.file)
+                record = InputValue(names[v.vid], text, owner.name, place)
+                self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
+                            else (f"o{owner.oid}", v.index)] = record
+            if main is not None:
+                for i in range(len(main.mlir.attributes["function_type"].value.results)):
+                    s = get_result_sharding(main, i)
+                    self.results[i] = s.to_text() if s is not None else None
+                    if s is not None:
+                        self.annotations.add(s.to_text())
+            self._relate(module)
+            for op in module.ops:
+                _tag(op.mlir, "in", f"o{op.oid}", False)
+            for v in module.values:
+                if v.is_block_arg:
+                    _tag(v.mlir, "in", f"a{v.vid}", True)
+
+    def _record(self, v: Value) -> InputValue:
+        return self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg else (f"o{v.defining_op.oid}", v.index)]
+
+    def _relate(self, module: Module) -> None:
+        groups: dict[str, list[InputValue]] = {}
+        for op in module.ops:
+            if op.name == "sdy.sharding_constraint":
+                self._record(op.operands[0]).related.append(self._record(op.results[0]))
+            elif op.name in ("sdy.manual_computation", "sdy.named_computation") and op.regions:
+                args = op.regions[0].blocks[0].args if op.regions[0].blocks else []
+                for operand, arg in zip(op.operands, args):
+                    self._record(operand).related.append(self._record(arg))
+            elif op.name == "sdy.sharding_group":
+                groups.setdefault(op.attr_text("group_id") or "", []).append(
+                    self._record(op.operands[0]))
+        for members in groups.values():
+            for m in members:
+                m.related.extend(x for x in members if x is not m)
+
+    def origin(self, value: Value) -> InputValue | None:
+        """The input value ``value`` descends from (same op kind), if any."""
+        if value.is_block_arg:
+            found = tags(value.mlir.location, "in")
+            return self.by_tag.get((found[0], -1)) if found else None
+        op = value.defining_op
+        for tag in tags(op.mlir.location, "in"):
+            record = self.by_tag.get((tag, value.index))
+            if record is not None and record.op == op.name:
+                return record
+        return None
+
+
+@dataclass
+class PropagatedValue:
+    """A value the propagation sees: its tracer key and where it came from."""
+
+    key: int
+    op: str
+    is_edge: bool                      # a data-flow edge's result (internal)
+    owner: bool                        # the value holds its own slot (not an edge target)
+    origin: InputValue | None
+    place: str
+
+
+class PropagationIndex:
+    """The values of the module propagation runs on, tagged ``px:`` and keyed as the
+    tracer keys them (call right before the propagation pass)."""
+
+    def __init__(self, module: Module, inputs: InputIndex):
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.propagation.edges import find_edges, slot_map
+        from sdy_dl.propagation.state import value_key
+
+        self.by_tag: dict[tuple[str, int], PropagatedValue] = {}
+        self.by_key: dict[int, list[PropagatedValue]] = {}
+        self.meshes = dict(module.meshes)
+        with mlir_context():
+            slots = slot_map(find_edges(module))
+            for v in module.values:
+                owner = v.block.region.owner if v.is_block_arg else v.defining_op
+                slot = slots.get(v.vid, v)
+                record = PropagatedValue(value_key(slot), owner.name,
+                                         owner.name == "sdy.data_flow_edge", slot is v,
+                                         inputs.origin(v), source_place(owner, module.file))
+                self.by_key.setdefault(record.key, []).append(record)
+                self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
+                            else (f"o{owner.oid}", v.index)] = record
+            for op in module.ops:
+                _tag(op.mlir, "px", f"o{op.oid}", False)
+            for v in module.values:
+                if v.is_block_arg:
+                    _tag(v.mlir, "px", f"a{v.vid}", True)
+
+    def lookup(self, value: Value) -> PropagatedValue | None:
+        """The propagated value an output value is (None: created by the export passes)."""
+        if value.is_block_arg:
+            found = tags(value.mlir.location, "px")
+            return self.by_tag.get((found[0], -1)) if found else None
+        op = value.defining_op
+        for tag in tags(op.mlir.location, "px"):
+            record = self.by_tag.get((tag, value.index))
+            if record is not None and (record.op == op.name or (record.op, op.name) in EXPORT_RENAMES):
+                return record
+        return None
+
+
+@dataclass
+class OutputValue:
+    """A value (or function result) of the printed output module."""
+
+    names: list[str]
+    sharding: TensorSharding | None      # as printed
+    op: str
+    place: str
+    key: object | None                   # tracer key (None: created by the export passes)
+    value: Value | None = field(default=None, repr=False)
+    func: str = ""
+    result_of: "OutputValue | None" = field(default=None, repr=False)  # function results: the returned value
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
+
+
+class OutputIndex:
+    """Every value of the output module with its names, printed sharding and tracer key."""
+
+    def __init__(self, module: Module, propagated: PropagationIndex):
+        from sdy_dl.ir.context import mlir_context
+
+        self.module = module
+        self.values: list[OutputValue] = []
+        self.by_name: dict[str, OutputValue] = {}
+        self.by_key: dict[object, list[OutputValue]] = {}
+        self.ambiguous: dict[str, list[str]] = {}
+        main = module.main_func()
+        with mlir_context():
+            names = _ssa_names(module)
+            for ns in names.values():
+                if "@" in ns[0][1:]:
+                    self.ambiguous.setdefault(ns[0].rsplit("@", 1)[0], []).append(ns[0])
+            by_vid = {}
+            for v in module.values:
+                owner = v.block.region.owner if v.is_block_arg else v.defining_op
+                record = propagated.lookup(v)
+                sharding = get_sharding(v) if is_shardable(v) else None
+                out = OutputValue(names[v.vid], sharding, owner.name,
+                                  source_place(owner, module.file),
+                                  record.key if record is not None else None, v,
+                                  func=_func_label(func_of(owner), main))
+                by_vid[v.vid] = out
+                if v.is_block_arg and owner is main:
+                    out.names += _arg_paths(v)
+                self._add(out)
+            for func in module.funcs.values():
+                ret = module.func_return(func)
+                prefix = "" if func is main else f"@{func_name(func)}:"
+                n = len(func.mlir.attributes["function_type"].value.results)
+                for i in range(n):
+                    returned = by_vid.get(ret.operands[i].vid) if ret is not None and i < len(ret.operands) else None
+                    key = ("result", i) if func is main else (returned.key if returned else None)
+                    result_names = [f"{prefix}result:{i}"]
+                    if func is main:
+                        result_names += _result_info(func, i)
+                    out = OutputValue(result_names, get_result_sharding(func, i),
+                                      "func.func", source_place(func, module.file), key,
+                                      func=_func_label(func, main), result_of=returned)
+                    self._add(out)
+
+    def has_reshard(self, tag: str | None) -> bool:
+        """Whether the output op tagged ``tag`` has a ``sdy.reshard`` on an operand or result."""
+        if tag is None:
+            return False
+        if not hasattr(self, "_ops_by_tag"):
+            self._ops_by_tag = {}
+            for op in self.module.ops:
+                for t in tags(op.mlir.location, "px")[:1]:
+                    self._ops_by_tag.setdefault(t, op)
+        op = self._ops_by_tag.get(tag)
+        if op is None:
+            return False
+        return (any(v.defining_op is not None and v.defining_op.name == "sdy.reshard"
+                    for v in op.operands)
+                or any(u.name == "sdy.reshard" for r in op.results for u, _ in r.uses))
+
+    def _add(self, out: OutputValue) -> None:
+        self.values.append(out)
+        for n in out.names:
+            self.by_name.setdefault(n, out)
+        if out.key is not None:
+            self.by_key.setdefault(out.key, []).append(out)
+
+    def find(self, name: str) -> OutputValue:
+        """The value called ``name``; an unknown name is an error listing close matches."""
+        name = name.strip()
+        if name in self.by_name:
+            return self.by_name[name]
+        if re.fullmatch(r"arg\d+|\d+(#\d+)?|[A-Za-z_][\w$.-]*", name) and "%" + name in self.by_name:
+            return self.by_name["%" + name]
+        base = name.split("#")[0]
+        if base in self.ambiguous:
+            raise SdyError(f"{name!r} names several values of the propagated module (sibling regions "
+                           f"reuse numbers); say which by its line: "
+                           f"{', '.join(n + name[len(base):] for n in self.ambiguous[base])}",
+                           file=self.module.file)
+        close = difflib.get_close_matches(name, list(self.by_name), n=5, cutoff=0.5)
+        hint = f"; close matches: {', '.join(close)}" if close else \
+            " (names are printed as sdy-dl propagate prints them: %3, %arg0, @func:%2, arg:0, result:0)"
+        raise SdyError(f"no value {name!r} in the propagated module{hint}", file=self.module.file)
+
+
+_NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"(?!:)')
+
+
+def _arg_paths(value: Value) -> list[str]:
+    """The argument path JAX's debug info gives a main argument (``params[0]``), if any."""
+    text = str(value.mlir.location)
+    while True:
+        m = _NAME_LOC_RE.match(text)
+        if m is None:
+            return []
+        name = m.group(1)
+        if not name.startswith("sdy-dl."):
+            return [name] if name and "%" not in name else []
+        text = text[m.end() + 1:]   # the child location
+
+
+def _result_info(func: Op, index: int) -> list[str]:
+    """JAX's name of main result ``index`` (``jax.result_info``), if any."""
+    from jaxlib.mlir import ir
+
+    attrs = func.attr("res_attrs")
+    if attrs is None:
+        return []
+    entry = ir.DictAttr(ir.ArrayAttr(attrs)[index])
+    if "jax.result_info" not in entry:
+        return []
+    return [ir.StringAttr(entry["jax.result_info"]).value]
+
+
+def _func_label(func: Op | None, main: Op | None) -> str:
+    if func is None:
+        return ""
+    return "main" if func is main else "@" + func_name(func)

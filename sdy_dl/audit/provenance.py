@@ -1,0 +1,161 @@
+"""Provenance: every sharding write of a propagation with its cause.
+
+A :class:`ProvenanceTracer` attached to a propagation (``PassOptions.tracer``)
+records every sharding write together with its cause: the step that derived
+it (the op, its rule, the strategy and band, the shardings of the op's
+tensors the step read, the ``StepInput``/``StepOutput`` pair), a
+sharding-group copy, a user-priority rewrite, or a function-result sync.
+:meth:`ProvenanceTracer.tree` turns the writes behind a key into a tree of
+:class:`Derivation` nodes whose leaves are the shardings the propagation
+started from.  Keys are the tracer's (``value_key`` of a sharding slot, or
+``("result", i)`` for a main function result); naming them is
+:mod:`sdy_dl.audit.naming`'s job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sdy_dl.sharding import TensorSharding
+
+
+@dataclass
+class Cause:
+    """What made shardings change: one step or one rewrite."""
+
+    index: int
+    kind: str                      # "step", "edge", "barrier", "result", "group", "priority", "sync"
+    label: str                     # e.g. "stablehlo.add (line 4)"
+    detail: str = ""               # rule text, strategy, band
+    inputs: list[tuple[object, TensorSharding | None]] = field(default_factory=list)
+    op: dict | None = None         # the op (name, location, rule, rule origin), for steps
+    step: object | None = None     # the StepInput evaluated (steps, edges, barriers)
+    output: object | None = None   # its StepOutput
+    strategy: str = ""
+    phase: str = ""
+    first: int = -1                # index of the cause's first write
+    at: int = 0                    # how many writes came before the cause began
+
+
+@dataclass
+class Write:
+    """One sharding write: ``key`` got ``sharding`` because of ``cause``."""
+
+    key: object
+    sharding: TensorSharding
+    cause: Cause
+
+
+@dataclass
+class Derivation:
+    """A node of a derivation tree over tracer keys (``write`` None: a leaf)."""
+
+    key: object
+    sharding: TensorSharding
+    write: Write | None
+    children: list["Derivation"] = field(default_factory=list)
+    truncated: str = ""            # "depth" or "seen" when the children were cut
+
+
+class ProvenanceTracer:
+    """Collects sharding writes with their causes during a propagation."""
+
+    def __init__(self, describe_op=None):
+        self.writes: list[Write] = []
+        self.initial: dict[object, TensorSharding | None] = {}
+        self.describe_op = describe_op   # op -> dict (name, location, rule origin), optional
+        self._cause: Cause | None = None
+        self._count = 0
+        self._by_key: dict[object, list[int]] = {}
+        self.steps: list[Cause] = []   # every op step applied, changed anything or not
+
+    # -- recording (called by the driver and the sharding state) ----------
+
+    def begin(self, kind: str, label: str, detail: str = "", inputs=(), op=None, step=None,
+              output=None, strategy: str = "", phase: str = "") -> None:
+        self._count += 1
+        info = None
+        if op is not None:
+            info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
+        self._cause = Cause(self._count, kind, label, detail, list(inputs), info, step, output,
+                            strategy, phase, at=len(self.writes))
+        if kind == "step" and step is not None:
+            self.steps.append(self._cause)
+
+    def end(self) -> None:
+        self._cause = None
+
+    def on_read(self, key, sharding: TensorSharding | None) -> None:
+        """The first read of ``key`` is its sharding in the module as given."""
+        self.initial.setdefault(key, sharding)
+
+    def on_write(self, key, sharding: TensorSharding) -> None:
+        cause = self._cause or Cause(self._count, "sync", "pass start")
+        if cause.first < 0:
+            cause.first = len(self.writes)
+        self._by_key.setdefault(key, []).append(len(self.writes))
+        self.writes.append(Write(key, sharding, cause))
+
+    # -- queries ---------------------------------------------------------------
+
+    def final(self, key) -> TensorSharding | None:
+        """The sharding ``key`` ended with (None: never had one)."""
+        at = self._by_key.get(key)
+        return self.writes[at[-1]].sharding if at else self.initial.get(key)
+
+    def causes(self) -> list[Cause]:
+        """Every distinct cause that wrote something, in order."""
+        seen, out = set(), []
+        for w in self.writes:
+            if id(w.cause) not in seen:
+                seen.add(id(w.cause))
+                out.append(w.cause)
+        return out
+
+    def keys(self) -> set:
+        return set(self.initial) | set(self._by_key)
+
+    # -- derivation trees -----------------------------------------------------
+
+    def tree(self, key, max_depth: int = 8, before: int | None = None) -> Derivation | None:
+        """The derivation tree of ``key``'s final sharding, or of its sharding before
+        write number ``before`` (None: it has none)."""
+        return self._node(key, len(self.writes) if before is None else before, max_depth, set())
+
+    def _last_write(self, key, before: int) -> int | None:
+        at = self._by_key.get(key, ())
+        for i in reversed(at):
+            if i < before:
+                return i
+        return None
+
+    def _node(self, key, before: int, depth: int, seen: set) -> Derivation | None:
+        write_at = self._last_write(key, before)
+        if write_at is None:
+            initial = self.initial.get(key)
+            return None if initial is None else Derivation(key, initial, None)
+        write = self.writes[write_at]
+        node = Derivation(key, write.sharding, write)
+        marker = (key, write_at)
+        if marker in seen:
+            node.truncated = "seen"
+            return node
+        if depth <= 0:
+            node.truncated = "depth"
+            return node
+        seen.add(marker)
+        cause = write.cause
+        # What the cause read: its inputs; a rewrite without inputs (user priorities,
+        # group syncs) continues with the key's own earlier sharding.
+        inputs = [(k, s) for k, s in cause.inputs if s is not None]
+        if not inputs:
+            inputs = [(key, None)]
+        done = set()
+        for input_key, _ in inputs:
+            if input_key in done:
+                continue
+            done.add(input_key)
+            child = self._node(input_key, cause.first, depth - 1, seen)
+            if child is not None:
+                node.children.append(child)
+        return node

@@ -1,0 +1,200 @@
+"""Factor-level detail of propagation steps: the op, its rule and where the rule
+came from, and per changed tensor which factor carried which axes from which
+operand or result dim.
+
+The detail is read from the ``step`` program's own relations, not recomputed:
+the steps shown are evaluated once more in one engine call with every
+relation of the program visible (``rec_axis``: the factor records the step
+projected from its tensors; ``fin_axis``: the records after the strategy;
+``ag_src``: the aggressive strategy's source tensor of a factor).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sdy_dl.propagation.step_facts import triple_ref
+from sdy_dl.rules.instance import factor_name
+
+#: Relations of stage ``step`` the audit reads back besides its outputs.
+DETAIL_RELATIONS = ("rec_axis", "fin_axis", "ag_src", "step_updated", "step_mesh", "fdir")
+
+
+class OpDescriber:
+    """``op -> dict``: the op's name, source place, rule origin (for the tracer)."""
+
+    def __init__(self, file: str, rule_files=(), conservative: bool = False):
+        from sdy_dl.rules.db import load_rule_db
+
+        self.file = file
+        self.rule_files = [str(Path(f).resolve()) for f in rule_files]
+        self.db = load_rule_db(tuple(rule_files), conservative=conservative)
+
+    def __call__(self, op) -> dict:
+        from sdy_dl.audit.naming import source_place
+
+        from sdy_dl.audit.naming import tags
+
+        found = tags(op.mlir.location, "px")
+        return {"name": op.name, "place": source_place(op, self.file),
+                "origin": self.rule_origin(op), "tag": found[0] if found else None}
+
+    def rule_origin(self, op) -> str:
+        """Where ``op``'s rule comes from: the op's own attribute or a rule file and line."""
+        if op.name == "sdy.data_flow_edge":
+            return "identity rule of a data-flow edge"
+        if op.name == "sdy.propagation_barrier":
+            return "identity rule of a propagation barrier"
+        if op.attr_text("sdy.sharding_rule") is not None:
+            return "the op's own sdy.sharding_rule attribute"
+        entry = self.db.entry_for(op)
+        if entry is None:
+            return "no rule"
+        return self.file_label(entry.loc.file, entry.loc.line)
+
+    def file_label(self, path: str, line: int | None) -> str:
+        from sdy_dl.resources import rules_dir
+
+        where = f":{line}" if line else ""
+        p = Path(path).resolve()
+        try:
+            return f"rules/{p.relative_to(rules_dir().resolve())}{where}"
+        except ValueError:
+            pass
+        if str(p) in self.rule_files:
+            return f"--rules {path}{where}"
+        return f"$SDY_DL_RULES {path}{where}"
+
+
+@dataclass
+class AxisChange:
+    """Axes a step gave one factor of one tensor, and the tensors they came from."""
+
+    tensor: int                       # step tensor index (operands first)
+    dim: int | None                   # the tensor dim the factor maps to
+    factor: str                       # i, j, k, ...
+    kind: str                         # pass_through, reduction, need_replication, permutation
+    axes: list[str]
+    sources: list[tuple[int, int | None]] = field(default_factory=list)   # (tensor, dim)
+    source_of_factor: int | None = None   # aggressive: the factor's source tensor
+
+
+def tensor_dim(rule, tensor: int, factor: int) -> int | None:
+    """The dim of step tensor ``tensor`` that ``factor`` maps to (None: it has none)."""
+    n = len(rule.operands)
+    dims = rule.operands[tensor] if tensor < n else rule.results[tensor - n]
+    for d, factors in enumerate(dims):
+        if factor in factors:
+            return d
+    return None
+
+
+def step_details(steps: list, meshes) -> list[list[AxisChange]]:
+    """The axis changes of each step of ``steps`` (one engine call for all)."""
+    if not steps:
+        return []
+    rel = evaluate_with_details(steps, meshes)
+    rec = defaultdict(set)
+    for i, t, f, q, a, p, s in rel["rec_axis"]:
+        rec[i, t, f].add((a, p, s))
+    fin = defaultdict(list)
+    for i, t, f, q, a, p, s in sorted(rel["fin_axis"]):
+        fin[i, t, f].append((q, a, p, s))
+    src = {(i, f): t for i, f, t in rel["ag_src"]}
+    updated = {(i, t) for i, t in rel["step_updated"]}
+    mesh_of = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
+    out: list[list[AxisChange]] = [[] for _ in steps]
+    for (i, t, f), refs in sorted(fin.items()):
+        if (i, t) not in updated:
+            continue
+        new = [(a, p, s) for _, a, p, s in sorted(refs) if (a, p, s) not in rec[i, t, f]]
+        if not new:
+            continue
+        step = steps[i]
+        sources = sorted({(u, tensor_dim(step.rule, u, f)) for (j, u, g), have in rec.items()
+                          if j == i and g == f and u != t and any(r in have for r in new)})
+        out[i].append(AxisChange(t, tensor_dim(step.rule, t, f), factor_name(f),
+                                 step.rule.kind_of(f), [triple_ref(*r, mesh_of[i]).to_text() for r in new],
+                                 sources, src.get((i, f))))
+    return out
+
+
+#: Steps per engine call when many steps are evaluated for detail (bounded memory).
+DETAIL_BATCH = 256
+
+
+def evaluate_with_details(steps: list, meshes) -> dict[str, set[tuple]]:
+    """Run the ``step`` program on ``steps`` with clingo, reading ``DETAIL_RELATIONS`` too
+    (in batches of ``DETAIL_BATCH``; instance ids are positions in ``steps``)."""
+    if len(steps) <= DETAIL_BATCH:
+        return _evaluate_batch(steps, meshes)
+    out: dict[str, set[tuple]] = defaultdict(set)
+    for first in range(0, len(steps), DETAIL_BATCH):
+        for name, rows in _evaluate_batch(steps[first:first + DETAIL_BATCH], meshes).items():
+            out[name].update((row[0] + first,) + row[1:] for row in rows)
+    return out
+
+
+def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
+    import clingo
+    import clingo.ast
+
+    from sdy_dl.datalog.program import Program
+    from sdy_dl.engines.to_clingo import translate
+    from sdy_dl.propagation.step_eval import step_program
+    from sdy_dl.propagation.step_facts import step_facts
+
+    program = step_program(steps)
+    decls = {n: (replace(d, is_output=True) if n in DETAIL_RELATIONS or d.is_output else d)
+             for n, d in program.decls.items()}
+    shown = Program(program.text, decls)
+    facts = step_facts(steps, meshes)
+    ctl = clingo.Control(["--warn=none"])
+    with clingo.ast.ProgramBuilder(ctl) as builder:
+        clingo.ast.parse_string(translate(shown), builder.add)
+    ctl.add("base", [], "".join(_fact(n, r) for n, rows in facts.items() for r in rows))
+    ctl.ground([("base", [])])
+    out: dict[str, set[tuple]] = {d.name: set() for d in shown.outputs}
+    with ctl.solve(yield_=True) as handle:
+        for model in handle:
+            for sym in model.symbols(shown=True):
+                out[sym.name].add(tuple(a.number if a.type == clingo.SymbolType.Number else a.string
+                                        for a in sym.arguments))
+    return out
+
+
+def _fact(name: str, row: tuple) -> str:
+    def term(v):
+        if isinstance(v, int):
+            return str(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return f"{name}({','.join(term(v) for v in row)}).\n" if row else f"{name}.\n"
+
+
+class StepRecords:
+    """The factor records of a set of steps, from one evaluation (see module docstring)."""
+
+    def __init__(self, steps: list, meshes):
+        from sdy_dl.propagation.step_facts import step_facts
+
+        self.steps = list({s: None for s in steps})
+        self.index = {s: i for i, s in enumerate(self.steps)}
+        rel = evaluate_with_details(self.steps, meshes) if self.steps else defaultdict(set)
+        self.rec = defaultdict(list)        # (i, t, f) -> [(a, p, s)] major to minor
+        for i, t, f, q, a, p, s in sorted(rel["rec_axis"]):
+            self.rec[i, t, f].append((a, p, s))
+        self.fin = defaultdict(list)        # (i, t, f) -> [(a, p, s)] (expanded tensors)
+        for i, t, f, q, a, p, s in sorted(rel["fin_axis"]):
+            self.fin[i, t, f].append((a, p, s))
+        self.source = {(i, f): t for i, f, t in rel["ag_src"]}
+        self.direction = {(i, f): d for i, f, d in rel["fdir"]}
+        self.mesh = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
+        self.replicated = defaultdict(set)  # (i, t) -> axis names
+        if self.steps:
+            for i, t, q, a, p, s in step_facts(self.steps, meshes).get("in_replicated", ()):
+                self.replicated[i, t].add(a)
+
+    def ref_text(self, i: int, ref) -> str:
+        return triple_ref(*ref, self.mesh[i]).to_text()

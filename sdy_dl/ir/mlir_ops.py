@@ -1,0 +1,356 @@
+"""Operations, values, walks and symbols on the jaxlib MLIR module (semantics §1.5, §8).
+
+Passes rewrite the jaxlib MLIR module held by the model (``Module.mlir``)
+and then re-index it with :func:`rebuild`.  This module holds what they
+share on raw MLIR objects:
+
+* stable identities (:func:`key`) and pre-/post-order walks (iterative, so
+  that nesting depth has no limit);
+* values: owner, index, uses, types;
+* functions: the module's functions, Shardy's "main" function, result types;
+* IR edits: moving a region body, inserting a constraint or reshard;
+* symbols: names and a symbol-table name uniquer that numbers clashes exactly
+  as MLIR's ``SymbolTable::insert`` does.
+
+A value's sharding is :mod:`sdy_dl.ir.value_sharding`; where it is stored,
+:mod:`sdy_dl.ir.storage`.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir.loader import index_on_demand
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import parse_attr
+from sdy_dl.sharding import TensorSharding
+
+SHARDING_RULE_ATTR = "sdy.sharding_rule"
+ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
+
+
+# -- module plumbing -----------------------------------------------------------
+
+def rebuild(module: Module) -> Module:
+    """``module`` after its MLIR was mutated: re-indexed when the index is next read."""
+    return index_on_demand(module.mlir, module.file)
+
+
+def op_error(module: Module, mop, message: str) -> SdyError:
+    """An :class:`SdyError` located at the MLIR operation ``mop``."""
+    from sdy_dl.ir.model import op_position
+
+    line, col = op_position(mop.operation)
+    return SdyError(message, file=module.file, line=line, col=col)
+
+
+# -- stable identities -------------------------------------------------------------------
+
+def _capsule_pointer():
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    return lambda cap: api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+
+
+_POINTER = None
+
+
+def key(obj) -> int:
+    """A stable identity for an MLIR operation, value or block.
+
+    The bindings hash operations and values by content (the hash changes when
+    an operand or attribute changes), so passes that mutate the IR key their
+    dictionaries and sets by the underlying C++ pointer instead.
+    """
+    global _POINTER
+    if _POINTER is None:
+        _POINTER = _capsule_pointer()
+    obj = getattr(obj, "operation", obj)
+    return _POINTER(obj._CAPIPtr)
+
+
+# -- walks over raw MLIR operations -----------------------------------------------
+
+def nested_ops(op) -> list:
+    """The ops directly nested in ``op``'s regions, in program order."""
+    op = getattr(op, "operation", op)
+    return [child.operation for region in op.regions for block in region.blocks
+            for child in block.operations]
+
+
+def walk_pre(root) -> list:
+    """Every operation nested in ``root`` (itself included) in pre-order."""
+    out: list = []
+    stack = [root.operation]
+    while stack:
+        op = stack.pop()
+        out.append(op)
+        stack.extend(reversed(nested_ops(op)))
+    return out
+
+
+def walk_post(root) -> list:
+    """Every operation nested in ``root`` (itself included) in post-order
+    (MLIR's default ``walk``: regions first, then the op)."""
+    out: list = []
+    stack = [(root.operation, False)]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            out.append(op)
+            continue
+        stack.append((op, True))
+        stack.extend((child, False) for child in reversed(nested_ops(op)))
+    return out
+
+
+def walk_post_regions(root) -> tuple[list, list[int]]:
+    """The operations nested in ``root`` (not itself) in post-order, and the number
+    of the region holding each (regions numbered in the order the walk enters them)."""
+    ops: list = []
+    region_of: list[int] = []
+    count = 0
+    # frame: [op, its regions left, id of the region being walked, its ops left, holding region]
+    stack = [[root.operation, iter(root.operation.regions), None, iter(()), None]]
+    while stack:
+        frame = stack[-1]
+        child = next(frame[3], None)
+        if child is not None:
+            child = child.operation
+            stack.append([child, iter(child.regions), None, iter(()), frame[2]])
+            continue
+        region = next(frame[1], None)
+        if region is not None:
+            frame[2] = count
+            count += 1
+            frame[3] = iter([op for block in region.blocks for op in block.operations])
+            continue
+        stack.pop()
+        if stack:
+            ops.append(frame[0])
+            region_of.append(frame[4])
+    return ops, region_of
+
+
+def module_ops(module: Module) -> list:
+    """The top-level operations of ``module`` (meshes, functions, ...)."""
+    return [op.operation for op in module.mlir.body.operations]
+
+
+def funcs(module: Module) -> list:
+    """The top-level ``func.func`` ops, in module order."""
+    return [op for op in module_ops(module) if op.name == "func.func"]
+
+
+def main_func(module: Module):
+    """Shardy's ``getMainFuncOrDie(useSingleFunc=true)``: the only function,
+    else the one named ``main`` (None when there is neither)."""
+    fs = funcs(module)
+    if len(fs) == 1:
+        return fs[0]
+    return next((f for f in fs if symbol_name(f) == "main"), None)
+
+
+def parent_op(mop):
+    """The op whose region holds ``mop`` (None at module level)."""
+    parent = mop.operation.parent
+    if parent is None or parent.name == "builtin.module":
+        return None
+    return parent
+
+
+def enclosing(mop, name: str):
+    """The closest ancestor op of ``mop`` called ``name``."""
+    p = parent_op(mop)
+    while p is not None and p.name != name:
+        p = parent_op(p)
+    return p
+
+
+# -- values -------------------------------------------------------------------
+
+def is_block_arg(value) -> bool:
+    from jaxlib.mlir import ir
+
+    return isinstance(value.maybe_downcast(), ir.BlockArgument)
+
+
+def owning_op(value):
+    """The defining op of a result, or the op owning a block argument's block."""
+    if is_block_arg(value):
+        return value.owner.owner.operation
+    return value.owner.operation
+
+
+def value_index(value) -> int:
+    """Result number or argument number."""
+    v = value.maybe_downcast()
+    return v.arg_number if is_block_arg(value) else v.result_number
+
+
+def uses(value) -> list:
+    """(user op, operand number) in MLIR use-list order (latest use first)."""
+    return [(u.owner.operation, u.operand_number) for u in value.uses]
+
+
+def users(value) -> list:
+    return [op for op, _ in uses(value)]
+
+
+def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
+    """(is shaped, static shape or None) of an MLIR type."""
+    from jaxlib.mlir import ir
+
+    t = type_.maybe_downcast()
+    if not isinstance(t, ir.ShapedType):
+        return False, None
+    if not t.has_rank or not t.has_static_shape:
+        return True, None
+    return True, tuple(t.shape)
+
+
+def is_static_tensor(type_) -> bool:
+    shaped, shape = tensor_info(type_)
+    return shaped and shape is not None
+
+
+def tensor_rank(type_) -> int:
+    """The rank of a ranked tensor type, 0 for anything else (Shardy's getTensorRank)."""
+    from jaxlib.mlir import ir
+
+    t = type_.maybe_downcast()
+    if isinstance(t, ir.ShapedType) and t.has_rank:
+        return t.rank
+    return 0
+
+
+def is_scalar(value) -> bool:
+    """A rank-0 ranked tensor (Shardy's ``isScalar``)."""
+    from jaxlib.mlir import ir
+
+    t = value.type.maybe_downcast()
+    return isinstance(t, ir.RankedTensorType) and t.rank == 0
+
+
+# -- functions, text, edits -------------------------------------------------------------
+
+def func_result_types(func) -> list:
+    from jaxlib.mlir import ir
+
+    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
+
+
+def split_top_level(text: str, maxsplit: int = -1) -> list[str]:
+    """Split ``text`` at the commas outside quotes and brackets (at most ``maxsplit``)."""
+    parts, start, depth, quoted, esc = [], 0, 0, False, False
+    for i, c in enumerate(text):
+        if quoted:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c in "<[{(":
+            depth += 1
+        elif c in ">]})":
+            depth -= 1
+        elif c == "," and depth == 0 and maxsplit != len(parts):
+            parts.append(text[start:i])
+            start = i
+            start += 1
+    parts.append(text[start:])
+    return parts
+
+
+def move_region_body(src_op, dst_op, src_terminator: str, dst_terminator: str) -> None:
+    """Move the single-block body of ``src_op`` into the empty region of ``dst_op``,
+    replacing its ``src_terminator`` by a ``dst_terminator`` with the same operands
+    (Shardy's ``inlineRegionAndConvertTerminatorOp``)."""
+    from jaxlib.mlir import ir
+
+    src = src_op.regions[0].blocks[0]
+    block = dst_op.regions[0].blocks.append(*[a.type for a in src.arguments],
+                                            arg_locs=[a.location for a in src.arguments])
+    for old, new in zip(src.arguments, block.arguments):
+        old.replace_all_uses_with(new)
+    for op in list(src.operations):
+        op.detach_from_parent()
+        if op.name == src_terminator:
+            ir.InsertionPoint(block).insert(ir.Operation.create(
+                dst_terminator, operands=list(op.operands), loc=op.location))
+            op.erase()
+        else:
+            ir.InsertionPoint(block).insert(op)
+
+
+def insert_sharding_op_after(name: str, value, sharding: TensorSharding, loc=None):
+    """Create ``name`` (``sdy.sharding_constraint`` or ``sdy.reshard``) on ``value`` with
+    ``sharding``, insert it right after ``value`` is defined, and return it."""
+    from jaxlib.mlir import ir
+
+    op = ir.Operation.create(name, results=[value.type], operands=[value],
+                             attributes={"sharding": parse_attr(sharding.to_text())},
+                             loc=loc if loc is not None else ir.Location.unknown())
+    insert_after_value(value, op)
+    return op
+
+
+def insert_after_value(value, op) -> None:
+    """Insert the detached MLIR ``op`` right after ``value`` is defined."""
+    from jaxlib.mlir import ir
+
+    if is_block_arg(value):
+        block = value.owner
+        first = next(iter(block.operations), None)
+        (ir.InsertionPoint(first.operation) if first is not None
+         else ir.InsertionPoint(block)).insert(op)
+    else:
+        ir.InsertionPoint.after(owning_op(value)).insert(op)
+
+
+def sharding_group_id(mop) -> int:
+    """The ``group_id`` of an ``sdy.sharding_group`` op."""
+    from jaxlib.mlir import ir
+
+    return ir.IntegerAttr(mop.operation.attributes["group_id"]).value
+
+
+# -- symbols ----------------------------------------------------------------------------
+
+def symbol_name(mop) -> str | None:
+    from jaxlib.mlir import ir
+
+    attrs = mop.operation.attributes
+    return ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else None
+
+
+class SymbolNamer:
+    """The names of a module's symbol table, uniqued like ``SymbolTable::insert``:
+    a clash becomes ``name_<n>`` with one counter shared by all names."""
+
+    def __init__(self, module: Module):
+        self.names = {symbol_name(op) for op in module_ops(module)} - {None}
+        self.counter = 0
+
+    def insert(self, name: str) -> str:
+        if name not in self.names:
+            self.names.add(name)
+            return name
+        while True:
+            candidate = f"{name}_{self.counter}"
+            self.counter += 1
+            if candidate not in self.names:
+                self.names.add(candidate)
+                return candidate
+
+    def erase(self, name: str) -> None:
+        self.names.discard(name)
+
+

@@ -1,0 +1,53 @@
+"""The op-trait table: which ops are elementwise, terminators, constants, collectives, ...
+
+The facts are data, ``rules/traits/op_traits.yaml`` (each trait with its
+documentation); this module reads them once and gives every pass and the
+propagation the same sets.  Shardy's ``isElementwise`` needs one per-op check
+besides the list (``stablehlo.bitcast_convert`` between equal shapes):
+:func:`is_elementwise`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from sdy_dl.resources import rules_dir
+
+TRAITS_FILE = "traits/op_traits.yaml"
+
+
+@functools.cache
+def _table() -> dict[str, frozenset[str]]:
+    import yaml
+
+    path = rules_dir() / TRAITS_FILE
+    data = yaml.safe_load(path.read_text())
+    table = {}
+    for name, entry in data["traits"].items():
+        names = entry.get("ops", entry.get("call_targets"))
+        if not entry.get("doc") or not isinstance(names, list) or not names:
+            raise ValueError(f"{path}: trait {name!r} needs a doc and a list of ops")
+        table[name] = frozenset(names)
+    return table
+
+
+def ops_with(trait: str) -> frozenset[str]:
+    """The op names (or, for a ``call_targets`` trait, the names) that have ``trait``."""
+    return _table()[trait]
+
+
+ELEMENTWISE_OPS = ops_with("elementwise")
+TERMINATORS = ops_with("terminator")
+CONSTANT_OPS = ops_with("constant_like")
+OWN_SHARDING_OPS = ops_with("own_sharding")
+COLLECTIVE_OPS = ops_with("collective")
+COMPUTATION_OPS = ops_with("computation")
+DATA_FLOW_OPS = ops_with("data_flow")
+
+
+def is_elementwise(name: str, operand_shape, result_shape) -> bool:
+    """Shardy's ``isElementwise`` for an op called ``name`` whose first operand and
+    result have the given shapes."""
+    if name in ELEMENTWISE_OPS:
+        return True
+    return name == "stablehlo.bitcast_convert" and operand_shape == result_shape

@@ -1,0 +1,162 @@
+"""A value's sharding as Shardy sees it: ``getSharding``/``setSharding`` (semantics §1.5, §8.1, §8.6).
+
+On raw jaxlib MLIR values.  While a data-flow edge exists, the sharding of
+any of its targets is the edge op's own (``DataFlowEdgeOp::lookup``); the
+block arguments of a manual computation are shown in their local view
+(manual axes erased, added back on write); a collective's result sharding
+is its ``out_sharding``.  Where each sharding is stored is
+:mod:`sdy_dl.ir.storage`.  Also the edge owners of a data-flow op
+(``ShardableDataFlowOpInterface``) and the shardings of a function's
+arguments or results as Shardy's ``getFuncArgShardings`` reads them.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
+from sdy_dl.ir.meshes import mesh_of
+from sdy_dl.ir.mlir_ops import is_block_arg, owning_op, tensor_rank, users, value_index
+from sdy_dl.ir.storage import (SHARDING_ATTR, read_func_attr, read_per_value, read_stored,
+                               write_per_value, write_stored)
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
+from sdy_dl.sharding import TensorSharding
+
+
+def edge_owner_from_target(op, value):
+    """``ShardableDataFlowOpInterface::getEdgeOwnerFromTarget``."""
+    if op.name == "stablehlo.while" and is_block_arg(value):
+        return op.results[value_index(value)]
+    return value
+
+
+def data_flow_edge_user(owner):
+    """The ``sdy.data_flow_edge`` that is the single user of ``owner``, if any."""
+    if owner is None:
+        return None
+    us = users(owner)
+    if len(us) == 1 and us[0].name == "sdy.data_flow_edge":
+        return us[0]
+    return None
+
+
+def lookup_data_flow_edge(value):
+    """``DataFlowEdgeOp::lookup(target)``."""
+    op = owning_op(value)
+    if op.name in DATA_FLOW_OPS:
+        return data_flow_edge_user(edge_owner_from_target(op, value))
+    return None
+
+
+def shardable_value(value):
+    """Shardy's ``getShardableValue``: where the sharding of ``value`` lives,
+    as a value (None when it cannot hold one)."""
+    edge = lookup_data_flow_edge(value)
+    if edge is not None:
+        return edge.results[0]
+    if not is_block_arg(value):
+        return value
+    op = owning_op(value)
+    if op.name == "func.func":
+        return value
+    if op.name in DATA_FLOW_OPS:
+        return edge_owner_from_target(op, value)
+    return None
+
+
+def get_sharding(value) -> TensorSharding | None:
+    """Shardy's ``getSharding(value)``."""
+    value = shardable_value(value)
+    if value is None:
+        return None
+    return get_edge_owner_sharding(owning_op(value), value)
+
+
+def get_edge_owner_sharding(op, owner) -> TensorSharding | None:
+    """The sharding stored for ``owner`` (a result or body argument of ``op``), a
+    manual computation's body argument in its local view."""
+    block_arg = is_block_arg(owner)
+    sharding = read_stored(op, value_index(owner), block_arg)
+    if block_arg and sharding is not None and op.name == "sdy.manual_computation":
+        return erase_manual_axes(sharding, manual_axes(op))
+    return sharding
+
+
+def set_sharding(value, sharding: TensorSharding) -> None:
+    """Shardy's ``setSharding(value, sharding)``."""
+    value = shardable_value(value)
+    if value is None:
+        return
+    op = owning_op(value)
+    idx = value_index(value)
+    if is_block_arg(value):
+        if op.name == "sdy.manual_computation":
+            current = read_per_value(op, "in_shardings")
+            if current:
+                sharding = add_free_axes(current[idx], sharding, manual_axes(op))
+        ranks = [tensor_rank(a.type) for a in value.owner.arguments]
+        write_stored(op, idx, True, ranks, sharding)
+    else:
+        write_stored(op, idx, False, [tensor_rank(r.type) for r in op.results], sharding)
+
+
+def func_shardings(func, kind: str, types: list, meshes) -> list[TensorSharding] | None:
+    """Shardy's ``getFuncArgShardings``/``getFuncResultShardings`` (``kind``: arg_attrs or
+    res_attrs): None unless some entry is on a non-maximal mesh; missing entries
+    become fully open shardings on the first such mesh."""
+    shardings = [read_func_attr(func, kind, i) for i in range(len(types))]
+    mesh_ref = None
+    for s in shardings:
+        mesh = None if s is None else mesh_of(s, meshes)
+        if mesh is not None and not mesh.is_maximal:
+            mesh_ref = s.mesh
+            break
+    if mesh_ref is None:
+        return None
+    return [s if s is not None else TensorSharding.open_empty(mesh_ref, tensor_rank(t))
+            for s, t in zip(shardings, types)]
+
+
+# -- edge owners of data-flow ops (ShardableDataFlowOpInterface) -------------------------
+
+def block_arg_owners(op) -> list:
+    """``getBlockArgumentEdgeOwners``: the body arguments of a computation op."""
+    if op.name in COMPUTATION_OPS:
+        return list(op.regions[0].blocks[0].arguments)
+    return []
+
+
+def result_owners(op) -> list:
+    """``getOpResultEdgeOwners``: every result of a data-flow op."""
+    return list(op.results)
+
+
+def get_block_arg_owner_shardings(op) -> list[TensorSharding]:
+    """``getBlockArgumentEdgeOwnerShardings`` (manual axes erased for a manual computation)."""
+    if op.name not in COMPUTATION_OPS:
+        return []
+    per = read_per_value(op, "in_shardings") or []
+    if op.name == "sdy.manual_computation":
+        axes = manual_axes(op)
+        return [erase_manual_axes(s, axes) for s in per]
+    return per
+
+
+def set_block_arg_owner_shardings(op, shardings: list[TensorSharding]) -> None:
+    """``setBlockArgumentEdgeOwnerShardings`` (a manual computation keeps the
+    manual prefix of its current ``in_shardings``)."""
+    if op.name == "sdy.manual_computation":
+        axes = manual_axes(op)
+        outer = read_per_value(op, "in_shardings") or []
+        shardings = [add_free_axes(o, s, axes) for o, s in zip(outer, shardings)]
+    write_per_value(op, "in_shardings", shardings)
+
+
+def get_result_owner_shardings(op) -> list[TensorSharding]:
+    """``getOpResultEdgeOwnerShardings``."""
+    name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+    return read_per_value(op, name) or []
+
+
+def set_result_owner_shardings(op, shardings: list[TensorSharding]) -> None:
+    """``setOpResultEdgeOwnerShardings``."""
+    name = "out_shardings" if op.name in COMPUTATION_OPS else SHARDING_ATTR
+    write_per_value(op, name, shardings)

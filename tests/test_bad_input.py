@@ -1,0 +1,321 @@
+"""Bad input never crashes: one case per kind of input that once ended in a traceback.
+
+Every case runs a command through the CLI in-process and checks the exact
+exit status (1 for bad input, 2 for usage errors, 0 where sdy-dl works as
+Shardy does), exactly one ``sdy-dl: error:`` line on stderr naming the place,
+no traceback, no output file and untouched existing targets.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+from click.testing import CliRunner
+
+from sdy_dl.cli import main
+
+T = "tensor<8xf32>"
+MESH = 'sdy.mesh @mesh = <["a"=2]>\n'
+SHARDED_ARG = f'%arg0: {T} {{sdy.sharding = #sdy.sharding<@mesh, [{{"a"}}]>}}'
+
+
+def module(body: str, extra: str = "", mesh: str = MESH) -> str:
+    return (f"{mesh}func.func @main({SHARDED_ARG}) -> {T} {{\n{body}\n}}\n{extra}")
+
+
+def nested_whiles(depth: int, sharded: bool = True) -> str:
+    """``depth`` while loops nested in each other's bodies (the argument sharded or not)."""
+    head, tail = [], []
+    for d in range(depth):
+        x = "%arg0" if d == 0 else f"%it{d - 1}"
+        head += [f"%w{d} = stablehlo.while(%it{d} = {x}) : {T}", " cond {",
+                 f"%c{d} = stablehlo.constant dense<true> : tensor<i1>",
+                 f"stablehlo.return %c{d} : tensor<i1>", "} do {"]
+        tail = [f"stablehlo.return %w{d + 1} : {T}" if d + 1 < depth else
+                f"stablehlo.return %n : {T}", "}"] + tail
+    inner = [f"%n = stablehlo.negate %it{depth - 1} : {T}"]
+    text = module("\n".join(head + inner + tail + [f"return %w0 : {T}"]))
+    return text if sharded else text.replace(SHARDED_ARG, f"%arg0: {T}")
+
+
+CALLS_EACH_OTHER = module(f"%0 = call @f(%arg0) : ({T}) -> {T}\nreturn %0 : {T}", f"""
+func.func private @f(%arg0: {T}) -> {T} {{
+  %0 = call @g(%arg0) : ({T}) -> {T}
+  return %0 : {T}
+}}
+func.func private @g(%arg0: {T}) -> {T} {{
+  %0 = call @f(%arg0) : ({T}) -> {T}
+  return %0 : {T}
+}}""")
+
+CALL_WITHOUT_BODY = module(f"%0 = call @ext(%arg0) : ({T}) -> {T}\nreturn %0 : {T}",
+                           f"func.func private @ext(%arg0: {T}) -> {T}")
+
+COMPLEX_CONSTANT = module(
+    "%c = stablehlo.constant dense<(2.0,1.0)> : tensor<complex<f32>>\n"
+    "%b = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<complex<f32>>) -> tensor<8xcomplex<f32>>\n"
+    f"%r = stablehlo.real %b : (tensor<8xcomplex<f32>>) -> {T}\n"
+    f"%s = stablehlo.add %arg0, %r : {T}\nreturn %s : {T}")
+
+QUOTED_SYMBOL = module(f'%0 = call @"f\\22q\\\\"(%arg0) : ({T}) -> {T}\nreturn %0 : {T}',
+                       f'func.func private @"f\\22q\\\\"(%arg0: {T}) -> {T} {{\n'
+                       f'  return %arg0 : {T}\n}}')
+
+NON_UTF8_SYMBOL = QUOTED_SYMBOL.replace("\\22q", "\\FFq")
+
+DYNAMIC = f"""func.func @main(%arg0: tensor<?x8xf32>, %arg1: tensor<8x4xf32>) -> tensor<?x4xf32> {{
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}}
+"""
+
+PLAIN = f"func.func @main(%arg0: {T}) -> {T} {{\n  return %arg0 : {T}\n}}\n"
+SHARDED = module(f"%0 = stablehlo.negate %arg0 : {T}\nreturn %0 : {T}")
+
+BILLION_LAUGHS = "\n".join(
+    ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]) + "\n"
+
+RULE_WITH = """description: test
+custom_calls:
+  my_op:
+    doc: x
+    let:
+      n: {expr}
+    factors:
+      - size: operands[0].shape[0] + n
+        dims: {{all: 0}}
+"""
+
+CUSTOM_CALL = (f"func.func @main(%arg0: {T}) -> {T} {{\n"
+               f"  %0 = stablehlo.custom_call @my_op(%arg0) : ({T}) -> {T}\n"
+               f"  return %0 : {T}\n}}\n")
+
+
+def run(args, files: dict[str, str | bytes], tmp_path, stdin: bytes | None = None):
+    """Write ``files`` under ``tmp_path``, run ``sdy-dl ARGS`` ({name} = a file's path)."""
+    paths = {}
+    for name, content in files.items():
+        p = tmp_path / name
+        p.write_bytes(content if isinstance(content, bytes) else content.encode())
+        paths[name] = str(p)
+    paths["out"] = str(tmp_path / "out.mlir")
+    paths["tmp"] = str(tmp_path)
+    argv = [a.format(**paths) for a in args]
+    return CliRunner().invoke(main, argv, input=stdin), paths
+
+
+def assert_error(result, code: int, *place_and_words: str):
+    """Exit ``code``, one ``sdy-dl: error:`` line on stderr containing the words, no traceback."""
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), (
+        f"exception {result.exception!r}")
+    assert result.exit_code == code, (result.exit_code, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sdy-dl: error: "), result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    for w in place_and_words:
+        assert w in lines[0], (w, lines[0])
+
+
+# (id, args, files, stdin, exit code, words the error line contains; {x} = path of file x)
+CASES = [
+    ("recursive-calls", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": CALLS_EACH_OTHER}, None, 1, ["{m}:12:8:", "recursive call graph (@f -> @g -> @f)"]),
+    ("recursive-calls-one-pass", ["pass", "flatten-call-graph", "{m}", "-o", "{out}"],
+     {"m": CALLS_EACH_OTHER}, None, 1, ["{m}:12:8:", "recursive call graph"]),
+    ("call-without-body", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": CALL_WITHOUT_BODY}, None, 1, ["{m}:3:6:", "call to @ext, a function without a body"]),
+    ("dynamic-shape-annotate", ["rules", "annotate", "{m}", "-o", "{out}"],
+     {"m": DYNAMIC}, None, 1, ["{m}:2:8:", "expected a ranked tensor with a static shape"]),
+    ("non-utf8-symbol", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": NON_UTF8_SYMBOL}, None, 1, ["{m}:6:1:", "is not UTF-8"]),
+    ("non-utf8-stdin", ["show", "-"], {}, b"func.func @main() {\n  return\n}\xff\n", 1,
+     ["<stdin>:3:2:", "not UTF-8"]),
+    ("non-utf8-file", ["propagate", "{m}", "-o", "{out}"], {"m": b"\xfe\xff"}, None, 1,
+     ["{m}:1:1:", "not UTF-8"]),
+    ("mesh-2^33", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace('"a"=2]', '"a"=8589934592]')}, None, 1,
+     ["{m}:1:1:", "8589934592 devices; at most 2147483647"]),
+    ("mesh-2^16x2^16", ["show", "{m}"],
+     {"m": SHARDED.replace('"a"=2]', '"a"=65536, "b"=65536]')}, None, 1, ["{m}:1:1:", "devices"]),
+    ("dim-2^32", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace("8xf32", "4294967296xf32")}, None, 1,
+     ["{m}", "beyond the 32-bit numbers"]),
+    ("yaml-recursive-alias", ["rules", "check", "{r}"], {"r": "a: &x [*x]\n"}, None, 1,
+     ["{r}:1:4:", "alias refers to itself"]),
+    ("yaml-python-tag", ["rules", "check", "{r}"],
+     {"r": "description: x\ncustom_calls:\n  foo: !!python/name:os.system\n"}, None, 1,
+     ["{r}:3:8:", "python/name"]),
+    ("yaml-billion-laughs", ["rules", "check", "{r}"], {"r": BILLION_LAUGHS}, None, 1,
+     ["{r}:", "expand to more than"]),
+    ("yaml-nested-too-deeply", ["rules", "check", "{r}"],
+     {"r": "a: " + "[" * 3000 + "]" * 3000 + "\n"}, None, 1, ["{r}", "nested too deeply"]),
+    ("rule-expression-too-large", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="len([0]*99999999999)")}, None, 1,
+     ["{r}:8:", "99999999999 items"]),
+    ("rule-expression-too-many-steps",
+     ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(
+         expr="len([i for i in range(60000) for j in range(60000) if i == j])")}, None, 1,
+     ["{r}:8:", "comprehension steps"]),
+    ("rule-expression-nested", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="+".join(["1"] * 5000))}, None, 1,
+     ["{r}:", "nested too deeply"]),
+    ("emit-out-dir-under-a-file", ["emit", "{m}", "--out-dir", "{m}/sub", "--quiet"],
+     {"m": SHARDED}, None, 1, ["{m}/sub:", "cannot write the output directory"]),
+    ("emit-nothing", ["emit", "{m}", "--out-dir", "{tmp}/emitted", "--quiet"],
+     {"m": PLAIN}, None, 1, ["{m}:", "nothing to emit"]),
+    ("missing-file", ["propagate", "{tmp}/nope.mlir", "-o", "{out}"], {}, None, 1,
+     ["{tmp}/nope.mlir:", "No such file"]),
+    ("empty-file", ["propagate", "{m}", "-o", "{out}"], {"m": ""}, None, 1,
+     ["{m}:", "empty module file"]),
+    ("parse-error", ["propagate", "{m}", "-o", "{out}"], {"m": "func.func @main( {\n"}, None, 1,
+     ["{m}:1:"]),
+    ("unknown-pass", ["pass", "no-such-pass", "{m}", "-o", "{out}"], {"m": PLAIN}, None, 2,
+     ["'NAME'", "unknown pass 'no-such-pass'"]),
+    ("unknown-command", ["no-such-command"], {}, None, 2, ["No such command"]),
+    ("bad-pass-option", ["propagate", "{m}", "--pass-option", "novalue"], {"m": PLAIN}, None, 2,
+     ["--pass-option", "not KEY=VALUE"]),
+    ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
+     2, ["is a directory"]),
+]
+
+
+@pytest.mark.parametrize("args, files, stdin, code, words", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_input_is_one_located_line(tmp_path, args, files, stdin, code, words):
+    result, paths = run(args, files, tmp_path, stdin)
+    assert_error(result, code, *[w.format(**paths) for w in words])
+    assert not os.path.exists(paths["out"])
+    assert not os.path.exists(os.path.join(paths["tmp"], "emitted"))
+    assert sorted(os.listdir(tmp_path)) == sorted(files), "no stray temporary files"
+
+
+# -- inputs sdy-dl must handle as Shardy does ----------------------------------------------------
+
+@pytest.mark.parametrize("text", [COMPLEX_CONSTANT, QUOTED_SYMBOL, nested_whiles(1100, False),
+                                  SHARDED.replace('"a"=2]', '"a"=2147483647]')],
+                         ids=["complex-constant", "quoted-symbol", "1100-nested-whiles",
+                              "mesh-2^31-1"])
+def test_inputs_that_work(tmp_path, text):
+    check_works_as_shardy(tmp_path, text)
+
+
+@pytest.mark.slow
+def test_deep_nesting_with_shardings(tmp_path):
+    """1100 nested while loops whose values all get a sharding."""
+    check_works_as_shardy(tmp_path, nested_whiles(1100))
+
+
+def check_works_as_shardy(tmp_path, text):
+    from oracle import assert_same, normalize, shardy
+
+    result, paths = run(["propagate", "{m}", "-o", "{out}", "--quiet"], {"m": text}, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    with open(paths["out"]) as f:
+        assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(f.read()))
+
+
+# -- malformed --relations directories ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def emitted_once(tmp_path_factory):
+    """An emitted program directory (program.dl and facts) for SHARDED."""
+    tmp = tmp_path_factory.mktemp("emit")
+    result, paths = run(["emit", "{m}", "--out-dir", "{tmp}/emitted", "--quiet"],
+                        {"m": SHARDED}, tmp)
+    assert result.exit_code == 0, result.stderr
+    return paths
+
+
+@pytest.fixture
+def emitted(emitted_once, tmp_path):
+    """A copy of the emitted directory, with the module, in ``tmp_path``."""
+    import shutil
+
+    shutil.copytree(os.path.join(emitted_once["tmp"], "emitted"), tmp_path / "emitted")
+    shutil.copy(emitted_once["m"], tmp_path / "m")
+    return {"m": str(tmp_path / "m"), "tmp": str(tmp_path), "out": str(tmp_path / "out.mlir")}
+
+
+@pytest.mark.parametrize("relations, words", [
+    ({"step_mesh": "0\n"}, ["step_mesh.csv:1:1:", "has 2 columns, this line has 1"]),
+    ({"step_dim": "0\tx\t0\t1\n"}, ["step_dim.csv:1:3:", "is a number"]),
+    ({"step_mesh": "0\tnomesh\n", "step_updated": "0\t0\n"}, ["emitted:", "inconsistent"]),
+    ({"step_mesh": b"0\t\xff\n"}, ["step_mesh.csv:", "not UTF-8"]),
+], ids=["columns", "number", "inconsistent", "not-utf8"])
+def test_malformed_relations(emitted, relations, words):
+    for relation, content in relations.items():
+        path = os.path.join(emitted["tmp"], "emitted", f"{relation}.csv")
+        with open(path, "wb") as f:
+            f.write(content if isinstance(content, bytes) else content.encode())
+    result = CliRunner().invoke(main, ["propagate", emitted["m"], "--relations",
+                                       os.path.join(emitted["tmp"], "emitted"),
+                                       "-o", emitted["out"], "--quiet"])
+    assert_error(result, 1, *words)
+    assert not os.path.exists(emitted["out"])
+
+
+# -- outputs ------------------------------------------------------------------------------------------
+
+def test_dash_writes_stdout(tmp_path):
+    result, _ = run(["propagate", "{m}", "-o", "-", "--quiet"], {"m": SHARDED}, tmp_path)
+    assert result.exit_code == 0 and "sdy.sharding_per_value" in result.stdout
+
+
+def test_new_file_gets_umask_permissions(tmp_path):
+    old = os.umask(0o027)
+    try:
+        result, paths = run(["propagate", "{m}", "-o", "{out}", "--quiet"], {"m": SHARDED},
+                            tmp_path)
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_IMODE(os.stat(paths["out"]).st_mode) == 0o640
+
+
+def test_replaced_file_keeps_its_permissions(tmp_path):
+    out = tmp_path / "out.mlir"
+    out.write_text("old")
+    os.chmod(out, 0o604)
+    result, _ = run(["propagate", "{m}", "-o", "{out}", "--quiet"], {"m": SHARDED}, tmp_path)
+    assert result.exit_code == 0
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o604 and "sdy.sharding" in out.read_text()
+
+
+def test_symlink_is_written_through(tmp_path):
+    target, link = tmp_path / "target.mlir", tmp_path / "link.mlir"
+    target.write_text("old")
+    link.symlink_to(target)
+    result, _ = run(["propagate", "{m}", "-o", str(link), "--quiet"], {"m": SHARDED}, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert link.is_symlink() and "sdy.sharding" in target.read_text()
+
+
+def test_fifo_is_written_through(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    result, _ = run(["propagate", "{m}", "-o", str(fifo), "--quiet"], {"m": SHARDED}, tmp_path)
+    reader.join(30)
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and "sdy.sharding" in got[0]
+
+
+def test_device_is_written_through(tmp_path):
+    result, _ = run(["propagate", "{m}", "-o", os.devnull, "--quiet"], {"m": SHARDED}, tmp_path)
+    assert result.exit_code == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_failed_run_leaves_existing_target_untouched(tmp_path):
+    out = tmp_path / "out.mlir"
+    out.write_text("precious")
+    result, _ = run(["propagate", "{m}", "-o", "{out}", "--quiet"], {"m": CALLS_EACH_OTHER},
+                    tmp_path)
+    assert result.exit_code == 1 and out.read_text() == "precious"
+    assert sorted(os.listdir(tmp_path)) == ["m", "out.mlir"]
