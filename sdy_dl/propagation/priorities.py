@@ -52,6 +52,7 @@ class OpPriorities:
         self.propagator = propagator
         self.run_stage = run_stage   # (stage name, facts) -> relations
         self._static: dict[int, tuple] = {}
+        self._signatures: dict[int, tuple[int, tuple]] = {}   # oid -> (ops erased then, signature)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
 
     def band(self, band: int):
@@ -83,14 +84,21 @@ class OpPriorities:
         return self._static[op.oid]
 
     def _signature(self, op: Op) -> tuple:
-        """The static part and the use count of each distinct operand value."""
+        """The static part and the use count of each distinct operand value (use
+        counts change only when ops are erased)."""
+        erased = len(self.propagator.erased)
+        cached = self._signatures.get(op.oid)
+        if cached is not None and cached[0] == erased:
+            return cached[1]
         uses = self.propagator.live_uses
         seen, counts = set(), []
         for v in op.operands:
             if v.vid not in seen:
                 seen.add(v.vid)
                 counts.append(len(uses[v.vid]))
-        return self._static_part(op) + (tuple(counts),)
+        signature = self._static_part(op) + (tuple(counts),)
+        self._signatures[op.oid] = (erased, signature)
+        return signature
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name == "sdy.data_flow_edge":
