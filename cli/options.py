@@ -61,7 +61,10 @@ def pass_options(fn):
 def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
     """PassOptions from the click options above; ``--pass-option`` values are
     checked against the options ``pass_name`` reads (``propagate``: the pipeline)."""
-    extra = parse_option_items(opts["pass_option"], pass_name)
+    from sdy_dl.pipeline import pipeline_options
+
+    extra = parse_option_items(opts["pass_option"], pass_name,
+                               pipeline_options() if pass_name == PIPELINE else None)
     conservative = extra.pop("conservative_propagation", False) or opts["conservative"]
     keep_rules = extra.pop("keep_sharding_rules", False) or opts["keep_sharding_rules"]
     return PassOptions(engine=opts["engine"], compiled=opts["compiled"],

@@ -39,7 +39,7 @@ def list_passes(fmt: str) -> None:
     the options each reads, then every option (`--pass-option NAME=VALUE`)."""
     import sdy_dl.passes.all  # noqa: F401  (registers every pass)
     if fmt == "markdown":
-        from sdy_dl.passes.catalog import catalog_markdown
+        from sdy_dl.catalog import catalog_markdown
 
         click.echo(catalog_markdown(), nl=False)
         return

@@ -66,6 +66,14 @@ def all_stage_names() -> list[str]:
 
 #: Options the pipeline fixes for a stage: Shardy's pipeline creates
 #: unflatten-call-graph with its defaults, whatever dedup-functions-fully is.
+def pipeline_options():
+    """The options ``propagate`` reads: its own and those of every pass it may run."""
+    from sdy_dl.passes.options import OPTIONS, PIPELINE
+
+    names = set(all_stage_names()) | {PIPELINE}
+    return tuple(o for o in OPTIONS if names & set(o.passes))
+
+
 STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
 
 

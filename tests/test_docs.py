@@ -79,7 +79,7 @@ def test_mark_pattern(tmp_path, text, expected):
 
 def test_pass_catalog_is_current():
     """docs/passes.md is what ``sdy-dl passes --format markdown`` prints."""
-    from sdy_dl.passes.catalog import catalog_markdown
+    from sdy_dl.catalog import catalog_markdown
 
     current = (ROOT / "docs" / "passes.md").read_text()
     assert current == catalog_markdown(), \
@@ -89,7 +89,7 @@ def test_pass_catalog_is_current():
 def test_pass_catalog_lists_every_pass_with_its_folder():
     import sdy_dl.passes.all  # noqa: F401
     from sdy_dl.passes import PASSES
-    from sdy_dl.passes.catalog import catalog_markdown, folder
+    from sdy_dl.catalog import catalog_markdown, folder
 
     text = catalog_markdown()
     for name in PASSES:

@@ -9,6 +9,7 @@ For every registered pass: the Shardy folder it lives in (``import``,
 from __future__ import annotations
 
 from sdy_dl.passes import PASSES, PassOptions
+from sdy_dl.pipeline import stages
 
 #: Shardy's folder of a pass, from the subpackage its module lives in.
 _FOLDERS = {"import_": "import", "propagation": "propagation", "export": "export"}
@@ -23,8 +24,6 @@ def folder(name: str) -> str:
 def pipeline_uses() -> dict[str, list[str]]:
     """Pass name -> the pipelines that run it, as ``propagate`` runs them."""
     from sdy_dl.passes.import_.import_pipeline import pipeline_passes
-    from sdy_dl.pipeline import stages
-
     uses: dict[str, list[str]] = {}
     runs = []
     for dedup in (False, True):
