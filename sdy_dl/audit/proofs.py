@@ -180,9 +180,6 @@ class ProofSearch:
 
     def __init__(self, program: Program, facts: dict, run):
         self.rules = parse_rules(program)
-        origins = rule_origins()
-        for r in self.rules:
-            r.origin = origins.get(_normal(r.text), "") or macro_origin(r.head[0])
         instrumented = instrument(program, self.rules)
         relations = run(instrumented, facts)
         self.height: dict[tuple, int] = {}
@@ -246,7 +243,7 @@ class ProofSearch:
         if key not in self.best:
             return Proof(relation, tuple(args), "", 0)
         r, body = self.best[key]
-        node = Proof(relation, tuple(args), r.origin or f"rule {r.index}: {r.text}", h)
+        node = Proof(relation, tuple(args), rule_origin(r), h)
         self._proofs[key] = node
         for atom in body:
             found = self._match(atom)
@@ -254,6 +251,14 @@ class ProofSearch:
             if child is not None:
                 node.children.append(child)
         return node
+
+
+def rule_origin(rule: Rule) -> str:
+    """``datalog/<template>:line`` of ``rule`` (or its text when no template line matches)."""
+    if not rule.origin:
+        rule.origin = rule_origins().get(_normal(rule.text), "") or macro_origin(rule.head[0]) \
+            or f"rule {rule.index}: {rule.text}"
+    return rule.origin
 
 
 def macro_origin(relation: str) -> str:
