@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 
 from sdy_dl.audit.proofs import Proof, Rule, parse_rules, rule_origin
-from sdy_dl.datalog.facts import write_facts_dir
+from sdy_dl.datalog.facts import read_relation_file, write_facts_dir
 from sdy_dl.datalog.program import Program
 from sdy_dl.errors import SdyError
 
@@ -71,6 +71,9 @@ class SouffleProvenance:
         self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self._send("setdepth 3\nformat json")
+        self.explain_raw("sdy_dl_no_relation", (0,))   # answered once the evaluation is done
+        self.relations = {d.name: read_relation_file(d, os.path.join(out_dir, f"{d.name}.csv"))
+                          for d in program.outputs}
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -107,6 +110,10 @@ class SouffleProvenance:
         cut = text.index('"rules"')
         head = text[:cut].rstrip().rstrip(",") + "}"
         return json.loads(head.replace("\t", " "))["proof"]
+
+    def rows(self, relation: str) -> list[tuple]:
+        """The tuples of output relation ``relation``, sorted."""
+        return sorted(tuple(r) for r in self.relations.get(relation, ()))
 
     def proof(self, relation: str, args: tuple) -> Proof | None:
         """The minimal-height proof of one tuple, as Soufflé's provenance gives it."""
