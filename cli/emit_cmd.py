@@ -15,7 +15,8 @@ import tempfile
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import errors_in, make_pass_options, pass_options, unregistered_dialect_option
+from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
+                                unregistered_dialect_option)
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import load_module
 from sdy_dl.pipeline import propagate

@@ -61,7 +61,10 @@ def pass_options(fn):
 def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
     """PassOptions from the click options above; ``--pass-option`` values are
     checked against the options ``pass_name`` reads (``propagate``: the pipeline)."""
-    extra = parse_option_items(opts["pass_option"], pass_name)
+    from sdy_dl.pipeline import pipeline_options
+
+    extra = parse_option_items(opts["pass_option"], pass_name,
+                               pipeline_options() if pass_name == PIPELINE else None)
     conservative = extra.pop("conservative_propagation", False) or opts["conservative"]
     keep_rules = extra.pop("keep_sharding_rules", False) or opts["keep_sharding_rules"]
     return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
@@ -73,7 +76,7 @@ def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
 @contextlib.contextmanager
 def errors_in(module: str):
     """Errors that name no file are about the module read from ``module``
-    (usage errors are about the command line and stay as they are)."""
+    (usage errors are about the command line)."""
     try:
         yield
     except UsageError:

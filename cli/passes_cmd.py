@@ -32,10 +32,17 @@ def run_pass(name: str, module: str, output: str, **opts) -> None:
 
 
 @main.command("passes")
-def list_passes() -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text",
+              show_default=True, help="markdown: the pass catalog of docs/passes.md.")
+def list_passes(fmt: str) -> None:
     """List the passes `sdy-dl pass` runs with a line of help and the names of
     the options each reads, then every option (`--pass-option NAME=VALUE`)."""
     import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+    if fmt == "markdown":
+        from sdy_dl.catalog import catalog_markdown
+
+        click.echo(catalog_markdown(), nl=False)
+        return
     from sdy_dl.passes import PASSES
     from sdy_dl.passes.options import OPTIONS, PIPELINE, options_of
 

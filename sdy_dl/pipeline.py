@@ -47,8 +47,7 @@ def stages(options: PassOptions) -> list[str]:
 
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
 #: registered defaults (update-non-divisible-input-output-shardings on;
-#: insert-explicit-reshards in its non-full version, of which sdy-dl
-#: implements the call-operand reshards; canonicalize with the
+#: insert-explicit-reshards in its non-full version; canonicalize with the
 #: sdy-collective patterns).
 EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-groups",
           "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
@@ -71,6 +70,14 @@ def all_stage_names() -> list[str]:
 
 #: Options the pipeline fixes for a stage: Shardy's pipeline creates
 #: unflatten-call-graph with its defaults, whatever dedup-functions-fully is.
+def pipeline_options():
+    """The options ``propagate`` reads: its own and those of every pass it may run."""
+    from sdy_dl.passes.options import OPTIONS, PIPELINE
+
+    names = set(all_stage_names()) | {PIPELINE}
+    return tuple(o for o in OPTIONS if names & set(o.passes))
+
+
 STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
 
 

@@ -12,8 +12,9 @@ from sdy_dl.errors import SdyError
 from sdy_dl.resources import datalog_dir
 
 #: Template parameters each stage needs (variants included).
-PARAMS = {"step": [{"max_factors": 3}], "calls_unflatten": [{"dedup": False}, {"dedup": True}],
-          "import_constants": [{"variant": "or_scalar"}, {"variant": "legacy"}]}
+PARAMS = {"step": [{"max_factors": 3}], "import_constants": [{"variant": "or_scalar"},
+                                                             {"variant": "legacy"}],
+          "calls_unflatten": [{"dedup": False}, {"dedup": True}]}
 
 
 def test_every_stage_is_a_folder_with_a_main():

@@ -227,21 +227,55 @@ def test_proof_of_a_step_goes_down_to_input_facts():
     assert step.to_json()["proof"][0]["tuple"] == proof.atom()
 
 
-@pytest.mark.souffle
-@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
-def test_proofs_are_the_same_on_both_engines():
-    from sdy_dl.audit.proofs import ProofSearch
-    from sdy_dl.engines import get_engine
+def _provenance_proofs(audit, step):
+    """The step's proofs from Soufflé's own provenance over the same one-step program."""
+    from sdy_dl.audit.souffle_proofs import SouffleProvenance
     from sdy_dl.propagation.step_eval import step_program
     from sdy_dl.propagation.step_facts import step_facts
 
-    audit, step = _proof_of_the_add_step()
     cause = next(c for c in audit.tracer.steps if c.index == step.cause)
     facts = step_facts([cause.step], audit.propagated.meshes)
-    search = ProofSearch(step_program([cause.step]), facts, get_engine("souffle").run)
+    with SouffleProvenance(step_program([cause.step]), facts) as provenance:
+        return [provenance.proof(p.relation, p.args) for p in step.proof]
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
+def test_souffle_provenance_gives_the_proof_search_proofs():
+    audit, step = _proof_of_the_add_step()
     [proof] = step.proof
-    assert step.cause is not None and proof.args[0] == 0   # the only step of both batches
-    assert search.proof(proof.relation, proof.args).lines() == proof.lines()
+    assert step.cause is not None and proof.args[0] == 0   # the only step of both programs
+    [theirs] = _provenance_proofs(audit, step)
+    assert theirs.height == proof.height
+    assert theirs.lines() == proof.lines()
+    assert " (proof search)" not in "\n".join(theirs.lines())   # all of it from Soufflé
+
+
+@pytest.mark.slow
+@pytest.mark.souffle
+@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
+@pytest.mark.parametrize("text, value", [(PRIORITIES, "%1"), (CHAIN, "%1")])
+def test_souffle_provenance_on_more_steps(text, value):
+    audit = Audit(parse_module_text(text), CLINGO)
+    tree = audit.explain(value)
+    audit.attach_proofs([tree])
+    steps = [n for n in tree.walk() if n.kind == "step" and n.proof]
+    assert steps
+    for step in steps:
+        theirs = _provenance_proofs(audit, step)
+        assert [p.lines() for p in theirs] == [p.lines() for p in step.proof]
+
+
+@pytest.mark.slow
+@pytest.mark.souffle
+@pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
+def test_explain_proof_on_the_souffle_engine_uses_its_provenance():
+    _, clingo_step = _proof_of_the_add_step()
+    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="souffle"))
+    tree = audit.explain("%0")
+    audit.attach_proofs([tree])
+    [step] = [n for n in tree.walk() if n.kind == "step"]
+    assert [p.lines() for p in step.proof] == [p.lines() for p in clingo_step.proof]
 
 
 def test_explain_cli_proof(tmp_path):

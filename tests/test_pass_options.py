@@ -15,6 +15,7 @@ from sdy_dl.cli import main
 from sdy_dl.errors import UsageError
 from sdy_dl.passes import PassOptions
 from sdy_dl.passes.options import OPTIONS, options_of, parse_option_items
+from sdy_dl.pipeline import pipeline_options
 
 MESH = 'sdy.mesh @mesh = <["a"=4, "b"=2]>\n'
 
@@ -104,7 +105,8 @@ def test_option_of_another_pass_is_rejected_listing_the_valid_ones():
 
 def test_values_parse_as_mlir_parses_them():
     assert parse_option_items(["dedup-functions-fully=True", "run-op-priority-propagation=0",
-                               "propagation-strategy=basic"], "propagate") == {
+                               "propagation-strategy=basic"], "propagate",
+                              pipeline_options()) == {
         "dedup_functions_fully": True, "run_op_priority_propagation": False,
         "propagation_strategy": "basic"}
 

@@ -180,9 +180,6 @@ class ProofSearch:
 
     def __init__(self, program: Program, facts: dict, run):
         self.rules = parse_rules(program)
-        origins = rule_origins()
-        for r in self.rules:
-            r.origin = origins.get(_normal(r.text), "") or macro_origin(r.head[0])
         instrumented = instrument(program, self.rules)
         relations = run(instrumented, facts)
         self.height: dict[tuple, int] = {}
@@ -234,6 +231,10 @@ class ProofSearch:
         found = self._match(atom)
         return None if found is None else self.height[found]
 
+    def rows(self, relation: str) -> list[tuple]:
+        """The tuples of ``relation`` in the model, sorted."""
+        return sorted(row for name, row in self.height if name == relation)
+
     def proof(self, relation: str, args: tuple) -> Proof | None:
         key = (relation, tuple(args))
         if key not in self.height:
@@ -246,7 +247,7 @@ class ProofSearch:
         if key not in self.best:
             return Proof(relation, tuple(args), "", 0)
         r, body = self.best[key]
-        node = Proof(relation, tuple(args), r.origin or f"rule {r.index}: {r.text}", h)
+        node = Proof(relation, tuple(args), rule_origin(r), h)
         self._proofs[key] = node
         for atom in body:
             found = self._match(atom)
@@ -254,6 +255,14 @@ class ProofSearch:
             if child is not None:
                 node.children.append(child)
         return node
+
+
+def rule_origin(rule: Rule) -> str:
+    """``datalog/<template>:line`` of ``rule`` (or its text when no template line matches)."""
+    if not rule.origin:
+        rule.origin = rule_origins().get(_normal(rule.text), "") or macro_origin(rule.head[0]) \
+            or f"rule {rule.index}: {rule.text}"
+    return rule.origin
 
 
 def macro_origin(relation: str) -> str:
@@ -336,7 +345,11 @@ class _Origins(dict):
 
 
 def attach_proofs(audit, trees) -> None:
-    """Give each step node of ``trees`` the proofs of its new axes (``node.proof``)."""
+    """Give each step node of ``trees`` the proofs of its new axes (``node.proof``).
+
+    On the souffle engine the proofs are Soufflé's own provenance
+    (``souffle_proofs``), with the proof search for what it cannot explain;
+    on clingo, the proof search."""
     from sdy_dl.propagation.step_eval import step_program
     from sdy_dl.propagation.step_facts import step_facts
 
@@ -349,8 +362,25 @@ def attach_proofs(audit, trees) -> None:
         return
     steps = list({causes[n.cause].step: None for n in nodes})
     meshes = audit.propagated.meshes
-    search = ProofSearch(step_program(steps), step_facts(steps, meshes), _engine_run(audit))
+    program, facts = step_program(steps), step_facts(steps, meshes)
+    engine = _engine(audit)
+    if engine.name == "souffle":
+        from sdy_dl.audit.souffle_proofs import SouffleProvenance
+
+        search = SouffleProvenance(program, facts, engine.binary,
+                                   fallback=_LazySearch(program, facts, engine.run))
+    else:
+        search = ProofSearch(program, facts, engine.run)
+    try:
+        _attach(nodes, causes, steps, meshes, search)
+    finally:
+        getattr(search, "close", lambda: None)()
+
+
+def _attach(nodes, causes, steps, meshes, search) -> None:
     index = {s: i for i, s in enumerate(steps)}
+    dim_axes = search.rows("step_dim_axis")
+    step_mesh = dict(search.rows("step_mesh"))
     for n in nodes:
         c = causes[n.cause]
         i = index[c.step]
@@ -358,29 +388,37 @@ def attach_proofs(audit, trees) -> None:
         proofs = []
         for t in tensors[:1]:
             wanted = {a for f in n.factors for a in f["axes"]}
-            rows = sorted(k[1] for k in search.height
-                          if k[0] == "step_dim_axis" and k[1][0] == i and k[1][1] == t)
-            for row in rows:
-                if not wanted or _axis_text(row, meshes, search, i) in wanted:
+            for row in (r for r in dim_axes if r[0] == i and r[1] == t):
+                if not wanted or _axis_text(row, meshes, step_mesh.get(i)) in wanted:
                     p = search.proof("step_dim_axis", row)
                     if p is not None:
                         proofs.append(p)
         n.proof = proofs
 
 
-def _axis_text(row, meshes, search, i) -> str:
+class _LazySearch:
+    """A ``ProofSearch`` evaluated on first use (the provenance's fallback)."""
+
+    def __init__(self, program, facts, run):
+        self.args, self.search = (program, facts, run), None
+
+    def proof(self, relation, args):
+        if self.search is None:
+            self.search = ProofSearch(*self.args)
+        return self.search.proof(relation, args)
+
+
+def _axis_text(row, meshes, mesh_name) -> str:
     from sdy_dl.propagation.step_facts import triple_ref
 
-    mesh_name = next((k[1][1] for k in search.height if k[0] == "step_mesh" and k[1][0] == i), None)
     if mesh_name is None or mesh_name not in meshes:
         return ""
     _, _, _, _, a, p, s = row
     return triple_ref(a, p, s, meshes[mesh_name]).to_text()
 
 
-def _engine_run(audit):
+def _engine(audit):
     """The engine the audit's options name (clingo embedded; souffle when chosen)."""
     from sdy_dl.engines import get_engine
 
-    engine = get_engine(audit.options.engine, compiled=audit.options.compiled)
-    return engine.run
+    return get_engine(audit.options.engine, compiled=audit.options.compiled)

@@ -115,18 +115,16 @@ BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
 
 def options_of(pass_name: str) -> tuple[Option, ...]:
-    """The options ``pass_name`` reads (the pipeline: every option of its passes)."""
-    if pass_name == PIPELINE:
-        from sdy_dl.pipeline import all_stage_names
-
-        names = set(all_stage_names()) | {PIPELINE}
-        return tuple(o for o in OPTIONS if names & set(o.passes))
+    """The options pass ``pass_name`` reads (the pipeline's are
+    :func:`sdy_dl.pipeline.pipeline_options`)."""
     return tuple(o for o in OPTIONS if pass_name in o.passes)
 
 
-def parse_option_items(items, pass_name: str) -> dict:
-    """``KEY=VALUE`` strings for ``pass_name`` as ``{key: typed value}`` (keys with ``_``)."""
-    valid = {o.name: o for o in options_of(pass_name)}
+def parse_option_items(items, pass_name: str, valid_options=None) -> dict:
+    """``KEY=VALUE`` strings for ``pass_name`` as ``{key: typed value}`` (keys with ``_``);
+    the valid options are those ``pass_name`` reads unless ``valid_options`` are given."""
+    valid = {o.name: o for o in (options_of(pass_name) if valid_options is None
+                                 else valid_options)}
     listing = ", ".join(sorted(valid)) or "none"
     values = {}
     for item in items:

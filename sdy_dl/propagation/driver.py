@@ -33,7 +33,7 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 #: Speculation stops after this many simulated pops without a new step.
-SPECULATION_IDLE = 1024
+SPECULATION_IDLE = 128
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),

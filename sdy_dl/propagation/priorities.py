@@ -56,6 +56,7 @@ class OpPriorities:
         self.propagator = propagator
         self.run_stage = run_stage   # (stage name, facts) -> relations
         self._static: dict[int, tuple] = {}
+        self._signatures: dict[int, tuple[int, tuple]] = {}   # oid -> (ops erased then, signature)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
 
     def band(self, band: int):
@@ -87,14 +88,21 @@ class OpPriorities:
         return self._static[op.oid]
 
     def _signature(self, op: Op) -> tuple:
-        """The static part and the use count of each distinct operand value."""
+        """The static part and the use count of each distinct operand value (use
+        counts change only when ops are erased)."""
+        erased = len(self.propagator.erased)
+        cached = self._signatures.get(op.oid)
+        if cached is not None and cached[0] == erased:
+            return cached[1]
         uses = self.propagator.live_uses
         seen, counts = set(), []
         for v in op.operands:
             if v.vid not in seen:
                 seen.add(v.vid)
                 counts.append(len(uses[v.vid]))
-        return self._static_part(op) + (tuple(counts),)
+        signature = self._static_part(op) + (tuple(counts),)
+        self._signatures[op.oid] = (erased, signature)
+        return signature
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name in EDGE_OPS:
@@ -190,8 +198,8 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
             write(new)
     if tracer is not None:
         tracer.end()
-    priorities = OpPriorities(propagator, run_stage) if op_priority else None
-    _run_priority(propagator, run_stage, progress, 0, priorities)
+    priorities = OpPriorities(propagator, run_stage)
+    _run_priority(propagator, run_stage, progress, 0, op_priority, priorities)
     for priority in sorted(references):
         if tracer is not None:
             tracer.begin("priority", f"user priority {priority}: its dims re-opened")
@@ -199,14 +207,12 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
             write(reopened(read(), original, priority))
         if tracer is not None:
             tracer.end()
-        _run_priority(propagator, run_stage, progress, priority, priorities)
+        _run_priority(propagator, run_stage, progress, priority, op_priority, priorities)
 
 
 def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
-                  priorities: OpPriorities | None) -> None:
-    """One user priority: the op-priority bands, or one plain fixpoint when
-    ``priorities`` is None (run-op-priority-propagation=false)."""
-    if priorities is not None:
+                  op_priority: bool, priorities) -> None:
+    if op_priority:
         run_op_priority(propagator, run_stage, progress, priority, priorities)
     else:
         propagator.phase = f"user priority {priority}"

@@ -14,9 +14,10 @@ so no constant is moved or merged.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, register
+from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_pre
+from sdy_dl.passes import run_analysis
 
 SIDE_EFFECT_ATTR = "has_side_effect"
 

@@ -41,13 +41,14 @@ optimization barrier) are left alone.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import (funcs, insert_after_value, insert_sharding_op_after, key, op_error,
-                                rebuild, tensor_rank, walk_post)
+from sdy_dl.ir.mlir_ops import (funcs, insert_sharding_op_after, op_error, rebuild, tensor_rank,
+                                walk_post)
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import read_own, read_per_value
-from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
+from sdy_dl.ir.mlir_ops import insert_after_value, key
+from sdy_dl.ir.storage import read_own, read_per_value
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
 from sdy_dl.passes.export.explicit_reshards_common_axes import (concat_needs_full_version,
                                                                 reshard_to_common_axes)

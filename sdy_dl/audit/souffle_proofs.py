@@ -1,0 +1,160 @@
+"""Datalog proofs from Soufflé's own provenance (``souffle -t explain``).
+
+One interpreter process in provenance mode evaluates the ``step`` program on
+the step's facts and then answers ``explain rel(args)`` commands on stdin
+(``format json``).  The tree depth is kept at 3 (the tuple, the tuples of
+its rule's body and their truncated subproofs) and every body tuple is explained by its own command, once:
+Soufflé expands a proof as a tree, so a deep ``setdepth`` repeats shared
+subproofs and grows exponentially, while one level per tuple gives the same
+proof as a DAG.  Soufflé's rule numbers ``(Rk)`` (the k-th clause of the head
+relation in the program text) are mapped to the rules of ``proofs.parse_rules``
+and so to their template lines in ``datalog/``.
+
+Soufflé lists negated atoms (``!rel(..)``), comparisons and the
+``@generator`` constraints of aggregates as leaves; like the proof search, a
+proof keeps only the positive body atoms.  Tuples Soufflé cannot explain
+(its provenance answers ``Tuple not found`` or names no rule) are proved by
+``ProofSearch`` when one is given; ``Proof.rule`` then ends with
+``(proof search)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from sdy_dl.audit.proofs import Proof, Rule, parse_rules, rule_origin
+from sdy_dl.datalog.facts import read_relation_file, write_facts_dir
+from sdy_dl.datalog.program import Program
+from sdy_dl.errors import SdyError
+
+_ATOM = re.compile(r"^([a-z_][A-Za-z0-9_]*)\((.*)\)$", re.S)
+_END = "]\n}"   # the last line of every json answer (the "rules" list closes it)
+
+
+def _parse_args(text: str) -> tuple:
+    """``0, "a", 2`` -> ``(0, "a", 2)`` (Soufflé's printing of a tuple)."""
+    return tuple(json.loads("[" + text + "]")) if text.strip() else ()
+
+
+def _quote(v) -> str:
+    return str(v) if isinstance(v, int) else json.dumps(str(v))
+
+
+class SouffleProvenance:
+    """One ``souffle -t explain`` session over ``program`` and ``facts``."""
+
+    def __init__(self, program: Program, facts: dict, binary: str | None = None, fallback=None):
+        self.binary = binary or shutil.which("souffle")
+        if self.binary is None:
+            raise SdyError("engine souffle: no 'souffle' on PATH")
+        self.rules = parse_rules(program)
+        self.by_head: dict[str, list[Rule]] = {}
+        for r in self.rules:
+            if ":-" in r.text:
+                self.by_head.setdefault(r.head[0], []).append(r)
+        self.inputs = {(name, tuple(row)) for name, rows in facts.items() for row in rows}
+        self.fallback = fallback
+        self._proofs: dict[tuple, Proof | None] = {}
+        self._tmp = tempfile.TemporaryDirectory(prefix="sdy-dl-explain-")
+        fact_dir, out_dir = os.path.join(self._tmp.name, "facts"), os.path.join(self._tmp.name, "out")
+        os.makedirs(out_dir)
+        write_facts_dir(program, facts, fact_dir)
+        source = os.path.join(self._tmp.name, "program.dl")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(program.text)
+        self.command = [self.binary, "-w", "-t", "explain", "-F", fact_dir, "-D", out_dir, source]
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self._send("setdepth 3\nformat json")
+        self.explain_raw("sdy_dl_no_relation", (0,))   # answered once the evaluation is done
+        self.relations = {d.name: read_relation_file(d, os.path.join(out_dir, f"{d.name}.csv"))
+                          for d in program.outputs}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self._send("exit")
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._tmp.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def explain_raw(self, relation: str, args: tuple) -> dict:
+        """Soufflé's json answer (the ``proof`` object) for one tuple."""
+        self._send(f"explain {relation}({', '.join(_quote(a) for a in args)})")
+        lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise SdyError(f"souffle -t explain stopped answering (explain {relation})")
+            lines.append(line)
+            if line.rstrip("\n") == "}" and lines[-2:-1] == ["]\n"]:
+                break
+        text = "".join(lines)
+        cut = text.index('"rules"')
+        head = text[:cut].rstrip().rstrip(",") + "}"
+        return json.loads(head.replace("\t", " "))["proof"]
+
+    def rows(self, relation: str) -> list[tuple]:
+        """The tuples of output relation ``relation``, sorted."""
+        return sorted(tuple(r) for r in self.relations.get(relation, ()))
+
+    def proof(self, relation: str, args: tuple) -> Proof | None:
+        """The minimal-height proof of one tuple, as Soufflé's provenance gives it."""
+        key = (relation, tuple(args))
+        if key in self._proofs:
+            return self._proofs[key]
+        self._proofs[key] = None   # a cycle guard; provenance proofs are well-founded
+        node = self._build(key)
+        self._proofs[key] = node
+        return node
+
+    def _build(self, key) -> Proof | None:
+        relation, args = key
+        answer = self.explain_raw(relation, args)
+        if "axiom" in answer:
+            if answer["axiom"].startswith(relation + "(") and key in self.inputs:
+                return Proof(relation, args, "", 0)
+            return self._fallback(key)
+        number = re.fullmatch(r"\(R(\d+)\)", answer.get("rule-number", ""))
+        clauses = self.by_head.get(relation, [])
+        if number is None or not 0 < int(number.group(1)) <= len(clauses):
+            return self._fallback(key)
+        rule = clauses[int(number.group(1)) - 1]
+        children = []
+        for child in answer.get("children", ()):
+            text = child.get("premises") or child.get("axiom", "")
+            m = _ATOM.match(text)
+            if m is None or m.group(1) not in self.by_head and m.group(1) not in \
+                    {n for n, _ in self.inputs}:
+                continue   # a negation, comparison, aggregate constraint or Soufflé's own relation
+            sub = self.proof(m.group(1), _parse_args(m.group(2)))
+            if sub is None:
+                return self._fallback(key)
+            children.append(sub)
+        height = 1 + max((c.height for c in children), default=0)
+        return Proof(relation, args, rule_origin(rule), height, children)
+
+    def _fallback(self, key) -> Proof | None:
+        if self.fallback is None:
+            return None
+        found = self.fallback.proof(*key)
+        if found is not None and found.rule:
+            found.rule += " (proof search)"
+        return found
