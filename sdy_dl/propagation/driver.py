@@ -19,7 +19,7 @@ from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import get_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.propagation.edges import (DataFlowEdge, call_sites, callee_of, find_edges,
-                                     func_edge_sources, slot_map)
+                                     func_edge_sources, func_symbol, slot_map)
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
 from sdy_dl.propagation.step import StepInput, StepOutput
@@ -42,10 +42,6 @@ STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
 #: sdy's PropagationDirection enum values, as stored in ``allowed_direction``.
 BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
 
-
-
-def _symbol(func: Op) -> str:
-    return func.attr_text("sym_name").strip('"')
 
 
 def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
@@ -333,8 +329,8 @@ class Propagator:
             edge = self._edge_fed_by(user, index)
             if edge is not None:
                 self._notify_op(edge.op)
-            elif user.name == "func.return" and self._callers.get(_symbol(user.parent)):
-                for call in self._callers[_symbol(user.parent)]:
+            elif user.name == "func.return" and self._callers.get(func_symbol(user.parent)):
+                for call in self._callers[func_symbol(user.parent)]:
                     self._notify_users(call.results[index])
             elif user.is_terminator:
                 self._notify_op(user.parent)

@@ -5,6 +5,10 @@ its non-owner targets.  While the edge exists, reading or writing the
 sharding of any of its targets (the owner and the non-owner targets) goes to
 the edge op's own ``sharding`` (§1.5): ``slot_of`` maps each value to the
 value whose sharding it uses.
+
+A function data-flow edge (``sdy.func_data_flow_edge``, dedup-functions-fully
+mode) has no slots: its own result holds its sharding, and its sources are
+call operands or a callee's returned value (``func_edge_sources``).
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ def func_edge_sources(module: Module, callers: dict[str, list[Op]]) -> dict[int,
         wrapped = op.operands[0]
         if wrapped.is_block_arg:
             func = wrapped.block.region.owner
-            calls = callers.get(_symbol(func), [])
+            calls = callers.get(func_symbol(func), [])
             if calls:
                 sources[op.oid] = [c.operands[wrapped.index] for c in calls]
             continue
@@ -101,7 +105,8 @@ def callee_of(call: Op) -> str:
     return call.attr_text("callee").lstrip("@").strip('"')
 
 
-def _symbol(func: Op) -> str:
+def func_symbol(func: Op) -> str:
+    """The symbol name of a ``func.func``."""
     return func.attr_text("sym_name").strip('"')
 
 
