@@ -6,6 +6,7 @@ real JAX programs with repeated calls (``call_programs``)."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
@@ -107,3 +108,14 @@ def test_jax_programs_with_repeated_calls(name):
     text = call_programs.lowered(name)
     assert len(CALL.findall(text)) >= 2
     check_pipeline(text)
+
+
+@pytest.mark.slow
+@pytest.mark.souffle
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
+def test_souffle_equals_clingo():
+    def run(engine):
+        options = PassOptions(engine=engine, extra={"dedup_functions_fully": True})
+        return propagate(parse_module_text(call_programs.lowered("scan_calls"), "<t>"),
+                         options).print()
+    assert run("souffle") == run("clingo")
