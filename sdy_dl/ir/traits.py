@@ -24,7 +24,7 @@ def _table() -> dict[str, frozenset[str]]:
     data = yaml.safe_load(path.read_text())
     table = {}
     for name, entry in data["traits"].items():
-        names = entry.get("ops", entry.get("call_targets"))
+        names = entry.get("ops", entry.get("call_targets", entry.get("dialects")))
         if not entry.get("doc") or not isinstance(names, list) or not names:
             raise ValueError(f"{path}: trait {name!r} needs a doc and a list of ops")
         table[name] = frozenset(names)
@@ -32,7 +32,8 @@ def _table() -> dict[str, frozenset[str]]:
 
 
 def ops_with(trait: str) -> frozenset[str]:
-    """The op names (or, for a ``call_targets`` trait, the names) that have ``trait``."""
+    """The op names (or, for a ``call_targets`` or ``dialects`` trait, the names)
+    that have ``trait``."""
     return _table()[trait]
 
 
@@ -43,6 +44,10 @@ OWN_SHARDING_OPS = ops_with("own_sharding")
 COLLECTIVE_OPS = ops_with("collective")
 COMPUTATION_OPS = ops_with("computation")
 DATA_FLOW_OPS = ops_with("data_flow")
+EFFECT_FREE_DIALECTS = ops_with("effect_free_dialects")
+PURE_OPS = ops_with("pure")
+EFFECTFUL_OPS = ops_with("effectful")
+RECURSIVE_EFFECT_OPS = ops_with("recursive_effects")
 
 
 def is_elementwise(name: str, operand_shape, result_shape) -> bool:

@@ -13,14 +13,8 @@ The facts are the op-trait table (``rules/traits/op_traits.yaml``, read by
 from __future__ import annotations
 
 from sdy_dl.ir import Op
-from sdy_dl.ir.traits import is_elementwise as is_elementwise_op, ops_with
-
-
-RECURSIVE_EFFECT_OPS = ops_with("recursive_effects")
-EFFECTFUL_OPS = ops_with("effectful")
-
-#: Dialects whose remaining ops have no memory effects.
-_EFFECT_FREE_DIALECTS = frozenset({"stablehlo", "chlo", "sdy"})
+from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
+                              RECURSIVE_EFFECT_OPS, is_elementwise as is_elementwise_op)
 
 
 def is_elementwise(op: Op) -> bool:
@@ -49,4 +43,4 @@ def _own_effects_free(op: Op) -> bool:
         return side is None or side == "false"
     if op.name in EFFECTFUL_OPS:
         return False
-    return op.dialect in _EFFECT_FREE_DIALECTS or op.name == "func.return"
+    return op.dialect in EFFECT_FREE_DIALECTS or op.name in PURE_OPS

@@ -17,6 +17,8 @@ from __future__ import annotations
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_pre
+from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
+                              RECURSIVE_EFFECT_OPS, TERMINATORS)
 from sdy_dl.passes import run_analysis
 
 SIDE_EFFECT_ATTR = "has_side_effect"
@@ -25,7 +27,12 @@ SIDE_EFFECT_ATTR = "has_side_effect"
 def dead_code_facts(module: Module) -> tuple[dict, list]:
     """The facts of stage ``canonicalize`` and the ops they number."""
     facts: dict[str, set] = {"in_op": set(), "in_parent": set(), "in_reads": set(),
-                             "in_side_effect_attr": set()}
+                             "in_side_effect_attr": set(),
+                             "in_effect_free_dialect": {(d,) for d in EFFECT_FREE_DIALECTS},
+                             "in_pure_op": _split(PURE_OPS),
+                             "in_effectful_op": _split(EFFECTFUL_OPS),
+                             "in_recursive_op": _split(RECURSIVE_EFFECT_OPS),
+                             "in_terminator_op": _split(TERMINATORS)}
     ops: list = []
     ids: dict[int, int] = {}
     for func in funcs(module):
@@ -45,6 +52,11 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
         if SIDE_EFFECT_ATTR in mop.attributes and str(mop.attributes[SIDE_EFFECT_ATTR]) == "true":
             facts["in_side_effect_attr"].add((i,))
     return facts, ops
+
+
+def _split(names) -> set[tuple[str, str]]:
+    """``dialect.op`` names as (dialect, op) facts."""
+    return {tuple(name.split(".", 1)) for name in names}
 
 
 @register("canonicalize",
