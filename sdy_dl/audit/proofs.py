@@ -189,7 +189,7 @@ class ProofSearch:
                 self.height[(name, tuple(row))] = 0
         instances = []
         for r in self.rules:
-            for row in relations.get(f"prov_{r.index}", ()):
+            for row in sorted(relations.get(f"prov_{r.index}", ())):   # deterministic ties
                 binding = dict(zip(r.variables, row))
                 try:
                     head = (r.head[0], tuple(_evaluate(a, binding) for a in r.head[1]))
