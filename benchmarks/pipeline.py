@@ -62,6 +62,20 @@ with ctx:
         f.write(str(module))
 """
 
+#: Runs ``sdy-dl`` from the source tree argv[1]: the tree first on sys.path, the
+#: editable install's finder (which maps sdy_dl's data packages) removed, so the
+#: tree's own rules/ and datalog/ are used.
+TREE_SCRIPT = """
+import sys
+tree = sys.argv.pop(1)
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
+sys.path.insert(0, tree)
+import sdy_dl
+sdy_dl.__path__.append(tree)   # sdy_dl.cli is the tree's cli/ folder
+from sdy_dl.cli import main
+sys.exit(main())
+"""
+
 
 # -- the modules ---------------------------------------------------------------------------
 
@@ -177,6 +191,7 @@ class Tool:
 
     name: str
     argv: object
+    env: dict | None = None
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     rss_kb: list[int] = field(default_factory=list)
@@ -187,20 +202,26 @@ def sdy_dl_argv() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "sdy_dl.cli"]
 
 
-def tools(souffle: bool) -> list[Tool]:
+def tools(souffle: bool, trees: list[str]) -> list[Tool]:
     base = sdy_dl_argv()
     out = [Tool("shardy", lambda m, o: [sys.executable, "-c", SHARDY_SCRIPT, m, o]),
            Tool("clingo", lambda m, o: base + ["propagate", "--quiet", "--engine", "clingo", m, "-o", o])]
     if souffle:
         out.append(Tool("souffle", lambda m, o: base + ["propagate", "--quiet", "--engine", "souffle",
                                                         "--compiled", m, "-o", o]))
+    for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), clingo engine
+        run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
+        out.append(Tool(f"clingo@{os.path.basename(os.path.normpath(tree))}",
+                        lambda m, o, run=run: run + ["propagate", "--quiet", "--engine", "clingo",
+                                                     m, "-o", o],
+                        ))
     return out
 
 
-def run_process(argv: list[str]) -> tuple[float, float, int]:
+def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -211,18 +232,18 @@ def run_process(argv: list[str]) -> tuple[float, float, int]:
     return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def bench_size(label: str, workdir: str, runs: int, souffle: bool) -> dict:
+def bench_size(label: str, workdir: str, runs: int, souffle: bool, trees: list[str]) -> dict:
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools(souffle)
+    procs = tools(souffle, trees)
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
     cold = None
     if souffle:   # fill the binary cache once, untimed in the table
         cold, _, _ = run_process(procs[2].argv(module, outputs["souffle"]))
     for _ in range(runs):
         for tool in procs:
-            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]))
+            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]), tool.env)
             tool.times.append(elapsed)
             tool.cpu.append(cpu)
             tool.rss_kb.append(rss)
@@ -267,12 +288,15 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "sdy-dl-bench"),
                         help="where lowered modules (kept between runs) and outputs go")
     parser.add_argument("--no-souffle", action="store_true", help="skip Soufflé even if on PATH")
+    parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
+                        help="also time the sdy-dl source tree DIR (e.g. an older commit "
+                             "extracted with git archive), clingo engine")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     souffle = shutil.which("souffle") is not None and not args.no_souffle
     rows = []
     for label in args.sizes:
-        row = bench_size(label, args.workdir, args.runs, souffle)
+        row = bench_size(label, args.workdir, args.runs, souffle, args.compare_tree)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
         if row["souffle_cold"] is not None:

@@ -41,7 +41,7 @@ class SdyGroup(click.Group):
             return super().invoke(ctx)
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
-            sys.exit(1)
+            sys.exit(getattr(e, "exit_code", 1))
         except click.UsageError as e:
             _usage_error(e)
         except (click.exceptions.Exit, click.Abort):

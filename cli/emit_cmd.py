@@ -15,7 +15,8 @@ import tempfile
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
+from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
+                                unregistered_dialect_option)
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import load_module
 from sdy_dl.pipeline import propagate
@@ -26,6 +27,7 @@ from sdy_dl.propagation.trace import StepRecorder
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False),
               help="Directory for program.dl and the .facts files.")
+@unregistered_dialect_option
 @pass_options
 def emit(module: str, out_dir: str, **opts) -> None:
     """Write the Soufflé program and facts of MODULE's propagation to OUT_DIR."""

@@ -9,7 +9,8 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.render import dot_to_svg, text_lines, to_dot
 from sdy_dl.cli import main
-from sdy_dl.cli.options import errors_in, make_pass_options, pass_options
+from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
+                                unregistered_dialect_option)
 from sdy_dl.ir import load_module
 
 
@@ -21,6 +22,7 @@ from sdy_dl.ir import load_module
               show_default=True, help="dot: Graphviz text; svg: rendered by Graphviz's dot.")
 @click.option("--depth", default=8, show_default=True, type=click.IntRange(1, 100),
               help="How many derivation steps to show below the value.")
+@unregistered_dialect_option
 @click.option("--proof", is_flag=True, help="Expand each step into its Datalog derivation.")
 @pass_options
 def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: int, proof: bool,

@@ -8,12 +8,29 @@ import functools
 import click
 
 from sdy_dl.engines import ENGINE_NAMES
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.passes import PassOptions
+from sdy_dl.passes.options import PIPELINE, parse_option_items
+
+
+def _set_allow_unregistered(ctx, param, value):
+    from sdy_dl.ir.context import allow_unregistered_dialects
+
+    allow_unregistered_dialects(bool(value))
+    return value
+
+
+def unregistered_dialect_option(fn):
+    """``--allow-unregistered-dialect`` (as Shardy's ``sdy_opt`` flag): ops of
+    unknown dialects parse (and, having no sharding rule, are left alone)."""
+    return click.option("--allow-unregistered-dialect", is_flag=True, expose_value=False,
+                        callback=_set_allow_unregistered, is_eager=True,
+                        help="Accept ops of dialects that are not registered.")(fn)
 
 
 def module_io_options(fn):
-    """MODULE argument and ``-o/--output`` (default stdout)."""
+    """MODULE argument, ``-o/--output`` (default stdout) and ``--allow-unregistered-dialect``."""
+    fn = unregistered_dialect_option(fn)
     fn = click.option("-o", "--output", default="-", show_default=True,
                       type=click.Path(dir_okay=False, allow_dash=True),
                       help="Output module file (- for stdout).")(fn)
@@ -34,38 +51,35 @@ def pass_options(fn):
                      help="Take propagation steps from relations Soufflé derived "
                           "from 'sdy-dl emit' output instead of running an engine."),
         click.option("--pass-option", "pass_option", multiple=True, metavar="KEY=VALUE",
-                     help="A pass-specific option, e.g. dedup-functions-fully=true (repeatable)."),
+                     help="A Shardy pass option, e.g. dedup-functions-fully=true (repeatable; "
+                          "'sdy-dl passes' lists them)."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(opts), fn)
 
 
-def make_pass_options(**opts) -> PassOptions:
-    """PassOptions from the click options above."""
+def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
+    """PassOptions from the click options above; ``--pass-option`` values are
+    checked against the options ``pass_name`` reads (``propagate``: the pipeline)."""
+    from sdy_dl.pipeline import pipeline_options
+
+    extra = parse_option_items(opts["pass_option"], pass_name,
+                               pipeline_options() if pass_name == PIPELINE else None)
+    conservative = extra.pop("conservative_propagation", False) or opts["conservative"]
+    keep_rules = extra.pop("keep_sharding_rules", False) or opts["keep_sharding_rules"]
     return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
-                       conservative=opts["conservative"],
-                       keep_sharding_rules=opts["keep_sharding_rules"],
+                       conservative=conservative, keep_sharding_rules=keep_rules,
                        rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
-                       replay_dir=opts["replay_dir"], extra=parse_pass_options(opts["pass_option"]))
-
-
-def parse_pass_options(items) -> dict:
-    """``KEY=VALUE`` strings as a dict (``-`` in keys becomes ``_``; true/false/ints parsed)."""
-    extra = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--pass-option")
-        lowered = value.lower()
-        extra[key.replace("-", "_")] = (True if lowered == "true" else False if lowered == "false"
-                                        else int(value) if value.lstrip("-").isdigit() else value)
-    return extra
+                       replay_dir=opts["replay_dir"], extra=extra)
 
 
 @contextlib.contextmanager
 def errors_in(module: str):
-    """Errors that name no file are about the module read from ``module``."""
+    """Errors that name no file are about the module read from ``module``
+    (usage errors are about the command line)."""
     try:
         yield
+    except UsageError:
+        raise
     except SdyError as e:
         raise e.located(file="<stdin>" if module == "-" else module) from None

@@ -14,7 +14,8 @@ from sdy_dl.pipeline import propagate
 @pass_options
 def propagate_cmd(module: str, output: str, **opts) -> None:
     """Infer the sharding of every value of MODULE and write the annotated module."""
+    options = make_pass_options(**opts)
     with errors_in(module):
-        result = propagate(load_module(module), make_pass_options(**opts))
+        result = propagate(load_module(module), options)
         text = result.print()
     write_atomic(output, text)

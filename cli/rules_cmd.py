@@ -7,6 +7,7 @@ import json
 import click
 
 from sdy_dl.cli import main
+from sdy_dl.cli.options import unregistered_dialect_option
 
 _RULES_HELP = "Extra YAML rule file or folder (repeatable; after $SDY_DL_RULES)."
 
@@ -47,6 +48,7 @@ def list_rules(rule_files: tuple[str, ...], fmt: str) -> None:
               help="Also print the rule of every OP in this module.")
 @click.option("--conservative", is_flag=True, help="Rules for conservative propagation.")
 @_rules_option
+@unregistered_dialect_option
 def show(op: str, module_path: str | None, conservative: bool,
          rule_files: tuple[str, ...]) -> None:
     """Print the YAML rule of OP (an op name, or @target for a custom call)."""
@@ -119,6 +121,7 @@ def check(files: tuple[str, ...]) -> None:
               help="Output module file (- for stdout).")
 @click.option("--conservative", is_flag=True, help="Rules for conservative propagation.")
 @_rules_option
+@unregistered_dialect_option
 def annotate(module: str, output: str, conservative: bool, rule_files: tuple[str, ...]) -> None:
     """Attach sdy.sharding_rule to every op of MODULE that has a rule."""
     from sdy_dl.cli.options import errors_in

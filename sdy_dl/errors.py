@@ -36,3 +36,9 @@ class SdyError(Exception):
         where = self.where()
         one_line = " ".join(self.message.split())
         return f"{where}: {one_line}" if where else one_line
+
+
+class UsageError(SdyError):
+    """A command-line usage error (an unknown or badly typed option): exit status 2."""
+
+    exit_code = 2

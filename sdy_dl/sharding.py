@@ -435,6 +435,29 @@ def merge_adjacent(refs, mesh: "Mesh") -> list[AxisRef]:
     return out
 
 
+def axis_set_diff(axes_a, axes_b, mesh: Mesh) -> list[AxisRef]:
+    """Shardy's ``getAxisSetDiff``: the parts of ``axes_a`` that no axis of ``axes_b``
+    covers, in order."""
+    axes_a, axes_b = list(axes_a), list(axes_b)
+    if not axes_a or axes_a == axes_b:
+        return []
+    if not axes_b:
+        return axes_a
+    set_b = sorted(axes_b)
+    result: list[AxisRef] = []
+    for axis in axes_a:
+        while axis is not None:
+            other = next((b for b in set_b if axis.overlaps(b)), None)
+            if other is None:
+                result.append(axis)
+                break
+            prefix = axis.prefix_without_overlap(other, mesh)
+            if prefix is not None:
+                result.append(prefix)
+            axis = axis.suffix_without_overlap(other, mesh)
+    return result
+
+
 def make_sub_axis(name: str, pre: int, size: int, mesh: Mesh) -> AxisRef:
     """``"name":(pre)size``, or the full axis when ``pre == 1`` and ``size``
     is the full size."""

@@ -18,11 +18,16 @@ from pathlib import Path
 _memo: dict[tuple[str, str], str] = {}
 
 
+def run_dir_path(run: str) -> Path:
+    """The folder of run ``run`` (``conftest`` removes it when the run ends)."""
+    return Path(tempfile.gettempdir()) / f"sdy-dl-lowered-{run}"
+
+
 def _run_dir() -> Path | None:
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run:
         return None
-    path = Path(tempfile.gettempdir()) / f"sdy-dl-lowered-{run}"
+    path = run_dir_path(run)
     path.mkdir(exist_ok=True)
     return path
 

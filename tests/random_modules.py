@@ -51,7 +51,11 @@ def _factorizations(total: int):
     return out
 
 
-def random_module(seed: int, ops: int = 8) -> str:
+def random_module(seed: int, ops: int = 8, conflicts: tuple[str, ...] = ()) -> str:
+    """A random module; ``conflicts`` adds the cases insert-explicit-reshards
+    reshards: "dot" (dots whose result a sharding constraint wants sharded like
+    the contracting dim, or otherwise) and "concat" (concatenates of two values
+    of the same shape, often sharded differently)."""
     rng = random.Random(seed)
     mesh = _mesh(rng)
     values: list[tuple[str, tuple[int, ...]]] = []
@@ -75,8 +79,9 @@ def random_module(seed: int, ops: int = 8) -> str:
 
     for _ in range(ops):
         name, shape = rng.choice(values)
-        kind = rng.choice(["unary", "binary", "binary", "transpose", "reshape", "broadcast",
-                           "reduce", "dot"])
+        kinds = ["unary", "binary", "binary", "transpose", "reshape", "broadcast", "reduce", "dot"]
+        kind = rng.choice(kinds + (["constrained_dot"] * 3 if "dot" in conflicts else [])
+                          + (["concat"] * 2 if "concat" in conflicts else []))
         t = _ttype(shape)
         if kind == "unary":
             op = rng.choice(["abs", "negate", "sine", "exponential"])
@@ -122,6 +127,34 @@ def random_module(seed: int, ops: int = 8) -> str:
             out = (shape[0], n)
             emit(f"stablehlo.dot_general {name}, {other}, contracting_dims = [1] x [0]@ATTR : "
                  f"({t}, {_ttype((shape[1], n))}) -> {_ttype(out)}", out)
+        elif kind == "constrained_dot" and len(shape) == 2:
+            # lhs contracting dim on axis a, rhs alike (or not), the result
+            # constrained to a on one of its dims (or randomly).
+            a = rng.choice(mesh)[0]
+            rest = [n for n, _ in mesh if n != a]
+            n = rng.choice(DIMS)
+            lhs = f"%l{next(counter)}"
+            lines.append(f"  {lhs} = sdy.sharding_constraint {name} <@mesh, [{{?}}, {{\"{a}\"}}]> : {t}")
+            other = f"%w{next(counter)}"
+            rhs_dim1 = f'"{rng.choice(rest)}"' if rest and rng.random() < 0.9 else ""
+            rhs_dim0 = f'"{a}"' if rng.random() < 0.8 else ""
+            args.append(f"{other}: {_ttype((shape[1], n))} "
+                        f"{{sdy.sharding = #sdy.sharding<@mesh, [{{{rhs_dim0}}}, {{{rhs_dim1}}}]>}}")
+            out = (shape[0], n)
+            dot_value = f"%d{next(counter)}"
+            lines.append(f"  {dot_value} = stablehlo.dot_general {lhs}, {other}, "
+                         f"contracting_dims = [1] x [0] : ({t}, {_ttype((shape[1], n))}) -> "
+                         f"{_ttype(out)}")
+            target = rng.choice([f'[{{}}, {{"{a}"}}]', f'[{{}}, {{"{a}"}}]', f'[{{"{a}"}}, {{}}]',
+                                 _sharding(rng, mesh, out)[len("<@mesh, "):-1]])
+            emit(f"sdy.sharding_constraint {dot_value} <@mesh, {target}> : {_ttype(out)}", out)
+        elif kind == "concat":
+            dim = rng.randrange(len(shape))
+            same = [v for v, s in values if s == shape]
+            parts = [name, rng.choice(same)]
+            out = shape[:dim] + (2 * shape[dim],) + shape[dim + 1:]
+            emit(f"stablehlo.concatenate {', '.join(parts)}, dim = {dim}@ATTR : "
+                 f"({t}, {t}) -> {_ttype(out)}", out)
     mesh_text = ", ".join(f'"{n}"={s}' for n, s in mesh)
     results = [(v, s) for v, s in values if v.startswith("%v")] or values[:1]
     ret = ", ".join(v for v, _ in results)

@@ -75,3 +75,25 @@ def test_no_reference_leaves_the_repository():
 def test_mark_pattern(tmp_path, text, expected):
     (tmp_path / "x.py").write_text(text + "\n")
     assert [s for _, _, s in marks(tmp_path, ["."])] == expected
+
+
+def test_pass_catalog_is_current():
+    """docs/passes.md is what ``sdy-dl passes --format markdown`` prints."""
+    from sdy_dl.catalog import catalog_markdown
+
+    current = (ROOT / "docs" / "passes.md").read_text()
+    assert current == catalog_markdown(), \
+        "regenerate: sdy-dl passes --format markdown > docs/passes.md"
+
+
+def test_pass_catalog_lists_every_pass_with_its_folder():
+    import sdy_dl.passes.all  # noqa: F401
+    from sdy_dl.passes import PASSES
+    from sdy_dl.catalog import catalog_markdown, folder
+
+    text = catalog_markdown()
+    for name in PASSES:
+        assert f"| `{name}` | {folder(name)} |" in text
+    assert folder("sink-data-flow-edges") == "export"
+    assert folder("lift-inlined-meshes") == "import"
+    assert folder("user-priority-propagate") == "propagation"

@@ -94,7 +94,8 @@ def test_souffle_and_clingo_agree(tmp_path, monkeypatch, compiled):
 
 #: Names as modules may spell them: each must reach the engines as data only.
 AWKWARD_NAMES = ['a"b', "c\\d", "e\tf", "g\nh", "i\r\nj", "日本", "ÿ", ":- foo.", "x).",
-                 '"), bar("', "%41", "% 2", "plain", "", " lead", "\\\"", "#show."]
+                 '"), bar("', "%41", "% 2", "plain", "", " lead", "\\\"", "#show.", "\\n", "\\t",
+                 "a\\\\b", "end\\"]
 
 ECHO = '''
 // name(i, s): the i-th name

@@ -8,8 +8,6 @@ On the JAX programs (``tests/jax_programs.py``,
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 import import_programs
@@ -23,7 +21,6 @@ from test_propagate import CASES
 PROGRAMS = {**{f"jax_{n}": jax_programs.lowered for n in jax_programs.PROGRAMS},
             **{f"import_{n}": import_programs.lowered for n in import_programs.PROGRAMS}}
 
-CALL = re.compile(r"\bcall @")
 
 
 def lowered(name: str) -> str:
@@ -52,12 +49,8 @@ def test_hand_written_modules(name):
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_dedup_functions_fully(name):
-    """``dedup-functions-fully``: constraints and groups at import, same export."""
-    text = lowered(name)
-    if CALL.search(text):
-        pytest.skip("dedup-functions-fully with calls (add-func-data-flow-edges) "
-                    "is not supported yet")
-    check(text, extra={"dedup_functions_fully": True})
+    """``dedup-functions-fully``: functions stay functions (func data-flow edges)."""
+    check(lowered(name), extra={"dedup_functions_fully": True})
 
 
 EXPLICIT_RESHARD_FREE = '''sdy.mesh @mesh = <["a"=4, "b"=2]>

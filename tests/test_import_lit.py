@@ -36,14 +36,15 @@ FILES = {
 }
 
 
-def read_lit(name: str) -> str | None:
+def read_lit(name: str, test_dir: str = TEST_DIR) -> str | None:
+    """The text of lit file ``test_dir/name`` of the Shardy source (None when absent)."""
     src = os.environ.get("SDY_DL_SHARDY_SRC", DEFAULT_SRC)
-    path = os.path.join(src, TEST_DIR, name)
+    path = os.path.join(src, test_dir, name)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             return f.read()
     if os.path.isdir(src):
-        proc = subprocess.run(["git", f"--git-dir={src}", "show", f"HEAD:{TEST_DIR}/{name}"],
+        proc = subprocess.run(["git", f"--git-dir={src}", "show", f"HEAD:{test_dir}/{name}"],
                               capture_output=True, text=True)
         if proc.returncode == 0:
             return proc.stdout

@@ -133,3 +133,37 @@ def test_round_trip_several_functions_calls_and_sdy_constants():
     assert module.print() == jaxlib_print(CALLS)
     call = next(op for op in module.ops if op.name == "func.call")
     assert [v.name for v in call.operands] == ["%arg0", "%0"]  # as jaxlib prints them
+
+
+def test_walk_post_regions_numbers_regions_as_the_walk_enters_them():
+    from sdy_dl.ir.mlir_ops import funcs, walk_post_regions
+
+    text = """
+func.func @main(%arg0: tensor<4xf32>, %p: tensor<i32>) -> tensor<4xf32> {
+  %c = stablehlo.constant dense<1.0> : tensor<4xf32>
+  %0 = stablehlo.while(%iterArg = %arg0) : tensor<4xf32>
+   cond {
+    %t = stablehlo.constant dense<true> : tensor<i1>
+    stablehlo.return %t : tensor<i1>
+  } do {
+    %1 = "stablehlo.case"(%p) ({
+      %c2 = stablehlo.constant dense<2.0> : tensor<4xf32>
+      stablehlo.return %c2 : tensor<4xf32>
+    }, {
+      %c3 = stablehlo.constant dense<3.0> : tensor<4xf32>
+      stablehlo.return %c3 : tensor<4xf32>
+    }) : (tensor<i32>) -> tensor<4xf32>
+    %2 = stablehlo.add %iterArg, %1 : tensor<4xf32>
+    stablehlo.return %2 : tensor<4xf32>
+  }
+  %3 = stablehlo.add %0, %c : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+"""
+    with mlir_context():
+        module = parse_module_text(text, "t.mlir")
+        ops, regions = walk_post_regions(funcs(module)[0])
+        names = [op.name.split(".")[1] for op in ops]
+    assert names == ["constant", "constant", "return", "constant", "return", "constant", "return",
+                     "case", "add", "return", "while", "add", "return"]
+    assert regions == [0, 1, 1, 3, 3, 4, 4, 2, 2, 2, 0, 0, 0]

@@ -24,7 +24,7 @@ LAYERS = {
     "rules": 2, "datalog": 2, "engines": 2,
     "propagation": 3,
     "passes": 4,
-    "pipeline": 5, "audit": 5, "summary": 5,
+    "pipeline": 5, "catalog": 5, "audit": 5, "summary": 5,
     "api": 6, "jax": 6,
     "cli": 7,
 }

@@ -1,16 +1,18 @@
 """The embedded engine: clingo runs the translated program (``to_clingo``).
 
 The program is translated and parsed once; every call builds a fresh
-``Control`` from the parsed statements and hands it the facts through
-clingo's backend API as symbols (``Function(relation, [Number | String])``),
-so names from modules are data and never program text.
+``Control`` from the parsed statements and adds the facts as ground atoms.
+Names from modules are data: every symbol is a clingo string literal with
+each character clingo's string syntax interprets (``\\``, ``"``, newline)
+escaped, so no name can end the literal or the fact.  (Facts as text parse
+2-3x faster than building the same atoms through clingo's backend API from
+Python, which matters for the whole-module analyses.)
 """
 
 from __future__ import annotations
 
 import clingo
 import clingo.ast
-from clingo import Function, Number, String
 
 from sdy_dl.datalog.facts import Facts, typed_rows
 from sdy_dl.datalog.program import Program
@@ -32,8 +34,19 @@ def _statements(program: Program) -> list:
     return stms
 
 
-def _symbol(value) -> clingo.Symbol:
-    return String(value) if isinstance(value, str) else Number(value)
+_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
+
+
+def string_literal(text: str) -> str:
+    """``text`` as a clingo string literal (the exact inverse of clingo's unescaping)."""
+    return '"' + text.translate(_STRING_ESCAPES) + '"'
+
+
+def _fact_text(name: str, row: tuple) -> str:
+    if not row:
+        return f"{name}.\n"
+    args = ",".join(string_literal(v) if isinstance(v, str) else str(v) for v in row)
+    return f"{name}({args}).\n"
 
 
 class ClingoEngine:
@@ -46,10 +59,8 @@ class ClingoEngine:
         with clingo.ast.ProgramBuilder(ctl) as builder:
             for stm in _statements(program):
                 builder.add(stm)
-        with ctl.backend() as backend:
-            add_atom, add_rule = backend.add_atom, backend.add_rule
-            for decl, row in typed_rows(program, facts):
-                add_rule([add_atom(Function(decl.name, [_symbol(v) for v in row]))])
+        ctl.add("base", [], "".join(_fact_text(decl.name, row)
+                                    for decl, row in typed_rows(program, facts)))
         ctl.ground([("base", [])])
         readers = {d.name: tuple(t == "number" for t in d.types) for d in program.outputs}
         out: Relations = {name: set() for name in readers}

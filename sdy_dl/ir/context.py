@@ -21,3 +21,9 @@ def mlir_context():
     chlo.register_dialect(ctx)
     ctx.load_all_available_dialects()
     return ctx
+
+
+def allow_unregistered_dialects(allow: bool) -> None:
+    """Accept (or reject) ops of dialects that are not registered when parsing,
+    like ``mlir-opt --allow-unregistered-dialect``."""
+    mlir_context().allow_unregistered_dialects = allow

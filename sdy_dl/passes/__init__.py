@@ -35,6 +35,13 @@ class PassOptions:
     tracer: object | None = None
 
 
+    def option(self, name: str):
+        """The value of the Shardy pass option ``name`` (e.g. ``dedup-functions-fully``),
+        its declared default when not given (:mod:`sdy_dl.passes.options`)."""
+        from sdy_dl.passes.options import option_value
+
+        return option_value(self.extra, name)
+
     def with_recorder(self, recorder) -> "PassOptions":
         """The same options, recording the propagation steps with ``recorder``."""
         return dataclasses.replace(self, recorder=recorder)

@@ -18,7 +18,8 @@ from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import get_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS
-from sdy_dl.propagation.edges import DataFlowEdge, find_edges, slot_map
+from sdy_dl.propagation.edges import (DataFlowEdge, call_sites, callee_of, find_edges,
+                                     func_edge_sources, func_symbol, slot_map)
 from sdy_dl.propagation.groups import group_members
 from sdy_dl.propagation.state import ShardingState, value_key
 from sdy_dl.propagation.step import StepInput, StepOutput
@@ -32,7 +33,7 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 #: Speculation stops after this many simulated pops without a new step.
-SPECULATION_IDLE = 1024
+SPECULATION_IDLE = 128
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
@@ -82,6 +83,8 @@ class Propagator:
         self.state = ShardingState(module, slot_map(self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
         self._edge_by_result = {e.result.vid: e for e in self.edges}
+        self._callers = call_sites(module)
+        self._func_edge_sources = func_edge_sources(module, self._callers)
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
@@ -165,6 +168,13 @@ class Propagator:
             if owner_op.name == "sdy.manual_computation":
                 site.before, site.after = manual_edge_transforms(owner_op, edge.owner)
             return site
+        if op.name == "sdy.func_data_flow_edge":
+            sources = self._func_edge_sources.get(op.oid)
+            result = op.results[0]
+            if not sources or not result.static or not result.shape:
+                return None
+            rule = identity_rule(result.shape, len(sources), 1)
+            return _Site(sources, [result], rule, directions(op, rule), False)
         if op.name == "sdy.propagation_barrier":
             value = op.results[0]
             if not value.static or not value.shape:
@@ -282,7 +292,8 @@ class Propagator:
 
     def _describe(self, op: Op, site: _Site) -> tuple:
         """(kind, label, detail, inputs) of a step, for provenance."""
-        kind = {"sdy.data_flow_edge": "edge", "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
+        kind = {"sdy.data_flow_edge": "edge", "sdy.func_data_flow_edge": "edge",
+                "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
         where = f" (line {op.line})" if op.line is not None else ""
         detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
         if kind == "step":
@@ -311,14 +322,23 @@ class Propagator:
         self._notify_users(value)
 
     def _notify_users(self, value: Value) -> None:
-        """Shardy's ``notifyUsersModified``: users in use-list order."""
+        """Shardy's ``notifyUsersModified``: users in use-list order; through a
+        call to the users of the callee's argument, through a ``func.return``
+        of a called function to the users of the calls' results."""
         for user, index in self.live_uses[value.vid]:
             edge = self._edge_fed_by(user, index)
             if edge is not None:
                 self._notify_op(edge.op)
+            elif user.name == "func.return" and self._callers.get(func_symbol(user.parent)):
+                for call in self._callers[func_symbol(user.parent)]:
+                    self._notify_users(call.results[index])
             elif user.is_terminator:
                 self._notify_op(user.parent)
-            elif user.name != "func.call":
+            elif user.name == "func.call":
+                callee = self.module.funcs.get(callee_of(user))
+                if callee is not None and callee.regions and callee.regions[0].blocks:
+                    self._notify_users(callee.regions[0].blocks[0].args[index])
+            else:
                 self._notify_op(user)
 
     def _edge_fed_by(self, user: Op, index: int) -> DataFlowEdge | None:

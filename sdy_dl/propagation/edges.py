@@ -5,6 +5,10 @@ its non-owner targets.  While the edge exists, reading or writing the
 sharding of any of its targets (the owner and the non-owner targets) goes to
 the edge op's own ``sharding`` (§1.5): ``slot_of`` maps each value to the
 value whose sharding it uses.
+
+A function data-flow edge (``sdy.func_data_flow_edge``, dedup-functions-fully
+mode) has no slots: its own result holds its sharding, and its sources are
+call operands or a callee's returned value (``func_edge_sources``).
 """
 
 from __future__ import annotations
@@ -72,3 +76,44 @@ def slot_map(edges: list[DataFlowEdge]) -> dict[int, Value]:
         for t in [e.owner, *e.other_targets]:
             slots[t.vid] = e.result
     return slots
+
+
+def func_edge_sources(module: Module, callers: dict[str, list[Op]]) -> dict[int, list[Value]]:
+    """op id -> sources of every ``sdy.func_data_flow_edge`` (Shardy's
+    ``PropagateFuncDataFlowEdgeOp``): for an edge on argument N of a function,
+    operand N of every call to it (no entry when nothing calls it); for an edge
+    on result N of a call, operand N of the callee's ``func.return``."""
+    sources: dict[int, list[Value]] = {}
+    for op in module.ops:
+        if op.name != "sdy.func_data_flow_edge":
+            continue
+        wrapped = op.operands[0]
+        if wrapped.is_block_arg:
+            func = wrapped.block.region.owner
+            calls = callers.get(func_symbol(func), [])
+            if calls:
+                sources[op.oid] = [c.operands[wrapped.index] for c in calls]
+            continue
+        callee = module.funcs.get(callee_of(wrapped.defining_op))
+        ret = module.func_return(callee) if callee is not None else None
+        sources[op.oid] = [ret.operands[wrapped.index]] if ret is not None and ret.name == "func.return" else []
+    return sources
+
+
+def callee_of(call: Op) -> str:
+    """The callee symbol of a ``func.call``."""
+    return call.attr_text("callee").lstrip("@").strip('"')
+
+
+def func_symbol(func: Op) -> str:
+    """The symbol name of a ``func.func``."""
+    return func.attr_text("sym_name").strip('"')
+
+
+def call_sites(module: Module) -> dict[str, list[Op]]:
+    """callee name -> its ``func.call`` ops in module walk order."""
+    callers: dict[str, list[Op]] = {}
+    for op in module.ops:
+        if op.name == "func.call":
+            callers.setdefault(callee_of(op), []).append(op)
+    return callers

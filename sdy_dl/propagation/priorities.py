@@ -24,6 +24,10 @@ BANDS = 5
 OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
 
 
+#: Edge ops: propagated through with an identity rule, no rule attribute.
+EDGE_OPS = frozenset({"sdy.data_flow_edge", "sdy.func_data_flow_edge"})
+
+
 def op_class(op: Op) -> str:
     """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
     if op.name in ops_with("priority_dynamic_slice"):
@@ -52,6 +56,7 @@ class OpPriorities:
         self.propagator = propagator
         self.run_stage = run_stage   # (stage name, facts) -> relations
         self._static: dict[int, tuple] = {}
+        self._signatures: dict[int, tuple[int, tuple]] = {}   # oid -> (ops erased then, signature)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
 
     def band(self, band: int):
@@ -79,21 +84,28 @@ class OpPriorities:
                                  for k, v in enumerate(op.operands))
                 self._static[op.oid] = (op_class(op), operands,
                                         tuple(int(f.kind == "pass_through") for f in rule.factors),
-                                        int(op.name != "sdy.data_flow_edge"))
+                                        int(op.name not in EDGE_OPS))
         return self._static[op.oid]
 
     def _signature(self, op: Op) -> tuple:
-        """The static part and the use count of each distinct operand value."""
+        """The static part and the use count of each distinct operand value (use
+        counts change only when ops are erased)."""
+        erased = len(self.propagator.erased)
+        cached = self._signatures.get(op.oid)
+        if cached is not None and cached[0] == erased:
+            return cached[1]
         uses = self.propagator.live_uses
         seen, counts = set(), []
         for v in op.operands:
             if v.vid not in seen:
                 seen.add(v.vid)
                 counts.append(len(uses[v.vid]))
-        return self._static_part(op) + (tuple(counts),)
+        signature = self._static_part(op) + (tuple(counts),)
+        self._signatures[op.oid] = (erased, signature)
+        return signature
 
     def _rule(self, op: Op) -> RuleInstance | None:
-        if op.name == "sdy.data_flow_edge":
+        if op.name in EDGE_OPS:
             site = self.propagator._site(op, lambda o, r: ("BOTH",) * len(r.factors))
             return site.rule if site is not None else None
         return self.propagator._rule(op)
@@ -166,8 +178,10 @@ def reopened(current: TensorSharding, original: TensorSharding, priority: int) -
                           tuple(a for a in current.replicated if a not in seen), current.unreduced)
 
 
-def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
-    """User-priority propagation: op-priority bands once per priority (§7.2)."""
+def run_user_priority(propagator: Propagator, run_stage, progress=None,
+                      op_priority: bool = True) -> None:
+    """User-priority propagation: op-priority bands once per priority (§7.2); one
+    plain fixpoint per priority instead when ``op_priority`` is false."""
     module = propagator.module
     tracer = propagator.state.tracer
     if tracer is not None:
@@ -185,7 +199,7 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
     if tracer is not None:
         tracer.end()
     priorities = OpPriorities(propagator, run_stage)
-    run_op_priority(propagator, run_stage, progress, priorities=priorities)
+    _run_priority(propagator, run_stage, progress, 0, op_priority, priorities)
     for priority in sorted(references):
         if tracer is not None:
             tracer.begin("priority", f"user priority {priority}: its dims re-opened")
@@ -193,7 +207,17 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None) -> None:
             write(reopened(read(), original, priority))
         if tracer is not None:
             tracer.end()
+        _run_priority(propagator, run_stage, progress, priority, op_priority, priorities)
+
+
+def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
+                  op_priority: bool, priorities) -> None:
+    if op_priority:
         run_op_priority(propagator, run_stage, progress, priority, priorities)
+    else:
+        propagator.phase = f"user priority {priority}"
+        propagator.propagate(progress=progress)
+        propagator.phase = ""
 
 
 def sharding_sites(propagator: Propagator):

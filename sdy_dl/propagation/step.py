@@ -39,6 +39,16 @@ class StepInput:
     conservative: bool = False
     elementwise: bool = False
 
+    def __hash__(self) -> int:
+        # Steps are memo keys looked up on every visit: hash the tree once.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = hash((self.rule, self.operands, self.results, self.directions, self.strategy,
+                      self.conservative, self.elementwise))
+            object.__setattr__(self, "_hash", h)
+            return h
+
 
 @dataclass(frozen=True)
 class StepOutput:

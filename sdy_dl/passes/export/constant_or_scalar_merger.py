@@ -10,7 +10,7 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import attribute_dict_text
 from sdy_dl.ir.traits import CONSTANT_OPS
@@ -22,38 +22,8 @@ class _Ids(dict):
         return self.setdefault(k, len(self))
 
 
-def _walk(func) -> tuple[list, list[int]]:
-    """The ops nested in ``func`` in post-order (MLIR's ``walk``), and the
-    number of the region holding each."""
-    ops, region_of = [], []
-    count = 0
-
-    def nested(op):
-        nonlocal count
-        for region in op.regions:
-            rid, count = count, count + 1
-            for block in region.blocks:
-                for child in block.operations:
-                    yield child.operation, rid
-
-    stack = [nested(func.operation)]  # iterative: depth is not bounded
-    entries = [None]
-    while stack:
-        child = next(stack[-1], None)
-        if child is None:
-            stack.pop()
-            entry = entries.pop()
-            if entry is not None:
-                ops.append(entry[0])
-                region_of.append(entry[1])
-        else:
-            stack.append(nested(child[0]))
-            entries.append(child)
-    return ops, region_of
-
-
 def collect(func):
-    ops, region_of = _walk(func)
+    ops, region_of = walk_post_regions(func)
     texts, values = _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for n, op in enumerate(ops):

@@ -1,18 +1,41 @@
 """``insert-explicit-reshards`` (Shardy's ``sdy-insert-explicit-reshards`` with its
-default ``enable-full-version=false``, as the export pipeline runs it), **the
-function-call part only** (semantics §9.3 step 7).
+default ``enable-full-version=false``, as the export pipeline runs it; semantics §9.3).
 
-Per function, ops in post-order.  The non-full version reshards only the
-operands of ``func.call`` ops (plus ``mhlo.ragged_dot``, concatenates whose
-operands are sharded unlike the result, and unreduced-axes collectives, which
-sdy-dl does not implement: modules containing them are rejected): the
-target of each operand is the callee's argument sharding
-(``getFuncArgShardings``; when the callee has none, fully closed shardings
-on the first non-maximal mesh of the operands, and nothing when they have
-none either).  An operand whose sharding is not equivalent to its target
-gets ``sdy.reshard`` to the target (fully closed like the operand when the
-target is missing), inserted right after the operand's definition (at the
-start of the block for a block argument), and the call reads it.
+Per function, ops in post-order (terminators, data-flow ops and computations
+skipped):
+
+* ``func.call``: each operand is first all-reduced over the unreduced axes the
+  callee's argument sharding does not keep (right after the operand), then, when
+  its sharding is not equivalent to the target, resharded to it.  The target is
+  the callee's argument sharding (``getFuncArgShardings``; when the callee has
+  none, fully closed shardings on the first non-maximal mesh of the operands,
+  and nothing when they have none either; fully closed like the operand when
+  the target is missing).
+* every other op: operands with unreduced axes that the op's first result does
+  not keep unreduced get an ``sdy.all_reduce`` right before the op
+  (``insertAllReduceOnOpIfUnreducedToReplicated``); dots whose result conflicts
+  with an operand only along the contracting axes are resharded
+  (``processDot``, :mod:`.explicit_reshards_util`).
+* ``func.return``: returned values are all-reduced over the unreduced axes the
+  function result does not keep, and made unreduced on the axes it adds.
+* ``sdy.reshard`` to more unreduced axes (and call operands and returned
+  values whose target has more): ``sdy.replicated_to_unreduced`` /
+  ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``).
+
+* ``sdy.manual_computation`` / ``sdy.named_computation``: the sources of each
+  edge owner are all-reduced over the unreduced axes the owner does not keep.
+* ops whose results are unreduced: the axes of their reduction factors the
+  results do not keep unreduced are all-reduced after them.
+
+* ``stablehlo.concatenate`` whose operands are sharded unlike the result (the
+  one op besides calls the non-full version treats in full): operands and
+  results are resharded to the common axes
+  (:mod:`.explicit_reshards_common_axes`).
+
+Not implemented: the full version for every op (``enable-full-version=true``,
+so ``mhlo.ragged_dot``, which the non-full version treats in full, is
+rejected); unary concatenates; the other data-flow ops (while, case,
+optimization barrier) are left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +46,16 @@ from sdy_dl.ir.mlir_ops import (funcs, insert_sharding_op_after, op_error, rebui
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.call_graph import callee_name, func_table
+from sdy_dl.ir.mlir_ops import insert_after_value, key
+from sdy_dl.ir.storage import read_own, read_per_value
+from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS, TERMINATORS
+from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
+from sdy_dl.passes.export.explicit_reshards_common_axes import (concat_needs_full_version,
+                                                                reshard_to_common_axes)
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, all_reduce_reduction_factors,
+                                                         insert_all_reduce_if_unreduced_to_replicated,
+                                                         insert_unreduced_collectives,
+                                                         reshard_dot_result)
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -53,12 +85,109 @@ def reshard_operands(call, func, meshes) -> bool:
     for i, target in enumerate(targets):
         operand = call.operands[i]
         have = get_sharding(operand)
+        reduced = insert_all_reduce_if_unreduced_to_replicated(
+            call, i, have, target, meshes, lambda op, v=operand: insert_after_value(v, op))
+        changed |= reduced is not have
+        unreduced = insert_unreduced_collectives(
+            call, i, target, meshes, lambda op: insert_after_value(op.operands[0], op))
+        if unreduced is not None:
+            reduced, changed = unreduced, True
+        have, operand = reduced, call.operands[i]
         if have is None and target is None or is_equivalent(target, have):
             continue
         sharding = target if target is not None else fully_closed_like(have)
         reshard = insert_sharding_op_after("sdy.reshard", operand, sharding, call.location)
         call.operands[i] = reshard.results[0]
         changed = True
+    return changed
+
+
+def op_rules(module: Module, options: PassOptions):
+    """``rule(mop)``: the sharding rule of an op of ``module`` as it was loaded
+    (rules and the rule files are read at the first call)."""
+    state: dict = {}
+
+    def rule(mop):
+        if not state:
+            from sdy_dl.rules.db import load_rule_db
+
+            state["db"] = load_rule_db(options.rule_files, conservative=False)
+            state["ops"] = {key(op.mlir): op for op in module.ops}
+        op = state["ops"].get(key(mop))
+        return None if op is None else state["db"].rule_for(op, module)
+    return rule
+
+
+def has_unreduced(value) -> bool:
+    sharding = get_sharding(value)
+    return sharding is not None and bool(sharding.unreduced)
+
+
+def reshard_to_unreduced(reshard, meshes) -> bool:
+    """Shardy's ``convertReshardToUnreducedCollectives``: a reshard to more
+    unreduced axes becomes the unreduced collectives (inserted before it)."""
+    from jaxlib.mlir import ir
+
+    if insert_unreduced_collectives(reshard, 0, read_own(reshard), meshes,
+                                    lambda op: ir.InsertionPoint(reshard).insert(op)) is None:
+        return False
+    reshard.results[0].replace_all_uses_with(reshard.operands[0])
+    reshard.erase()
+    return True
+
+
+def all_reduce_edge_sources(mop, meshes) -> bool:
+    """``insertExplicitReshardsOnDataFlowOp`` for manual and named computations
+    (non-full version): the sources of each edge owner (results: the returned
+    values; block arguments: the operands) are all-reduced, right after their
+    definition, over the unreduced axes the owner's sharding does not keep."""
+    body = mop.regions[0].blocks[0]
+    ret = body.operations[len(body.operations) - 1].operation
+    outs = read_per_value(mop, "out_shardings") or [None] * len(mop.results)
+    ins = read_per_value(mop, "in_shardings") or [None] * len(mop.operands)
+    changed = False
+    for owner_op, targets in ((ret, outs), (mop, ins)):
+        for i, target in enumerate(targets):
+            have = get_sharding(owner_op.operands[i])
+            value = owner_op.operands[i]
+            changed |= insert_all_reduce_if_unreduced_to_replicated(
+                owner_op, i, have, target, meshes,
+                lambda op, v=value: insert_after_value(v, op)) is not have
+    return changed
+
+
+def all_reduce_unreduced_operands(mop, meshes) -> bool:
+    """Shardy's ``insertAllReduceOnOpIfUnreducedToReplicated``: operands with
+    unreduced axes the first result does not keep unreduced are all-reduced
+    right before ``mop``."""
+    from jaxlib.mlir import ir
+
+    if len(mop.results) == 0:
+        return False
+    user = get_sharding(mop.results[0])
+    changed = False
+    for i in range(len(mop.operands)):
+        have = get_sharding(mop.operands[i])
+        changed |= insert_all_reduce_if_unreduced_to_replicated(
+            mop, i, have, user, meshes, lambda op: ir.InsertionPoint(mop).insert(op)) is not have
+    return changed
+
+
+def all_reduce_returned(func, meshes) -> bool:
+    """The unreduced axes of returned values that the function result does not
+    keep unreduced are all-reduced right before the ``func.return``."""
+    from jaxlib.mlir import ir
+
+    ret = func.regions[0].blocks[0].operations[len(func.regions[0].blocks[0].operations) - 1]
+    ret = ret.operation
+    targets = func_result_shardings(func, meshes) or [None] * len(ret.operands)
+    changed = False
+    for i, target in enumerate(targets):
+        have = get_sharding(ret.operands[i])
+        changed |= insert_all_reduce_if_unreduced_to_replicated(
+            ret, i, have, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op)) is not have
+        changed |= insert_unreduced_collectives(
+            ret, i, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op)) is not None
     return changed
 
 
@@ -70,12 +199,30 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         meshes = module_meshes(module)
         table = func_table(module)
+        rules = op_rules(module, options)
         changed = False
         for func in funcs(module):
             for mop in walk_post(func)[:-1]:
                 if mop.name in UNSUPPORTED:
                     raise op_error(module, mop, f"insert-explicit-reshards: {mop.name} "
                                    "is not supported")
+                if mop.name in COMPUTATION_OPS:
+                    changed |= all_reduce_edge_sources(mop, meshes)
+                    continue
+                if mop.name in TERMINATORS or mop.name in DATA_FLOW_OPS:
+                    continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)
+                    continue
+                if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
+                    changed = True
+                    continue
+                changed |= all_reduce_unreduced_operands(mop, meshes)
+                if mop.name in DOT_OPS:
+                    changed |= reshard_dot_result(mop, rules(mop), meshes)
+                if mop.name == "stablehlo.concatenate" and concat_needs_full_version(mop):
+                    changed |= reshard_to_common_axes(mop, rules(mop), meshes)
+                if mop.results and has_unreduced(mop.results[0]):
+                    changed |= all_reduce_reduction_factors(mop, rules(mop), meshes)
+            changed |= all_reduce_returned(func, meshes)
         return rebuild(module) if changed else module

@@ -5,8 +5,9 @@ For every ``func.call`` (walk order) the callee's result shardings
 non-maximal mesh; when the callee has none, fully closed shardings like the
 call's own, and nothing happens when the call has none either) are compared
 with the shardings of the call's results.  Each result whose sharding is not
-equivalent (same mesh, unreduced axes and dimension axes; a missing or
-fully replicated sharding equals only a fully replicated one) gets an
+equivalent (same mesh and dimension axes, unreduced axes ignored as jaxlib's
+pass ignores them; a missing or fully replicated sharding equals only a
+fully replicated one) gets an
 ``sdy.reshard`` right after the call to its current sharding (or fully
 closed when it has none), which all its other uses now read.  The call's
 ``sdy.sharding`` becomes the callee's result shardings.
@@ -29,14 +30,17 @@ def fully_closed_like(s: TensorSharding) -> TensorSharding:
     return TensorSharding(s.mesh, tuple(DimSharding((), True) for _ in s.dims))
 
 
-def is_equivalent(a: TensorSharding | None, b: TensorSharding | None) -> bool:
-    """``TensorShardingAttr::isEquivalent`` (unreduced axes not ignored)."""
+def is_equivalent(a: TensorSharding | None, b: TensorSharding | None,
+                  ignore_unreduced: bool = False) -> bool:
+    """``TensorShardingAttr::isEquivalent`` (unreduced axes compared unless
+    ``ignore_unreduced``)."""
     def replicated(s):
-        return s is None or (not s.unreduced and all(not d.axes for d in s.dims))
+        return s is None or ((ignore_unreduced or not s.unreduced)
+                             and all(not d.axes for d in s.dims))
 
     if replicated(a):
         return replicated(b)
-    if b is None or a.mesh != b.mesh or a.unreduced != b.unreduced:
+    if b is None or a.mesh != b.mesh or (not ignore_unreduced and a.unreduced != b.unreduced):
         return False
     return len(a.dims) == len(b.dims) and all(x.axes == y.axes for x, y in zip(a.dims, b.dims))
 
@@ -50,7 +54,7 @@ def insert_reshards(call, func, meshes) -> bool:
         wanted = [fully_closed_like(s) for s in current]
     for want, result in zip(wanted, call.results):
         have = get_sharding(result)
-        if is_equivalent(want, have):
+        if is_equivalent(want, have, ignore_unreduced=True):
             continue
         target = have if have is not None else fully_closed_like(want)
         reshard = insert_sharding_op_after("sdy.reshard", result, target, call.location)

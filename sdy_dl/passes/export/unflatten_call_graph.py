@@ -6,9 +6,10 @@ shardings and result shardings) are merged into the callee of the first
 call (walk order) with that key, and every call is redirected to it (the
 Datalog stage ``calls_unflatten`` decides which).  Then
 ``sdy.original_func_name`` and ``sdy.func_manual_axes`` are removed from
-every function; the unused clones are left to ``symbol-dce``.  The pass
-option ``dedup-functions-fully`` is false in the propagation pipeline and
-not supported here.
+every function; the unused clones are left to ``symbol-dce``.  With the
+pass option ``dedup-functions-fully`` (false in the propagation pipeline)
+shardings are left out of the key, and each key keeps the callee whose full
+key is called most often (first to reach that count).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ def shardings_text(shardings) -> str:
     return "none" if shardings is None else "[" + ", ".join(s.to_text() for s in shardings) + "]"
 
 
-def computation_key(func, meshes) -> str:
-    """The printed ``ComputationKey`` of ``func``."""
+def computation_key(func, meshes, ignore_shardings: bool = False) -> str:
+    """The printed ``ComputationKey`` of ``func`` (its shardings left out when
+    ``ignore_shardings``, as with dedup-functions-fully)."""
     attrs = func.attributes
     manual = str(attrs[FUNC_MANUAL_AXES_ATTR]) if FUNC_MANUAL_AXES_ATTR in attrs else "none"
+    if ignore_shardings:
+        return "\n".join([original_name(func), manual, "none", "none"])
     return "\n".join([original_name(func), manual,
                       shardings_text(func_arg_shardings(func, meshes)),
                       shardings_text(func_result_shardings(func, meshes))])
@@ -41,22 +45,29 @@ def computation_key(func, meshes) -> str:
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
+    dedup = bool(options.option("dedup-functions-fully"))
+
     def edit() -> bool:
         meshes = module_meshes(module)
         funcs = func_table(module)
         names = list(funcs)
         func_ids = {n: i for i, n in enumerate(names)}
         key_ids: dict[str, int] = {}
-        facts: dict[str, set] = {"in_call": set(), "in_func_key": set()}
+        facts: dict[str, set] = {"in_call": set(), "in_func_key": set(), "in_func_group": set()}
+        group_ids: dict[str, int] = {}
         calls = [op for op in walk_post(module.mlir.operation) if op.name == "func.call"]
         for c, call in enumerate(calls):
             facts["in_call"].add((c, func_ids[callee_name(call)]))
         for name in {callee_name(call) for call in calls}:
             k = key_ids.setdefault(computation_key(funcs[name], meshes), len(key_ids))
             facts["in_func_key"].add((func_ids[name], k))
+            g = group_ids.setdefault(computation_key(funcs[name], meshes, True), len(group_ids))
+            facts["in_func_group"].add((func_ids[name], g))
         changed = False
         if calls:
-            out = run_analysis("calls_unflatten", facts, options)
+            if not dedup:
+                del facts["in_func_group"]
+            out = run_analysis("calls_unflatten", facts, options, dedup=dedup)
             for c, f in sorted(out["retarget"]):
                 if callee_name(calls[c]) != names[f]:
                     calls[c].attributes["callee"] = ir.FlatSymbolRefAttr.get(names[f])

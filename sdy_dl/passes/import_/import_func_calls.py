@@ -116,9 +116,10 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed = True
         for name in moved:
             funcs[name].erase()
-        for mop in walk_post(module.mlir.operation):
-            if mop.name == "sdy.named_computation":
-                add_edges(mop)
-                changed = True
+        if options.option("add-data-flow-edges-on-named-computations"):
+            for mop in walk_post(module.mlir.operation):
+                if mop.name == "sdy.named_computation":
+                    add_edges(mop)
+                    changed = True
         return changed
     return rewrite(module, edit)

@@ -13,8 +13,8 @@ The passes, in Shardy's order::
     apply-sharding-constraints    (only with dedup-functions-fully)
     sharding-group-import         (only with dedup-functions-fully)
 
-The option ``dedup-functions-fully`` is read from ``options.extra``
-(``dedup_functions_fully`` or ``dedup-functions-fully``, default false).
+The option ``dedup-functions-fully`` (default false) is declared in
+:mod:`sdy_dl.passes.options`.
 """
 
 from __future__ import annotations
@@ -41,11 +41,7 @@ def pipeline_passes(dedup_functions_fully: bool = False) -> tuple[str, ...]:
 
 
 def dedup_option(options: PassOptions) -> bool:
-    extra = options.extra or {}
-    value = extra.get("dedup_functions_fully", extra.get("dedup-functions-fully", False))
-    if isinstance(value, str):
-        return value.lower() in ("1", "true", "yes")
-    return bool(value)
+    return bool(options.option("dedup-functions-fully"))
 
 
 @register("import-pipeline", "Shardy's import pipeline (symbol-dce, lift meshes, ..., data-flow "

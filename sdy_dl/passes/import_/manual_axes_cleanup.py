@@ -21,7 +21,7 @@ from sdy_dl.ir.mlir_ops import op_error, rebuild, tensor_info, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_per_value, write_per_value
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, format_symbol_ref
+from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, axis_set_diff, format_symbol_ref
 
 
 def common_mesh_or_ref(shardings: list[TensorSharding], meshes: dict[str, Mesh]):
@@ -40,28 +40,6 @@ def common_mesh_or_ref(shardings: list[TensorSharding], meshes: dict[str, Mesh])
         if other != mesh:
             return None
     return ref
-
-
-def axis_set_diff(a_axes: list[AxisRef], b_axes: list[AxisRef], mesh: Mesh) -> list[AxisRef]:
-    """Shardy's ``getAxisSetDiff``: the parts of ``a_axes`` not covered by ``b_axes``."""
-    if not a_axes or list(a_axes) == list(b_axes):
-        return []
-    if not b_axes:
-        return list(a_axes)
-    set_b = sorted(b_axes)
-    result = []
-    for a in a_axes:
-        cur = a
-        while cur is not None:
-            b = next((x for x in set_b if cur.overlaps(x)), None)
-            if b is None:
-                result.append(cur)
-                break
-            prefix = cur.prefix_without_overlap(b, mesh)
-            if prefix is not None:
-                result.append(prefix)
-            cur = cur.suffix_without_overlap(b, mesh)
-    return result
 
 
 def _add_unused(shardings, types, manual: list[AxisRef], common_ref, mesh: Mesh):

@@ -114,7 +114,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         elif schedule == "op-priority":
             run_op_priority(propagator, functools.partial(run_analysis, options=options), report)
         else:
-            run_user_priority(propagator, functools.partial(run_analysis, options=options), report)
+            run_user_priority(propagator, functools.partial(run_analysis, options=options), report,
+                              options.option("run-op-priority-propagation"))
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
     if not propagator.erased:
@@ -129,8 +130,4 @@ def basic_propagate(module: Module, options: PassOptions) -> Module:
 
 def strategy_option(options: PassOptions) -> str:
     """The ``propagation-strategy`` pass option (default aggressive)."""
-    strategy = options.extra.get("propagation_strategy", "aggressive")
-    if strategy not in ("basic", "aggressive", "basic-then-aggressive"):
-        raise SdyError(f"unknown propagation-strategy {strategy!r} "
-                       "(expected basic, aggressive or basic-then-aggressive)")
-    return strategy
+    return options.option("propagation-strategy")

@@ -14,5 +14,5 @@ from sdy_dl.passes.propagation.basic_propagation import run_strategy, strategy_o
 
 @register("op-priority-propagate", "Shardy's op-priority propagation (sdy-op-priority-propagate)")
 def op_priority_propagate(module: Module, options: PassOptions) -> Module:
-    schedule = "op-priority" if options.extra.get("run_op_priority_propagation", True) else "plain"
+    schedule = "op-priority" if options.option("run-op-priority-propagation") else "plain"
     return run_strategy(module, options, strategy_option(options), schedule)

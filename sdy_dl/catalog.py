@@ -1,0 +1,72 @@
+"""The pass catalog (``docs/passes.md``), generated from the registry.
+
+For every registered pass: the Shardy folder it lives in (``import``,
+``propagation``, ``export``), its one-line summary, the options it reads
+(:mod:`sdy_dl.passes.options`) and where Shardy's pipelines run it.
+``sdy-dl passes --format markdown`` prints it; a test keeps the file current.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.passes import PASSES, PassOptions
+from sdy_dl.pipeline import stages
+
+#: Shardy's folder of a pass, from the subpackage its module lives in.
+_FOLDERS = {"import_": "import", "propagation": "propagation", "export": "export"}
+
+
+def folder(name: str) -> str:
+    """The Shardy transforms folder pass ``name`` lives in (``import``, ...)."""
+    parts = PASSES[name].run.__module__.split(".")
+    return _FOLDERS.get(parts[2], parts[2]) if len(parts) > 3 else "-"
+
+
+def pipeline_uses() -> dict[str, list[str]]:
+    """Pass name -> the pipelines that run it, as ``propagate`` runs them."""
+    from sdy_dl.passes.import_.import_pipeline import pipeline_passes
+    uses: dict[str, list[str]] = {}
+    runs = []
+    for dedup in (False, True):
+        mode = "dedup-functions-fully" if dedup else "default"
+        runs.append((f"import-pipeline ({mode})", pipeline_passes(dedup)))
+        runs.append((f"propagate ({mode})",
+                     stages(PassOptions(extra={"dedup_functions_fully": dedup}))))
+    for label, names in runs:
+        for name in dict.fromkeys(names):
+            uses.setdefault(name, []).append(label)
+    return uses
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def catalog_markdown() -> str:
+    """The text of ``docs/passes.md``."""
+    import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+    from sdy_dl.passes.options import OPTIONS, options_of
+
+    uses = pipeline_uses()
+    lines = ["# Pass catalog", "",
+             "Generated from the pass registry by `sdy-dl passes --format markdown`",
+             "(`tests/test_docs.py` checks that this file is current).  Every pass is",
+             "run alone by `sdy-dl pass NAME MODULE`; names are Shardy's without `sdy-`.",
+             "", "| pass | folder | summary | options | run by |", "|---|---|---|---|---|"]
+    order = {"import": 0, "propagation": 1, "export": 2}
+    for name in sorted(PASSES, key=lambda n: (order.get(folder(n), 3), n)):
+        options = ", ".join(f"`{o.name}`" for o in options_of(name)) or "—"
+        run_by = ", ".join(uses.get(name, [])) or "—"
+        lines.append(f"| `{name}` | {folder(name)} | {_cell(PASSES[name].help)} | {options} "
+                     f"| {run_by} |")
+    lines += ["", "## Options", "",
+              "`--pass-option NAME=VALUE`; `sdy-dl propagate` takes the options of every",
+              "pass it runs.", "", "| option | type | default | read by | summary |",
+              "|---|---|---|---|---|"]
+    for option in OPTIONS:
+        note = "" if option.implemented else " Only the default is implemented."
+        readers = ", ".join(f"`{p}`" for p in option.passes)
+        default = option.default_text() or '""'
+        lines.append(f"| `{option.name}` | {_cell(option.type_text())} | "
+                     f"`{default}` | {readers} | "
+                     f"{_cell(option.help)}{note} |")
+    return "\n".join(lines) + "\n"

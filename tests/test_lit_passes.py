@@ -1,0 +1,136 @@
+"""Shardy's lit-test inputs for the call, export and pipeline passes, run through
+jaxlib's pass and sdy-dl's (options and ``-allow-unregistered-dialect`` as the
+file's RUN line gives them).
+
+The inputs are read from a Shardy source tree at test time (nothing is copied
+into this repository; see :func:`test_import_lit.read_lit`).  Every
+``// -----`` chunk jaxlib accepts must give the same module from sdy-dl;
+a chunk jaxlib rejects must be rejected by sdy-dl too.  Skipped when no
+source is found.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from oracle import normalize, shardy
+from sdy_dl.ir import parse_module_text
+from sdy_dl.ir.context import allow_unregistered_dialects
+from sdy_dl.passes import PassOptions, get_pass
+from test_import_lit import read_lit
+
+IMPORT = "shardy/dialect/sdy/transforms/import/test"
+EXPORT = "shardy/dialect/sdy/transforms/export/test"
+PROPAGATION = "shardy/dialect/sdy/transforms/propagation/test"
+
+#: file -> (directory, sdy-dl pass, Shardy pass pipeline, extra options, allow unregistered)
+FILES = {
+    "import_func_calls.mlir": (IMPORT, "import-func-calls", "sdy-import-func-calls", {}, False),
+    "import_func_calls_add_data_flow_edges_on_named_computations_false.mlir": (
+        IMPORT, "import-func-calls",
+        "sdy-import-func-calls{add-data-flow-edges-on-named-computations=false}",
+        {"add_data_flow_edges_on_named_computations": False}, False),
+    "call_ops_enable_full_version_false.mlir": (
+        EXPORT + "/insert_explicit_reshards", "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, False),
+    "insert_explicit_reshards.mlir": (
+        EXPORT, "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, True),
+    "propagation_pipeline.mlir": (PROPAGATION, "propagate", "sdy-propagation-pipeline", {}, False),
+    "propagation_pipeline_data_flow_edges.mlir": (PROPAGATION, "propagate",
+                                                  "sdy-propagation-pipeline", {}, False),
+    "unflatten_call_graph.mlir": (EXPORT, "unflatten-call-graph", "sdy-unflatten-call-graph",
+                                  {}, False),
+    "unflatten_call_graph_dedup_functions_fully_true.mlir": (
+        EXPORT, "unflatten-call-graph", "sdy-unflatten-call-graph{dedup-functions-fully=true}",
+        {"dedup_functions_fully": True}, False),
+    "add_func_data_flow_edges.mlir": (IMPORT, "add-func-data-flow-edges",
+                                      "sdy-add-func-data-flow-edges", {}, False),
+    "sink_func_data_flow_edges.mlir": (EXPORT, "sink-func-data-flow-edges",
+                                       "func.func(sdy-sink-func-data-flow-edges)", {}, False),
+    "propagation_pipeline_dedup_functions_fully_true.mlir": (
+        PROPAGATION, "propagate", "sdy-propagation-pipeline{dedup-functions-fully=true}",
+        {"dedup_functions_fully": True}, False),
+    "basic_propagation_data_flow_edges.mlir": (PROPAGATION, "basic-propagate",
+                                               "sdy-basic-propagate", {}, False),
+    "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
+                                       "sdy-propagate-to-func-results", {}, True),
+}
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001  (both sides failing is agreement)
+        return "<error>"
+
+
+def split_funcs(text: str) -> list[str]:
+    """A file without ``// -----`` split into one module per top-level function
+    (each with every mesh of the file), so that a function jaxlib's older parser
+    rejects does not hide the others."""
+    meshes = "\n".join(line for line in text.splitlines() if line.startswith("sdy.mesh"))
+    parts = re.split(r"^(?=func\.func )", text, flags=re.M)[1:]
+    return [meshes + "\n" + part for part in parts]
+
+
+def chunks_of(text: str) -> list[str]:
+    chunks = re.split(r"^// -----\s*$", text, flags=re.M)
+    return chunks if len(chunks) > 1 else split_funcs(text)
+
+
+def run_ours(pass_name: str, text: str, extra: dict) -> str:
+    """``text`` after sdy-dl's pass (``propagate``: the whole pipeline), printed."""
+    module = parse_module_text(text, "<lit>")
+    options = PassOptions(engine="clingo", extra=extra)
+    if pass_name == "propagate":
+        from sdy_dl.pipeline import propagate
+
+        return propagate(module, options).print()
+    return get_pass(pass_name).run(module, options).print()
+
+
+def run_lit(name: str) -> tuple[list[str], int]:
+    """(names of the chunks that differ, number of chunks) of lit file ``name``."""
+    directory, pass_name, pipeline, extra, unregistered = FILES[name]
+    text = read_lit(name, directory)
+    if text is None:
+        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    chunks = chunks_of(text)
+    differ = []
+    allow_unregistered_dialects(unregistered)
+    try:
+        for i, chunk in enumerate(chunks):
+            expected = _outcome(lambda: shardy(chunk, pipeline))
+            actual = _outcome(lambda: normalize(run_ours(pass_name, chunk, extra)))
+            if expected != actual:
+                differ.append(chunk_name(chunk, i))
+    finally:
+        allow_unregistered_dialects(False)
+    return differ, len(chunks)
+
+
+#: Chunks (by function name) that still differ, each for a reason sdy-dl does
+#: not implement yet; the test fails when any other chunk differs.
+KNOWN: dict[str, set[str]] = {}
+
+
+def chunk_name(chunk: str, i: int) -> str:
+    """The first function's name in ``chunk`` (the chunk's index when it has none)."""
+    m = re.search(r"func\.func (?:private )?@(\w+)", chunk)
+    return m.group(1) if m else str(i)
+
+
+#: The whole-pipeline files (slower: every chunk is propagated).
+SLOW = {"propagation_pipeline.mlir", "propagation_pipeline_data_flow_edges.mlir",
+        "propagation_pipeline_dedup_functions_fully_true.mlir"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in FILES])
+def test_lit_file(name):
+    differ, total = run_lit(name)
+    unexpected = sorted(set(differ) - KNOWN.get(name, set()))
+    assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"

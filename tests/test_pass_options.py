@@ -1,0 +1,179 @@
+"""Typed pass options (``--pass-option``) and ``--allow-unregistered-dialect``.
+
+The option table rejects what Shardy's pass-option parser rejects (unknown
+keys, keys of other passes, badly typed values) with one usage line (exit 2);
+accepted options change the output exactly as they change jaxlib's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from oracle import assert_same, normalize, shardy
+from sdy_dl.cli import main
+from sdy_dl.errors import UsageError
+from sdy_dl.passes import PassOptions
+from sdy_dl.passes.options import OPTIONS, options_of, parse_option_items
+from sdy_dl.pipeline import pipeline_options
+
+MESH = 'sdy.mesh @mesh = <["a"=4, "b"=2]>\n'
+
+CALLS = MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = call @f(%arg0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = call @f(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = stablehlo.negate %1 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+func.func private @f(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.abs %arg0 : tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{}, {"b"}]> : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+'''
+
+# Priorities and a dot: op-priority bands and the strategies give different results.
+PRIORITIES = MESH + '''func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}p1, {?}]>},
+                %arg1: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b", ?}, {"a", ?}p0]>},
+                %arg2: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.add %0, %arg2 : tensor<8x8xf32>
+  %2 = stablehlo.transpose %1, dims = [1, 0] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = stablehlo.broadcast_in_dim %2, dims = [0, 1] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %3 : tensor<8x8xf32>
+}
+'''
+
+UNREGISTERED = MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<8x8xf32>
+  %1 = "foo.bar"(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = stablehlo.abs %1 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+'''
+
+#: The pipeline as its passes, with import-func-calls' option left open (%s).
+PIPELINE = ("sdy-import-pipeline,sdy-flatten-call-graph,symbol-dce,"
+            "sdy-import-func-calls{add-data-flow-edges-on-named-computations=%s},symbol-dce,"
+            "sdy-apply-sharding-constraints,sdy-sharding-group-import,sdy-pre-order-funcs,"
+            "sdy-user-priority-propagate{keep-sharding-rules=true},sdy-export-named-computations,"
+            "sdy-propagate-to-func-results,sdy-unflatten-call-graph,symbol-dce,"
+            "sdy-insert-func-call-reshards,sdy-export-pipeline")
+
+
+def cli(*args, input=None):
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def test_every_option_is_read_by_a_registered_pass():
+    import sdy_dl.passes.all  # noqa: F401
+    from sdy_dl.passes import PASSES
+
+    for option in OPTIONS:
+        assert any(p in PASSES or p == "propagate" for p in option.passes), option.name
+        assert option.parse(option.default_text()) == option.default
+
+
+@pytest.mark.parametrize("item, error", [
+    ("propagation-stratgy=basic", "has no option 'propagation-stratgy'"),
+    ("dedup-functions-fully=maybe", "'maybe' is not a valid value (expected true or false)"),
+    ("propagation-strategy=fast", "expected one of basic, aggressive, basic-then-aggressive"),
+    ("dedup-functions-fully", "is not KEY=VALUE"),
+    ("debug-sharding-origins=true", "only the default (false) is implemented"),
+])
+def test_bad_option_is_a_one_line_usage_error(tmp_path, item, error):
+    path = tmp_path / "m.mlir"
+    path.write_text(CALLS)
+    out = tmp_path / "out.mlir"
+    result = cli("propagate", "--quiet", str(path), "-o", str(out), "--pass-option", item)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sdy-dl: error: --pass-option")
+    assert error in lines[0]
+    assert not out.exists()
+
+
+def test_option_of_another_pass_is_rejected_listing_the_valid_ones():
+    with pytest.raises(UsageError, match=r"has no option 'dedup-functions-fully' \(valid: "
+                                         "add-data-flow-edges-on-named-computations\\)"):
+        parse_option_items(["dedup-functions-fully=true"], "import-func-calls")
+    # Shardy's basic propagation has no strategy option either.
+    assert "propagation-strategy" not in {o.name for o in options_of("basic-propagate")}
+    with pytest.raises(UsageError):
+        parse_option_items(["propagation-strategy=basic"], "basic-propagate")
+
+
+def test_values_parse_as_mlir_parses_them():
+    assert parse_option_items(["dedup-functions-fully=True", "run-op-priority-propagation=0",
+                               "propagation-strategy=basic"], "propagate",
+                              pipeline_options()) == {
+        "dedup_functions_fully": True, "run_op_priority_propagation": False,
+        "propagation_strategy": "basic"}
+
+
+def test_passes_lists_the_options():
+    result = cli("passes")
+    assert result.exit_code == 0
+    assert "options: add-data-flow-edges-on-named-computations" in result.output
+    assert "propagation-strategy=<basic|aggressive|basic-then-aggressive> (default aggressive)" \
+        in result.output
+
+
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_add_data_flow_edges_on_named_computations(tmp_path, value):
+    path = tmp_path / "m.mlir"
+    path.write_text(CALLS)
+    result = cli("pass", "import-func-calls", str(path), "--pass-option",
+                 f"add-data-flow-edges-on-named-computations={value}")
+    assert result.exit_code == 0, result.output
+    expected = shardy(CALLS, "sdy-import-func-calls{add-data-flow-edges-on-named-computations=%s}"
+                      % value)
+    assert_same(expected, normalize(result.output))
+    assert ("sdy.data_flow_edge" in expected) == (value == "true")
+
+
+def test_pipeline_without_data_flow_edges_on_named_computations(tmp_path):
+    assert shardy(CALLS, PIPELINE % "true") == shardy(CALLS, "sdy-propagation-pipeline")
+    path = tmp_path / "m.mlir"
+    path.write_text(CALLS)
+    result = cli("propagate", "--quiet", str(path), "--pass-option",
+                 "add-data-flow-edges-on-named-computations=false")
+    assert result.exit_code == 0, result.output
+    assert_same(shardy(CALLS, PIPELINE % "false"), normalize(result.output))
+
+
+@pytest.mark.parametrize("pass_name, options", [
+    ("user-priority-propagate", "run-op-priority-propagation=false"),
+    ("op-priority-propagate", "run-op-priority-propagation=false"),
+    ("aggressive-propagate", "propagation-strategy=basic"),
+    ("aggressive-propagate", "propagation-strategy=basic-then-aggressive"),
+])
+def test_propagation_options_equal_shardy(pass_name, options):
+    from oracle import ours
+
+    key, _, value = options.partition("=")
+    extra = parse_option_items([options], pass_name)
+    expected = shardy(PRIORITIES, f"sdy-{pass_name}{{{options}}}")
+    assert_same(expected, normalize(ours(PRIORITIES, pass_name, extra=extra)))
+
+
+def test_allow_unregistered_dialect(tmp_path):
+    from sdy_dl.ir.context import allow_unregistered_dialects
+
+    path = tmp_path / "m.mlir"
+    path.write_text(UNREGISTERED)
+    rejected = cli("propagate", "--quiet", str(path))
+    assert rejected.exit_code == 1
+    assert "unregistered dialect" in rejected.output
+    for command in (["propagate", "--quiet"], ["pass", "symbol-dce"], ["show"],
+                    ["rules", "annotate"]):
+        result = cli(*command, "--allow-unregistered-dialect", str(path))
+        assert result.exit_code == 0, (command, result.output)
+    result = cli("propagate", "--quiet", "--allow-unregistered-dialect", str(path))
+    allow_unregistered_dialects(True)
+    try:
+        expected = shardy(UNREGISTERED, "sdy-propagation-pipeline")
+        assert_same(expected, normalize(result.output))
+    finally:
+        allow_unregistered_dialects(False)
+    assert PassOptions().option("dedup-functions-fully") is False
