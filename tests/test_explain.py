@@ -198,11 +198,17 @@ def test_why_values_are_unsharded_or_blocked():
 
 @functools.lru_cache(maxsize=None)
 def _proof_of_the_add_step():
+    audit, tree, step = _proof_of_the_add_step_tree()
+    return audit, step
+
+
+@functools.lru_cache(maxsize=None)
+def _proof_of_the_add_step_tree():
     audit = Audit(parse_module_text(CHAIN), CLINGO)
     tree = audit.explain("%0")
     audit.attach_proofs([tree])
     [step] = [n for n in tree.walk() if n.kind == "step"]
-    return audit, step
+    return audit, tree, step
 
 
 def _check_proof(proof, height_above=None):
@@ -227,25 +233,23 @@ def test_proof_of_a_step_goes_down_to_input_facts():
     assert step.to_json()["proof"][0]["tuple"] == proof.atom()
 
 
-def _provenance_proofs(audit, step):
-    """The step's proofs from Soufflé's own provenance over the same one-step program."""
+def _provenance_proofs(audit, tree, steps):
+    """Soufflé's provenance proofs of the tuples ``steps`` were proved by, over the same
+    program and facts as the proof search (the tree's steps, numbered in tree order)."""
+    from sdy_dl.audit.proofs import proof_program
     from sdy_dl.audit.souffle_proofs import SouffleProvenance
-    from sdy_dl.propagation.step_eval import step_program
-    from sdy_dl.propagation.step_facts import step_facts
 
-    cause = next(c for c in audit.tracer.steps if c.index == step.cause)
-    facts = step_facts([cause.step], audit.propagated.meshes)
-    with SouffleProvenance(step_program([cause.step]), facts) as provenance:
-        return [provenance.proof(p.relation, p.args) for p in step.proof]
+    _, _, _, program, facts = proof_program(audit, [tree])
+    with SouffleProvenance(program, facts) as provenance:
+        return [[provenance.proof(p.relation, p.args) for p in s.proof] for s in steps]
 
 
 @pytest.mark.souffle
 @pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
 def test_souffle_provenance_gives_the_proof_search_proofs():
-    audit, step = _proof_of_the_add_step()
+    audit, tree, step = _proof_of_the_add_step_tree()
     [proof] = step.proof
-    assert step.cause is not None and proof.args[0] == 0   # the only step of both programs
-    [theirs] = _provenance_proofs(audit, step)
+    [[theirs]] = _provenance_proofs(audit, tree, [step])
     assert theirs.height == proof.height
     assert theirs.lines() == proof.lines()
     assert " (proof search)" not in "\n".join(theirs.lines())   # all of it from Soufflé
@@ -261,9 +265,10 @@ def test_souffle_provenance_on_more_steps(text, value):
     audit.attach_proofs([tree])
     steps = [n for n in tree.walk() if n.kind == "step" and n.proof]
     assert steps
-    for step in steps:
-        theirs = _provenance_proofs(audit, step)
-        assert [p.lines() for p in theirs] == [p.lines() for p in step.proof]
+    theirs = _provenance_proofs(audit, tree, steps)
+    for step, proofs in zip(steps, theirs):
+        assert [p.height for p in proofs] == [p.height for p in step.proof]
+        assert [p.lines() for p in proofs] == [p.lines() for p in step.proof]
 
 
 @pytest.mark.slow

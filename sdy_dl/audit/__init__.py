@@ -13,7 +13,8 @@ printed output module:
 | `reasons`    | why a value is unsharded or blocked |
 | `conflicts`  | where propagation could not agree, and what decided |
 | `render`     | trees as text, Graphviz dot and one HTML report |
-| `proofs`     | Datalog derivations of a step's derived tuples |
+| `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
+| `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |
 """
 

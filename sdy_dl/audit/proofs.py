@@ -189,7 +189,7 @@ class ProofSearch:
                 self.height[(name, tuple(row))] = 0
         instances = []
         for r in self.rules:
-            for row in relations.get(f"prov_{r.index}", ()):
+            for row in sorted(relations.get(f"prov_{r.index}", ())):   # deterministic ties
                 binding = dict(zip(r.variables, row))
                 try:
                     head = (r.head[0], tuple(_evaluate(a, binding) for a in r.head[1]))
@@ -214,16 +214,24 @@ class ProofSearch:
                     self.best[head] = (r, body)
                     changed = True
 
-    def _match(self, atom) -> tuple | None:
-        """The lowest known tuple matching ``atom`` (None args are wildcards)."""
+    def _match(self, atom, below: int | None = None) -> tuple | None:
+        """The lowest known tuple matching ``atom`` (None args are wildcards); with ``below``,
+        the first matching tuple in tuple order whose height is under ``below`` (the choice
+        Soufflé's provenance makes for a body atom of a tuple of height ``below``)."""
         name, args = atom
         if None not in args:
             return atom if atom in self.height else None
         best = None
-        for row in self.by_relation.get(name, ()):
+        for row in sorted(set(self.by_relation.get(name, ()))) if below is not None \
+                else self.by_relation.get(name, ()):
             if len(row) == len(args) and all(a is None or a == v for a, v in zip(args, row)):
                 h = self.height.get((name, row))
-                if h is not None and (best is None or h < self.height[best]):
+                if h is None:
+                    continue
+                if below is not None:
+                    if h < below:
+                        return (name, row)
+                elif best is None or h < self.height[best]:
                     best = (name, row)
         return best
 
@@ -250,7 +258,7 @@ class ProofSearch:
         node = Proof(relation, tuple(args), rule_origin(r), h)
         self._proofs[key] = node
         for atom in body:
-            found = self._match(atom)
+            found = self._match(atom, below=h)
             child = self.proof(*found) if found is not None else None
             if child is not None:
                 node.children.append(child)
@@ -350,19 +358,10 @@ def attach_proofs(audit, trees) -> None:
     On the souffle engine the proofs are Soufflé's own provenance
     (``souffle_proofs``), with the proof search for what it cannot explain;
     on clingo, the proof search."""
-    from sdy_dl.propagation.step_eval import step_program
-    from sdy_dl.propagation.step_facts import step_facts
-
-    causes = {c.index: c for c in audit.tracer.steps}
-    for w in audit.tracer.writes:
-        causes.setdefault(w.cause.index, w.cause)
-    nodes = [n for t in trees for n in t.walk() if n.cause is not None and n.kind == "step"
-             and causes.get(n.cause) is not None and causes[n.cause].step is not None]
+    nodes, causes, steps, program, facts = proof_program(audit, trees)
     if not nodes:
         return
-    steps = list({causes[n.cause].step: None for n in nodes})
     meshes = audit.propagated.meshes
-    program, facts = step_program(steps), step_facts(steps, meshes)
     engine = _engine(audit)
     if engine.name == "souffle":
         from sdy_dl.audit.souffle_proofs import SouffleProvenance
@@ -375,6 +374,23 @@ def attach_proofs(audit, trees) -> None:
         _attach(nodes, causes, steps, meshes, search)
     finally:
         getattr(search, "close", lambda: None)()
+
+
+def proof_program(audit, trees):
+    """The step nodes of ``trees``, the tracer's causes, their steps (the i-th is step ``i``
+    of the program) and the ``step`` program with its facts that their proofs come from."""
+    from sdy_dl.propagation.step_eval import step_program
+    from sdy_dl.propagation.step_facts import step_facts
+
+    causes = {c.index: c for c in audit.tracer.steps}
+    for w in audit.tracer.writes:
+        causes.setdefault(w.cause.index, w.cause)
+    nodes = [n for t in trees for n in t.walk() if n.cause is not None and n.kind == "step"
+             and causes.get(n.cause) is not None and causes[n.cause].step is not None]
+    steps = list({causes[n.cause].step: None for n in nodes})
+    if not steps:
+        return nodes, causes, steps, None, None
+    return nodes, causes, steps, step_program(steps), step_facts(steps, audit.propagated.meshes)
 
 
 def _attach(nodes, causes, steps, meshes, search) -> None:

@@ -1,17 +1,18 @@
 """Datalog proofs from Soufflé's own provenance (``souffle -t explain``).
 
 One interpreter process in provenance mode evaluates the ``step`` program on
-the step's facts and then answers ``explain rel(args)`` commands on stdin
-(``format json``).  The tree depth is kept at 3 (the tuple, the tuples of
-its rule's body and their truncated subproofs) and every body tuple is explained by its own command, once:
-Soufflé expands a proof as a tree, so a deep ``setdepth`` repeats shared
-subproofs and grows exponentially, while one level per tuple gives the same
-proof as a DAG.  Soufflé's rule numbers ``(Rk)`` (the k-th clause of the head
-relation in the program text) are mapped to the rules of ``proofs.parse_rules``
-and so to their template lines in ``datalog/``.
+the steps' facts and then answers ``explain rel(args)`` commands on stdin
+(``format json``).  The printed depth is kept at 3 (the tuple, its rule's
+body tuples, their truncated subproofs) and every derived body tuple is
+explained by its own command, once: Soufflé prints a proof as a tree, so a
+deep ``setdepth`` repeats shared subproofs and grows exponentially, while one
+level per tuple gives the same proof as a DAG.  Soufflé's rule numbers
+``(Rk)`` (the k-th clause of the head relation in the program text) are
+mapped to the rules of ``proofs.parse_rules`` and so to their template lines
+in ``datalog/`` (``proofs.rule_origin``).
 
-Soufflé lists negated atoms (``!rel(..)``), comparisons and the
-``@generator`` constraints of aggregates as leaves; like the proof search, a
+Soufflé lists negated atoms (``!rel(..)``), comparisons and an
+aggregate's result (``1 = 1``) as leaves; like the proof search, a
 proof keeps only the positive body atoms.  Tuples Soufflé cannot explain
 (its provenance answers ``Tuple not found`` or names no rule) are proved by
 ``ProofSearch`` when one is given; ``Proof.rule`` then ends with
@@ -33,7 +34,6 @@ from sdy_dl.datalog.program import Program
 from sdy_dl.errors import SdyError
 
 _ATOM = re.compile(r"^([a-z_][A-Za-z0-9_]*)\((.*)\)$", re.S)
-_END = "]\n}"   # the last line of every json answer (the "rules" list closes it)
 
 
 def _parse_args(text: str) -> tuple:
@@ -155,6 +155,6 @@ class SouffleProvenance:
         if self.fallback is None:
             return None
         found = self.fallback.proof(*key)
-        if found is not None and found.rule:
+        if found is not None and found.rule and not found.rule.endswith(" (proof search)"):
             found.rule += " (proof search)"
         return found
