@@ -15,6 +15,7 @@ printed output module:
 | `render`     | trees as text, Graphviz dot and one HTML report |
 | `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
+| `step_proofs` | proofs for the step nodes of trees, from the engine the audit ran |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |
 """
 
@@ -72,7 +73,7 @@ class Audit:
 
     def attach_proofs(self, trees: list[Node]) -> None:
         """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""
-        from sdy_dl.audit.proofs import attach_proofs
+        from sdy_dl.audit.step_proofs import attach_proofs
 
         attach_proofs(self, trees)
 

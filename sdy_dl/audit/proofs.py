@@ -352,30 +352,6 @@ class _Origins(dict):
         return default
 
 
-def attach_proofs(audit, trees) -> None:
-    """Give each step node of ``trees`` the proofs of its new axes (``node.proof``).
-
-    On the souffle engine the proofs are Soufflé's own provenance
-    (``souffle_proofs``), with the proof search for what it cannot explain;
-    on clingo, the proof search."""
-    nodes, causes, steps, program, facts = proof_program(audit, trees)
-    if not nodes:
-        return
-    meshes = audit.propagated.meshes
-    engine = _engine(audit)
-    if engine.name == "souffle":
-        from sdy_dl.audit.souffle_proofs import SouffleProvenance
-
-        search = SouffleProvenance(program, facts, engine.binary,
-                                   fallback=_LazySearch(program, facts, engine.run))
-    else:
-        search = ProofSearch(program, facts, engine.run)
-    try:
-        _attach(nodes, causes, steps, meshes, search)
-    finally:
-        getattr(search, "close", lambda: None)()
-
-
 def proof_program(audit, trees):
     """The step nodes of ``trees``, the tracer's causes, their steps (the i-th is step ``i``
     of the program) and the ``step`` program with its facts that their proofs come from."""
