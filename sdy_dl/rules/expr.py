@@ -41,8 +41,9 @@ def _index_of(seq, x):
 
 #: The longest list, tuple, string or range an expression may build.
 MAX_ITEMS = 1 << 16
-#: Comprehension steps one evaluation may take.
-MAX_STEPS = 1 << 20
+#: Comprehension steps one evaluation may take (a runaway expression fails
+#: within seconds).
+MAX_STEPS = 1 << 18
 
 
 def _bounded(value: Any) -> Any:
