@@ -203,24 +203,19 @@ def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
     axes."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.passes.export.explicit_reshards_util import (_factor_axes, _num_elements,
-                                                             common_mesh,
-                                                             sharding_bypassing_barriers)
+    from sdy_dl.passes.export.explicit_reshards_util import _num_elements, factor_projections
     from sdy_dl.ir.storage import parse_attr
     from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 
     if rule is None or rule.is_custom:
         return False
-    ins = [sharding_bypassing_barriers(v) for v in mop.operands]
-    outs = [sharding_bypassing_barriers(v) for v in mop.results]
-    mesh_name = common_mesh(ins + outs, meshes)
-    if mesh_name is None:
+    projected = factor_projections(mop, rule, meshes)
+    if projected is None:
         return False
+    mesh_name, shardings, projections = projected
     mesh = meshes[mesh_name]
+    ins, outs = shardings[:len(mop.operands)], shardings[len(mop.operands):]
     mappings = list(rule.operands) + list(rule.results)
-    projections = [_factor_axes(s, m) for s, m in zip(ins + outs, mappings)]
-    if any(p is None for p in projections):
-        return False
     if sum(1 for m in mappings if m) == 2 and \
             not any(f.kind == "need_replication" for f in rule.factors):
         return False  # findCommonAxesOnUnaryOperation: not implemented

@@ -97,6 +97,22 @@ def common_mesh(shardings, meshes: dict[str, Mesh]) -> str | None:
     return None if mesh is None or mesh.is_maximal else name
 
 
+def factor_projections(mop, rule, meshes: dict[str, Mesh]):
+    """``(mesh name, shardings, projections)`` of ``mop``: the common mesh of its
+    operand and result shardings (read through propagation barriers), those
+    shardings, and each one's factor -> axes projection under ``rule``; None
+    when there is no common mesh or a tensor does not project."""
+    shardings = [sharding_bypassing_barriers(v) for v in list(mop.operands) + list(mop.results)]
+    mesh_name = common_mesh(shardings, meshes)
+    if mesh_name is None:
+        return None
+    mappings = list(rule.operands) + list(rule.results)
+    projections = [_factor_axes(s, m) for s, m in zip(shardings, mappings)]
+    if any(p is None for p in projections):
+        return None
+    return mesh_name, shardings, projections
+
+
 def all_reduce_reduction_factors(mop, rule, meshes: dict[str, Mesh]) -> bool:
     """Shardy's ``insertAllReducesForReductionFactors`` in the non-full version:
     when the op's results are unreduced, the axes of its reduction factors
@@ -115,15 +131,11 @@ def all_reduce_reduction_factors(mop, rule, meshes: dict[str, Mesh]) -> bool:
     first = get_sharding(mop.results[0])
     if first is None or not first.unreduced:
         return False
-    ins = [sharding_bypassing_barriers(v) for v in mop.operands]
-    outs = [sharding_bypassing_barriers(v) for v in mop.results]
-    mesh_name = common_mesh(ins + outs, meshes)
-    if mesh_name is None:
+    projected = factor_projections(mop, rule, meshes)
+    if projected is None:
         return False
+    mesh_name, _, projections = projected
     mesh = meshes[mesh_name]
-    projections = [_factor_axes(s, m) for s, m in zip(ins + outs, rule.operands + rule.results)]
-    if any(p is None for p in projections):
-        return False
     reduction: list = []
     for f, factor in enumerate(rule.factors):
         if factor.kind != "reduction":
