@@ -19,6 +19,8 @@ RSS of the process and ms (wall) per op.  Every output is compared byte for byte
 
     python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
+    git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
+    python benchmarks/pipeline.py --compare-tree /tmp/old
 
 Run on demand, never in CI.
 """
