@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_pre
+from sdy_dl.ir.mlir_ops import key, module_ops, rebuild, walk_pre
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
                               RECURSIVE_EFFECT_OPS, TERMINATORS)
 from sdy_dl.passes import run_analysis
@@ -35,8 +35,10 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
                              "in_terminator_op": _split(TERMINATORS)}
     ops: list = []
     ids: dict[int, int] = {}
-    for func in funcs(module):
-        for mop in walk_pre(func)[1:]:
+    for top in module_ops(module):
+        # Ops directly in the module body other than functions (symbols such
+        # as meshes are effectful in the trait table) are candidates too.
+        for mop in walk_pre(top)[1:] if top.name == "func.func" else [top]:
             ids[key(mop)] = len(ops)
             ops.append(mop)
     for i, mop in enumerate(ops):
