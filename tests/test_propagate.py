@@ -83,6 +83,31 @@ CASES = {
         "  %2 = stablehlo.broadcast_in_dim %0, dims = [1, 2] : (tensor<4x8xf32>) -> tensor<2x4x8xf32>\n"
         "  return %2 : tensor<2x4x8xf32>",
         f"""%arg0: tensor<8x4xf32> {sharded('{"a"}, {"b"}')}""", "tensor<2x4x8xf32>"),
+    # §11.26: a while body calls a helper (named computation) on a carry it
+    # returns unchanged; the carry's edge gets "b" after the helper's
+    # block-argument edge was visited, and changing the helper's operand does
+    # not notify that edge, so the helper stays unsharded.
+    "computation_operand_does_not_notify_its_edge": module(
+        "  %c = sdy.constant dense<0> : tensor<i32>\n"
+        "  %0:2 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %c) : tensor<8x8xf32>, tensor<i32>\n"
+        "  cond {\n"
+        "    %1 = sdy.constant dense<3> : tensor<i32>\n"
+        "    %2 = stablehlo.compare LT, %iterArg_0, %1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n"
+        "    stablehlo.return %2 : tensor<i1>\n"
+        "  } do {\n"
+        "    %1 = sdy.named_computation<\"helper\">(%iterArg) (%arg1: tensor<8x8xf32>) {\n"
+        "      %4 = sdy.data_flow_edge %arg1 : tensor<8x8xf32>\n"
+        "      %5 = stablehlo.negate %4 : tensor<8x8xf32>\n"
+        "      sdy.return %5 : tensor<8x8xf32>\n"
+        "    } : (tensor<8x8xf32>) -> tensor<8x8xf32>\n"
+        "    %2 = sdy.data_flow_edge %1 : tensor<8x8xf32>\n"
+        "    %3 = stablehlo.add %iterArg_0, %iterArg_0 : tensor<i32>\n"
+        "    stablehlo.return %iterArg, %3 : tensor<8x8xf32>, tensor<i32>\n"
+        "  }\n"
+        "  %1 = sdy.data_flow_edge %0#0 : tensor<8x8xf32>\n"
+        "  %2 = sdy.data_flow_edge %0#1 : tensor<i32>\n"
+        "  return %1 : tensor<8x8xf32>",
+        f"""%arg0: tensor<8x8xf32> {sharded('{}, {"b"}')}""", "tensor<8x8xf32>"),
     # Reduction keeps the batch dim; dot with contracting dim sharded.
     "reduce_and_dot": module(
         "  %c = stablehlo.constant dense<0.0> : tensor<f32>\n"
