@@ -1,8 +1,7 @@
 """``insert-explicit-reshards`` (Shardy's ``sdy-insert-explicit-reshards`` with its
 default ``enable-full-version=false``, as the export pipeline runs it; semantics §9.3).
 
-Per function, ops in post-order (terminators, data-flow ops and computations
-skipped):
+Per function, ops in post-order (terminators skipped):
 
 * ``func.call``: each operand is first all-reduced over the unreduced axes the
   callee's argument sharding does not keep (right after the operand), then, when
@@ -22,8 +21,10 @@ skipped):
   values whose target has more): ``sdy.replicated_to_unreduced`` /
   ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``).
 
-* ``sdy.manual_computation`` / ``sdy.named_computation``: the sources of each
-  edge owner are all-reduced over the unreduced axes the owner does not keep.
+* data-flow ops (while, case, optimization barrier, manual and named
+  computations): the sources of each edge owner are all-reduced over the
+  unreduced axes the owner does not keep, and made unreduced on the axes it
+  adds (``insertExplicitReshardsOnDataFlowOp``).
 * ops whose results are unreduced: the axes of their reduction factors the
   results do not keep unreduced are all-reduced after them.
 
@@ -34,9 +35,7 @@ skipped):
 
 Not implemented: the full version for every op (``enable-full-version=true``,
 so ``mhlo.ragged_dot``, which the non-full version treats in full, is
-rejected); unary concatenates; the other data-flow ops (while, case,
-optimization barrier) are left alone.
-"""
+rejected); unary concatenates."""
 
 from __future__ import annotations
 
@@ -83,16 +82,9 @@ def reshard_operands(call, func, meshes) -> bool:
         return False
     changed = False
     for i, target in enumerate(targets):
+        have, inserted = to_target_unreduced(call, i, target, meshes)
+        changed |= inserted
         operand = call.operands[i]
-        have = get_sharding(operand)
-        reduced = insert_all_reduce_if_unreduced_to_replicated(
-            call, i, have, target, meshes, lambda op, v=operand: insert_after_value(v, op))
-        changed |= reduced is not have
-        unreduced = insert_unreduced_collectives(
-            call, i, target, meshes, lambda op: insert_after_value(op.operands[0], op))
-        if unreduced is not None:
-            reduced, changed = unreduced, True
-        have, operand = reduced, call.operands[i]
         if have is None and target is None or is_equivalent(target, have):
             continue
         sharding = target if target is not None else fully_closed_like(have)
@@ -136,23 +128,63 @@ def reshard_to_unreduced(reshard, meshes) -> bool:
     return True
 
 
-def all_reduce_edge_sources(mop, meshes) -> bool:
-    """``insertExplicitReshardsOnDataFlowOp`` for manual and named computations
-    (non-full version): the sources of each edge owner (results: the returned
-    values; block arguments: the operands) are all-reduced, right after their
-    definition, over the unreduced axes the owner's sharding does not keep."""
-    body = mop.regions[0].blocks[0]
-    ret = body.operations[len(body.operations) - 1].operation
-    outs = read_per_value(mop, "out_shardings") or [None] * len(mop.results)
-    ins = read_per_value(mop, "in_shardings") or [None] * len(mop.operands)
+def to_target_unreduced(mop, index: int, target: TensorSharding | None, meshes):
+    """The non-full ``insertExplicitReshardsToTargetSharding`` on operand ``index``
+    of ``mop``, inserting after the operand: the unreduced axes ``target`` does
+    not keep are all-reduced, then the axes it adds are made unreduced.
+    Returns (the operand's sharding afterwards, whether anything was inserted)."""
+    value = mop.operands[index]
+    have = get_sharding(value)
+    reduced = insert_all_reduce_if_unreduced_to_replicated(
+        mop, index, have, target, meshes, lambda op: insert_after_value(value, op))
+    changed = reduced is not have
+    unreduced = insert_unreduced_collectives(
+        mop, index, target, meshes, lambda op: insert_after_value(op.operands[0], op))
+    if unreduced is not None:
+        reduced, changed = unreduced, True
+    return reduced, changed
+
+
+def _terminator(block):
+    return block.operations[len(block.operations) - 1].operation
+
+
+def edge_owners(mop):
+    """Shardy's edge owners of the data-flow op ``mop`` (result owners, then
+    block-argument owners), each as (owner sharding, sources), a source being
+    (op, operand index): while results (the operand and the body's returned
+    value), case results (each branch's returned value), optimization-barrier
+    results (the operand), computation results (the body's returned value) and
+    computation block arguments (the operand).  The owner shardings are the
+    op's ``sdy.sharding`` or the computation's ``out_shardings`` /
+    ``in_shardings`` (None when absent)."""
+    computation = mop.name in COMPUTATION_OPS
+    outs = read_per_value(mop, "out_shardings" if computation else "sdy.sharding")
+    outs = outs or [None] * len(mop.results)
+    owners = []
+    for i, target in enumerate(outs):
+        if mop.name == "stablehlo.while":
+            sources = [(mop, i), (_terminator(mop.regions[1].blocks[0]), i)]
+        elif mop.name == "stablehlo.optimization_barrier":
+            sources = [(mop, i)]
+        else:   # case branches, computation bodies
+            sources = [(_terminator(region.blocks[0]), i) for region in mop.regions]
+        owners.append((target, sources))
+    if computation:
+        ins = read_per_value(mop, "in_shardings") or [None] * len(mop.operands)
+        owners += [(target, [(mop, i)]) for i, target in enumerate(ins)]
+    return owners
+
+
+def data_flow_edge_sources(mop, meshes) -> bool:
+    """``insertExplicitReshardsOnDataFlowOp`` (non-full version) for every
+    data-flow op (while, case, optimization barrier, manual and named
+    computations): each source of each edge owner is brought to the owner's
+    unreduced axes (:func:`to_target_unreduced`), in Shardy's order."""
     changed = False
-    for owner_op, targets in ((ret, outs), (mop, ins)):
-        for i, target in enumerate(targets):
-            have = get_sharding(owner_op.operands[i])
-            value = owner_op.operands[i]
-            changed |= insert_all_reduce_if_unreduced_to_replicated(
-                owner_op, i, have, target, meshes,
-                lambda op, v=value: insert_after_value(v, op)) is not have
+    for target, sources in edge_owners(mop):
+        for op, index in sources:
+            changed |= to_target_unreduced(op, index, target, meshes)[1]
     return changed
 
 
@@ -206,10 +238,10 @@ def run(module: Module, options: PassOptions) -> Module:
                 if mop.name in UNSUPPORTED:
                     raise op_error(module, mop, f"insert-explicit-reshards: {mop.name} "
                                    "is not supported")
-                if mop.name in COMPUTATION_OPS:
-                    changed |= all_reduce_edge_sources(mop, meshes)
+                if mop.name in DATA_FLOW_OPS:
+                    changed |= data_flow_edge_sources(mop, meshes)
                     continue
-                if mop.name in TERMINATORS or mop.name in DATA_FLOW_OPS:
+                if mop.name in TERMINATORS:
                     continue
                 if mop.name == "func.call":
                     changed |= reshard_operands(mop, table[callee_name(mop)], meshes)
