@@ -108,6 +108,21 @@ CASES = {
   return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
 }
 ''',
+    # One-operand concatenates of a slice (a permutation factor, so Shardy's
+    # unary case): the tensor without sharded permutation factors (then the
+    # more sharded one) keeps its axes, the other is resharded.
+    "unary_concat_keeps_result": MESH + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+''',
+    "unary_concat_keeps_operand": MESH + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"z"}, {"y"}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y":(1)2}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+''',
     # Data-flow ops: each edge source is brought to the owner's unreduced axes
     # (all-reduced over the axes the owner drops, made unreduced on those it adds).
     "while_sources": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}], unreduced={"x", "z"}>},
@@ -184,6 +199,16 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{},
 '''
 
 
+# A one-operand concatenate whose result is sharded on another dim.
+UNARY_CONCAT = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>}) {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+'''
+
+
 # Calls whose results are unreduced: insert-func-call-reshards ignores unreduced
 # axes, the return all-reduces them.
 UNREDUCED_CALLS = '''sdy.mesh @mesh = <["x"=8]>
@@ -200,9 +225,9 @@ func.func @main(%arg0: tensor<256x128xf32> {sdy.sharding = #sdy.sharding<@mesh, 
 
 
 @pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"], UNREDUCED_CALLS,
-                                  UNREDUCED_WHILE],
+                                  UNREDUCED_WHILE, UNARY_CONCAT],
                          ids=["constrained_dot", "unreduced_result", "unreduced_calls",
-                              "unreduced_while"])
+                              "unreduced_while", "unary_concat"])
 def test_pipeline(text):
     from sdy_dl.ir import parse_module_text
     from sdy_dl.passes import PassOptions

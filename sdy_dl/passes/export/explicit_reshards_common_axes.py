@@ -76,12 +76,14 @@ def _add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
 
 
 def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
-    """Shardy's ``findCommonAxes`` for rules whose dims hold one factor each
-    (the unary special case is not handled: callers skip it)."""
+    """Shardy's ``findCommonAxes`` for rules whose dims hold one factor each."""
     n = len(rule.factors)
     compatible = _compatible(projections, rule, mesh)
     if compatible is not None:
         return compatible
+    non_scalar = [i for i, m in enumerate(list(rule.operands) + list(rule.results)) if m]
+    if len(non_scalar) == 2 and not any(f.kind == "need_replication" for f in rule.factors):
+        return _common_axes_on_unary(projections, sizes, non_scalar, rule, mesh)
     common: list[tuple] = [() for _ in range(n)]
     pairs = []
     for proj in projections:
@@ -118,6 +120,31 @@ def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh
         cands = kept
     if any(f.kind == "need_replication" for f in rule.factors):
         _distribute_to_batching(common, projections, rule, mesh)
+    return common
+
+
+def _common_axes_on_unary(projections, sizes, tensors, rule, mesh: Mesh) -> list[tuple]:
+    """``findCommonAxesOnUnaryOperation``: one of the two tensors keeps its
+    axes and only the other is resharded.  The kept one is the tensor without
+    sharded permutation factors, then the larger, then the more sharded (the
+    first on a tie); factors only the other tensor has keep its axes, cut
+    where they overlap the kept tensor's."""
+    def preference(i):
+        proj = projections[i]
+        permuted = any(rule.factors[f].kind == "permutation" and axes for f, axes in proj.items())
+        return (not permuted, sizes[i], _size([a for axes in proj.values() for a in axes], mesh))
+
+    first, second = tensors
+    kept, other = (first, second) if preference(first) >= preference(second) else (second, first)
+    common: list[tuple] = [() for _ in rule.factors]
+    taken = []
+    for f, axes in projections[kept].items():
+        common[f] = axes
+        taken.extend(axes)
+    for f, axes in projections[other].items():
+        if f not in projections[kept]:
+            truncated = _truncate_without_overlap(axes, tuple(taken), mesh)
+            common[f] = axes if truncated is None else truncated
     return common
 
 
@@ -198,7 +225,7 @@ def concat_needs_full_version(mop) -> bool:
 
 
 def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
-    """``processOp`` in the full version (one-factor dims, no unary case):
+    """``processOp`` in the full version (one-factor dims):
     reshard the operands and results whose factor axes differ from the common
     axes."""
     from jaxlib.mlir import ir
@@ -215,10 +242,6 @@ def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
     mesh_name, shardings, projections = projected
     mesh = meshes[mesh_name]
     ins, outs = shardings[:len(mop.operands)], shardings[len(mop.operands):]
-    mappings = list(rule.operands) + list(rule.results)
-    if sum(1 for m in mappings if m) == 2 and \
-            not any(f.kind == "need_replication" for f in rule.factors):
-        return False  # findCommonAxesOnUnaryOperation: not implemented
     sizes = [_num_elements(v.type) for v in list(mop.operands) + list(mop.results)]
     common = find_common_axes(projections, sizes, rule, mesh)
 

@@ -35,7 +35,7 @@ Per function, ops in post-order (terminators skipped):
 
 Not implemented: the full version for every op (``enable-full-version=true``,
 so ``mhlo.ragged_dot``, which the non-full version treats in full, is
-rejected); unary concatenates."""
+rejected)."""
 
 from __future__ import annotations
 
