@@ -43,11 +43,11 @@ from sdy_dl.ir.meshes import mesh_of, module_meshes
 from sdy_dl.ir.mlir_ops import (funcs, insert_sharding_op_after, op_error, rebuild, tensor_rank,
                                 walk_post)
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.ir.value_sharding import block_arg_owners, edge_sources, get_sharding, result_owners
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.ir.mlir_ops import insert_after_value, key
-from sdy_dl.ir.storage import read_own, read_per_value
-from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS, TERMINATORS
+from sdy_dl.ir.mlir_ops import insert_after_value, is_block_arg, key, value_index
+from sdy_dl.ir.storage import read_own, read_stored
+from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
 from sdy_dl.passes.export.explicit_reshards_common_axes import (concat_needs_full_version,
                                                                 reshard_to_common_axes)
@@ -145,45 +145,17 @@ def to_target_unreduced(mop, index: int, target: TensorSharding | None, meshes):
     return reduced, changed
 
 
-def _terminator(block):
-    return block.operations[len(block.operations) - 1].operation
-
-
-def edge_owners(mop):
-    """Shardy's edge owners of the data-flow op ``mop`` (result owners, then
-    block-argument owners), each as (owner sharding, sources), a source being
-    (op, operand index): while results (the operand and the body's returned
-    value), case results (each branch's returned value), optimization-barrier
-    results (the operand), computation results (the body's returned value) and
-    computation block arguments (the operand).  The owner shardings are the
-    op's ``sdy.sharding`` or the computation's ``out_shardings`` /
-    ``in_shardings`` (None when absent)."""
-    computation = mop.name in COMPUTATION_OPS
-    outs = read_per_value(mop, "out_shardings" if computation else "sdy.sharding")
-    outs = outs or [None] * len(mop.results)
-    owners = []
-    for i, target in enumerate(outs):
-        if mop.name == "stablehlo.while":
-            sources = [(mop, i), (_terminator(mop.regions[1].blocks[0]), i)]
-        elif mop.name == "stablehlo.optimization_barrier":
-            sources = [(mop, i)]
-        else:   # case branches, computation bodies
-            sources = [(_terminator(region.blocks[0]), i) for region in mop.regions]
-        owners.append((target, sources))
-    if computation:
-        ins = read_per_value(mop, "in_shardings") or [None] * len(mop.operands)
-        owners += [(target, [(mop, i)]) for i, target in enumerate(ins)]
-    return owners
-
-
 def data_flow_edge_sources(mop, meshes) -> bool:
     """``insertExplicitReshardsOnDataFlowOp`` (non-full version) for every
     data-flow op (while, case, optimization barrier, manual and named
     computations): each source of each edge owner is brought to the owner's
-    unreduced axes (:func:`to_target_unreduced`), in Shardy's order."""
+    unreduced axes (:func:`to_target_unreduced`), in Shardy's order.  The
+    owner's sharding is the one stored for it (the op's ``sdy.sharding``, a
+    computation's ``out_shardings`` / ``in_shardings``)."""
     changed = False
-    for target, sources in edge_owners(mop):
-        for op, index in sources:
+    for owner in result_owners(mop) + block_arg_owners(mop):
+        target = read_stored(mop, value_index(owner), is_block_arg(owner))
+        for op, index in edge_sources(mop, owner):
             changed |= to_target_unreduced(op, index, target, meshes)[1]
     return changed
 
