@@ -83,6 +83,28 @@ CASES = {
         "  %2 = stablehlo.broadcast_in_dim %0, dims = [1, 2] : (tensor<4x8xf32>) -> tensor<2x4x8xf32>\n"
         "  return %2 : tensor<2x4x8xf32>",
         f"""%arg0: tensor<8x4xf32> {sharded('{"a"}, {"b"}')}""", "tensor<2x4x8xf32>"),
+    # A while without data-flow edges: its condition and body arguments share
+    # the sharding of the while result, kept in the while's own attribute.
+    "while_without_edges": module(
+        "  %c = stablehlo.constant dense<0> : tensor<i32>\n"
+        "  %0:3 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %c, %iterArg_1 = %arg0) : "
+        "tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32>\n"
+        "  cond {\n"
+        "    %c_1 = stablehlo.constant dense<5> : tensor<i32>\n"
+        "    %1 = stablehlo.compare LT, %iterArg_0, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n"
+        "    stablehlo.return %1 : tensor<i1>\n"
+        "  } do {\n"
+        "    %1 = stablehlo.sine %iterArg : tensor<8x8xf32>\n"
+        "    %2 = stablehlo.transpose %iterArg_1, dims = [1, 0] {sdy.sharding = "
+        "#sdy.sharding_per_value<[<@mesh, [{}, {\"b\"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>\n"
+        "    %c_1 = stablehlo.constant dense<1> : tensor<i32>\n"
+        "    %3 = stablehlo.add %iterArg_0, %c_1 : tensor<i32>\n"
+        "    stablehlo.return %1, %3, %2 : tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32>\n"
+        "  }\n"
+        "  %4 = stablehlo.negate %0#2 : tensor<8x8xf32>\n"
+        "  return %0#0, %4 : tensor<8x8xf32>, tensor<8x8xf32>",
+        "%arg0: tensor<8x8xf32>",
+        f"""tensor<8x8xf32> {sharded('{"a"}, {}')}, tensor<8x8xf32>"""),
     # Reduction keeps the batch dim; dot with contracting dim sharded.
     "reduce_and_dot": module(
         "  %c = stablehlo.constant dense<0.0> : tensor<f32>\n"

@@ -80,7 +80,7 @@ class Propagator:
         self.conservative = conservative
         self.phase = ""   # e.g. "user priority 1, band 3" (for provenance)
         self.edges = find_edges(module)
-        self.state = ShardingState(module, slot_map(self.edges))
+        self.state = ShardingState(module, slot_map(module, self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
         self._edge_by_result = {e.result.vid: e for e in self.edges}
         self._callers = call_sites(module)
