@@ -59,6 +59,21 @@ FILES = {
                                        "sdy-propagate-to-func-results", {}, True),
 }
 
+#: The inputs of Shardy's full-version insert-explicit-reshards lit files, run
+#: through the non-full version the pipeline uses (keyed by their path under
+#: the export test directory).
+FILES.update({
+    f"insert_explicit_reshards/{name}.mlir": (
+        EXPORT, "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, False)
+    for name in ("bitcast_convert", "broadcast_in_dim", "cholesky_triangular_solve",
+                 "clamp_select", "collective_ops", "concatenate", "convolution", "custom_call",
+                 "data_flow_ops", "dot_dot_general", "dynamic_slice_dynamic_update_slice",
+                 "elementwise_ops", "fft", "func_inputs_outputs", "gather_scatter",
+                 "manual_computation", "meshes", "pad_slice", "reduce",
+                 "reduce_window_select_and_scatter", "reshape", "reverse", "rng_bit_generator",
+                 "single_device_sharding", "sort", "unreduced")})
+
 
 def _outcome(fn):
     try:
