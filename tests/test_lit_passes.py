@@ -69,6 +69,19 @@ FILES = {
                                        "sdy-propagate-to-func-results", {}, True),
 }
 
+#: The export passes one by one (the function passes nested in func.func, as
+#: Shardy registers them).
+FILES.update({
+    f"{name}.mlir": (EXPORT, name.replace("_", "-"),
+                     f"func.func(sdy-{name.replace('_', '-')})" if nested
+                     else f"sdy-{name.replace('_', '-')}", {}, False)
+    for name, nested in (("close_shardings", False), ("constant_or_scalar_merger", True),
+                         ("drop_sharding_rules", True), ("export_named_computations", False),
+                         ("insert_func_call_reshards", False), ("remove_sharding_groups", False),
+                         ("remove_sub_axes_in_input_output_shardings", False),
+                         ("sharding_constraint_to_reshard", True), ("sink_data_flow_edges", True),
+                         ("update_non_divisible_input_output_shardings", False))})
+
 #: The inputs of Shardy's full-version insert-explicit-reshards lit files, run
 #: through the non-full version the pipeline uses (keyed by their path under
 #: the export test directory).
