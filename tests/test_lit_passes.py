@@ -1,4 +1,4 @@
-"""Shardy's lit-test inputs for the call, export and pipeline passes, run through
+"""Shardy's lit-test inputs for the call, propagation, export and pipeline passes, run through
 jaxlib's pass and sdy-dl's (options and ``-allow-unregistered-dialect`` as the
 file's RUN line gives them).
 
@@ -19,6 +19,7 @@ from oracle import normalize, shardy
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import allow_unregistered_dialects
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.pipeline import EXPORT as PIPELINE_EXPORT
 from test_import_lit import read_lit
 
 IMPORT = "shardy/dialect/sdy/transforms/import/test"
@@ -172,3 +173,44 @@ def test_lit_file(name):
     differ, total = run_lit(name)
     unexpected = sorted(set(differ) - KNOWN.get(name, set()))
     assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"
+
+
+#: Files whose RUN line chains passes or gives options sdy-dl takes as
+#: PassOptions fields: file -> (directory, sdy-dl passes in order, Shardy
+#: pipeline, PassOptions fields).
+CHAINED = {
+    "basic_propagation_manual_computation.mlir": (
+        PROPAGATION, ("add-data-flow-edges", "basic-propagate", "sink-data-flow-edges"),
+        "sdy-add-data-flow-edges,sdy-basic-propagate,func.func(sdy-sink-data-flow-edges)", {}),
+    "basic_propagation_token.mlir": (
+        PROPAGATION, ("add-data-flow-edges", "basic-propagate", "sink-data-flow-edges"),
+        "sdy-add-data-flow-edges,sdy-basic-propagate,func.func(sdy-sink-data-flow-edges)", {}),
+    "basic_propagation_conservative.mlir": (
+        PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{conservative-propagation=true}",
+        {"conservative": True}),
+    "basic_propagation_keep_sharding_rules.mlir": (
+        PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{keep-sharding-rules=true}",
+        {"keep_sharding_rules": True}),
+    "export_pipeline.mlir": (
+        EXPORT, ("add-data-flow-edges", *PIPELINE_EXPORT, "drop-sharding-rules"),
+        "sdy-add-data-flow-edges,sdy-export-pipeline", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINED))
+def test_chained_lit_file(name):
+    directory, passes, pipeline, fields = CHAINED[name]
+    text = read_lit(name, directory)
+    if text is None:
+        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+
+    def run(chunk):
+        module = parse_module_text(chunk, "<lit>")
+        for pass_name in passes:
+            module = get_pass(pass_name).run(module, PassOptions(engine="clingo", **fields))
+        return normalize(module.print())
+
+    chunks = chunks_of(text)
+    differ = [chunk_name(chunk, i) for i, chunk in enumerate(chunks)
+              if _outcome(lambda: shardy(chunk, pipeline)) != _outcome(lambda: run(chunk))]
+    assert not differ, f"{len(differ)}/{len(chunks)} chunks differ: {differ}"
