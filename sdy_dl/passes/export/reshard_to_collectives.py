@@ -1,0 +1,145 @@
+"""``reshard-to-collectives`` (Shardy's ``sdy-reshard-to-collectives``, run per
+function; semantics §9.3): every ``sdy.reshard`` becomes the sdy collectives
+(``sdy.all_slice``, ``sdy.collective_permute``, ``sdy.all_to_all``,
+``sdy.all_gather``) that move its input sharding to its own.
+
+The Datalog stage ``reshard_to_collectives`` decides what happens to each
+reshard (kept, erased, or converted to its target or to the replicated
+sharding on the input's mesh) from facts about the two shardings and the
+``keep-redundant-reshards`` option; the collectives of a converted reshard
+come from :mod:`.collective_inserter`.  This module reads the shardings and
+writes the ops.  The input sharding is the sharding of the reshard's operand
+looked up through ``sdy.propagation_barrier`` ops (a missing one is the open,
+replicated sharding on the target's mesh), and the collectives start from the
+barrier chain's start, as Shardy's pattern does.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info, walk_pre
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import parse_attr, read_own
+from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter
+from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
+from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
+from sdy_dl.sharding import Mesh, TensorSharding
+
+#: Pass options that reach the Datalog stage as ``in_flag`` facts.
+FLAGS = ("keep-redundant-reshards",)
+
+
+def input_sharding(reshard) -> TensorSharding | None:
+    """The sharding of the reshard's operand, through propagation barriers."""
+    return get_sharding(value_bypassing_barriers(reshard.operands[0]))
+
+
+def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
+                  module: Module) -> dict[str, set]:
+    """The facts of stage ``reshard_to_collectives`` for ``reshards`` (numbered
+    by position)."""
+    facts: dict[str, set] = {name: set() for name in (
+        "in_reshard", "in_has_sharding", "in_mesh_ref", "in_mesh_axes", "in_maximal",
+        "in_rank", "in_dim_axis", "in_unreduced")}
+    facts["in_flag"] = {(flag,) for flag in FLAGS if options.option(flag)}
+    for r, reshard in enumerate(reshards):
+        facts["in_reshard"].add((r,))
+        for side, sharding in (("in", input_sharding(reshard)), ("out", read_own(reshard))):
+            if sharding is None:
+                continue
+            mesh = mesh_of(sharding, meshes)
+            if mesh is None:
+                raise op_error(module, reshard, f"reshard-to-collectives: unknown mesh "
+                               f"{sharding.mesh_text()}")
+            facts["in_has_sharding"].add((r, side))
+            facts["in_rank"].add((r, side, sharding.rank))
+            facts["in_mesh_ref"].add((r, side, sharding.mesh_text()))
+            facts["in_mesh_axes"].add((r, side, ", ".join(a.to_text() for a in mesh.axes)))
+            if mesh.is_maximal:
+                facts["in_maximal"].add((r, side))
+            for d, dim in enumerate(sharding.dims):
+                for i, axis in enumerate(dim.axes):
+                    facts["in_dim_axis"].add((r, side, d, i, axis.to_text()))
+            for axis in sharding.unreduced:
+                facts["in_unreduced"].add((r, side, axis.to_text()))
+    return facts
+
+
+def collective_op(step: Collective, operand, loc):
+    """The detached MLIR op of ``step`` applied to ``operand``."""
+    from jaxlib.mlir import ir
+
+    attributes = {"out_sharding": parse_attr(step.out_sharding.to_text())}
+    if step.kind in ("all_gather", "all_slice"):
+        lists = ", ".join(_axes_attr(axes) for axes in step.axes_per_dim)
+        name = "gathering_axes" if step.kind == "all_gather" else "slicing_axes"
+        attributes[name] = parse_attr(f"#sdy<list_of_axis_ref_lists[{lists}]>")
+    elif step.kind == "all_to_all":
+        attributes["params"] = parse_attr(
+            f"#sdy<all_to_all_param_list[{_axes_attr(step.axes)}: "
+            f"{step.src_dim}->{step.tgt_dim}]>")
+    return ir.Operation.create(f"sdy.{step.kind}", results=[operand.type], operands=[operand],
+                               attributes=attributes, loc=loc)
+
+
+def convert(reshard, to_input_mesh: bool, meshes: dict[str, Mesh], module: Module) -> None:
+    """Replace ``reshard`` by the collectives from its input sharding to its
+    target (``to_input_mesh``: the fully closed replicated sharding on the
+    input's mesh)."""
+    from jaxlib.mlir import ir
+
+    target = read_own(reshard)
+    value = value_bypassing_barriers(reshard.operands[0])
+    have = get_sharding(value)
+    if have is None:
+        have = TensorSharding.open_empty(target.mesh, target.rank)
+    if to_input_mesh:
+        target = fully_closed_like(have)
+    if tuple(have.unreduced) != tuple(target.unreduced):
+        raise op_error(module, reshard, "reshard-to-collectives: the input sharding's "
+                       "unreduced axes differ from the reshard's (insert-explicit-reshards "
+                       "makes them equal)")
+    mesh = mesh_of(have, meshes)
+    _, shape = tensor_info(value.type)
+    if shape is None:
+        raise op_error(module, reshard, "reshard-to-collectives: the operand is not a "
+                       "statically shaped tensor")
+    steps = CollectiveInserter(have, target, mesh, tuple(shape)).insert()
+    for step in steps:
+        op = collective_op(step, value, reshard.location)
+        ir.InsertionPoint(reshard).insert(op)
+        value = op.results[0]
+    reshard.results[0].replace_all_uses_with(value)
+    reshard.erase()
+
+
+@register("reshard-to-collectives",
+          "Replace every sdy.reshard by the collectives (all-slice, collective-permute, "
+          "all-to-all, all-gather) that move its input sharding to its own.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        meshes = module_meshes(module)
+        reshards = [mop for func in funcs(module) for mop in walk_pre(func)
+                    if mop.name == "sdy.reshard"]
+        if not reshards:
+            return module
+        decided = run_analysis("reshard_to_collectives",
+                               reshard_facts(reshards, meshes, options, module), options)
+        for (r,) in sorted(decided["reject"])[:1]:
+            raise op_error(module, reshards[r], "reshard-to-collectives: cannot reshard between "
+                           "shardings of different ranks (a single-device mesh's sharding "
+                           "has no dims)")
+        erase = {r for (r,) in decided["erase"]}
+        to_input_mesh = {r for (r,) in decided["to_closed_input_mesh"]}
+        to_target = {r for (r,) in decided["to_target"]}
+        for r, reshard in enumerate(reshards):
+            if r in erase:
+                reshard.results[0].replace_all_uses_with(reshard.operands[0])
+                reshard.erase()
+            elif r in to_input_mesh or r in to_target:
+                convert(reshard, r in to_input_mesh, meshes, module)
+        return rebuild(module)
