@@ -162,6 +162,98 @@ def test_engines_agree(name):
                 == ours(CASES[name], "reshard-to-collectives", engine="clingo", extra=extra))
 
 
+# -- random reshards ------------------------------------------------------------------
+
+#: How a mesh axis of each size may be split into sub-axes.
+SPLITS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 6: [[6], [2, 3], [3, 2]],
+          8: [[8], [2, 4], [4, 2], [2, 2, 2]]}
+
+
+def _pieces(name: str, size: int, rng: random.Random) -> list[str]:
+    """The axis ``name``, or some of its sub-axes (never two adjacent ones, which
+    the verifier rejects as mergeable)."""
+    split = rng.choice(SPLITS[size])
+    if len(split) == 1:
+        return [f'"{name}"']
+    out, pre, kept = [], 1, False
+    for s in split:
+        kept = not kept and rng.random() < 0.6
+        if kept:
+            out.append(f'"{name}":({pre}){s}')
+        pre *= s
+    return out
+
+
+def _random_sharding(mesh, rank: int, rng: random.Random) -> str:
+    pieces = [p for name, size in mesh for p in _pieces(name, size, rng)]
+    rng.shuffle(pieces)
+    dims: list[list[str]] = [[] for _ in range(rank)]
+    for piece in pieces:
+        d = rng.randrange(rank + 1)
+        if d < rank:
+            dims[d].append(piece)
+    return "[" + ", ".join("{" + ", ".join(d) + "}" for d in dims) + "]"
+
+
+def random_reshards(seed: int, count: int = 8) -> str:
+    """A function with ``count`` arguments, each resharded to a random sharding, on a
+    random mesh of two or three axes (sizes 2, 3, 4, 6, 8, sub-axes included)."""
+    rng = random.Random(seed)
+    mesh = [(name, rng.choice([2, 2, 4, 4, 8, 3, 6])) for name in ["x", "y", "z"][:rng.choice([2, 3])]]
+    args, body, types = [], [], []
+    for i in range(count):
+        rank = rng.choice([1, 2, 3])
+        ty = "tensor<" + "x".join(str(rng.choice([4, 8, 12, 16, 24, 48])) for _ in range(rank)) + "xf32>"
+        source, target = _random_sharding(mesh, rank, rng), _random_sharding(mesh, rank, rng)
+        args.append(f"%arg{i}: {ty} {{sdy.sharding = #sdy.sharding<@mesh, {source}>}}")
+        body.append(f"  %{i} = sdy.reshard %arg{i} <@mesh, {target}> : {ty}")
+        types.append(ty)
+    return ("sdy.mesh @mesh = <[" + ", ".join(f'"{n}"={s}' for n, s in mesh) + "]>\n"
+            + f"func.func @main({', '.join(args)}) -> ({', '.join(types)}) {{\n"
+            + "\n".join(body) + f"\n  return {', '.join(f'%{i}' for i in range(count))} : "
+            + ", ".join(types) + "\n}\n")
+
+
+def _outcome(fn) -> str:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001  (Shardy builds an invalid collective: both must fail)
+        return "<error>"
+
+
+def random_differences(seeds) -> tuple[list[int], int]:
+    """(seeds whose module differs from jaxlib's, how many modules both converted)."""
+    differ, converted = [], 0
+    for seed in seeds:
+        text = random_reshards(seed)
+        expected = _outcome(lambda: shardy(text, PASS))
+        actual = _outcome(lambda: normalize(ours(text, "reshard-to-collectives", engine="clingo")))
+        converted += expected != "<error>"
+        if expected != actual:
+            differ.append(seed)
+    return differ, converted
+
+
+def test_random_reshards():
+    differ, converted = random_differences(range(40))
+    assert not differ and converted >= 30
+
+
+@pytest.mark.slow
+def test_random_reshards_many():
+    differ, converted = random_differences(range(40, 1040))
+    assert not differ and converted >= 800
+
+
+@pytest.mark.souffle
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
+def test_engines_agree_on_random_reshards():
+    for seed in range(5):
+        text = random_reshards(seed)
+        assert (_outcome(lambda: ours(text, "reshard-to-collectives", engine="souffle"))
+                == _outcome(lambda: ours(text, "reshard-to-collectives", engine="clingo")))
+
+
 # -- reshards inserted into real programs ------------------------------------------
 
 

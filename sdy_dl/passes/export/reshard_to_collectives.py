@@ -16,6 +16,7 @@ barrier chain's start, as Shardy's pattern does.
 
 from __future__ import annotations
 
+from sdy_dl.errors import SdyError
 from sdy_dl.ir.meshes import mesh_of, module_meshes
 from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info, walk_pre
 from sdy_dl.ir.model import Module
@@ -84,6 +85,24 @@ def collective_op(step: Collective, operand, loc):
                                attributes=attributes, loc=loc)
 
 
+def verify(module: Module) -> None:
+    """Fail as Shardy's pass does when its algorithm built an invalid collective
+    (axes of a mesh axis split two incompatible ways, e.g. a size-6 axis as
+    2x3 in one sharding and 3x2 in the other); the error is at the reshard.
+    The collectives' checks run with the module's symbol uses, so the whole
+    module is verified."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.loader import _mlir_error
+
+    try:
+        module.mlir.operation.verify()
+    except ir.MLIRError as e:
+        error = _mlir_error(e, module.file)
+        raise SdyError(f"reshard-to-collectives: {error.message}", file=error.file,
+                       line=error.line, col=error.col) from None
+
+
 def convert(reshard, to_input_mesh: bool, meshes: dict[str, Mesh], module: Module) -> None:
     """Replace ``reshard`` by the collectives from its input sharding to its
     target (``to_input_mesh``: the fully closed replicated sharding on the
@@ -142,4 +161,5 @@ def run(module: Module, options: PassOptions) -> Module:
                 reshard.erase()
             elif r in to_input_mesh or r in to_target:
                 convert(reshard, r in to_input_mesh, meshes, module)
+        verify(module)
         return rebuild(module)
