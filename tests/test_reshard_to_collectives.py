@@ -76,6 +76,16 @@ CASES = {
                      T2, '@m1, [{"x"}, {}]', '@m2, [{"x"}, {}]', '@m2, [{}, {"y"}]', '@m1, [{}, {}]'),
  "other_mesh_kept": one('sdy.mesh @m1 = <["x"=2, "y"=2]>\nsdy.mesh @m3 = <["z"=4]>\n',
                         T2, '@m1, [{"x"}, {}]', '@m3, [{"z"}, {}]', '@m3, [{}, {}]'),
+ # Chains: a reshard reads its input as the conversion of the one before left it.
+ "chain_after_erased": one('sdy.mesh @m1 = <["x"=2, "y"=2]>\nsdy.mesh @m2 = <["x"=2, "y"=2], device_ids=[3, 2, 1, 0]>\n',
+                           T2, '@m2, [{}, {}]', '@m1, [{}, {?}]', '@m1, [{"x"}, {}]', '@m2, [{?}, {}]', '@m2, [{"y"}, {"x"}]'),
+ "chain_through_barrier": M3 + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> tensor<16x8xf32> {
+  %0 = sdy.reshard %arg0 <@mesh, [{?}, {}]> : tensor<16x8xf32>
+  %1 = sdy.propagation_barrier %0 allowed_direction=BACKWARD : tensor<16x8xf32>
+  %2 = sdy.reshard %1 <@mesh, [{"z"}, {"x"}]> : tensor<16x8xf32>
+  return %2 : tensor<16x8xf32>
+}
+''',
  "three_meshes": one('sdy.mesh @a = <["x"=2, "y"=4]>\nsdy.mesh @b = <["x"=2, "y"=4], device_ids=[7, 6, 5, 4, 3, 2, 1, 0]>\nsdy.mesh @c = <["y"=4, "x"=2]>\n',
                      "tensor<8x16xf32>", '@a, [{"y"}, {"x"}]', '@b, [{"x", "y"}, {}]', '@c, [{"y"}, {}]'),
 }

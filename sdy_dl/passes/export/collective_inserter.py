@@ -1,7 +1,11 @@
 """Shardy's ``CollectiveInserter`` (reshard-to-collectives, semantics §9.3): the
 sequence of collectives that moves one sharding to another.
 
-Pure: axis lists in, :class:`Collective` steps out (no IR).  The state is
+Axis lists in, :class:`Collective` steps out (no IR).  Whether a state needs
+a collective-permute and which dims all-gather are decided by the Datalog
+stage ``collective_inserter`` (:func:`insert_all` runs the inserters of all
+reshards in lockstep and asks the stage once per such attempt); the axis-list
+rewrites in between are Shardy's sequential code.  The state is
 Shardy's: ``in_axes``/``out_axes`` per dim hold the *difference* between the
 current and the target sharding (common prefixes removed), ``cur`` the
 current sharding's axes, ``capacity`` the per-dim budget of the step being
@@ -11,8 +15,8 @@ collective-permute, all-to-alls moved in order, all-to-alls, all-gather; two
 rounds), each one rewriting the state, until both differences are empty.
 
 Iterator behaviour of Shardy's ``std::list`` code is kept where it decides
-the result: in :meth:`CollectiveInserter.gathering_axes` a dim whose last
-input axis is not wanted anywhere gathers all of its remaining axes.
+the result: a dim whose last input axis is not wanted anywhere gathers all of
+its remaining axes (the stage's ``all_gather_dim``).
 """
 
 from __future__ import annotations
@@ -166,21 +170,20 @@ class CollectiveInserter:
         self.out_index = _axis_to_dim_and_index(self.out_axes)
         self.steps: list[Collective] = []
 
-    # -- the driver ------------------------------------------------------------
+    # -- the state as facts of stage collective_inserter ---------------------------
 
-    def insert(self) -> list[Collective]:
-        rounds, attempts = collective_order()
-        tries = {"all_slice": self.try_all_slice,
-                 "collective_permute": self.try_collective_permute,
-                 "all_to_all_in_order": lambda: self.try_all_to_alls(False),
-                 "all_to_all": lambda: self.try_all_to_alls(True),
-                 "all_gather": self.try_all_gather}
-        for _ in range(rounds):
-            if self.done():
-                break
-            for attempt in attempts:
-                tries[attempt]()
-        return self.steps
+    def add_facts(self, i: int, facts: dict[str, set]) -> None:
+        """This state's facts as instance ``i`` of stage ``collective_inserter``."""
+        facts["in_state"].add((i,))
+        axes = set(self.in_set) | set(self.out_index)
+        for name, per_dim in (("in_in_axis", self.in_axes), ("in_out_axis", self.out_axes)):
+            for d, dim_axes in enumerate(per_dim):
+                for p, axis in enumerate(dim_axes):
+                    facts[name].add((i, d, p, axis.to_text()))
+                    axes.add(axis)
+        facts["in_in_set"] |= {(i, a.to_text()) for a in self.in_set}
+        facts["in_out_index"] |= {(i, a.to_text(), d, p) for a, (d, p) in self.out_index.items()}
+        facts["in_axis_size"] |= {(i, a.to_text(), _size(a, self.mesh)) for a in axes}
 
     def done(self) -> bool:
         return (self.cur_mesh == self.out_mesh and not any(self.in_axes)
@@ -236,18 +239,14 @@ class CollectiveInserter:
 
     # -- all-gather ------------------------------------------------------------
 
-    def gathering_axes(self, dim: int) -> list[AxisRef]:
-        """``getGatheringAxes``: the axes ``dim`` gathers, popped from the state."""
+    def gathering_axes(self, dim: int, gathers: bool) -> list[AxisRef]:
+        """``getGatheringAxes``: the axes ``dim`` gathers (all of them when
+        ``gathers``, as the Datalog stage decided), popped from the state."""
         in_axes = self.in_axes[dim]
-        if not in_axes:
+        if not in_axes or not gathers:
             return []
-        if in_axes[-1] in self.out_index:
-            start = len(in_axes)
-        else:
-            # Shardy steps its reverse list iterator the wrong way here, which
-            # on a circular list lands on rend(): every axis of the dim goes.
-            self.in_set.discard(in_axes[-1])
-            start = 0
+        self.in_set.discard(in_axes[-1])
+        start = 0
         self._pop_back_from_current(self.cur[dim], in_axes, start)
         gathering: list[AxisRef] = []
         for axis in in_axes[start:]:
@@ -255,8 +254,8 @@ class CollectiveInserter:
         del in_axes[start:]
         return gathering
 
-    def try_all_gather(self) -> None:
-        per_dim = [tuple(self.gathering_axes(dim)) for dim in range(self.rank)]
+    def try_all_gather(self, gather_dims) -> None:
+        per_dim = [tuple(self.gathering_axes(dim, dim in gather_dims)) for dim in range(self.rank)]
         if any(per_dim):
             self.steps.append(Collective("all_gather", self.current(), tuple(per_dim)))
 
@@ -369,37 +368,6 @@ class CollectiveInserter:
 
     # -- collective-permute ----------------------------------------------------
 
-    def should_collective_permute(self) -> bool:
-        """``shouldCollectivePermute`` (Shardy's five conditions)."""
-        mesh = self.mesh
-        available_in = available_out = None
-        for dim in range(self.rank):
-            in_axes, out_axes = self.in_axes[dim], self.out_axes[dim]
-            if in_axes and out_axes and _divisible(_size(in_axes[0], mesh),
-                                                   _size(out_axes[0], mesh)):
-                return True
-            for axis in out_axes:
-                if axis not in self.in_set:
-                    available_out = axis
-            last_dim, last_index, seen = None, 0, set()
-            for axis in in_axes:
-                cur_dim = None
-                entry = self.out_index.get(axis)
-                if entry is not None:
-                    cur_dim, cur_index = entry
-                    if ((cur_dim == dim or cur_dim in seen)
-                            and (last_dim != cur_dim or cur_index != last_index + 1)):
-                        return True
-                    seen.add(cur_dim)
-                    last_index = cur_index
-                elif last_dim is not None and not out_axes:
-                    return True
-                else:
-                    available_in = axis
-                last_dim = cur_dim
-        return (available_out is not None and available_in is not None
-                and _divisible(_size(available_out, mesh), _size(available_in, mesh)))
-
     def perform_collective_permute(self) -> None:
         """``performCollectivePermute``: re-pick every dim's axes at the same sizes."""
         mesh = self.mesh
@@ -443,8 +411,10 @@ class CollectiveInserter:
             for axis in in_axes:
                 add_axis_or_merge(cur, axis, mesh)
 
-    def try_collective_permute(self) -> None:
-        if self.should_collective_permute():
+    def try_collective_permute(self, should: bool) -> None:
+        """A collective-permute when ``should`` (decided by the Datalog stage:
+        Shardy's ``shouldCollectivePermute``) or when the device order changes."""
+        if should:
             self.perform_collective_permute()
         elif self.cur_mesh == self.out_mesh:
             return
@@ -492,3 +462,44 @@ class CollectiveInserter:
                 axes, tgt = info
                 self.steps.append(Collective("all_to_all", self.current(), axes=tuple(axes),
                                              src_dim=src, tgt_dim=tgt))
+
+
+#: The relations of stage ``collective_inserter``'s facts.
+FACT_NAMES = ("in_state", "in_in_axis", "in_out_axis", "in_in_set", "in_out_index",
+              "in_axis_size")
+
+
+def insert_all(inserters: list[CollectiveInserter], analyse) -> list[list[Collective]]:
+    """Run every inserter in lockstep and return each one's collectives.
+
+    ``analyse(facts)`` runs the Datalog stage ``collective_inserter`` and returns
+    its relations; it is called once for all unfinished inserters before each
+    collective-permute and each all-gather attempt."""
+    rounds, attempts = collective_order()
+    for _ in range(rounds):
+        active = [c for c in inserters if not c.done()]
+        if not active:
+            break
+        for attempt in attempts:
+            if attempt in ("collective_permute", "all_gather"):
+                facts: dict[str, set] = {name: set() for name in FACT_NAMES}
+                for i, inserter in enumerate(active):
+                    inserter.add_facts(i, facts)
+                derived = analyse(facts)
+                if attempt == "collective_permute":
+                    permute = {i for (i,) in derived["collective_permute"]}
+                    for i, inserter in enumerate(active):
+                        inserter.try_collective_permute(i in permute)
+                else:
+                    gather: dict[int, set] = {}
+                    for i, d in derived["all_gather_dim"]:
+                        gather.setdefault(i, set()).add(d)
+                    for i, inserter in enumerate(active):
+                        inserter.try_all_gather(gather.get(i, set()))
+                continue
+            for inserter in active:
+                if attempt == "all_slice":
+                    inserter.try_all_slice()
+                else:
+                    inserter.try_all_to_alls(attempt == "all_to_all")
+    return [inserter.steps for inserter in inserters]

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info, walk_pre
+from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info, walk_pre
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register, run_analysis
-from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter
+from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
 from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
 from sdy_dl.sharding import Mesh, TensorSharding
@@ -103,12 +103,11 @@ def verify(module: Module) -> None:
                        line=error.line, col=error.col) from None
 
 
-def convert(reshard, to_input_mesh: bool, meshes: dict[str, Mesh], module: Module) -> None:
-    """Replace ``reshard`` by the collectives from its input sharding to its
+def prepare(reshard, to_input_mesh: bool, meshes: dict[str, Mesh],
+            module: Module) -> CollectiveInserter:
+    """The collective inserter of ``reshard``: from its input sharding to its
     target (``to_input_mesh``: the fully closed replicated sharding on the
     input's mesh)."""
-    from jaxlib.mlir import ir
-
     target = read_own(reshard)
     value = value_bypassing_barriers(reshard.operands[0])
     have = get_sharding(value)
@@ -120,18 +119,43 @@ def convert(reshard, to_input_mesh: bool, meshes: dict[str, Mesh], module: Modul
         raise op_error(module, reshard, "reshard-to-collectives: the input sharding's "
                        "unreduced axes differ from the reshard's (insert-explicit-reshards "
                        "makes them equal)")
-    mesh = mesh_of(have, meshes)
     _, shape = tensor_info(value.type)
     if shape is None:
         raise op_error(module, reshard, "reshard-to-collectives: the operand is not a "
                        "statically shaped tensor")
-    steps = CollectiveInserter(have, target, mesh, tuple(shape)).insert()
+    return CollectiveInserter(have, target, mesh_of(have, meshes), tuple(shape))
+
+
+def replace(reshard, steps: list[Collective]) -> None:
+    """Replace ``reshard`` by ``steps``, starting from the value its barriers start from."""
+    from jaxlib.mlir import ir
+
+    value = value_bypassing_barriers(reshard.operands[0])
     for step in steps:
         op = collective_op(step, value, reshard.location)
         ir.InsertionPoint(reshard).insert(op)
         value = op.results[0]
     reshard.results[0].replace_all_uses_with(value)
     reshard.erase()
+
+
+def in_waves(converted: list):
+    """``converted`` ((reshard, to_input_mesh) pairs) in waves: a reshard whose input
+    comes from a reshard still to convert waits for the wave after it (Shardy's
+    pattern reads the input as the earlier conversion left it).  The caller
+    rewrites each wave before asking for the next."""
+    pending = list(converted)
+    while pending:
+        waiting = {key(reshard) for reshard, _ in pending}
+        wave = [item for item in pending if _source_key(item[0]) not in waiting]
+        pending = [item for item in pending if _source_key(item[0]) in waiting]
+        yield wave
+
+
+def _source_key(reshard):
+    """The identity of the op defining the value ``reshard``'s barriers start from."""
+    owner = getattr(value_bypassing_barriers(reshard.operands[0]).owner, "operation", None)
+    return None if owner is None else key(owner)
 
 
 @register("reshard-to-collectives",
@@ -152,14 +176,19 @@ def run(module: Module, options: PassOptions) -> Module:
             raise op_error(module, reshards[r], "reshard-to-collectives: cannot reshard between "
                            "shardings of different ranks (a single-device mesh's sharding "
                            "has no dims)")
-        erase = {r for (r,) in decided["erase"]}
         to_input_mesh = {r for (r,) in decided["to_closed_input_mesh"]}
-        to_target = {r for (r,) in decided["to_target"]}
-        for r, reshard in enumerate(reshards):
-            if r in erase:
-                reshard.results[0].replace_all_uses_with(reshard.operands[0])
-                reshard.erase()
-            elif r in to_input_mesh or r in to_target:
-                convert(reshard, r in to_input_mesh, meshes, module)
+        converted = [(reshards[r], r in to_input_mesh) for r in sorted(
+            to_input_mesh | {r for (r,) in decided["to_target"]})]
+        for (r,) in sorted(decided["erase"]):
+            reshards[r].results[0].replace_all_uses_with(reshards[r].operands[0])
+            reshards[r].erase()
+
+        def analyse(facts):
+            return run_analysis("collective_inserter", facts, options)
+
+        for wave in in_waves(converted):
+            inserters = [prepare(reshard, to_mesh, meshes, module) for reshard, to_mesh in wave]
+            for (reshard, _), steps in zip(wave, insert_all(inserters, analyse)):
+                replace(reshard, steps)
         verify(module)
         return rebuild(module)
