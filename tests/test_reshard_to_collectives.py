@@ -207,18 +207,29 @@ def _random_sharding(mesh, rank: int, rng: random.Random) -> str:
 
 def random_reshards(seed: int, count: int = 8) -> str:
     """A function with ``count`` arguments, each resharded to a random sharding, on a
-    random mesh of two or three axes (sizes 2, 3, 4, 6, 8, sub-axes included)."""
+    random mesh of two or three axes (sizes 2, 3, 4, 6, 8, sub-axes included); some
+    arguments have no sharding, some targets are on the mesh with its device ids
+    reversed."""
     rng = random.Random(seed)
     mesh = [(name, rng.choice([2, 2, 4, 4, 8, 3, 6])) for name in ["x", "y", "z"][:rng.choice([2, 3])]]
+    axes = ", ".join(f'"{n}"={s}' for n, s in mesh)
+    devices = 1
+    for _, size in mesh:
+        devices *= size
     args, body, types = [], [], []
     for i in range(count):
         rank = rng.choice([1, 2, 3])
         ty = "tensor<" + "x".join(str(rng.choice([4, 8, 12, 16, 24, 48])) for _ in range(rank)) + "xf32>"
         source, target = _random_sharding(mesh, rank, rng), _random_sharding(mesh, rank, rng)
-        args.append(f"%arg{i}: {ty} {{sdy.sharding = #sdy.sharding<@mesh, {source}>}}")
-        body.append(f"  %{i} = sdy.reshard %arg{i} <@mesh, {target}> : {ty}")
+        attr = ("" if rng.random() < 0.1
+                else f" {{sdy.sharding = #sdy.sharding<@mesh, {source}>}}")
+        args.append(f"%arg{i}: {ty}{attr}")
+        target_mesh = "@reversed" if rng.random() < 0.25 else "@mesh"
+        body.append(f"  %{i} = sdy.reshard %arg{i} <{target_mesh}, {target}> : {ty}")
         types.append(ty)
-    return ("sdy.mesh @mesh = <[" + ", ".join(f'"{n}"={s}' for n, s in mesh) + "]>\n"
+    reversed_ids = ", ".join(str(d) for d in reversed(range(devices)))
+    return (f"sdy.mesh @mesh = <[{axes}]>\n"
+            + f"sdy.mesh @reversed = <[{axes}], device_ids=[{reversed_ids}]>\n"
             + f"func.func @main({', '.join(args)}) -> ({', '.join(types)}) {{\n"
             + "\n".join(body) + f"\n  return {', '.join(f'%{i}' for i in range(count))} : "
             + ", ".join(types) + "\n}\n")
