@@ -460,3 +460,34 @@ def test_cli_explicit_collectives_flag(tmp_path):
     same, _, out2 = cli(tmp_path, PIPELINE_CASES["reshards"], "propagate", "{m}", "--quiet",
                         "--pass-option", "enable-insert-explicit-collectives=true", "-o", "{out}")
     assert same.exit_code == 0 and out2.read_text() == out.read_text()
+
+
+# -- propagate --explicit-collectives on Shardy's lit inputs -----------------------
+
+#: Lit files of whole-pipeline inputs (read from a Shardy source tree, not copied).
+PIPELINE_LIT = {"propagation_pipeline.mlir": "shardy/dialect/sdy/transforms/propagation/test",
+                "propagation_pipeline_data_flow_edges.mlir":
+                    "shardy/dialect/sdy/transforms/propagation/test",
+                "insert_explicit_reshards.mlir": "shardy/dialect/sdy/transforms/export/test"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PIPELINE_LIT))
+def test_propagate_explicit_collectives_on_lit_inputs(name):
+    """Every chunk jaxlib accepts and on which the full and the non-full
+    insert-explicit-reshards agree must be equal."""
+    from test_import_lit import read_lit
+    from test_lit_passes import chunk_name, chunks_of
+
+    text = read_lit(name, PIPELINE_LIT[name])
+    if text is None:
+        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    differ, compared = [], 0
+    for i, chunk in enumerate(chunks_of(text)):
+        expected = _outcome(lambda: shardy(chunk, EXPLICIT))
+        if expected == "<error>" or expected != _outcome(lambda: shardy(chunk, EXPLICIT_NON_FULL)):
+            continue
+        compared += 1
+        if _outcome(lambda: explicit(chunk)) != expected:
+            differ.append(chunk_name(chunk, i))
+    assert not differ and compared >= 20, (differ, compared)
