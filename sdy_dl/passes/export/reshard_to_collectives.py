@@ -93,12 +93,12 @@ def verify(module: Module) -> None:
     module is verified."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.loader import _mlir_error
+    from sdy_dl.ir.loader import mlir_error
 
     try:
         module.mlir.operation.verify()
     except ir.MLIRError as e:
-        error = _mlir_error(e, module.file)
+        error = mlir_error(e, module.file)
         raise SdyError(f"reshard-to-collectives: {error.message}", file=error.file,
                        line=error.line, col=error.col) from None
 
