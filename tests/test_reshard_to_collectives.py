@@ -112,6 +112,17 @@ CASES["op_results_and_nested"] = M3 + '''func.func @main(%arg0: tensor<16x8xf32>
   return %2#0 : tensor<16x8xf32>
 }
 '''
+CASES["manual_computation"] = M3 + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", "y"}, {}]>}) -> tensor<16x8xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x", "y"}, {}]>] out_shardings=[<@mesh, [{"x", "z"}, {}]>] manual_axes={"x"} (%a: tensor<8x8xf32>) {
+    %1 = sdy.reshard %a <@mesh, [{"z"}, {}]> : tensor<8x8xf32>
+    %2 = stablehlo.negate %1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"z"}, {"y"}]>]>} : tensor<8x8xf32>
+    %3 = sdy.reshard %2 <@mesh, [{}, {"z", "y"}]> : tensor<8x8xf32>
+    %4 = sdy.reshard %3 <@mesh, [{"z"}, {}]> : tensor<8x8xf32>
+    sdy.return %4 : tensor<8x8xf32>
+  } : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+'''
 CASES["two_functions"] = M3 + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> tensor<16x8xf32> {
   %0 = sdy.reshard %arg0 <@mesh, [{"y"}, {"x"}]> : tensor<16x8xf32>
   %1 = call @f(%0) : (tensor<16x8xf32>) -> tensor<16x8xf32>
