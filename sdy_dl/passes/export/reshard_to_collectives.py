@@ -11,7 +11,14 @@ come from :mod:`.collective_inserter`.  This module reads the shardings and
 writes the ops.  The input sharding is the sharding of the reshard's operand
 looked up through ``sdy.propagation_barrier`` ops (a missing one is the open,
 replicated sharding on the target's mesh), and the collectives start from the
-barrier chain's start, as Shardy's pattern does.
+barrier chain's start, as Shardy's pattern does.  A reshard whose input is
+another converted reshard is converted after it (reading the input as that
+conversion left it).  The module is verified afterwards: for some
+incompatible sub-axis splits Shardy's algorithm builds an invalid collective
+and its pass fails, and so does this one.
+
+Unlike newer Shardy, jaxlib 0.10.2's pass fails on a reshard to be converted
+between a maximal (single-device) mesh and another mesh; so does this one.
 """
 
 from __future__ import annotations
