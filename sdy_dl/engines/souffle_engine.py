@@ -46,6 +46,24 @@ def cached_binary(program: Program) -> str | None:
     return exe if os.path.exists(exe) else None
 
 
+def pending_builds() -> list[str]:
+    """Program directories of the cache whose background compilation is running."""
+    import fcntl
+
+    root = cache_dir()
+    out = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        lock = os.path.join(root, name, "build.lock")
+        if not os.path.exists(lock) or os.path.exists(os.path.join(root, name, "program")):
+            continue
+        with open(lock, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                out.append(os.path.join(root, name))
+    return out
+
+
 #: Digests whose background compilation this process started.
 _STARTED: set[str] = set()
 
