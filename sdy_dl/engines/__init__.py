@@ -32,9 +32,16 @@ class AutoEngine:
         self.clingo = ClingoEngine()
         self.souffle = shutil.which("souffle") is not None
 
+    def _binary(self, program):
+        from sdy_dl.engines.souffle_engine import cached_binary
+        return cached_binary(program) if self.souffle else None
+
+    def grounds(self, program) -> bool:
+        return self._binary(program) is None
+
     def run(self, program, facts):
-        from sdy_dl.engines.souffle_engine import cached_binary, run_binary
-        exe = cached_binary(program) if self.souffle else None
+        from sdy_dl.engines.souffle_engine import run_binary
+        exe = self._binary(program)
         return run_binary(exe, program, facts) if exe else self.clingo.run(program, facts)
 
 

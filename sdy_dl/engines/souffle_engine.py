@@ -96,6 +96,9 @@ class SouffleEngine:
                 f.write(program.text)
             return _run_with_facts([self.binary], source, program, facts, tmp)
 
+    def grounds(self, program: Program) -> bool:
+        return False
+
     def _embedded(self):
         if self._fallback is None:
             from sdy_dl.engines.clingo_engine import ClingoEngine
