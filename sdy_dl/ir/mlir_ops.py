@@ -232,6 +232,10 @@ def func_result_types(func) -> list:
     return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
 
 
+def func_arg_types(func) -> list:
+    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).inputs)
+
+
 def split_top_level(text: str, maxsplit: int = -1) -> list[str]:
     """Split ``text`` at the commas outside quotes and brackets (at most ``maxsplit``)."""
     parts, start, depth, quoted, esc = [], 0, 0, False, False
