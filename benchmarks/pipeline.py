@@ -332,8 +332,8 @@ def main(argv=None) -> int:
         print(table([row]).splitlines()[-1], flush=True)
         if row["souffle_cold"] is not None:
             first, ready = row["souffle_cold"]
-            print(f"  souffle cold cache: first run {first:.1f} s (its uncompiled programs on clingo); "
-                  f"binaries compiled in the background by {ready:.1f} s", flush=True)
+            print(f"  souffle, first (untimed) run on the cache: {first:.1f} s (programs not compiled "
+                  f"yet run on clingo); background compilation done after {ready:.1f} s", flush=True)
     print()
     print(f"medians of {args.runs} interleaved runs")
     print(table(rows))
