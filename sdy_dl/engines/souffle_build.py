@@ -17,6 +17,9 @@ import sys
 import tempfile
 import time
 
+#: Left next to the binary's place when compiling failed: no further attempts.
+FAILED = "failed"
+
 
 def build(souffle: str, source: str, exe: str) -> int:
     directory = os.path.dirname(exe)
@@ -35,6 +38,8 @@ def build(souffle: str, source: str, exe: str) -> int:
                 proc = subprocess.run([souffle, "-o", built, source], capture_output=True, text=True)
                 if proc.returncode != 0:
                     print((proc.stderr or proc.stdout).strip(), file=sys.stderr)
+                    with open(os.path.join(directory, FAILED), "w") as f:
+                        f.write((proc.stderr or proc.stdout)[-4000:])
                     return 1
                 os.replace(built, exe)
             print(f"compiled {source} in {time.monotonic() - start:.1f} s", file=sys.stderr)

@@ -121,11 +121,15 @@ class SouffleEngine:
 
     def _start_build(self, program: Program) -> None:
         """Start a detached compilation of ``program`` (once per process)."""
+        from sdy_dl.engines.souffle_build import FAILED
+
         if program.digest in _STARTED:
             return
         _STARTED.add(program.digest)
         exe = binary_path(program)
         directory = os.path.dirname(exe)
+        if os.path.exists(os.path.join(directory, FAILED)):
+            return   # compiling it failed before (see build.log there): clingo runs it
         os.makedirs(directory, exist_ok=True)
         source = os.path.join(directory, "program.dl")
         if not os.path.exists(source):
