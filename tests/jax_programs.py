@@ -139,6 +139,42 @@ def grad_scan_helpers() -> str:
         _f32(16, 16), _f32(8, 16)).as_text()
 
 
+def explicit_unreduced() -> str:
+    """Explicit-axes matmul whose result is unreduced over the contracting axis,
+    resharded to replicated afterwards (an all-reduce the pipeline must insert)."""
+    from jax.sharding import AxisType
+
+    explicit = jax.make_mesh((2, 4), ("data", "model"),
+                             axis_types=(AxisType.Explicit, AxisType.Explicit))
+
+    def f(x, w):
+        y = jnp.einsum("bd,df->bf", x, w, out_sharding=P("data", None, unreduced={"model"}))
+        return jnp.tanh(jax.sharding.reshard(y, P("data", None)))
+    with jax.set_mesh(explicit):
+        x = jax.ShapeDtypeStruct((8, 16), jnp.float32, sharding=NamedSharding(explicit, P("data", "model")))
+        w = jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=NamedSharding(explicit, P("model", None)))
+        return jax.jit(f).lower(x, w).as_text()
+
+
+def shard_map_scan_pipeline() -> str:
+    """A pipeline-parallel ``shard_map``: each "model" shard is a stage that scans
+    over microbatches and passes activations on with ``ppermute``."""
+    def stages(w, xs):
+        def body(carry, x):
+            h = jnp.tanh((carry + x) @ w[0])
+            h = lax.ppermute(h, "model", perm=[(i, (i + 1) % 4) for i in range(4)])
+            return h, h
+        _, ys = lax.scan(body, jnp.tanh(xs[0] @ w[0]), xs)
+        return ys
+    sm = jax.shard_map(stages, mesh=mesh(), in_specs=(P("model"), P(None, "data")),
+                       out_specs=P("model", "data"))
+
+    def f(w, xs):
+        return jnp.sin(sm(w, xs)).sum(axis=0)
+    return jax.jit(f, in_shardings=(_ns("model"), _ns(None, "data"))).lower(
+        _f32(4, 16, 16), _f32(6, 8, 16)).as_text()
+
+
 PROGRAMS = {
     "mlp": mlp,
     "while_loop": while_loop,
@@ -150,6 +186,8 @@ PROGRAMS = {
     "gather_scatter": gather_scatter,
     "reductions_reshapes": reductions_reshapes,
     "grad_scan_helpers": grad_scan_helpers,
+    "explicit_unreduced": explicit_unreduced,
+    "shard_map_scan_pipeline": shard_map_scan_pipeline,
 }
 
 
