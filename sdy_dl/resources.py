@@ -7,6 +7,7 @@ next to ``sdy_dl/``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -26,3 +27,47 @@ def rules_dir() -> Path:
 def datalog_dir() -> Path:
     """The folder of the shipped Datalog templates."""
     return _data_dir("sdy_dl.datalog_data", "datalog")
+
+
+def cache_root() -> Path:
+    """sdy-dl's cache: ``$SDY_DL_CACHE``, else ``$XDG_CACHE_HOME/sdy-dl`` (``~/.cache/sdy-dl``)."""
+    import os
+
+    base = os.environ.get("SDY_DL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sdy-dl")
+    return Path(base)
+
+
+@functools.lru_cache(maxsize=None)
+def code_digest(*modules) -> str:
+    """A digest of the source files of ``modules`` (keys cache entries that those
+    modules' code computed, so that a changed checker or translator misses)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for module in modules:
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached_text(kind: str, key: str, compute) -> str:
+    """The text ``compute()`` gives, kept in the cache under ``kind/key``; an
+    unwritable or unreadable cache only costs the computation."""
+    import os
+    import tempfile
+
+    path = cache_root() / kind / key
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return text

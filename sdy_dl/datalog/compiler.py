@@ -17,7 +17,7 @@ import jinja2
 from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.errors import SdyError
-from sdy_dl.resources import datalog_dir
+from sdy_dl.resources import cached_text, code_digest, datalog_dir
 
 
 MAIN = "main.dl.j2"
@@ -48,10 +48,24 @@ def _compile_cached(stage: str, params: tuple) -> Program:
         raise SdyError(f"unknown Datalog stage {stage!r} "
                        f"(known: {', '.join(available_stages())})") from None
     text = template.render(**dict(params))
-    check_stratified(text, source=name)
+    _check_stratified_once(text, name)
     decls = parse_declarations(text, source=name)
     check_input_names(decls, source=name)
     return Program(text=text, decls=decls)
+
+
+def _check_stratified_once(text: str, name: str) -> None:
+    """``check_stratified``, remembered in the cache per program text and checker code."""
+    import hashlib
+
+    from sdy_dl.datalog import lexer, stratify
+
+    key = hashlib.sha256(text.encode()).hexdigest()[:24] + "-" + code_digest(stratify, lexer)
+
+    def check() -> str:
+        check_stratified(text, source=name)
+        return "stratified\n"
+    cached_text("checked", key, check)
 
 
 def compile_stage(stage: str, **params) -> Program:

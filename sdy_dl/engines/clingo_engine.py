@@ -19,6 +19,7 @@ from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.engines.to_clingo import translate
 from sdy_dl.errors import SdyError
+from sdy_dl.resources import cached_text, code_digest
 
 
 _PARSED: dict[str, list] = {}
@@ -28,8 +29,12 @@ def _statements(program: Program) -> list:
     """The clingo AST of ``program``'s translation (translated and parsed once per program)."""
     stms = _PARSED.get(program.text)
     if stms is None:
+        from sdy_dl.datalog import lexer
+        from sdy_dl.engines import to_clingo
+
         stms = []
-        clingo.ast.parse_string(translate(program), stms.append)
+        key = program.digest + "-" + code_digest(to_clingo, lexer)
+        clingo.ast.parse_string(cached_text("clingo", key, lambda: translate(program)), stms.append)
         _PARSED[program.text] = stms
     return stms
 

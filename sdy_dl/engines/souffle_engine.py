@@ -26,13 +26,12 @@ from sdy_dl.datalog.facts import Facts, check_facts, read_relation_file, write_f
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
+from sdy_dl.resources import cache_root
 
 
 def cache_dir() -> str:
     """Where compiled Soufflé binaries are kept."""
-    base = os.environ.get("SDY_DL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sdy-dl")
-    return os.path.join(base, "souffle")
+    return str(cache_root() / "souffle")
 
 
 def binary_path(program: Program) -> str:
