@@ -1,24 +1,27 @@
-"""The full version's common axes (Shardy's ``findCommonAxes``), for the ops
-the non-full insert-explicit-reshards treats in full: concatenates whose
-operands are sharded unlike their result.
+"""The common axes of an op in the full version of insert-explicit-reshards
+(Shardy's ``findCommonAxes``), from the factor shardings of its tensors
+(:mod:`.explicit_reshards_projection`).
 
-Every tensor of the op is projected onto the factors of its rule (dims of
-one factor each).  When the factors are sharded alike everywhere the common
-axes are those; otherwise a greedy heuristic picks, again and again, the
-(factor, axes-prefix) candidate with the largest total size of the tensors
-it already shards (then factor kind, then the further sharding it adds, then
-the factor and axes order), gives it to the factor and trims the other
-candidates that overlap it.  The axes of factors that need replication are
-then moved to the batching factors where they fit.  Tensors whose factor
-axes change are resharded: operands before the op, results after it (the
-result takes the common sharding, a reshard restores the old one).
+When every factor is sharded alike on every tensor that has it, factors that
+need replication are unsharded and no two factors share an axis, the common
+axes are those.  An op with two non-scalar tensors, no factor that needs
+replication and one factor per dim keeps the preferred tensor's axes (no
+sharded permutation factor, then the larger tensor, then the larger
+sharding) and gives the other tensor's factors what does not overlap them.
+Otherwise a greedy heuristic picks, again and again, the (factor,
+axes-prefix) candidate with the largest total size of the tensors it already
+shards (then factor kind, then the further sharding it adds, then the factor
+and axes order), among the factors whose major neighbours in a dim are
+already fully sharded; it gives the axes to the factor and trims the other
+candidates that overlap them.  The axes of factors that need replication are
+then moved to the batching factors where they fit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from sdy_dl.sharding import DimSharding, Mesh, TensorSharding
+from sdy_dl.sharding import Mesh
 
 PRECEDENCE = {"pass_through": 3, "reduction": 2, "permutation": 1, "need_replication": 0}
 
@@ -76,13 +79,81 @@ def _add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
 
 
 def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
-    """Shardy's ``findCommonAxes`` for rules whose dims hold one factor each
-    (the unary special case is not handled: callers skip it)."""
-    n = len(rule.factors)
+    """Shardy's ``findCommonAxes``: the axes of every factor of ``rule``, given
+    each tensor's factor -> axes (operands then results) and its number of
+    elements."""
     compatible = _compatible(projections, rule, mesh)
     if compatible is not None:
         return compatible
-    common: list[tuple] = [() for _ in range(n)]
+    need_replication = any(f.kind == "need_replication" for f in rule.factors)
+    non_scalar = [t for t, m in enumerate(list(rule.operands) + list(rule.results)) if m]
+    if len(non_scalar) == 2 and not need_replication and not _multiple_factor_dims(rule):
+        return _unary(projections, sizes, rule, mesh, non_scalar)
+    common = _heuristic(projections, sizes, rule, mesh)
+    if need_replication:
+        _distribute_to_batching(common, projections, rule, mesh)
+    return common
+
+
+def _multiple_factor_dims(rule) -> bool:
+    return any(len(dim) > 1 for t in list(rule.operands) + list(rule.results) for dim in t)
+
+
+def _unary(projections, sizes, rule, mesh: Mesh, tensors) -> list[tuple]:
+    """``findCommonAxesOnUnaryOperation``: the preferred tensor keeps its axes;
+    the other one's factors get theirs truncated where they overlap them."""
+    def preference(t):
+        proj = projections[t]
+        permuted = any(axes and rule.factors[f].kind == "permutation" for f, axes in proj.items())
+        sharded = _size([a for axes in proj.values() for a in axes], mesh)
+        return (not permuted, sizes[t], sharded)
+
+    lhs, rhs = tensors
+    preferred, other = (lhs, rhs) if preference(lhs) >= preference(rhs) else (rhs, lhs)
+    common: list[tuple] = [() for _ in rule.factors]
+    taken = []
+    for f, axes in projections[preferred].items():
+        common[f] = axes
+        taken.extend(axes)
+    for f, axes in projections[other].items():
+        if f not in projections[preferred]:
+            common[f] = _truncate_by_removing_overlaps(axes, taken, mesh)
+    return common
+
+
+def _truncate_by_removing_overlaps(axes: tuple, taken: list, mesh: Mesh) -> tuple:
+    """``truncateAxesByRemovingOverlaps``: the longest prefix of ``axes`` that
+    overlaps none of ``taken`` (a partly overlapping axis keeps its prefix)."""
+    out = []
+    for axis in axes:
+        prefix = axis
+        for other in taken:
+            if prefix is None:
+                break
+            prefix = prefix.prefix_without_overlap(other, mesh)
+        if prefix is None:
+            break
+        out.append(prefix)
+        if prefix != axis:
+            break
+    return tuple(out)
+
+
+def _dependencies(rule) -> dict[int, set[int]]:
+    """Factor -> the factors right before it in some dim (a factor is sharded
+    only once those are fully sharded: no strided views)."""
+    deps: dict[int, set[int]] = {}
+    for t in list(rule.operands) + list(rule.results):
+        for dim in t:
+            for i in range(1, len(dim)):
+                deps.setdefault(dim[i], set()).add(dim[i - 1])
+    return deps
+
+
+def _heuristic(projections, sizes, rule, mesh: Mesh) -> list[tuple]:
+    """``findCommonAxesHeuristic``."""
+    common: list[tuple] = [() for _ in rule.factors]
+    deps = _dependencies(rule)
     pairs = []
     for proj in projections:
         for f, axes in proj.items():
@@ -96,8 +167,14 @@ def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh
                     if f in proj and (proj[f] == axes or _strict_prefix(axes, proj[f], mesh)))
         cands.append(Candidate(f, axes, total, PRECEDENCE[rule.factors[f].kind], _size(axes, mesh)))
     while cands:
-        best = max(cands, key=lambda c: c.key(mesh))
+        valid = [c for c in cands if not deps.get(c.factor)]
+        if not valid:
+            break
+        best = max(valid, key=lambda c: c.key(mesh))
         common[best.factor] = best.axes
+        if _size(best.axes, mesh) == rule.factors[best.factor].size:
+            for factors in deps.values():
+                factors.discard(best.factor)
         kept = []
         for c in cands:
             if c.factor == best.factor:
@@ -116,8 +193,6 @@ def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh
             c.sharding = _size(c.axes, mesh)
             kept.append(c)
         cands = kept
-    if any(f.kind == "need_replication" for f in rule.factors):
-        _distribute_to_batching(common, projections, rule, mesh)
     return common
 
 
@@ -174,81 +249,3 @@ def _distribute_to_batching(common: list, projections, rule, mesh: Mesh) -> None
             common[b] = tuple(axes)
             if not pending:
                 break
-
-
-def projected_sharding(mapping, common: list[tuple], original: TensorSharding | None,
-                       mesh_name: str) -> TensorSharding:
-    """``TensorFactorShardings::createTensorShardingAttr`` for one-factor dims."""
-    dims = []
-    for d, factors in enumerate(mapping):
-        closed = True if original is None else original.dims[d].is_closed
-        dims.append(DimSharding(common[factors[0]], closed))
-    if original is None:
-        return TensorSharding(mesh_name, tuple(dims))
-    return dataclasses.replace(original, mesh=mesh_name, dims=tuple(dims))
-
-
-def concat_needs_full_version(mop) -> bool:
-    """``isOnFullVersion`` for a concatenate: an operand's sharding differs
-    from the result's."""
-    from sdy_dl.ir.value_sharding import get_sharding
-
-    result = get_sharding(mop.results[0])
-    return any(get_sharding(v) != result for v in mop.operands)
-
-
-def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
-    """``processOp`` in the full version (one-factor dims, no unary case):
-    reshard the operands and results whose factor axes differ from the common
-    axes."""
-    from jaxlib.mlir import ir
-
-    from sdy_dl.passes.export.explicit_reshards_util import _num_elements, factor_projections
-    from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.ir.value_sharding import get_sharding, set_sharding
-
-    if rule is None or rule.is_custom:
-        return False
-    projected = factor_projections(mop, rule, meshes)
-    if projected is None:
-        return False
-    mesh_name, shardings, projections = projected
-    mesh = meshes[mesh_name]
-    ins, outs = shardings[:len(mop.operands)], shardings[len(mop.operands):]
-    mappings = list(rule.operands) + list(rule.results)
-    if sum(1 for m in mappings if m) == 2 and \
-            not any(f.kind == "need_replication" for f in rule.factors):
-        return False  # findCommonAxesOnUnaryOperation: not implemented
-    sizes = [_num_elements(v.type) for v in list(mop.operands) + list(mop.results)]
-    common = find_common_axes(projections, sizes, rule, mesh)
-
-    def changed(proj) -> bool:
-        return any(common[f] != axes for f, axes in proj.items())
-
-    done = False
-    for i, operand in enumerate(list(mop.operands)):
-        if not changed(projections[i]):
-            continue
-        sharding = projected_sharding(rule.operands[i], common, ins[i], mesh_name)
-        reshard = ir.Operation.create("sdy.reshard", results=[operand.type], operands=[operand],
-                                      attributes={"sharding": parse_attr(sharding.to_text())},
-                                      loc=mop.location)
-        ir.InsertionPoint(mop).insert(reshard)
-        mop.operands[i] = reshard.results[0]
-        done = True
-    n = len(mop.operands)
-    anchor = mop
-    for j, result in enumerate(list(mop.results)):
-        if not changed(projections[n + j]):
-            continue
-        old = get_sharding(result) or TensorSharding(
-            mesh_name, tuple(DimSharding((), True) for _ in rule.results[j]))
-        reshard = ir.Operation.create("sdy.reshard", results=[result.type], operands=[result],
-                                      attributes={"sharding": parse_attr(old.to_text())},
-                                      loc=mop.location)
-        ir.InsertionPoint.after(anchor).insert(reshard)
-        anchor = reshard
-        result.replace_all_uses_except(reshard.results[0], reshard)
-        set_sharding(result, projected_sharding(rule.results[j], common, outs[j], mesh_name))
-        done = True
-    return done
