@@ -36,8 +36,8 @@ The projections are computed for all ops of the module in two engine calls
 see in Shardy's walk, since a rewritten op's users read a reshard that
 restores its old sharding.
 
-Not implemented: reshapes whose projection has overflow axes (Shardy's
-``processReshapeWithOverflowAxes``); ops with single-device shardings.
+Reshapes whose projection has overflow axes take the common axes like every
+op (as jaxlib 0.10.2 does; later Shardy redistributes their axes).
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ import dataclasses
 
 from sdy_dl.ir.manual_axes import erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
-from sdy_dl.ir.mlir_ops import (funcs, insert_after_value, insert_sharding_op_after, key, op_error,
+from sdy_dl.ir.mlir_ops import (funcs, insert_after_value, insert_sharding_op_after, key,
                                 rebuild, tensor_rank, walk_post)
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
+from sdy_dl.ir.storage import parse_attr, read_func_attr, read_own, read_per_value
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table
+from sdy_dl.passes.call_graph import callee_name, func_table
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
                                                                project_out)
@@ -216,9 +216,9 @@ def reshard_returned(func, meshes, on_full: bool) -> bool:
     from jaxlib.mlir import ir
 
     ret = _terminator(func.regions[0].blocks[0])
-    targets = func_result_shardings(func, meshes) or [None] * len(ret.operands)
     changed = False
-    for i, target in enumerate(targets):
+    for i in range(len(ret.operands)):
+        target = read_func_attr(func, "res_attrs", i)
         have = get_sharding(ret.operands[i])
         reduced = insert_all_reduce_if_unreduced_to_replicated(
             ret, i, have, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op))
@@ -304,7 +304,7 @@ def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
                    tuple(num_elements(v.type) for v in values))
 
 
-def decide(module: Module, pendings: list[Pending], meshes, options):
+def decide(pendings: list[Pending], meshes, options):
     """Per pending op: (new axes per factor or None, the axes to all-reduce
     after it, in the order Shardy uses them)."""
     projections = project([p.op for p in pendings], meshes, options)
@@ -314,9 +314,6 @@ def decide(module: Module, pendings: list[Pending], meshes, options):
         common = None
         new_axes = None
         if p.on_full:
-            if projection.has_overflow() and p.mop.name == "stablehlo.reshape":
-                raise op_error(module, p.mop, "insert-explicit-reshards: a reshape whose "
-                               "sharding projection has overflow axes is not supported")
             common = find_common_axes(list(projection.tensors), list(p.sizes), rule, mesh)
             new_axes = common
         elif p.mop.name in DOT_OPS and p.originals[-1] is not None:
@@ -451,7 +448,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 if pending is not None:
                     pendings.append(pending)
             changed |= reshard_returned(func, meshes, full)
-        for p, (update, reduce_axes) in zip(pendings, decide(module, pendings, meshes, options)):
+        for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options)):
             if update is not None:
                 changed |= apply_full(p, update, meshes) if p.on_full else apply_dot(p, update)
             if reduce_axes:
