@@ -204,19 +204,62 @@ PROGRAMS = ["mlp", "attention", "training_step", "gather_scatter", "reductions_r
             "while_loop", "shard_map", "sharding_constraint", "convnet"]
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
+def conflicting_layouts() -> str:
+    """Concatenate, pad, slice, a matmul and a transpose whose operands and
+    constraints disagree."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax_programs import _f32, _ns
+
+    def f(a, b, w):
+        c = lax.with_sharding_constraint(jnp.concatenate([a, b], axis=0), _ns(None, "model"))
+        y = lax.with_sharding_constraint(jnp.pad(c, ((1, 1), (0, 0)))[2:10] @ w,
+                                         _ns("model", None))
+        return y + jnp.transpose(y)
+    return jax.jit(f, in_shardings=(_ns("data", None), _ns(None, "model"), _ns("model", "data")),
+                   out_shardings=_ns(None, "data")).lower(
+        _f32(8, 16), _f32(8, 16), _f32(16, 8)).as_text()
+
+
+def constrained_matmuls() -> str:
+    """Two matmuls around a constraint on the other axis, then a reduction."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax_programs import _f32, _ns
+
+    def f(x, w1, w2):
+        h = lax.with_sharding_constraint(jnp.tanh(x @ w1), _ns(None, "data"))
+        return (h @ w2).sum(axis=0)
+    return jax.jit(f, in_shardings=(_ns("data", "model"), _ns("model", None),
+                                    _ns(None, "model"))).lower(
+        _f32(16, 32), _f32(32, 64), _f32(64, 8)).as_text()
+
+
+#: Programs with conflicts the full version makes explicit with reshards.
+CONFLICTS = {"conflicting_layouts": conflicting_layouts,
+             "constrained_matmuls": constrained_matmuls}
+
+
+@pytest.mark.parametrize("name", PROGRAMS + sorted(CONFLICTS))
 def test_jax_program_after_pipeline(name):
+    import lowering
     from jax_programs import lowered
 
     from sdy_dl.ir import parse_module_text
     from sdy_dl.passes import PassOptions, get_pass
     from sdy_dl.pipeline import propagate
 
-    text = lowered(name)
+    text = (lowering.once("explicit_reshards_full", name, CONFLICTS[name]) if name in CONFLICTS
+            else lowered(name))
     expected = shardy(text, "sdy-propagation-pipeline," + FULL)
     options = PassOptions(engine="clingo", extra={"enable_full_version": True})
     module = propagate(parse_module_text(text, "<jax>"), PassOptions(engine="clingo"))
     actual = get_pass("insert-explicit-reshards").run(module, options).print()
+    if name in CONFLICTS:
+        assert expected.count("sdy.reshard") > shardy(text, "sdy-propagation-pipeline").count(
+            "sdy.reshard")
     assert_same(expected, normalize(actual))
 
 
@@ -280,7 +323,13 @@ def run_lit(name: str) -> tuple[list[str], int]:
     return differ, accepted
 
 
-@pytest.mark.parametrize("name", LIT_FILES)
+#: The longest files (most chunks) run in the slow suite.
+SLOW = {"dot_dot_general.mlir", "reshape.mlir", "custom_call.mlir",
+        "cholesky_triangular_solve.mlir", "pad_slice.mlir", "meshes.mlir"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in LIT_FILES])
 def test_lit_file(name):
     differ, accepted = run_lit(name)
     unexpected = sorted(set(differ) - KNOWN.get(name, set()))
