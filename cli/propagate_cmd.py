@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import click
+
 from sdy_dl.cli import main
 from sdy_dl.cli.options import errors_in, make_pass_options, module_io_options, pass_options
 from sdy_dl.ir import load_module
@@ -12,9 +16,16 @@ from sdy_dl.pipeline import propagate
 @main.command("propagate")
 @module_io_options
 @pass_options
-def propagate_cmd(module: str, output: str, **opts) -> None:
+@click.option("--explicit-collectives", is_flag=True,
+              help="End with insert-explicit-reshards{enable-full-version=true} and "
+                   "reshard-to-collectives: every sharding change becomes a collective "
+                   "(same as --pass-option enable-insert-explicit-collectives=true).")
+def propagate_cmd(module: str, output: str, explicit_collectives: bool, **opts) -> None:
     """Infer the sharding of every value of MODULE and write the annotated module."""
     options = make_pass_options(**opts)
+    if explicit_collectives:
+        options = dataclasses.replace(options, extra={
+            **options.extra, "enable_insert_explicit_collectives": True})
     with errors_in(module):
         result = propagate(load_module(module), options)
         text = result.print()

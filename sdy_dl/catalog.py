@@ -9,7 +9,7 @@ For every registered pass: the Shardy folder it lives in (``import``,
 from __future__ import annotations
 
 from sdy_dl.passes import PASSES, PassOptions
-from sdy_dl.pipeline import stages
+from sdy_dl.pipeline import EXPLICIT_COLLECTIVES, split_stage, stages
 
 #: Shardy's folder of a pass, from the subpackage its module lives in.
 _FOLDERS = {"import_": "import", "propagation": "propagation", "export": "export"}
@@ -31,8 +31,11 @@ def pipeline_uses() -> dict[str, list[str]]:
         runs.append((f"import-pipeline ({mode})", pipeline_passes(dedup)))
         runs.append((f"propagate ({mode})",
                      stages(PassOptions(extra={"dedup_functions_fully": dedup}))))
+    explicit = stages(PassOptions(extra={"enable_insert_explicit_collectives": True}))
+    runs.append(("propagate (explicit-collectives)",
+                 [n for n in explicit if n.startswith(tuple(EXPLICIT_COLLECTIVES))]))
     for label, names in runs:
-        for name in dict.fromkeys(names):
+        for name in dict.fromkeys(split_stage(n)[0] for n in names):
             uses.setdefault(name, []).append(label)
     return uses
 

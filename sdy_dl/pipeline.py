@@ -14,6 +14,17 @@ functions stay functions: add-func-data-flow-edges replaces the call
 handling, and sink-func-data-flow-edges follows propagate-to-func-results
 in place of export-named-computations.  The verifier
 verify-unreduced-axes is not listed.
+
+With ``enable-insert-explicit-collectives`` (``sdy-dl propagate
+--explicit-collectives``; Shardy's export option of that name) the pipeline
+ends with ``insert-explicit-reshards{enable-full-version=true}`` and
+``reshard-to-collectives``: every sharding change becomes an explicit
+collective.  Shardy's export pipeline with that option also runs the
+``sdy-reshard`` and ``sdy-collective`` canonicalization patterns (fusing
+collectives), which sdy-dl does not have.
+
+A stage is a pass name, optionally with options the pipeline fixes for it in
+Shardy's syntax (``name{key=value}``).
 """
 
 from __future__ import annotations
@@ -42,7 +53,23 @@ def stages(options: PassOptions) -> list[str]:
     names += EXPORT
     if not options.keep_sharding_rules:
         names.append("drop-sharding-rules")
+    if options.option("enable-insert-explicit-collectives"):
+        names += EXPLICIT_COLLECTIVES
     return names
+
+
+#: The stages that make every sharding change an explicit collective.
+EXPLICIT_COLLECTIVES = ["insert-explicit-reshards{enable-full-version=true}",
+                        "reshard-to-collectives"]
+
+
+def split_stage(stage: str) -> tuple[str, dict]:
+    """(pass name, the options fixed for it) of a stage ``name{key=value ...}``."""
+    from sdy_dl.passes.options import parse_option_items
+
+    name, _, rest = stage.partition("{")
+    items = rest.rstrip("}").split()
+    return name, parse_option_items(items, name, only_implemented=False) if items else {}
 
 
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
@@ -62,10 +89,11 @@ def all_stage_names() -> list[str]:
 
     names = []
     for dedup in (False, True):
-        names += stages(PassOptions(extra={"dedup_functions_fully": dedup}))
+        names += stages(PassOptions(extra={"dedup_functions_fully": dedup,
+                                           "enable_insert_explicit_collectives": True}))
         names += pipeline_passes(dedup)
     names += ["drop-sharding-rules"]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(split_stage(name)[0] for name in names))
 
 
 #: Options the pipeline fixes for a stage: Shardy's pipeline creates
@@ -81,9 +109,10 @@ def pipeline_options():
 STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
 
 
-def stage_options(name: str, options: PassOptions) -> PassOptions:
-    """``options`` as the pipeline gives them to stage ``name``."""
-    fixed = STAGE_OPTIONS.get(name)
+def stage_options(stage: str, options: PassOptions) -> PassOptions:
+    """``options`` as the pipeline gives them to ``stage``."""
+    name, fixed = split_stage(stage)
+    fixed = {**STAGE_OPTIONS.get(name, {}), **fixed}
     if not fixed:
         return options
     return dataclasses.replace(options, extra={**options.extra, **fixed})
@@ -92,8 +121,9 @@ def stage_options(name: str, options: PassOptions) -> PassOptions:
 def propagate(module: Module, options: PassOptions, before=None) -> Module:
     """Run the pipeline stages in order; ``before(name, module)``, when given, is
     called before each stage (the audit tags values there)."""
-    for name in stages(options):
+    for stage in stages(options):
+        name = split_stage(stage)[0]
         if before is not None:
             before(name, module)
-        module = get_pass(name).run(module, stage_options(name, options))
+        module = get_pass(name).run(module, stage_options(stage, options))
     return module

@@ -922,7 +922,10 @@ class _Parser:
         return tuple(shardings)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _parse_whole(text: str, rule: str):
+    """``text`` parsed by ``rule`` to its end; results are immutable, so equal texts
+    share one parse (a module repeats few distinct shardings many times)."""
     parser = _Parser(text)
     result = getattr(parser, rule)()
     parser.expect_end()

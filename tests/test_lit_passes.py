@@ -38,6 +38,12 @@ FILES = {
     "insert_explicit_reshards.mlir": (
         EXPORT, "insert-explicit-reshards",
         "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, True),
+    "reshard_to_collectives.mlir": (EXPORT, "reshard-to-collectives",
+                                    "func.func(sdy-reshard-to-collectives)", {}, False),
+    "reshard_to_collectives_keep_redundant_reshards_true.mlir": (
+        EXPORT, "reshard-to-collectives",
+        "func.func(sdy-reshard-to-collectives{keep-redundant-reshards=true})",
+        {"keep_redundant_reshards": True}, False),
     "propagation_pipeline.mlir": (PROPAGATION, "propagate", "sdy-propagation-pipeline", {}, False),
     "propagation_pipeline_data_flow_edges.mlir": (PROPAGATION, "propagate",
                                                   "sdy-propagation-pipeline", {}, False),

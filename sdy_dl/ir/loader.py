@@ -48,11 +48,11 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
         try:
             mlir_module = ir.Module.parse(text)
         except ir.MLIRError as e:
-            raise _mlir_error(e, file) from None
+            raise mlir_error(e, file) from None
         return build_model(mlir_module, file)
 
 
-def _mlir_error(e, file: str) -> SdyError:
+def mlir_error(e, file: str) -> SdyError:
     """The first diagnostic of an MLIR parse/verify failure, with its place."""
     diags = list(getattr(e, "error_diagnostics", []) or [])
     if not diags:

@@ -18,6 +18,8 @@ A value's sharding is :mod:`sdy_dl.ir.value_sharding`; where it is stored,
 
 from __future__ import annotations
 
+from jaxlib.mlir import ir
+
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.model import Module
@@ -174,8 +176,6 @@ def enclosing(mop, name: str):
 # -- values -------------------------------------------------------------------
 
 def is_block_arg(value) -> bool:
-    from jaxlib.mlir import ir
-
     return isinstance(value.maybe_downcast(), ir.BlockArgument)
 
 
@@ -203,8 +203,6 @@ def users(value) -> list:
 
 def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
     """(is shaped, static shape or None) of an MLIR type."""
-    from jaxlib.mlir import ir
-
     t = type_.maybe_downcast()
     if not isinstance(t, ir.ShapedType):
         return False, None
@@ -220,8 +218,6 @@ def is_static_tensor(type_) -> bool:
 
 def tensor_rank(type_) -> int:
     """The rank of a ranked tensor type, 0 for anything else (Shardy's getTensorRank)."""
-    from jaxlib.mlir import ir
-
     t = type_.maybe_downcast()
     if isinstance(t, ir.ShapedType) and t.has_rank:
         return t.rank
@@ -230,8 +226,6 @@ def tensor_rank(type_) -> int:
 
 def is_scalar(value) -> bool:
     """A rank-0 ranked tensor (Shardy's ``isScalar``)."""
-    from jaxlib.mlir import ir
-
     t = value.type.maybe_downcast()
     return isinstance(t, ir.RankedTensorType) and t.rank == 0
 
@@ -239,8 +233,6 @@ def is_scalar(value) -> bool:
 # -- functions, text, edits -------------------------------------------------------------
 
 def func_result_types(func) -> list:
-    from jaxlib.mlir import ir
-
     return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
 
 
@@ -273,8 +265,6 @@ def move_region_body(src_op, dst_op, src_terminator: str, dst_terminator: str) -
     """Move the single-block body of ``src_op`` into the empty region of ``dst_op``,
     replacing its ``src_terminator`` by a ``dst_terminator`` with the same operands
     (Shardy's ``inlineRegionAndConvertTerminatorOp``)."""
-    from jaxlib.mlir import ir
-
     src = src_op.regions[0].blocks[0]
     block = dst_op.regions[0].blocks.append(*[a.type for a in src.arguments],
                                             arg_locs=[a.location for a in src.arguments])
@@ -293,8 +283,6 @@ def move_region_body(src_op, dst_op, src_terminator: str, dst_terminator: str) -
 def insert_sharding_op_after(name: str, value, sharding: TensorSharding, loc=None):
     """Create ``name`` (``sdy.sharding_constraint`` or ``sdy.reshard``) on ``value`` with
     ``sharding``, insert it right after ``value`` is defined, and return it."""
-    from jaxlib.mlir import ir
-
     op = ir.Operation.create(name, results=[value.type], operands=[value],
                              attributes={"sharding": parse_attr(sharding.to_text())},
                              loc=loc if loc is not None else ir.Location.unknown())
@@ -304,8 +292,6 @@ def insert_sharding_op_after(name: str, value, sharding: TensorSharding, loc=Non
 
 def insert_after_value(value, op) -> None:
     """Insert the detached MLIR ``op`` right after ``value`` is defined."""
-    from jaxlib.mlir import ir
-
     if is_block_arg(value):
         block = value.owner
         first = next(iter(block.operations), None)
@@ -317,16 +303,12 @@ def insert_after_value(value, op) -> None:
 
 def sharding_group_id(mop) -> int:
     """The ``group_id`` of an ``sdy.sharding_group`` op."""
-    from jaxlib.mlir import ir
-
     return ir.IntegerAttr(mop.operation.attributes["group_id"]).value
 
 
 # -- symbols ----------------------------------------------------------------------------
 
 def symbol_name(mop) -> str | None:
-    from jaxlib.mlir import ir
-
     attrs = mop.operation.attributes
     return ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else None
 

@@ -22,6 +22,10 @@ data-flow edges and show a manual computation's body its local view) are
 
 from __future__ import annotations
 
+import functools
+
+from jaxlib.mlir import ir
+
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, Op, Value
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
@@ -48,8 +52,9 @@ def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
 
 def write_stored(mop, index: int, block_arg: bool, ranks, sharding: TensorSharding) -> None:
     """Store ``sharding`` for result (``block_arg``: body argument) ``index`` of ``mop``;
-    ``ranks`` (of all results, or of all body arguments) give the other entries of a
-    first per-value write their open-empty shardings."""
+    ``ranks`` (of all results, or of all body arguments; any iterable, read only on a
+    first per-value write) give the other entries of that write their open-empty
+    shardings."""
     name = mop.name
     if block_arg:
         if name == "func.func":
@@ -104,10 +109,10 @@ def set_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
 
 # -- attribute plumbing on raw MLIR operations (also used by the import passes) --
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_attr(text: str):
-    """An MLIR attribute parsed in sdy-dl's context."""
-    from jaxlib.mlir import ir
-
+    """An MLIR attribute parsed in sdy-dl's (process-wide) context; attributes are
+    uniqued and immortal in their context, so equal texts share one parse."""
     return ir.Attribute.parse(text, context=mlir_context())
 
 
@@ -155,16 +160,12 @@ def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
 
 def func_arity(func) -> tuple[int, int]:
     """(number of arguments, number of results) of a raw ``func.func``."""
-    from jaxlib.mlir import ir
-
     ft = ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
     return len(ft.inputs), len(ft.results)
 
 
 def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
     """The ``sdy.sharding`` of argument/result ``index`` (``kind``: arg_attrs or res_attrs)."""
-    from jaxlib.mlir import ir
-
     attrs = func.operation.attributes
     if kind not in attrs:
         return None
@@ -180,8 +181,6 @@ def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None
 def write_func_attrs(func, kind: str, shardings: dict[int, TensorSharding | None]) -> None:
     """Set (None: remove) the ``sdy.sharding`` entries of several arguments/results
     at once (``kind``: arg_attrs or res_attrs)."""
-    from jaxlib.mlir import ir
-
     ctx = mlir_context()
     attrs = func.operation.attributes
     if kind in attrs:

@@ -92,10 +92,9 @@ def set_sharding(value, sharding: TensorSharding) -> None:
             current = read_per_value(op, "in_shardings")
             if current:
                 sharding = add_free_axes(current[idx], sharding, manual_axes(op))
-        ranks = [tensor_rank(a.type) for a in value.owner.arguments]
-        write_stored(op, idx, True, ranks, sharding)
+        write_stored(op, idx, True, (tensor_rank(a.type) for a in value.owner.arguments), sharding)
     else:
-        write_stored(op, idx, False, [tensor_rank(r.type) for r in op.results], sharding)
+        write_stored(op, idx, False, (tensor_rank(r.type) for r in op.results), sharding)
 
 
 def func_shardings(func, kind: str, types: list, meshes) -> list[TensorSharding] | None:

@@ -82,10 +82,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("dedup-functions-fully", "bool", False,
            ("import-pipeline", "unflatten-call-graph", PIPELINE),
            "Keep one function per callee (func data-flow edges instead of named computations)."),
+    Option("enable-insert-explicit-collectives", "bool", False, (PIPELINE,),
+           "End with insert-explicit-reshards{enable-full-version=true} and "
+           "reshard-to-collectives (same as --explicit-collectives)."),
     Option("add-data-flow-edges-on-named-computations", "bool", True, ("import-func-calls",),
            "Add sdy.data_flow_edge ops on the named computations calls become."),
     Option("enable-full-version", "bool", False, ("insert-explicit-reshards",),
            "Reshard every op whose operand and result shardings conflict (not only calls)."),
+    Option("keep-redundant-reshards", "bool", False, ("reshard-to-collectives",),
+           "Keep reshards whose input sharding is equivalent to their own (false: erase them)."),
     Option("enable-patterns", ("sdy-collective",), "sdy-collective", ("canonicalize",),
            "The pattern labels the canonicalizer runs (sdy-dl has the set the pipeline runs)."),
     Option("conservative-propagation", "bool", False, PROPAGATION + (PIPELINE,),
@@ -119,9 +124,12 @@ def options_of(pass_name: str) -> tuple[Option, ...]:
     return tuple(o for o in OPTIONS if pass_name in o.passes)
 
 
-def parse_option_items(items, pass_name: str, valid_options=None) -> dict:
+def parse_option_items(items, pass_name: str, valid_options=None, *,
+                       only_implemented: bool = True) -> dict:
     """``KEY=VALUE`` strings for ``pass_name`` as ``{key: typed value}`` (keys with ``_``);
-    the valid options are those ``pass_name`` reads unless ``valid_options`` are given."""
+    the valid options are those ``pass_name`` reads unless ``valid_options`` are given.
+    ``only_implemented=False`` (values a pipeline fixes) also takes values of
+    options sdy-dl does not implement yet (the pass runs as with the default)."""
     valid = {o.name: o for o in (options_of(pass_name) if valid_options is None
                                  else valid_options)}
     listing = ", ".join(sorted(valid)) or "none"
@@ -138,7 +146,7 @@ def parse_option_items(items, pass_name: str, valid_options=None) -> dict:
                              f"(valid: {listing})")
         value = option.parse(text.strip().strip("{}") if isinstance(option.type, tuple)
                              else text.strip())
-        if not option.implemented and value != option.default:
+        if only_implemented and not option.implemented and value != option.default:
             raise UsageError(f"--pass-option {option.name}={text}: only the default "
                              f"({option.default_text()}) is implemented by sdy-dl")
         values[option.key] = value

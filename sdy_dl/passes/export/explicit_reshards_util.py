@@ -56,16 +56,22 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
 DOT_OPS = frozenset({"stablehlo.dot", "stablehlo.dot_general"})
 
 
+def value_bypassing_barriers(value):
+    """The value a chain of ``sdy.propagation_barrier`` ops ending in ``value``
+    starts from (``value`` itself when no barrier defines it)."""
+    while True:
+        owner = getattr(value.owner, "operation", None)
+        if owner is None or owner.name != "sdy.propagation_barrier":
+            return value
+        value = owner.operands[0]
+
+
 def sharding_bypassing_barriers(value) -> TensorSharding | None:
     """Shardy's ``getShardingBypassingBarriers``: the sharding of the value a
     chain of ``sdy.propagation_barrier`` ops starts from."""
     from sdy_dl.ir.value_sharding import get_sharding
 
-    while True:
-        owner = getattr(value.owner, "operation", None)
-        if owner is None or owner.name != "sdy.propagation_barrier":
-            return get_sharding(value)
-        value = owner.operands[0]
+    return get_sharding(value_bypassing_barriers(value))
 
 
 def is_fully_replicated(sharding: TensorSharding | None) -> bool:

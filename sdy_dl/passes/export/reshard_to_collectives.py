@@ -1,0 +1,201 @@
+"""``reshard-to-collectives`` (Shardy's ``sdy-reshard-to-collectives``, run per
+function; semantics §9.3): every ``sdy.reshard`` becomes the sdy collectives
+(``sdy.all_slice``, ``sdy.collective_permute``, ``sdy.all_to_all``,
+``sdy.all_gather``) that move its input sharding to its own.
+
+The Datalog stage ``reshard_to_collectives`` decides what happens to each
+reshard (kept, erased, or converted to its target or to the replicated
+sharding on the input's mesh) from facts about the two shardings and the
+``keep-redundant-reshards`` option; the collectives of a converted reshard
+come from :mod:`.collective_inserter`.  This module reads the shardings and
+writes the ops.  The input sharding is the sharding of the reshard's operand
+looked up through ``sdy.propagation_barrier`` ops (a missing one is the open,
+replicated sharding on the target's mesh), and the collectives start from the
+barrier chain's start, as Shardy's pattern does.  A reshard whose input is
+another converted reshard is converted after it (reading the input as that
+conversion left it).  The module is verified afterwards: for some
+incompatible sub-axis splits Shardy's algorithm builds an invalid collective
+and its pass fails, and so does this one.
+
+Unlike newer Shardy, jaxlib 0.10.2's pass fails on a reshard to be converted
+between a maximal (single-device) mesh and another mesh; so does this one.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.errors import SdyError
+from sdy_dl.ir.meshes import mesh_of, module_meshes
+from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info, walk_pre
+from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import parse_attr, read_own
+from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
+from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
+from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
+from sdy_dl.sharding import Mesh, TensorSharding
+
+#: Pass options that reach the Datalog stage as ``in_flag`` facts.
+FLAGS = ("keep-redundant-reshards",)
+
+
+def input_sharding(reshard) -> TensorSharding | None:
+    """The sharding of the reshard's operand, through propagation barriers."""
+    return get_sharding(value_bypassing_barriers(reshard.operands[0]))
+
+
+def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
+                  module: Module) -> dict[str, set]:
+    """The facts of stage ``reshard_to_collectives`` for ``reshards`` (numbered
+    by position)."""
+    facts: dict[str, set] = {name: set() for name in (
+        "in_reshard", "in_has_sharding", "in_mesh_ref", "in_mesh_axes", "in_maximal",
+        "in_rank", "in_dim_axis", "in_unreduced")}
+    facts["in_flag"] = {(flag,) for flag in FLAGS if options.option(flag)}
+    for r, reshard in enumerate(reshards):
+        facts["in_reshard"].add((r,))
+        for side, sharding in (("in", input_sharding(reshard)), ("out", read_own(reshard))):
+            if sharding is None:
+                continue
+            mesh = mesh_of(sharding, meshes)
+            if mesh is None:
+                raise op_error(module, reshard, f"reshard-to-collectives: unknown mesh "
+                               f"{sharding.mesh_text()}")
+            facts["in_has_sharding"].add((r, side))
+            facts["in_rank"].add((r, side, sharding.rank))
+            facts["in_mesh_ref"].add((r, side, sharding.mesh_text()))
+            facts["in_mesh_axes"].add((r, side, ", ".join(a.to_text() for a in mesh.axes)))
+            if mesh.is_maximal:
+                facts["in_maximal"].add((r, side))
+            for d, dim in enumerate(sharding.dims):
+                for i, axis in enumerate(dim.axes):
+                    facts["in_dim_axis"].add((r, side, d, i, axis.to_text()))
+            for axis in sharding.unreduced:
+                facts["in_unreduced"].add((r, side, axis.to_text()))
+    return facts
+
+
+def collective_op(step: Collective, operand, loc):
+    """The detached MLIR op of ``step`` applied to ``operand``."""
+    from jaxlib.mlir import ir
+
+    attributes = {"out_sharding": parse_attr(step.out_sharding.to_text())}
+    if step.kind in ("all_gather", "all_slice"):
+        lists = ", ".join(_axes_attr(axes) for axes in step.axes_per_dim)
+        name = "gathering_axes" if step.kind == "all_gather" else "slicing_axes"
+        attributes[name] = parse_attr(f"#sdy<list_of_axis_ref_lists[{lists}]>")
+    elif step.kind == "all_to_all":
+        attributes["params"] = parse_attr(
+            f"#sdy<all_to_all_param_list[{_axes_attr(step.axes)}: "
+            f"{step.src_dim}->{step.tgt_dim}]>")
+    return ir.Operation.create(f"sdy.{step.kind}", results=[operand.type], operands=[operand],
+                               attributes=attributes, loc=loc)
+
+
+def verify(module: Module) -> None:
+    """Fail as Shardy's pass does when its algorithm built an invalid collective
+    (axes of a mesh axis split two incompatible ways, e.g. a size-6 axis as
+    2x3 in one sharding and 3x2 in the other); the error is at the reshard.
+    The collectives' checks run with the module's symbol uses, so the whole
+    module is verified."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.loader import mlir_error
+
+    try:
+        module.mlir.operation.verify()
+    except ir.MLIRError as e:
+        error = mlir_error(e, module.file)
+        raise SdyError(f"reshard-to-collectives: {error.message}", file=error.file,
+                       line=error.line, col=error.col) from None
+
+
+def prepare(reshard, to_input_mesh: bool, meshes: dict[str, Mesh],
+            module: Module) -> CollectiveInserter:
+    """The collective inserter of ``reshard``: from its input sharding to its
+    target (``to_input_mesh``: the fully closed replicated sharding on the
+    input's mesh)."""
+    target = read_own(reshard)
+    value = value_bypassing_barriers(reshard.operands[0])
+    have = get_sharding(value)
+    if have is None:
+        have = TensorSharding.open_empty(target.mesh, target.rank)
+    if to_input_mesh:
+        target = fully_closed_like(have)
+    if tuple(have.unreduced) != tuple(target.unreduced):
+        raise op_error(module, reshard, "reshard-to-collectives: the input sharding's "
+                       "unreduced axes differ from the reshard's (insert-explicit-reshards "
+                       "makes them equal)")
+    _, shape = tensor_info(value.type)
+    if shape is None:
+        raise op_error(module, reshard, "reshard-to-collectives: the operand is not a "
+                       "statically shaped tensor")
+    return CollectiveInserter(have, target, mesh_of(have, meshes), tuple(shape))
+
+
+def replace(reshard, steps: list[Collective]) -> None:
+    """Replace ``reshard`` by ``steps``, starting from the value its barriers start from."""
+    from jaxlib.mlir import ir
+
+    value = value_bypassing_barriers(reshard.operands[0])
+    for step in steps:
+        op = collective_op(step, value, reshard.location)
+        ir.InsertionPoint(reshard).insert(op)
+        value = op.results[0]
+    reshard.results[0].replace_all_uses_with(value)
+    reshard.erase()
+
+
+def in_waves(converted: list):
+    """``converted`` ((reshard, to_input_mesh) pairs) in waves: a reshard whose input
+    comes from a reshard still to convert waits for the wave after it (Shardy's
+    pattern reads the input as the earlier conversion left it).  The caller
+    rewrites each wave before asking for the next."""
+    pending = list(converted)
+    while pending:
+        waiting = {key(reshard) for reshard, _ in pending}
+        wave = [item for item in pending if _source_key(item[0]) not in waiting]
+        pending = [item for item in pending if _source_key(item[0]) in waiting]
+        yield wave
+
+
+def _source_key(reshard):
+    """The identity of the op defining the value ``reshard``'s barriers start from."""
+    owner = getattr(value_bypassing_barriers(reshard.operands[0]).owner, "operation", None)
+    return None if owner is None else key(owner)
+
+
+@register("reshard-to-collectives",
+          "Replace every sdy.reshard by the collectives (all-slice, collective-permute, "
+          "all-to-all, all-gather) that move its input sharding to its own.")
+def run(module: Module, options: PassOptions) -> Module:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        meshes = module_meshes(module)
+        reshards = [mop for func in funcs(module) for mop in walk_pre(func)
+                    if mop.name == "sdy.reshard"]
+        if not reshards:
+            return module
+        decided = run_analysis("reshard_to_collectives",
+                               reshard_facts(reshards, meshes, options, module), options)
+        for (r,) in sorted(decided["reject"])[:1]:
+            raise op_error(module, reshards[r], "reshard-to-collectives: cannot reshard between "
+                           "shardings of different ranks (a single-device mesh's sharding "
+                           "has no dims)")
+        to_input_mesh = {r for (r,) in decided["to_closed_input_mesh"]}
+        converted = [(reshards[r], r in to_input_mesh) for r in sorted(
+            to_input_mesh | {r for (r,) in decided["to_target"]})]
+        for (r,) in sorted(decided["erase"]):
+            reshards[r].results[0].replace_all_uses_with(reshards[r].operands[0])
+            reshards[r].erase()
+
+        def analyse(facts):
+            return run_analysis("collective_inserter", facts, options)
+
+        for wave in in_waves(converted):
+            inserters = [prepare(reshard, to_mesh, meshes, module) for reshard, to_mesh in wave]
+            for (reshard, _), steps in zip(wave, insert_all(inserters, analyse)):
+                replace(reshard, steps)
+        verify(module)
+        return rebuild(module)
