@@ -42,13 +42,22 @@ class OpShardings:
 @dataclasses.dataclass(frozen=True)
 class Projection:
     """Per tensor (operands then results): factor -> axes of its record, and
-    the factors whose records have overflow axes."""
+    factor -> overflow axes of the records that have some."""
 
     tensors: tuple[dict[int, tuple[AxisRef, ...]], ...]
-    overflow: tuple[frozenset[int], ...]
+    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorAxes:
+    """New axes per tensor (operands then results): factor -> axes and
+    factor -> overflow axes (for the factors the tensor has records for)."""
+
+    axes: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
 
 
 def on_mesh(sharding: TensorSharding | None, mesh: str, rank: int) -> TensorSharding:
@@ -73,22 +82,30 @@ def project(ops: list[OpShardings], meshes: dict[str, Mesh], options) -> list[Pr
     if not ops:
         return []
     out = _run(ops, meshes, options, "project")
-    axes: dict[tuple, dict[int, tuple]] = defaultdict(dict)
-    for i, t, f, q, a, p, s in out["er_rec_axis"]:
-        axes[i, t, f][q] = (a, p, s)
+    def lists(relation):
+        refs: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+        for i, t, f, q, a, p, s in out[relation]:
+            refs[i, t, f][q] = (a, p, s)
+        return refs
+
+    axes, ovf = lists("er_rec_axis"), lists("er_rec_overflow")
+
+    def refs_of(table, key, mesh):
+        refs = table.get(key, {})
+        return tuple(triple_ref(*refs[q], mesh) for q in range(len(refs)))
+
     records: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    overflow: dict[tuple, dict[int, tuple]] = defaultdict(dict)
     for i, t, f in out["er_rec"]:
         mesh = meshes[ops[i].mesh]
-        refs = axes.get((i, t, f), {})
-        records[i, t][f] = tuple(triple_ref(*refs[q], mesh) for q in range(len(refs)))
-    overflow: dict[tuple, set[int]] = defaultdict(set)
-    for i, t, f in out["er_rec_overflow"]:
-        overflow[i, t].add(f)
+        records[i, t][f] = refs_of(axes, (i, t, f), mesh)
+        if (i, t, f) in ovf:
+            overflow[i, t][f] = refs_of(ovf, (i, t, f), mesh)
     result = []
     for i, op in enumerate(ops):
         n = len(op.shardings)
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
-                                 tuple(frozenset(overflow.get((i, t), ())) for t in range(n))))
+                                 tuple(overflow.get((i, t), {}) for t in range(n))))
     return result
 
 
@@ -101,20 +118,31 @@ class Update:
     shardings: tuple[TensorSharding, ...]
 
 
-def project_out(ops: list[OpShardings], axes_per_factor: list[list[tuple[AxisRef, ...]]],
-                meshes: dict[str, Mesh], options) -> list[Update]:
-    """For each op, its tensors after every factor ``f`` takes the axes
-    ``axes_per_factor[i][f]`` (Shardy's ``updateSharding`` of every factor
-    and ``createTensorShardingAttr``; one engine call).  Closed flags and
-    replicated and unreduced axes are kept."""
+def project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
+                options) -> list[Update]:
+    """For each op, its tensors after their factors take new axes (Shardy's
+    ``updateSharding`` of every factor and ``createTensorShardingAttr``; one
+    engine call): ``new[i]`` is the axes of every factor (a list, no overflow
+    axes) or :class:`TensorAxes`.  Closed flags and replicated and unreduced
+    axes are kept."""
     if not ops:
         return []
-    rows = []
-    for i, (op, per_factor) in enumerate(zip(ops, axes_per_factor)):
+    rows: dict[str, list] = {"in_factor_axis": [], "in_tensor_axis": [],
+                             "in_tensor_overflow": []}
+    for i, (op, axes) in enumerate(zip(ops, new)):
         mesh = meshes[op.mesh]
-        for f, refs in enumerate(per_factor):
-            rows.extend((i, f, q) + ref_triple(a, mesh) for q, a in enumerate(refs))
-    out = _run(ops, meshes, options, "out", {"in_factor_axis": rows})
+        if not isinstance(axes, TensorAxes):
+            for f, refs in enumerate(axes):
+                rows["in_factor_axis"].extend((i, f, q) + ref_triple(a, mesh)
+                                              for q, a in enumerate(refs))
+            continue
+        for name, per_tensor in (("in_tensor_axis", axes.axes),
+                                 ("in_tensor_overflow", axes.overflow)):
+            for t, factors in enumerate(per_tensor):
+                for f, refs in factors.items():
+                    rows[name].extend((i, t, f, q) + ref_triple(a, mesh)
+                                      for q, a in enumerate(refs))
+    out = _run(ops, meshes, options, "out", rows)
     dims: dict[tuple, dict[int, tuple]] = defaultdict(dict)
     for i, t, d, o, a, p, s in out["er_dim_axis"]:
         dims[i, t, d][o] = (a, p, s)

@@ -36,8 +36,8 @@ The projections are computed for all ops of the module in two engine calls
 see in Shardy's walk, since a rewritten op's users read a reshard that
 restores its old sharding.
 
-Reshapes whose projection has overflow axes take the common axes like every
-op (as jaxlib 0.10.2 does; later Shardy redistributes their axes).
+A reshape whose projection has overflow axes takes as common axes those of
+its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ from sdy_dl.passes.call_graph import callee_name, func_table
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
                                                                project_out)
+from sdy_dl.passes.export.explicit_reshards_reshape import (greatest_common_prefix_axes,
+                                                            redistributed)
 from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, dot_result_axes, get_mesh,
                                                          insert_all_reduce_if_unreduced_to_replicated,
                                                          insert_unreduced_collectives,
@@ -304,16 +306,40 @@ def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
                    tuple(num_elements(v.type) for v in values))
 
 
+def is_reshape_with_overflow(p: Pending, projection) -> bool:
+    return p.on_full and p.mop.name == "stablehlo.reshape" and projection.has_overflow()
+
+
+def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -> dict:
+    """Index -> common axes of the reshapes whose projection has overflow axes
+    (``processReshapeWithOverflowAxes``: both sides redistributed, projected
+    again, the greatest common prefix per factor)."""
+    indices = [k for k, (p, proj) in enumerate(zip(pendings, projections))
+               if is_reshape_with_overflow(p, proj)]
+    if not indices:
+        return {}
+    ops = [pendings[k].op for k in indices]
+    built = project_out(ops, [redistributed(op.rule, projections[k], meshes[op.mesh])
+                              for k, op in zip(indices, ops)], meshes, options)
+    legal = project([dataclasses.replace(op, shardings=update.shardings)
+                     for op, update in zip(ops, built)], meshes, options)
+    return {k: greatest_common_prefix_axes(proj, len(op.rule.factors), meshes[op.mesh])
+            for k, op, proj in zip(indices, ops, legal)}
+
+
 def decide(pendings: list[Pending], meshes, options):
-    """Per pending op: (new axes per factor or None, the axes to all-reduce
-    after it, in the order Shardy uses them)."""
+    """Per pending op: (its update: which tensors change and their new
+    shardings, or None; the axes to all-reduce after it)."""
     projections = project([p.op for p in pendings], meshes, options)
+    reshapes = reshape_common_axes(pendings, projections, meshes, options)
     plans = []
-    for p, projection in zip(pendings, projections):
+    for k, (p, projection) in enumerate(zip(pendings, projections)):
         rule, mesh = p.op.rule, meshes[p.op.mesh]
         common = None
         new_axes = None
-        if p.on_full:
+        if k in reshapes:
+            common = new_axes = reshapes[k]
+        elif p.on_full:
             common = find_common_axes(list(projection.tensors), list(p.sizes), rule, mesh)
             new_axes = common
         elif p.mop.name in DOT_OPS and p.originals[-1] is not None:
@@ -326,8 +352,19 @@ def decide(pendings: list[Pending], meshes, options):
     outs = project_out([p.op for p, (axes, _) in zip(pendings, plans) if axes is not None],
                        [axes for axes, _ in plans if axes is not None], meshes, options)
     it = iter(outs)
-    return [(next(it) if axes is not None else None, reduce_axes)
-            for axes, reduce_axes in plans]
+    decided = []
+    for k, (p, (axes, reduce_axes)) in enumerate(zip(pendings, plans)):
+        update = next(it) if axes is not None else None
+        if k in reshapes:
+            # The reshape's tensors change when their new sharding is not
+            # equivalent to the old one (the operand's own, the result's
+            # read through barriers).
+            operand, result = update.shardings
+            update = dataclasses.replace(update, updated=(
+                not equivalent(get_sharding(p.mop.operands[0]), operand),
+                not is_equivalent(result, p.originals[1])))
+        decided.append((update, reduce_axes))
+    return decided
 
 
 def _create(name: str, value, attributes: dict, loc):
