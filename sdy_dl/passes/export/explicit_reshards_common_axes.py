@@ -3,8 +3,8 @@
 (:mod:`.explicit_reshards_projection`).
 
 When every factor is sharded alike on every tensor that has it, factors that
-need replication are unsharded and no two factors share an axis, the common
-axes are those.  An op with two non-scalar tensors, no factor that needs
+need replication are unsharded and no two factors share an axis (decided by
+the Datalog stage), the common axes are those.  An op with two non-scalar tensors, no factor that needs
 replication and one factor per dim keeps the preferred tensor's axes (no
 sharded permutation factor, then the larger tensor, then the larger
 sharding) and gives the other tensor's factors what does not overlap them.
@@ -78,13 +78,13 @@ def _add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
         axes.append(axis)
 
 
-def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
+def find_common_axes(projection, sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
     """Shardy's ``findCommonAxes``: the axes of every factor of ``rule``, given
-    each tensor's factor -> axes (operands then results) and its number of
-    elements."""
-    compatible = _compatible(projections, rule, mesh)
-    if compatible is not None:
-        return compatible
+    the op's projection (operands then results; its ``compatible`` flag is the
+    Datalog stage's) and each tensor's number of elements."""
+    if projection.compatible:
+        return projection.factor_axes(len(rule.factors))
+    projections = list(projection.tensors)
     need_replication = any(f.kind == "need_replication" for f in rule.factors)
     non_scalar = [t for t, m in enumerate(list(rule.operands) + list(rule.results)) if m]
     if len(non_scalar) == 2 and not need_replication and not _multiple_factor_dims(rule):
@@ -193,27 +193,6 @@ def _heuristic(projections, sizes, rule, mesh: Mesh) -> list[tuple]:
             c.sharding = _size(c.axes, mesh)
             kept.append(c)
         cands = kept
-    return common
-
-
-def _compatible(projections, rule, mesh: Mesh) -> list[tuple] | None:
-    """``getCompatibleFactorShardings`` (None when not compatible)."""
-    common: list[tuple] = []
-    seen: list = []
-    for f, factor in enumerate(rule.factors):
-        shardings = [p[f] for p in projections if f in p]
-        if any(s != shardings[0] for s in shardings):
-            return None
-        axes = shardings[0] if shardings else ()
-        if factor.kind == "need_replication":
-            if axes:
-                return None
-            common.append(())
-            continue
-        if any(a.overlaps(b) for a in axes for b in seen):
-            return None
-        common.append(axes)
-        seen.extend(axes)
     return common
 
 

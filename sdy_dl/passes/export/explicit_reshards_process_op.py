@@ -57,6 +57,13 @@ class Pending:
     on_full: bool
     sizes: tuple[int, ...]
 
+    def on_other_devices(self, meshes) -> list[bool]:
+        """Per tensor: sharded on a mesh whose device order is not the op's
+        mesh's (``shouldReshardToCommonMesh``)."""
+        devices = meshes[self.op.mesh].device_ids
+        return [not is_fully_replicated(s) and meshes[s.mesh].device_ids != devices
+                for s in self.originals]
+
 
 def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
     """The op ``mop`` to project (None when Shardy would skip it: no rule, a
@@ -114,8 +121,11 @@ def decide(pendings: list[Pending], meshes, options):
         if k in reshapes:
             common = new_axes = reshapes[k]
         elif p.on_full:
-            common = find_common_axes(list(projection.tensors), list(p.sizes), rule, mesh)
-            new_axes = common
+            common = find_common_axes(projection, list(p.sizes), rule, mesh)
+            # Compatible shardings without overflow axes change no tensor: the
+            # op needs no projection out unless a mesh has another device order.
+            unchanged = projection.compatible and not projection.has_overflow()
+            new_axes = None if unchanged and not any(p.on_other_devices(meshes)) else common
         elif p.mop.name in DOT_OPS and p.originals[-1] is not None:
             new_axes = dot_result_axes(rule, projection, p.sizes)
         reduce_axes = None
@@ -154,15 +164,12 @@ def apply_full(p: Pending, update, meshes) -> bool:
     device order than the op's mesh."""
     from jaxlib.mlir import ir
 
-    mop, mesh = p.mop, meshes[p.op.mesh]
+    mop = p.mop
     n = len(mop.operands)
-
-    def other_devices(s) -> bool:
-        return not is_fully_replicated(s) and meshes[s.mesh].device_ids != mesh.device_ids
-
+    others = p.on_other_devices(meshes)
     changed = False
     for i in range(n):
-        if update.updated[i] or other_devices(p.originals[i]):
+        if update.updated[i] or others[i]:
             operand = mop.operands[i]
             reshard = _create("sdy.reshard", operand,
                               {"sharding": parse_attr(update.shardings[i].to_text())},
@@ -172,7 +179,7 @@ def apply_full(p: Pending, update, meshes) -> bool:
             changed = True
     anchor = mop
     for j, result in enumerate(list(mop.results)):
-        if update.updated[n + j] or other_devices(p.originals[n + j]):
+        if update.updated[n + j] or others[n + j]:
             old = get_sharding(result) or TensorSharding(
                 p.op.mesh, tuple(DimSharding((), True) for _ in range(tensor_rank(result.type))))
             reshard = _create("sdy.reshard", result, {"sharding": parse_attr(old.to_text())},

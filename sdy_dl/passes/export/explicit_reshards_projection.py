@@ -46,9 +46,21 @@ class Projection:
 
     tensors: tuple[dict[int, tuple[AxisRef, ...]], ...]
     overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    #: the factor shardings are compatible (Shardy's getCompatibleFactorShardings)
+    compatible: bool = False
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
+
+    def factor_axes(self, num_factors: int) -> list[tuple[AxisRef, ...]]:
+        """Each factor's axes on the first tensor that has it (the common axes
+        when the shardings are compatible)."""
+        axes: list = [None] * num_factors
+        for tensor in self.tensors:
+            for f, refs in tensor.items():
+                if axes[f] is None:
+                    axes[f] = refs
+        return [a if a is not None else () for a in axes]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +93,11 @@ def project(ops: list[OpShardings], meshes: dict[str, Mesh], options) -> list[Pr
     """The projection of every op in ``ops`` (one engine call)."""
     if not ops:
         return []
-    out = _run(ops, meshes, options, "project")
+    need_replication = [(i, f) for i, op in enumerate(ops)
+                        for f, factor in enumerate(op.rule.factors)
+                        if factor.kind == "need_replication"]
+    out = _run(ops, meshes, options, "project", {"in_need_replication": need_replication})
+    compatible = {i for (i,) in out["er_compatible"]}
     def lists(relation):
         refs: dict[tuple, dict[int, tuple]] = defaultdict(dict)
         for i, t, f, q, a, p, s in out[relation]:
@@ -105,7 +121,8 @@ def project(ops: list[OpShardings], meshes: dict[str, Mesh], options) -> list[Pr
     for i, op in enumerate(ops):
         n = len(op.shardings)
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
-                                 tuple(overflow.get((i, t), {}) for t in range(n))))
+                                 tuple(overflow.get((i, t), {}) for t in range(n)),
+                                 i in compatible))
     return result
 
 
