@@ -41,8 +41,13 @@ def pass_options(fn):
     """Engine, rule files and propagation flags."""
     opts = [
         click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True,
-                     help="Datalog engine (auto: souffle if on PATH, else clingo)."),
-        click.option("--compiled", is_flag=True, help="souffle engine: compile the program (cached)."),
+                     help="Datalog engine (auto: cached compiled Soufflé binaries when souffle "
+                          "is on PATH, clingo for the rest)."),
+        click.option("--compiled", is_flag=True,
+                     help="souffle engine: run compiled, cached binaries; missing ones compile "
+                          "in the background while clingo runs their programs."),
+        click.option("--wait-for-compile", is_flag=True,
+                     help="souffle --compiled: compile missing binaries before running them."),
         click.option("--conservative", is_flag=True, help="Conservative propagation (Shardy's option)."),
         click.option("--keep-sharding-rules", is_flag=True, help="Keep sdy.sharding_rule attributes."),
         click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False),
@@ -68,6 +73,7 @@ def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
     conservative = extra.pop("conservative_propagation", False) or opts["conservative"]
     keep_rules = extra.pop("keep_sharding_rules", False) or opts["keep_sharding_rules"]
     return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
+                       compile_in_background=opts["compiled"] and not opts["wait_for_compile"],
                        conservative=conservative, keep_sharding_rules=keep_rules,
                        rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
                        replay_dir=opts["replay_dir"], extra=extra)

@@ -92,6 +92,39 @@ def test_souffle_and_clingo_agree(tmp_path, monkeypatch, compiled):
     assert get_engine("souffle", compiled=compiled).run(program(), FACTS) == expected
 
 
+def test_auto_runs_clingo_where_no_binary_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
+    assert get_engine("auto").run(program(), FACTS) == get_engine("clingo").run(program(), FACTS)
+    assert not list(tmp_path.iterdir())  # auto never compiles
+
+
+@pytest.mark.souffle
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
+def test_background_compilation_then_auto_uses_the_binary(tmp_path, monkeypatch, capfd):
+    import time
+
+    from sdy_dl.engines import clingo_engine, souffle_engine
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
+    monkeypatch.setattr(souffle_engine, "_STARTED", set())
+    expected = get_engine("clingo").run(program(), FACTS)
+    # Cold: the answer comes from clingo while a detached process compiles.
+    assert get_engine("souffle", compiled=True, background=True).run(program(), FACTS) == expected
+    assert "compiling Soufflé programs in the background" in capfd.readouterr().err
+    exe = souffle_engine.binary_path(program())
+    deadline = time.monotonic() + 600
+    while not souffle_engine.cached_binary(program()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert souffle_engine.cached_binary(program()) == exe
+
+    def no_clingo(*_):
+        raise AssertionError("clingo ran although a binary is cached")
+    monkeypatch.setattr(clingo_engine.ClingoEngine, "run", no_clingo)
+    assert get_engine("souffle", compiled=True, background=True).run(program(), FACTS) == expected
+    assert get_engine("auto").run(program(), FACTS) == expected
+
+
 #: Names as modules may spell them: each must reach the engines as data only.
 AWKWARD_NAMES = ['a"b', "c\\d", "e\tf", "g\nh", "i\r\nj", "日本", "ÿ", ":- foo.", "x).",
                  '"), bar("', "%41", "% 2", "plain", "", " lead", "\\\"", "#show.", "\\n", "\\t",

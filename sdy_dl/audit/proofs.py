@@ -411,6 +411,4 @@ def _axis_text(row, meshes, mesh_name) -> str:
 
 def _engine(audit):
     """The engine the audit's options name (clingo embedded; souffle when chosen)."""
-    from sdy_dl.engines import get_engine
-
-    return get_engine(audit.options.engine, compiled=audit.options.compiled)
+    return audit.options.make_engine()

@@ -18,3 +18,9 @@ class Engine(Protocol):
     def run(self, program: Program, facts: Facts) -> Relations:
         """The output relations of ``program`` on ``facts``."""
         ...
+
+    def grounds(self, program: Program) -> bool:
+        """Whether running ``program`` costs time for each of its rules on every
+        call (clingo grounds it), rather than once per distinct program (a
+        compiled Soufflé binary)."""
+        ...

@@ -54,6 +54,9 @@ class ClingoEngine:
 
     name = "clingo"
 
+    def grounds(self, program: Program) -> bool:
+        return True
+
     def run(self, program: Program, facts: Facts) -> Relations:
         ctl = clingo.Control(["--warn=none"])
         with clingo.ast.ProgramBuilder(ctl) as builder:

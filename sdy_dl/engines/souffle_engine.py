@@ -4,6 +4,14 @@ Interpreted: ``souffle -F facts -D out program.dl``.  Compiled: the program is
 compiled once with ``souffle -o`` into a binary cached by program digest in
 ``$SDY_DL_CACHE`` (default ``~/.cache/sdy-dl/souffle``), then run with
 ``-F``/``-D``.
+
+Compiling one program takes a minute or more of C++ compilation (~2 GB).
+By default a missing binary is compiled before the call (``wait``).  With
+``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
+a detached process (:mod:`sdy_dl.engines.souffle_build`, one compilation at
+a time per cache) while this call, and every call until the binary is
+there, runs on the embedded engine instead; both engines give identical
+results, so only the time differs.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from sdy_dl.datalog.facts import Facts, check_facts, read_relation_file, write_facts_dir
@@ -26,40 +35,80 @@ def cache_dir() -> str:
     return os.path.join(base, "souffle")
 
 
+def binary_path(program: Program) -> str:
+    """Where the compiled binary of ``program`` is cached."""
+    return os.path.join(cache_dir(), program.digest, "program")
+
+
+def cached_binary(program: Program) -> str | None:
+    """The compiled binary of ``program`` if the cache has it."""
+    exe = binary_path(program)
+    return exe if os.path.exists(exe) else None
+
+
+def pending_builds() -> list[str]:
+    """Program directories of the cache whose background compilation is running."""
+    import fcntl
+
+    root = cache_dir()
+    out = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        lock = os.path.join(root, name, "build.lock")
+        if not os.path.exists(lock) or os.path.exists(os.path.join(root, name, "program")):
+            continue
+        with open(lock, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                out.append(os.path.join(root, name))
+    return out
+
+
+#: Digests whose background compilation this process started.
+_STARTED: set[str] = set()
+
+
 class SouffleEngine:
     """Runs programs with the ``souffle`` binary on PATH."""
 
     name = "souffle"
 
-    def __init__(self, compiled: bool = False, binary: str | None = None):
+    def __init__(self, compiled: bool = False, binary: str | None = None,
+                 background: bool = False):
         self.binary = binary or shutil.which("souffle")
         if self.binary is None:
             raise SdyError("engine souffle: no 'souffle' on PATH")
         self.compiled = compiled
+        self.background = background
+        self._fallback = None
 
     def run(self, program: Program, facts: Facts) -> Relations:
+        if self.compiled:
+            exe = cached_binary(program)
+            if exe is None and self.background:
+                self._start_build(program)
+                return self._embedded().run(program, facts)
+            return run_binary(exe or self._compile(program), program, facts)
         check_facts(program, facts)
         with tempfile.TemporaryDirectory(prefix="sdy-dl-") as tmp:
-            fact_dir, out_dir = os.path.join(tmp, "facts"), os.path.join(tmp, "out")
-            os.makedirs(out_dir)
-            write_facts_dir(program, facts, fact_dir)
-            if self.compiled:
-                cmd = [self._compiled_binary(program), "-F", fact_dir, "-D", out_dir]
-            else:
-                source = os.path.join(tmp, "program.dl")
-                with open(source, "w", encoding="utf-8") as f:
-                    f.write(program.text)
-                cmd = [self.binary, "-F", fact_dir, "-D", out_dir, source]
-            _run(cmd)
-            return {d.name: read_relation_file(d, os.path.join(out_dir, f"{d.name}.csv"))
-                    for d in program.outputs}
+            source = os.path.join(tmp, "program.dl")
+            with open(source, "w", encoding="utf-8") as f:
+                f.write(program.text)
+            return _run_with_facts([self.binary], source, program, facts, tmp)
 
-    def _compiled_binary(self, program: Program) -> str:
-        """The cached binary of ``program``, compiled on first use."""
-        directory = os.path.join(cache_dir(), program.digest)
-        exe = os.path.join(directory, "program")
-        if os.path.exists(exe):
-            return exe
+    def grounds(self, program: Program) -> bool:
+        return False
+
+    def _embedded(self):
+        if self._fallback is None:
+            from sdy_dl.engines.clingo_engine import ClingoEngine
+            self._fallback = ClingoEngine()
+        return self._fallback
+
+    def _compile(self, program: Program) -> str:
+        """The cached binary of ``program``, compiled now."""
+        exe = binary_path(program)
+        directory = os.path.dirname(exe)
         os.makedirs(directory, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="sdy-dl-build-", dir=directory) as tmp:
             source = os.path.join(tmp, "program.dl")
@@ -69,6 +118,47 @@ class SouffleEngine:
             _run([self.binary, "-o", built, source])
             os.replace(built, exe)
         return exe
+
+    def _start_build(self, program: Program) -> None:
+        """Start a detached compilation of ``program`` (once per process)."""
+        if program.digest in _STARTED:
+            return
+        _STARTED.add(program.digest)
+        exe = binary_path(program)
+        directory = os.path.dirname(exe)
+        os.makedirs(directory, exist_ok=True)
+        source = os.path.join(directory, "program.dl")
+        if not os.path.exists(source):
+            fd, tmp = tempfile.mkstemp(prefix="program-", suffix=".dl", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(program.text)
+            os.replace(tmp, source)
+        with open(os.path.join(directory, "build.log"), "ab") as log:
+            subprocess.Popen([sys.executable, "-m", "sdy_dl.engines.souffle_build",
+                              self.binary, source, exe],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+        if len(_STARTED) == 1:
+            print(f"sdy-dl: compiling Soufflé programs in the background into {cache_dir()}; "
+                  "until they are ready, their calls run on the embedded engine",
+                  file=sys.stderr)
+
+
+def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
+    """``program``'s output relations from its compiled binary ``exe``."""
+    check_facts(program, facts)
+    with tempfile.TemporaryDirectory(prefix="sdy-dl-") as tmp:
+        return _run_with_facts([exe], None, program, facts, tmp)
+
+
+def _run_with_facts(cmd: list[str], source: str | None, program: Program, facts: Facts,
+                    tmp: str) -> Relations:
+    fact_dir, out_dir = os.path.join(tmp, "facts"), os.path.join(tmp, "out")
+    os.makedirs(out_dir)
+    write_facts_dir(program, facts, fact_dir)
+    _run(cmd + ["-F", fact_dir, "-D", out_dir] + ([source] if source else []))
+    return {d.name: read_relation_file(d, os.path.join(out_dir, f"{d.name}.csv"))
+            for d in program.outputs}
 
 
 def _run(cmd: list[str]) -> None:

@@ -85,28 +85,24 @@ def nested_ops(op) -> list:
 
 
 def walk_pre(root) -> list:
-    """Every operation nested in ``root`` (itself included) in pre-order."""
-    out: list = []
-    stack = [root.operation]
-    while stack:
-        op = stack.pop()
-        out.append(op)
-        stack.extend(reversed(nested_ops(op)))
-    return out
+    """Every operation nested in ``root`` (itself included) in pre-order (MLIR's
+    own walk, which nests as deep as the parser does)."""
+    return _walk(root, ir.WalkOrder.PRE_ORDER)
 
 
 def walk_post(root) -> list:
     """Every operation nested in ``root`` (itself included) in post-order
     (MLIR's default ``walk``: regions first, then the op)."""
+    return _walk(root, ir.WalkOrder.POST_ORDER)
+
+
+def _walk(root, order) -> list:
     out: list = []
-    stack = [(root.operation, False)]
-    while stack:
-        op, expanded = stack.pop()
-        if expanded:
-            out.append(op)
-            continue
-        stack.append((op, True))
-        stack.extend((child, False) for child in reversed(nested_ops(op)))
+
+    def visit(op):
+        out.append(op)
+        return ir.WalkResult.ADVANCE
+    root.operation.walk(visit, order)
     return out
 
 
@@ -234,6 +230,10 @@ def is_scalar(value) -> bool:
 
 def func_result_types(func) -> list:
     return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
+
+
+def func_arg_types(func) -> list:
+    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).inputs)
 
 
 def split_top_level(text: str, maxsplit: int = -1) -> list[str]:

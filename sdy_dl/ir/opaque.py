@@ -24,8 +24,11 @@ def readable_attributes(mop) -> dict:
 
 
 def generic_text(mop) -> str:
-    """``mop`` (and the ops nested in it) in MLIR's generic form, without locations."""
-    return mop.operation.get_asm(print_generic_op_form=True, large_elements_limit=16)
+    """``mop`` (and the ops nested in it) in MLIR's generic form, without locations
+    (value names local to ``mop``; not verified again: printing a large function
+    verifies it, which costs more than printing it)."""
+    return mop.operation.get_asm(print_generic_op_form=True, large_elements_limit=16,
+                                 use_local_scope=True, assume_verified=True)
 
 
 def recreate_renamed(mop, new_name: str):

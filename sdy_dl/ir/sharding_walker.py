@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from sdy_dl.ir.mlir_ops import walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import (SHARDING_ATTR, func_arity, read_func_attr, read_own, read_per_value,
-                               write_func_attr, write_own, write_per_value)
+from sdy_dl.ir.storage import (SHARDING_ATTR, read_own, read_per_value, update_func_shardings,
+                               write_own, write_per_value)
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
@@ -35,14 +35,8 @@ def _map_per_value(mop, name: str, fn: ShardingFn) -> None:
 def _transform_op_shardings(mop, fn: ShardingFn) -> None:
     name = mop.name
     if name == "func.func":
-        nargs, nres = func_arity(mop)
-        for kind, count in (("arg_attrs", nargs), ("res_attrs", nres)):
-            for i in range(count):
-                s = read_func_attr(mop, kind, i)
-                if s is not None:
-                    new = fn(s)
-                    if new != s:
-                        write_func_attr(mop, kind, i, new)
+        for kind in ("arg_attrs", "res_attrs"):
+            update_func_shardings(mop, kind, lambda _, s: fn(s))
         return
     if name in COMPUTATION_OPS:
         _map_per_value(mop, "in_shardings", fn)

@@ -173,6 +173,25 @@ def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
     return parse_tensor_sharding(str(entry[SHARDING_ATTR])) if SHARDING_ATTR in entry else None
 
 
+def update_func_shardings(func, kind: str, update) -> None:
+    """Replace the ``sdy.sharding`` of every argument (``kind`` arg_attrs) or result
+    (res_attrs) that has one by ``update(index, sharding)``, with one write for all
+    changes (a write rebuilds the whole attribute array)."""
+    attrs = func.operation.attributes
+    if kind not in attrs:
+        return
+    changes = {}
+    for index, entry in enumerate(ir.ArrayAttr(attrs[kind])):
+        entry = ir.DictAttr(entry)
+        if SHARDING_ATTR in entry:
+            sharding = parse_tensor_sharding(str(entry[SHARDING_ATTR]))
+            new = update(index, sharding)
+            if new != sharding:
+                changes[index] = new
+    if changes:
+        write_func_attrs(func, kind, changes)
+
+
 def write_func_attr(func, kind: str, index: int, sharding: TensorSharding | None) -> None:
     """Set (or with None remove) the ``sdy.sharding`` entry of an argument/result."""
     write_func_attrs(func, kind, {index: sharding})

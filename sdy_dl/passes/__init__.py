@@ -21,6 +21,8 @@ class PassOptions:
 
     engine: str = "auto"
     compiled: bool = False
+    # souffle --compiled: compile missing binaries in the background (clingo meanwhile)
+    compile_in_background: bool = False
     conservative: bool = False
     keep_sharding_rules: bool = False
     strategy: str = "aggressive"
@@ -34,6 +36,13 @@ class PassOptions:
     # Propagation only: an audit.provenance.ProvenanceTracer that records why shardings change.
     tracer: object | None = None
 
+
+    def make_engine(self):
+        """The Datalog engine these options name (:func:`sdy_dl.engines.get_engine`)."""
+        from sdy_dl.engines import get_engine
+
+        return get_engine(self.engine, compiled=self.compiled,
+                          background=self.compile_in_background)
 
     def option(self, name: str):
         """The value of the Shardy pass option ``name`` (e.g. ``dedup-functions-fully``),
@@ -91,8 +100,7 @@ def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dic
     """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
     with the engine the options choose."""
     from sdy_dl.datalog.compiler import compile_stage
-    from sdy_dl.engines import get_engine
 
     program = compile_stage(stage, **params)
-    engine = get_engine(options.engine, compiled=options.compiled)
+    engine = options.make_engine()
     return engine.run(program, {k: list(v) for k, v in facts.items()})

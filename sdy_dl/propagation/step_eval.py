@@ -1,9 +1,13 @@
 """Evaluate a batch of propagation steps with an engine (stage ``step``).
 
-``evaluate_steps`` renders the ``step`` program for the batch (its unrolling
-bound ``max_factors`` rounded up to a power of two, so that few distinct
-programs exist), converts the StepInputs to facts, runs the engine once and
-turns the output relations back into StepOutputs.
+``evaluate_steps`` renders the ``step`` program for the batch, converts the
+StepInputs to facts, runs the engine once and turns the output relations back
+into StepOutputs.  The program's unrolling bound ``max_factors`` is the
+batch's largest factor count rounded up to a power of two, so that few
+distinct programs exist (each compiled Soufflé program is a binary) — except
+on an engine that grounds the program (clingo), which pays for every rule on
+every call and gets exactly as many layers as the batch needs.  Any bound at
+least the factor count gives the same outputs.
 """
 
 from __future__ import annotations
@@ -21,19 +25,22 @@ from sdy_dl.sharding import DimSharding, Mesh, TensorSharding
 MIN_LAYERS = 4
 
 
-def layers_for(steps: Sequence[StepInput]) -> int:
-    """The unrolling bound for ``steps``: a power of two >= every rule's factor count."""
+def layers_for(steps: Sequence[StepInput], exact: bool = False) -> int:
+    """The unrolling bound for ``steps``: a power of two (``exact``: the least
+    number, at least 1) >= every rule's factor count."""
     need = max((len(s.rule.factors) for s in steps), default=0)
+    if exact:
+        return max(need, 1)
     layers = MIN_LAYERS
     while layers < need:
         layers *= 2
     return layers
 
 
-def step_program(steps: Sequence[StepInput]) -> Program:
+def step_program(steps: Sequence[StepInput], exact: bool = False) -> Program:
     """The ``step`` program able to evaluate ``steps`` (only the strategies they use)."""
     used = {s.strategy for s in steps}
-    return compile_stage("step", max_factors=layers_for(steps),
+    return compile_stage("step", max_factors=layers_for(steps, exact),
                          basic="basic" in used, aggressive="aggressive" in used)
 
 
@@ -42,7 +49,10 @@ def evaluate_steps(engine, steps: Sequence[StepInput],
     """One StepOutput per StepInput, computed in one engine call."""
     if not steps:
         return []
-    out = engine.run(step_program(steps), step_facts(steps, meshes))
+    program = step_program(steps)
+    if engine.grounds(program):
+        program = step_program(steps, exact=True)
+    out = engine.run(program, step_facts(steps, meshes))
     return read_outputs(steps, meshes, out)
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import main_func, rebuild
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import func_arity, read_func_attr, write_func_attr
-from sdy_dl.ir.value_sharding import get_sharding, set_sharding
+from sdy_dl.ir.storage import update_func_shardings
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.sharding import DimSharding, TensorSharding
 
@@ -34,12 +33,6 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         func = main_func(module)
         if func is not None:
-            for arg in (func.regions[0].blocks[0].arguments if func.regions[0].blocks else []):
-                s = get_sharding(arg)
-                if s is not None:
-                    set_sharding(arg, without_sub_axes(s))
-            for i in range(func_arity(func)[1]):
-                s = read_func_attr(func, "res_attrs", i)
-                if s is not None:
-                    write_func_attr(func, "res_attrs", i, without_sub_axes(s))
+            for kind in ("arg_attrs", "res_attrs"):
+                update_func_shardings(func, kind, lambda _, s: without_sub_axes(s))
         return rebuild(module)

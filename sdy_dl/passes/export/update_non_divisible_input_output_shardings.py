@@ -17,14 +17,13 @@ from __future__ import annotations
 import math
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import func_result_types, funcs, rebuild, tensor_info, walk_post, walk_pre
+from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_post, walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import (SHARDING_ATTR, read_func_attr, read_per_value, write_func_attr,
+from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, update_func_shardings,
                                write_per_value)
 from sdy_dl.ir.value_sharding import (block_arg_owners, get_block_arg_owner_shardings,
-                                      get_result_owner_shardings, get_sharding, result_owners,
-                                      set_block_arg_owner_shardings, set_result_owner_shardings,
-                                      set_sharding)
+                                      get_result_owner_shardings, result_owners,
+                                      set_block_arg_owner_shardings, set_result_owner_shardings)
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
 
@@ -77,15 +76,10 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         up = _Updater(module)
         for func in funcs(module):
-            args = list(func.regions[0].blocks[0].arguments) if func.regions[0].blocks else []
-            for arg in args:
-                s = get_sharding(arg)
-                if s is not None and tensor_info(arg.type)[1] is not None:
-                    set_sharding(arg, up.even(s, arg.type))
-            for i, t in enumerate(func_result_types(func)):
-                s = read_func_attr(func, "res_attrs", i)
-                if s is not None and tensor_info(t)[1] is not None:
-                    write_func_attr(func, "res_attrs", i, up.even(s, t))
+            for kind, types in (("arg_attrs", func_arg_types(func)),
+                                ("res_attrs", func_result_types(func))):
+                update_func_shardings(func, kind, lambda i, s, types=types: (
+                    up.even(s, types[i]) if tensor_info(types[i])[1] is not None else s))
         for op in walk_post(module.mlir.operation):
             if op.name == "func.call":
                 new = up.list(read_per_value(op, SHARDING_ATTR) or [], [r.type for r in op.results])

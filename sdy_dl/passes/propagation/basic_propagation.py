@@ -30,13 +30,12 @@ RULE_ATTR = "sdy.sharding_rule"
 
 def make_propagator(module: Module, options: PassOptions, strategy: str) -> Propagator:
     """A propagator over ``module`` with the rule DB and engine ``options`` name."""
-    from sdy_dl.engines import get_engine
     from sdy_dl.propagation.step_eval import evaluate_steps
     from sdy_dl.rules.db import load_rule_db
 
     check_static_shapes(module)
     rules = load_rule_db(options.rule_files, conservative=options.conservative)
-    engine = get_engine(options.engine, compiled=options.compiled) if options.replay_dir is None else None
+    engine = options.make_engine() if options.replay_dir is None else None
 
     def build(module: Module) -> Propagator:
         if options.replay_dir is not None:
