@@ -94,6 +94,14 @@ CASES = {
   %1 = stablehlo.reshape %arg1 {{{per_value('[{"y"}, {"x"}]')}}} : (tensor<128xf32>) -> tensor<4x32xf32>
   %2 = stablehlo.transpose %arg0, dims = [1, 0] {{{per_value('[{"y"}, {"x"}]')}}} : (tensor<8x16xf32>) -> tensor<16x8xf32>
   return %0, %1, %2 : tensor<128xf32>, tensor<4x32xf32>, tensor<16x8xf32>'''),
+    # Reshapes whose projection has overflow axes: the axes are spread again
+    # over the factors of both sides.
+    "reshape_overflow": ('sdy.mesh @mesh = <["b"=2, "c"=4]>\n' + f'''func.func @main({arg(0, "tensor<8x12xf32>", '[{}, {"b"}]')}, {arg(1, "tensor<12xf32>", '[{"c", "b"}]')}) -> (tensor<6x16xf32>, tensor<6x2xf32>) {{
+  %0 = stablehlo.reshape %arg0 {{{per_value('[{}, {"c"}]')}}} : (tensor<8x12xf32>) -> tensor<6x16xf32>
+  %1 = stablehlo.reshape %arg1 {{{per_value('[{}, {}]')}}} : (tensor<12xf32>) -> tensor<6x2xf32>
+  return %0, %1 : tensor<6x16xf32>, tensor<6x2xf32>
+}}
+'''),
     # Gather and scatter.
     "gather_scatter": func(
         ", ".join([arg(0, "tensor<8x16xf32>", '[{"x"}, {"y"}]'),
