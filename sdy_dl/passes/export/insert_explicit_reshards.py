@@ -39,6 +39,9 @@ have overflow axes).  Every op sees the shardings it would see in Shardy's
 walk, since a rewritten op's users read a reshard that restores its old
 sharding.
 
+Not supported (a located error): ops with a rule and a mesh whose tensors
+have no static shape.
+
 A reshape whose projection has overflow axes takes as common axes those of
 its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 """
@@ -46,7 +49,7 @@ its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import funcs, key, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding
@@ -122,6 +125,10 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed |= all_reduce_unreduced_operands(mop, meshes)
                 pending = pending_op(mop, rules(mop), meshes, on_full)
                 if pending is not None:
+                    if any(tensor_info(v.type) == (True, None)
+                           for v in list(mop.operands) + list(mop.results)):
+                        raise op_error(module, mop, "insert-explicit-reshards: tensors without "
+                                       "a static shape are not supported")
                     pendings.append(pending)
             changed |= reshard_returned(func, meshes, full)
         for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options)):
