@@ -3,12 +3,12 @@
 (:mod:`.explicit_reshards_projection`).
 
 When every factor is sharded alike on every tensor that has it, factors that
-need replication are unsharded and no two factors share an axis (decided by
-the Datalog stage), the common axes are those.  An op with two non-scalar tensors, no factor that needs
-replication and one factor per dim keeps the preferred tensor's axes (no
-sharded permutation factor, then the larger tensor, then the larger
-sharding) and gives the other tensor's factors what does not overlap them.
-Otherwise a greedy heuristic picks, again and again, the (factor,
+need replication are unsharded and no two factors share an axis, the common
+axes are those; for an op with two non-scalar tensors, no factor that needs
+replication and one factor per dim, the preferred tensor (no sharded
+permutation factor, then the larger tensor, then the larger sharding) keeps
+its axes and the other tensor's factors get what does not overlap them.
+Both cases are decided by the Datalog stage.  Otherwise a greedy heuristic picks, again and again, the (factor,
 axes-prefix) candidate with the largest total size of the tensors it already
 shards (then factor kind, then the further sharding it adds, then the factor
 and axes order), among the factors whose major neighbours in a dim are
@@ -84,59 +84,14 @@ def find_common_axes(projection, sizes: list[int], rule, mesh: Mesh) -> list[tup
     Datalog stage's) and each tensor's number of elements."""
     if projection.compatible:
         return projection.factor_axes(len(rule.factors))
+    if projection.unary_axes is not None:
+        return list(projection.unary_axes)
     projections = list(projection.tensors)
     need_replication = any(f.kind == "need_replication" for f in rule.factors)
-    non_scalar = [t for t, m in enumerate(list(rule.operands) + list(rule.results)) if m]
-    if len(non_scalar) == 2 and not need_replication and not _multiple_factor_dims(rule):
-        return _unary(projections, sizes, rule, mesh, non_scalar)
     common = _heuristic(projections, sizes, rule, mesh)
     if need_replication:
         _distribute_to_batching(common, projections, rule, mesh)
     return common
-
-
-def _multiple_factor_dims(rule) -> bool:
-    return any(len(dim) > 1 for t in list(rule.operands) + list(rule.results) for dim in t)
-
-
-def _unary(projections, sizes, rule, mesh: Mesh, tensors) -> list[tuple]:
-    """``findCommonAxesOnUnaryOperation``: the preferred tensor keeps its axes;
-    the other one's factors get theirs truncated where they overlap them."""
-    def preference(t):
-        proj = projections[t]
-        permuted = any(axes and rule.factors[f].kind == "permutation" for f, axes in proj.items())
-        sharded = _size([a for axes in proj.values() for a in axes], mesh)
-        return (not permuted, sizes[t], sharded)
-
-    lhs, rhs = tensors
-    preferred, other = (lhs, rhs) if preference(lhs) >= preference(rhs) else (rhs, lhs)
-    common: list[tuple] = [() for _ in rule.factors]
-    taken = []
-    for f, axes in projections[preferred].items():
-        common[f] = axes
-        taken.extend(axes)
-    for f, axes in projections[other].items():
-        if f not in projections[preferred]:
-            common[f] = _truncate_by_removing_overlaps(axes, taken, mesh)
-    return common
-
-
-def _truncate_by_removing_overlaps(axes: tuple, taken: list, mesh: Mesh) -> tuple:
-    """``truncateAxesByRemovingOverlaps``: the longest prefix of ``axes`` that
-    overlaps none of ``taken`` (a partly overlapping axis keeps its prefix)."""
-    out = []
-    for axis in axes:
-        prefix = axis
-        for other in taken:
-            if prefix is None:
-                break
-            prefix = prefix.prefix_without_overlap(other, mesh)
-        if prefix is None:
-            break
-        out.append(prefix)
-        if prefix != axis:
-            break
-    return tuple(out)
 
 
 def _dependencies(rule) -> dict[int, set[int]]:

@@ -103,7 +103,8 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
     built = project_out(ops, [redistributed(op.rule, projections[k], meshes[op.mesh])
                               for k, op in zip(indices, ops)], meshes, options)
     legal = project([dataclasses.replace(op, shardings=update.shardings)
-                     for op, update in zip(ops, built)], meshes, options)
+                     for op, update in zip(ops, built)],
+                    [pendings[k].sizes for k in indices], meshes, options)
     return {k: greatest_common_prefix_axes(proj, len(op.rule.factors), meshes[op.mesh])
             for k, op, proj in zip(indices, ops, legal)}
 
@@ -111,7 +112,7 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
 def decide(pendings: list[Pending], meshes, options):
     """Per pending op: (its update: which tensors change and their new
     shardings, or None; the axes to all-reduce after it)."""
-    projections = project([p.op for p in pendings], meshes, options)
+    projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options)
     reshapes = reshape_common_axes(pendings, projections, meshes, options)
     plans = []
     for k, (p, projection) in enumerate(zip(pendings, projections)):

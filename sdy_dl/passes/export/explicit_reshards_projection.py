@@ -48,6 +48,8 @@ class Projection:
     overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
     #: the factor shardings are compatible (Shardy's getCompatibleFactorShardings)
     compatible: bool = False
+    #: the common axes of the unary case of findCommonAxes (None: not that case)
+    unary_axes: tuple | None = None
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
@@ -89,15 +91,33 @@ def _run(ops: list[OpShardings], meshes: dict[str, Mesh], options, phase: str,
     return run_analysis("explicit_reshards", facts, options, phase=phase)
 
 
-def project(ops: list[OpShardings], meshes: dict[str, Mesh], options) -> list[Projection]:
-    """The projection of every op in ``ops`` (one engine call)."""
+def lists_per_factor(rows) -> dict[tuple, dict[int, tuple]]:
+    """``(op, factor) -> {position: (name, pre, size)}`` of rows ``(I, F, Q, A, P, S)``."""
+    out: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for i, f, q, a, p, s in rows:
+        out[i, f][q] = (a, p, s)
+    return out
+
+
+def project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
+            options) -> list[Projection]:
+    """The projection of every op in ``ops`` (one engine call); ``elements``:
+    the number of elements of each op's tensors."""
     if not ops:
         return []
-    need_replication = [(i, f) for i, op in enumerate(ops)
-                        for f, factor in enumerate(op.rule.factors)
-                        if factor.kind == "need_replication"]
-    out = _run(ops, meshes, options, "project", {"in_need_replication": need_replication})
+    def kinds(kind):
+        return [(i, f) for i, op in enumerate(ops) for f, factor in enumerate(op.rule.factors)
+                if factor.kind == kind]
+
+    ranks = []
+    for i, (op, sizes) in enumerate(zip(ops, elements)):
+        order = {n: r for r, n in enumerate(sorted(set(sizes)))}
+        ranks.extend((i, t, order[n]) for t, n in enumerate(sizes))
+    out = _run(ops, meshes, options, "project",
+               {"in_need_replication": kinds("need_replication"),
+                "in_permutation": kinds("permutation"), "in_elements_rank": ranks})
     compatible = {i for (i,) in out["er_compatible"]}
+    unary = lists_per_factor(out["er_unary_axis"])
     def lists(relation):
         refs: dict[tuple, dict[int, tuple]] = defaultdict(dict)
         for i, t, f, q, a, p, s in out[relation]:
@@ -120,9 +140,15 @@ def project(ops: list[OpShardings], meshes: dict[str, Mesh], options) -> list[Pr
     result = []
     for i, op in enumerate(ops):
         n = len(op.shardings)
+        mesh = meshes[op.mesh]
+        unary_axes = None
+        if (i,) in out["er_unary"]:
+            unary_axes = tuple(tuple(triple_ref(*ref, mesh) for _, ref in
+                                     sorted(unary.get((i, f), {}).items()))
+                               for f in range(len(op.rule.factors)))
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
                                  tuple(overflow.get((i, t), {}) for t in range(n)),
-                                 i in compatible))
+                                 i in compatible, unary_axes))
     return result
 
 
