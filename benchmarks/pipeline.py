@@ -315,6 +315,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "sdy-dl-bench"),
                         help="where lowered modules (kept between runs) and outputs go")
     parser.add_argument("--no-souffle", action="store_true", help="skip Soufflé even if on PATH")
+    parser.add_argument("--souffle-cache", metavar="DIR",
+                        help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
                         help="also time the sdy-dl source tree DIR (e.g. an older commit "
                              "extracted with git archive), clingo engine")
@@ -322,7 +324,7 @@ def main(argv=None) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     souffle = None   # a fresh binary cache shared by the sizes: the first size runs cold
     if shutil.which("souffle") is not None and not args.no_souffle:
-        souffle = tempfile.mkdtemp(prefix="souffle-cache-", dir=args.workdir)
+        souffle = args.souffle_cache or tempfile.mkdtemp(prefix="souffle-cache-", dir=args.workdir)
     rows = []
     for label in args.sizes:
         row = bench_size(label, args.workdir, args.runs, souffle, args.compare_tree)
@@ -330,8 +332,8 @@ def main(argv=None) -> int:
         print(table([row]).splitlines()[-1], flush=True)
         if row["souffle_cold"] is not None:
             first, ready = row["souffle_cold"]
-            print(f"  souffle cold cache: first run {first:.1f} s (its uncompiled programs on clingo); "
-                  f"binaries compiled in the background by {ready:.1f} s", flush=True)
+            print(f"  souffle, first (untimed) run on the cache: {first:.1f} s (programs not compiled "
+                  f"yet run on clingo); background compilation done after {ready:.1f} s", flush=True)
     print()
     print(f"medians of {args.runs} interleaved runs")
     print(table(rows))

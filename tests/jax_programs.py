@@ -115,6 +115,30 @@ def reductions_reshapes() -> str:
     return jax.jit(f, in_shardings=_ns("data", "model")).lower(_f32(32, 16)).as_text()
 
 
+@jax.jit
+def _tanh_dense(c, w):
+    return jnp.tanh(c @ w)
+
+
+@jax.jit
+def _affine(c):
+    return c * 2.0 + 1.0
+
+
+def grad_scan_helpers() -> str:
+    """The gradient of a ``lax.scan`` whose body calls two jitted helpers: the
+    backward loop calls the helpers' transposes on the loop-invariant weight
+    (semantics §11.26)."""
+    def loss(w, x):
+        def body(c, _):
+            c = _affine(_tanh_dense(c, w))
+            return c, c.sum()
+        c, ys = lax.scan(body, x, None, length=3)
+        return c.sum() + ys.sum()
+    return jax.jit(jax.grad(loss), in_shardings=(_ns(None, "model"), _ns("data", None))).lower(
+        _f32(16, 16), _f32(8, 16)).as_text()
+
+
 PROGRAMS = {
     "mlp": mlp,
     "while_loop": while_loop,
@@ -125,6 +149,7 @@ PROGRAMS = {
     "convnet": convnet,
     "gather_scatter": gather_scatter,
     "reductions_reshapes": reductions_reshapes,
+    "grad_scan_helpers": grad_scan_helpers,
 }
 
 

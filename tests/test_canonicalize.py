@@ -121,6 +121,50 @@ PIPELINE_CASES = {
 }
 
 
+# The all-reduce patterns: of sharded_to_unreduced on its axes (an all-gather),
+# of replicated_to_unreduced on the same axes, with no axes, chained; and one
+# whose replicated_to_unreduced stays in use.
+ALL_REDUCES = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = sdy.sharded_to_unreduced [{"a"}, {}] %arg0 out_sharding=<@mesh, [{}, {}], unreduced={"a"}> : tensor<8x8xf32>
+  %1 = sdy.all_reduce {"a"} %0 out_sharding=<@mesh, [{}, {}]> : tensor<8x8xf32>
+  %2 = sdy.replicated_to_unreduced {"b"} %arg0 out_sharding=<@mesh, [{"a"}, {}], unreduced={"b"}> : tensor<8x8xf32>
+  %3 = sdy.all_reduce {"b"} %2 out_sharding=<@mesh, [{"a"}, {}]> : tensor<8x8xf32>
+  %4 = sdy.all_reduce {} %3 out_sharding=<@mesh, [{"a"}, {}]> : tensor<8x8xf32>
+  %5 = stablehlo.add %1, %4 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : tensor<8x8xf32>
+  %6 = sdy.replicated_to_unreduced {"b"} %5 out_sharding=<@mesh, [{}, {}], unreduced={"b"}> : tensor<8x8xf32>
+  %7 = sdy.all_reduce {"b"} %6 out_sharding=<@mesh, [{}, {}]> : tensor<8x8xf32>
+  %8 = stablehlo.negate %6 : tensor<8x8xf32>
+  %9 = stablehlo.add %7, %8 : tensor<8x8xf32>
+  return %9 : tensor<8x8xf32>
+}
+'''
+
+
+def test_all_reduce_patterns():
+    assert_same(shardy(ALL_REDUCES, PIPELINE_PASS), normalize(ours(ALL_REDUCES, "canonicalize")))
+
+
+# Unreduced constraints whose explicit all-reduces fold away in the pipeline.
+PIPELINE_CASES.update({
+    "replicated_to_unreduced_then_all_reduce": '''sdy.mesh @mesh3d = <["a"=4, "b"=4, "c"=4]>
+func.func @main(%arg0 : tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh3d, [{"c"}, {}], unreduced={"b"}>})
+      -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh3d, [{"c"}, {}], unreduced={"b"}>}) {
+  %0 = sdy.sharding_constraint %arg0 <@mesh3d, [{"c"}, {}], unreduced={"a", "b"}> : tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+''',
+    "sharded_to_unreduced_then_all_reduce": '''sdy.mesh @mesh = <["a"=4, "b"=2]>
+func.func @main(%arg0 : tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>})
+      -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+  %0 = sdy.sharding_constraint %arg0 <@mesh, [{"a":(1)2}, {}], unreduced={"a":(2)2}> : tensor<16x8xf32>
+  %1 = stablehlo.negate %0 : tensor<16x8xf32>
+  return %1 : tensor<16x8xf32>
+}
+''',
+})
+
+
 @pytest.mark.parametrize("name", sorted(PIPELINE_CASES))
 def test_pipeline_erases_dead_reshards(name):
     from sdy_dl.pipeline import propagate

@@ -79,12 +79,17 @@ def test_sink_func_data_flow_edges(propagated):
                 ours(text, "sink-func-data-flow-edges"))
 
 
-def test_propagation_through_func_edges():
-    """Aggressive propagation alone, on the module with both kinds of edges in
-    place (as the pipeline has them)."""
-    text = shardy(REPEATED, "sdy-add-data-flow-edges,sdy-add-func-data-flow-edges")
-    assert_same(shardy(text, "sdy-aggressive-propagate"),
-                ours(text, "aggressive-propagate", engine="clingo"))
+@pytest.mark.parametrize("strategy", ["basic", "aggressive"])
+@pytest.mark.parametrize("prefix", ["sdy-add-data-flow-edges,sdy-add-func-data-flow-edges",
+                                    "sdy-add-func-data-flow-edges"],
+                         ids=["both_edges", "func_edges_only"])
+def test_propagation_through_func_edges(prefix, strategy):
+    """A propagation pass alone, on the module with both kinds of edges in place
+    (as the pipeline has them) and with function edges only (the while then
+    keeps the sharding of its results and block arguments itself)."""
+    text = shardy(REPEATED, prefix)
+    assert_same(shardy(text, f"sdy-{strategy}-propagate"),
+                ours(text, f"{strategy}-propagate", engine="clingo"))
 
 
 CALL = re.compile(r"\bcall @")

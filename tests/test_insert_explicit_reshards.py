@@ -108,6 +108,56 @@ CASES = {
   return %arg0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
 }
 ''',
+    # One-operand concatenates of a slice (a permutation factor, so Shardy's
+    # unary case): the tensor without sharded permutation factors (then the
+    # more sharded one) keeps its axes, the other is resharded.
+    "unary_concat_keeps_result": MESH + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+''',
+    "unary_concat_keeps_operand": MESH + '''func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"z"}, {"y"}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y":(1)2}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+''',
+    # Data-flow ops: each edge source is brought to the owner's unreduced axes
+    # (all-reduced over the axes the owner drops, made unreduced on those it adds).
+    "while_sources": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}], unreduced={"x", "z"}>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0:3 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0, %iterArg_1 = %arg1) : tensor<i32>, tensor<8x8xf32>, tensor<8x8xf32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, []>, <@mesh, [{}, {"y"}], unreduced={"z"}>, <@mesh, [{"y"}, {}], unreduced={"x"}>]>}
+  cond {
+    %c_1 = stablehlo.constant dense<5> : tensor<i32>
+    %1 = stablehlo.compare LT, %iterArg, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %1 : tensor<i1>
+  } do {
+    %1 = stablehlo.sine %iterArg_0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"y"}], unreduced={"x"}>]>} : tensor<8x8xf32>
+    %c_1 = stablehlo.constant dense<1> : tensor<i32>
+    %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+    stablehlo.return %2, %1, %iterArg_1 : tensor<i32>, tensor<8x8xf32>, tensor<8x8xf32>
+  }
+  return %0#1, %0#2 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+''',
+    "case_branches": MESH + '''func.func @main(%arg0: tensor<i32>, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}], unreduced={"x"}>},
+                %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}], unreduced={"z"}>}) -> tensor<8x8xf32> {
+  %0 = "stablehlo.case"(%arg0) ({
+    stablehlo.return %arg1 : tensor<8x8xf32>
+  }, {
+    stablehlo.return %arg2 : tensor<8x8xf32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"y"}], unreduced={"z"}>]>} : (tensor<i32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+''',
+    "optimization_barrier": MESH + '''func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}], unreduced={"x"}>},
+                %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0:2 = stablehlo.optimization_barrier %arg0, %arg1 : tensor<8x8xf32>, tensor<8x8xf32>
+  return %0#0, %0#1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+''',
 }
 
 
@@ -129,6 +179,36 @@ func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"
 '''
 
 
+# An unreduced argument fed to a while loop: all-reduced before the loop.
+UNREDUCED_WHILE = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"b"}], unreduced={"a"}>}) -> tensor<8x8xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<8x8xf32>
+  cond {
+    %c_1 = stablehlo.constant dense<5> : tensor<i32>
+    %1 = stablehlo.compare LT, %iterArg, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %1 : tensor<i1>
+  } do {
+    %1 = stablehlo.sine %iterArg_0 : tensor<8x8xf32>
+    %c_1 = stablehlo.constant dense<1> : tensor<i32>
+    %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+    stablehlo.return %2, %1 : tensor<i32>, tensor<8x8xf32>
+  }
+  return %0#1 : tensor<8x8xf32>
+}
+'''
+
+
+# A one-operand concatenate whose result is sharded on another dim.
+UNARY_CONCAT = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>}) {
+  %0 = stablehlo.slice %arg0 [0:8, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : (tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.concatenate %0, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+'''
+
+
 # Calls whose results are unreduced: insert-func-call-reshards ignores unreduced
 # axes, the return all-reduces them.
 UNREDUCED_CALLS = '''sdy.mesh @mesh = <["x"=8]>
@@ -144,8 +224,10 @@ func.func @main(%arg0: tensor<256x128xf32> {sdy.sharding = #sdy.sharding<@mesh, 
 '''
 
 
-@pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"], UNREDUCED_CALLS],
-                         ids=["constrained_dot", "unreduced_result", "unreduced_calls"])
+@pytest.mark.parametrize("text", [CONSTRAINED_DOT, CASES["unreduced_result"], UNREDUCED_CALLS,
+                                  UNREDUCED_WHILE, UNARY_CONCAT],
+                         ids=["constrained_dot", "unreduced_result", "unreduced_calls",
+                              "unreduced_while", "unary_concat"])
 def test_pipeline(text):
     from sdy_dl.ir import parse_module_text
     from sdy_dl.passes import PassOptions

@@ -1,4 +1,4 @@
-"""Shardy's lit-test inputs for the call, export and pipeline passes, run through
+"""Shardy's lit-test inputs for the call, propagation, export and pipeline passes, run through
 jaxlib's pass and sdy-dl's (options and ``-allow-unregistered-dialect`` as the
 file's RUN line gives them).
 
@@ -19,6 +19,7 @@ from oracle import normalize, shardy
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import allow_unregistered_dialects
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.pipeline import EXPORT as PIPELINE_EXPORT
 from test_import_lit import read_lit
 
 IMPORT = "shardy/dialect/sdy/transforms/import/test"
@@ -61,9 +62,47 @@ FILES = {
         {"dedup_functions_fully": True}, False),
     "basic_propagation_data_flow_edges.mlir": (PROPAGATION, "basic-propagate",
                                                "sdy-basic-propagate", {}, False),
+    "basic_propagation.mlir": (PROPAGATION, "basic-propagate", "sdy-basic-propagate", {}, False),
+    "aggressive_propagation.mlir": (PROPAGATION, "aggressive-propagate",
+                                    "sdy-aggressive-propagate{propagation-strategy=aggressive}",
+                                    {}, False),
+    "op_priority_propagation.mlir": (PROPAGATION, "op-priority-propagate",
+                                     "sdy-op-priority-propagate", {}, False),
+    "user_priority_propagation.mlir": (PROPAGATION, "user-priority-propagate",
+                                       "sdy-user-priority-propagate", {}, False),
+    "sharding_group_propagation.mlir": (PROPAGATION, "basic-propagate", "sdy-basic-propagate",
+                                        {}, False),
     "propagate_to_func_results.mlir": (EXPORT, "propagate-to-func-results",
                                        "sdy-propagate-to-func-results", {}, True),
 }
+
+#: The export passes one by one (the function passes nested in func.func, as
+#: Shardy registers them).
+FILES.update({
+    f"{name}.mlir": (EXPORT, name.replace("_", "-"),
+                     f"func.func(sdy-{name.replace('_', '-')})" if nested
+                     else f"sdy-{name.replace('_', '-')}", {}, False)
+    for name, nested in (("close_shardings", False), ("constant_or_scalar_merger", True),
+                         ("drop_sharding_rules", True), ("export_named_computations", False),
+                         ("insert_func_call_reshards", False), ("remove_sharding_groups", False),
+                         ("remove_sub_axes_in_input_output_shardings", False),
+                         ("sharding_constraint_to_reshard", True), ("sink_data_flow_edges", True),
+                         ("update_non_divisible_input_output_shardings", False))})
+
+#: The inputs of Shardy's full-version insert-explicit-reshards lit files, run
+#: through the non-full version the pipeline uses (keyed by their path under
+#: the export test directory).
+FILES.update({
+    f"insert_explicit_reshards/{name}.mlir": (
+        EXPORT, "insert-explicit-reshards",
+        "func.func(sdy-insert-explicit-reshards{enable-full-version=false})", {}, False)
+    for name in ("bitcast_convert", "broadcast_in_dim", "cholesky_triangular_solve",
+                 "clamp_select", "collective_ops", "concatenate", "convolution", "custom_call",
+                 "data_flow_ops", "dot_dot_general", "dynamic_slice_dynamic_update_slice",
+                 "elementwise_ops", "fft", "func_inputs_outputs", "gather_scatter",
+                 "manual_computation", "meshes", "pad_slice", "reduce",
+                 "reduce_window_select_and_scatter", "reshape", "reverse", "rng_bit_generator",
+                 "single_device_sharding", "sort", "unreduced")})
 
 
 def _outcome(fn):
@@ -140,3 +179,44 @@ def test_lit_file(name):
     differ, total = run_lit(name)
     unexpected = sorted(set(differ) - KNOWN.get(name, set()))
     assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"
+
+
+#: Files whose RUN line chains passes or gives options sdy-dl takes as
+#: PassOptions fields: file -> (directory, sdy-dl passes in order, Shardy
+#: pipeline, PassOptions fields).
+CHAINED = {
+    "basic_propagation_manual_computation.mlir": (
+        PROPAGATION, ("add-data-flow-edges", "basic-propagate", "sink-data-flow-edges"),
+        "sdy-add-data-flow-edges,sdy-basic-propagate,func.func(sdy-sink-data-flow-edges)", {}),
+    "basic_propagation_token.mlir": (
+        PROPAGATION, ("add-data-flow-edges", "basic-propagate", "sink-data-flow-edges"),
+        "sdy-add-data-flow-edges,sdy-basic-propagate,func.func(sdy-sink-data-flow-edges)", {}),
+    "basic_propagation_conservative.mlir": (
+        PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{conservative-propagation=true}",
+        {"conservative": True}),
+    "basic_propagation_keep_sharding_rules.mlir": (
+        PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{keep-sharding-rules=true}",
+        {"keep_sharding_rules": True}),
+    "export_pipeline.mlir": (
+        EXPORT, ("add-data-flow-edges", *PIPELINE_EXPORT, "drop-sharding-rules"),
+        "sdy-add-data-flow-edges,sdy-export-pipeline", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINED))
+def test_chained_lit_file(name):
+    directory, passes, pipeline, fields = CHAINED[name]
+    text = read_lit(name, directory)
+    if text is None:
+        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+
+    def run(chunk):
+        module = parse_module_text(chunk, "<lit>")
+        for pass_name in passes:
+            module = get_pass(pass_name).run(module, PassOptions(engine="clingo", **fields))
+        return normalize(module.print())
+
+    chunks = chunks_of(text)
+    differ = [chunk_name(chunk, i) for i, chunk in enumerate(chunks)
+              if _outcome(lambda: shardy(chunk, pipeline)) != _outcome(lambda: run(chunk))]
+    assert not differ, f"{len(differ)}/{len(chunks)} chunks differ: {differ}"

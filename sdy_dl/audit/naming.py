@@ -235,7 +235,7 @@ class PropagationIndex:
         self.by_key: dict[int, list[PropagatedValue]] = {}
         self.meshes = dict(module.meshes)
         with mlir_context():
-            slots = slot_map(find_edges(module))
+            slots = slot_map(module, find_edges(module))
             for v in module.values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 slot = slots.get(v.vid, v)

@@ -128,6 +128,27 @@ def result_owners(op) -> list:
     return list(op.results)
 
 
+def edge_sources(op, owner) -> list[tuple]:
+    """``getEdgeSources``: the (op, operand index) uses feeding edge ``owner`` of
+    data-flow op ``op``: for a while result the operand and the body's returned
+    value, for a case result each branch's returned value, for an optimization
+    barrier result the operand, for a computation result the body's returned
+    value and for a computation block argument the operand."""
+    if is_block_arg(owner):
+        return [(op, value_index(owner))]
+    index = value_index(owner)
+    if op.name == "stablehlo.while":
+        return [(op, index), (_terminator(op.regions[1]), index)]
+    if op.name == "stablehlo.optimization_barrier":
+        return [(op, index)]
+    return [(_terminator(region), index) for region in op.regions]
+
+
+def _terminator(region):
+    block = region.blocks[0]
+    return block.operations[len(block.operations) - 1].operation
+
+
 def get_block_arg_owner_shardings(op) -> list[TensorSharding]:
     """``getBlockArgumentEdgeOwnerShardings`` (manual axes erased for a manual computation)."""
     if op.name not in COMPUTATION_OPS:

@@ -80,7 +80,7 @@ class Propagator:
         self.conservative = conservative
         self.phase = ""   # e.g. "user priority 1, band 3" (for provenance)
         self.edges = find_edges(module)
-        self.state = ShardingState(module, slot_map(self.edges))
+        self.state = ShardingState(module, slot_map(module, self.edges))
         self._edge_by_op = {e.op.oid: e for e in self.edges}
         self._edge_by_result = {e.result.vid: e for e in self.edges}
         self._callers = call_sites(module)
@@ -342,14 +342,21 @@ class Propagator:
                 self._notify_op(user)
 
     def _edge_fed_by(self, user: Op, index: int) -> DataFlowEdge | None:
-        """The data-flow edge whose source is operand ``index`` of ``user``, if any."""
+        """The data-flow edge whose source is operand ``index`` of ``user``, if any
+        (Shardy's ``DataFlowEdgeOp::lookup(OpOperand&)``).
+
+        For an operand of a named or manual computation Shardy's
+        ``getEdgeOwnerFromSource`` answers the operand value itself, not the
+        block argument, and that value's user is the computation, never an
+        edge: no edge is found, so the computation op is notified and the
+        block-argument edge is not (§7.3).  A while operand, or a terminator
+        operand of any region op, finds the edge on the op's result."""
         owner = user.parent if user.is_terminator else user
         if owner is None or owner.name not in DATA_FLOW_OPS:
             return None
         if owner.name in ("sdy.named_computation", "sdy.manual_computation") and owner is user:
-            target = owner.regions[0].blocks[0].args[index]
-        else:
-            target = owner.results[index]
+            return None
+        target = owner.results[index]
         uses = self.live_uses[target.vid]
         if len(uses) == 1 and uses[0][0].name == "sdy.data_flow_edge":
             return self._edge_by_op.get(uses[0][0].oid)

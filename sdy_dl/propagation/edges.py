@@ -69,12 +69,23 @@ def find_edges(module: Module) -> list[DataFlowEdge]:
     return edges
 
 
-def slot_map(edges: list[DataFlowEdge]) -> dict[int, Value]:
-    """value id -> the edge result holding its sharding, for every edge target."""
+def slot_map(module: Module, edges: list[DataFlowEdge]) -> dict[int, Value]:
+    """value id -> the value holding its sharding, for every value that does not
+    hold its own: each edge target uses the edge result; without an edge, a
+    while's condition and body arguments use the while result they are the
+    targets of (Shardy's ``getShardableValue``: ``getEdgeOwnerFromTarget``),
+    which keeps it in the while's ``sdy.sharding``."""
     slots: dict[int, Value] = {}
     for e in edges:
         for t in [e.owner, *e.other_targets]:
             slots[t.vid] = e.result
+    for op in module.ops:
+        if op.name != "stablehlo.while":
+            continue
+        for region in op.regions:
+            for arg in region.blocks[0].args:
+                if arg.vid not in slots:
+                    slots[arg.vid] = op.results[arg.index]
     return slots
 
 

@@ -4,17 +4,26 @@ insert-explicit-reshards (semantics §9.3).
 
 Only patterns labelled ``sdy-collective`` are enabled, so no stablehlo fold or
 pattern applies; what changes a module is the greedy driver's dead-code
-erasure (the Datalog stage ``canonicalize`` decides which ops are erased:
-unused ops without memory effects, with their regions).  Shardy's
-collective patterns only match collectives, which the non-full
-insert-explicit-reshards sdy-dl implements does not create.
+erasure and Shardy's collective patterns on the all-reduces the non-full
+insert-explicit-reshards creates.  The Datalog stage ``canonicalize``
+decides both: which ops are erased (unused ops without memory effects, with
+their regions) and which all-reduces fold (to their input, to the input of a
+``replicated_to_unreduced`` on the same axes, or into an ``all_gather`` of
+the input of a ``sharded_to_unreduced`` over them); this module rewrites.
+The patterns of the other collectives (which only reshard-to-collectives
+creates) are not implemented.
 The ``sdy.constant`` ops the pipeline has by then are not ``ConstantLike``,
 so no constant is moved or merged.
 """
 
 from __future__ import annotations
 
+import re
+
+from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.storage import read_own
+from sdy_dl.sharding import AxisRef, parse_dim_sharding
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.ir.mlir_ops import key, module_ops, rebuild, walk_pre
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
@@ -27,7 +36,10 @@ SIDE_EFFECT_ATTR = "has_side_effect"
 def dead_code_facts(module: Module) -> tuple[dict, list]:
     """The facts of stage ``canonicalize`` and the ops they number."""
     facts: dict[str, set] = {"in_op": set(), "in_parent": set(), "in_reads": set(),
-                             "in_side_effect_attr": set(),
+                             "in_side_effect_attr": set(), "in_tensor_def": set(),
+                             "in_all_reduce": set(), "in_all_reduce_noop": set(),
+                             "in_replicated_to_unreduced": set(),
+                             "in_sharded_to_unreduced": set(),
                              "in_effect_free_dialect": {(d,) for d in EFFECT_FREE_DIALECTS},
                              "in_pure_op": _split(PURE_OPS),
                              "in_effectful_op": _split(EFFECTFUL_OPS),
@@ -53,7 +65,37 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
                 facts["in_reads"].add((i, ids[key(owner)]))
         if SIDE_EFFECT_ATTR in mop.attributes and str(mop.attributes[SIDE_EFFECT_ATTR]) == "true":
             facts["in_side_effect_attr"].add((i,))
+        if len(mop.operands):
+            owner = getattr(mop.operands[0].owner, "operation", None)
+            if owner is not None and key(owner) in ids:
+                facts["in_tensor_def"].add((i, ids[key(owner)]))
+        _collective_facts(facts, i, mop, module)
     return facts, ops
+
+
+def _axes(attr) -> list[AxisRef]:
+    """The axes of an ``axis_ref_list`` attribute."""
+    return list(parse_dim_sharding(re.search(r"\{.*\}", str(attr)).group(0)).axes)
+
+
+def _axes_text(axes) -> str:
+    return ", ".join(a.to_text() for a in axes)
+
+
+def _collective_facts(facts: dict, i: int, mop, module: Module) -> None:
+    """The facts of the collectives the all-reduce patterns look at."""
+    if mop.name == "sdy.all_reduce":
+        axes = _axes(mop.attributes["reduction_axes"])
+        facts["in_all_reduce"].add((i, _axes_text(axes)))
+        if not axes:
+            facts["in_all_reduce_noop"].add((i,))
+    elif mop.name == "sdy.replicated_to_unreduced":
+        facts["in_replicated_to_unreduced"].add((i, _axes_text(_axes(mop.attributes["axes"]))))
+    elif mop.name == "sdy.sharded_to_unreduced":
+        lists = re.findall(r"\{[^{}]*\}", str(mop.attributes["axes"]))
+        axes = [a for text in lists for a in parse_dim_sharding(text).axes]
+        mesh = mesh_of(read_own(mop, "out_sharding"), module_meshes(module))
+        facts["in_sharded_to_unreduced"].add((i, _axes_text(sort_and_merge_axes(axes, mesh))))
 
 
 def _split(names) -> set[tuple[str, str]]:
@@ -63,7 +105,7 @@ def _split(names) -> set[tuple[str, str]]:
 
 @register("canonicalize",
           "MLIR's canonicalizer with Shardy's sdy-collective patterns only "
-          "(erases dead ops).")
+          "(erases dead ops, folds all-reduces).")
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
@@ -71,7 +113,41 @@ def run(module: Module, options: PassOptions) -> Module:
         facts, ops = dead_code_facts(module)
         if not ops:
             return module
-        erase = sorted(i for (i,) in run_analysis("canonicalize", facts, options)["erase"])
+        derived = run_analysis("canonicalize", facts, options)
+        folded = fold_all_reduces(ops, derived)
+        erase = sorted(i for (i,) in derived["erase"])
         for i in reversed(erase):
             ops[i].erase()
-        return rebuild(module) if erase else module
+        return rebuild(module) if erase or folded else module
+
+
+def fold_all_reduces(ops: list, derived: dict) -> bool:
+    """Carry out the all-reduce folds the stage decided (each all-reduce's uses
+    go to its replacement and it is erased)."""
+    from jaxlib.mlir import ir
+
+    replacements = [(a, ops[a].operands[0]) for (a,) in derived["fold_to_operand"]]
+    replacements += [(a, ops[r].operands[0]) for a, r in derived["fold_to_input_of"]]
+    for a, s in derived["fold_to_gather"]:
+        all_reduce, s2u = ops[a], ops[s]
+        gather = ir.Operation.create(
+            "sdy.all_gather", results=[all_reduce.results[0].type], operands=[s2u.operands[0]],
+            attributes={"gathering_axes": s2u.attributes["axes"],
+                        "out_sharding": all_reduce.attributes["out_sharding"]},
+            loc=all_reduce.location)
+        ir.InsertionPoint(all_reduce).insert(gather)
+        replacements.append((a, gather.results[0]))
+    by_op = {key(ops[a]): value for a, value in replacements}
+
+    def resolve(value):
+        # a replacement that is itself a folded all-reduce goes on to its own
+        while (owner := getattr(value.owner, "operation", None)) is not None \
+                and key(owner) in by_op:
+            value = by_op[key(owner)]
+        return value
+
+    for a, value in sorted(replacements, key=lambda r: r[0]):
+        ops[a].results[0].replace_all_uses_with(resolve(value))
+    for a, _ in sorted(replacements, key=lambda r: -r[0]):
+        ops[a].erase()
+    return bool(replacements)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from sdy_dl.ir.manual_axes import erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of
-from sdy_dl.ir.mlir_ops import insert_after_value, insert_sharding_op_after, tensor_rank
-from sdy_dl.ir.storage import parse_attr, read_func_attr, read_own, read_per_value
-from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.ir.mlir_ops import (insert_after_value, insert_sharding_op_after, is_block_arg,
+                                tensor_rank, value_index)
+from sdy_dl.ir.storage import parse_attr, read_func_attr, read_own, read_stored
+from sdy_dl.ir.value_sharding import block_arg_owners, edge_sources, get_sharding, result_owners
 from sdy_dl.passes.export.explicit_reshards_util import (insert_all_reduce_if_unreduced_to_replicated,
                                                          insert_unreduced_collectives,
                                                          is_fully_replicated)
@@ -84,38 +85,20 @@ def reshard_call_operands(call, func, meshes) -> bool:
     return changed
 
 
-def _terminator(block):
-    return block.operations[len(block.operations) - 1].operation
-
-
 def edge_owners(mop):
     """``(owner target sharding, [(op, operand index) of each source])`` of every
-    edge owner of data-flow op ``mop``: results first, then block arguments
-    (Shardy's ``ShardableDataFlowOpInterface``, targets before edge propagation)."""
-    name = mop.name
+    edge owner of data-flow op ``mop``, results first, then block arguments
+    (Shardy's ``ShardableDataFlowOpInterface``): the owner's stored sharding
+    as the edge sees it before propagation (a manual computation's result in
+    its local view, without the manual axes)."""
+    manual = manual_axes(mop) if mop.name == "sdy.manual_computation" else []
     out = []
-    if name in ("sdy.manual_computation", "sdy.named_computation"):
-        body = mop.regions[0].blocks[0]
-        ret = _terminator(body)
-        outs = read_per_value(mop, "out_shardings") or [None] * len(mop.results)
-        ins = read_per_value(mop, "in_shardings") or [None] * len(body.arguments)
-        manual = manual_axes(mop) if name == "sdy.manual_computation" else []
-        for i, target in enumerate(outs):
-            if target is not None and manual:
-                target = erase_manual_axes(target, manual)
-            out.append((target, [(ret, i)]))
-        out.extend((target, [(mop, i)]) for i, target in enumerate(ins))
-        return out
-    for i, result in enumerate(mop.results):
-        target = get_sharding(result)
-        if name == "stablehlo.while":
-            body = mop.regions[1].blocks[0]
-            sources = [(mop, i), (_terminator(body), i)]
-        elif name == "stablehlo.case":
-            sources = [(_terminator(r.blocks[0]), i) for r in mop.regions]
-        else:
-            sources = [(mop, i)]
-        out.append((target, sources))
+    for owner in result_owners(mop) + block_arg_owners(mop):
+        block_arg = is_block_arg(owner)
+        target = read_stored(mop, value_index(owner), block_arg)
+        if target is not None and manual and not block_arg:
+            target = erase_manual_axes(target, manual)
+        out.append((target, edge_sources(mop, owner)))
     return out
 
 
@@ -163,7 +146,8 @@ def reshard_returned(func, meshes, on_full: bool) -> bool:
     function's result sharding, the new ops right before the return."""
     from jaxlib.mlir import ir
 
-    ret = _terminator(func.regions[0].blocks[0])
+    block = func.regions[0].blocks[0]
+    ret = block.operations[len(block.operations) - 1].operation
     changed = False
     for i in range(len(ret.operands)):
         target = read_func_attr(func, "res_attrs", i)
