@@ -336,15 +336,19 @@ def test_lit_file(name):
 
 # -- random modules: jaxlib's pipeline output through both passes ----------------------
 
-def run_random(seeds) -> tuple[int, int, list[int]]:
+def run_random(seeds, control_flow: bool = False) -> tuple[int, int, list[int]]:
     """(equal, counted, differing seeds) over the seeds whose pipeline output
     jaxlib's full version changes (jaxlib runs in a child process: it aborts
-    on a few)."""
+    on a few).  The modules: dots, concatenates, reshapes ... with conflicting
+    shardings, or (``control_flow``) while loops, case ops, optimization
+    barriers, constraints and calls."""
     from oracle_isolated import shardy_each
+    from random_control_flow import random_control_flow_module
     from random_modules import random_module
 
     seeds = list(seeds)
-    inputs = [shardy(random_module(seed, 10, ("dot", "concat")), "sdy-propagation-pipeline")
+    inputs = [shardy(random_control_flow_module(seed) if control_flow
+                     else random_module(seed, 10, ("dot", "concat")), "sdy-propagation-pipeline")
               for seed in seeds]
     equal, counted, differ = 0, 0, []
     for seed, propagated, expected in zip(seeds, inputs, shardy_each(inputs, FULL)):
@@ -361,6 +365,19 @@ def run_random(seeds) -> tuple[int, int, list[int]]:
 def test_random_modules():
     equal, counted, differ = run_random(range(12))
     assert counted >= 6, "too few seeds exercise the full version"
+    assert not differ, f"{equal}/{counted} equal; differ: {differ}"
+
+
+def test_random_control_flow_modules():
+    equal, counted, differ = run_random(range(8), control_flow=True)
+    assert counted >= 4, "too few seeds exercise the full version"
+    assert not differ, f"{equal}/{counted} equal; differ: {differ}"
+
+
+@pytest.mark.slow
+def test_random_control_flow_modules_many():
+    equal, counted, differ = run_random(range(8, 150), control_flow=True)
+    assert counted >= 80
     assert not differ, f"{equal}/{counted} equal; differ: {differ}"
 
 
