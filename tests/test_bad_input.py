@@ -130,6 +130,12 @@ CASES = [
      {"m": CALL_WITHOUT_BODY}, None, 1, ["{m}:3:6:", "call to @ext, a function without a body"]),
     ("dynamic-shape-annotate", ["rules", "annotate", "{m}", "-o", "{out}"],
      {"m": DYNAMIC}, None, 1, ["{m}:2:8:", "expected a ranked tensor with a static shape"]),
+    ("dynamic-shape-explicit-reshards",
+     ["pass", "insert-explicit-reshards", "{m}", "-o", "{out}", "--pass-option",
+      "enable-full-version=true"],
+     {"m": 'sdy.mesh @mesh = <["x"=2]>\n' + DYNAMIC.replace(
+         "%arg0: tensor<?x8xf32>", '%arg0: tensor<?x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}')},
+     None, 1, ["{m}:3:8:", "tensors without a static shape are not supported"]),
     ("non-utf8-symbol", ["propagate", "{m}", "-o", "{out}", "--quiet"],
      {"m": NON_UTF8_SYMBOL}, None, 1, ["{m}:6:1:", "is not UTF-8"]),
     ("non-utf8-stdin", ["show", "-"], {}, b"func.func @main() {\n  return\n}\xff\n", 1,

@@ -14,7 +14,8 @@ from sdy_dl.resources import datalog_dir
 #: Template parameters each stage needs (variants included).
 PARAMS = {"step": [{"max_factors": 3}], "import_constants": [{"variant": "or_scalar"},
                                                              {"variant": "legacy"}],
-          "calls_unflatten": [{"dedup": False}, {"dedup": True}]}
+          "calls_unflatten": [{"dedup": False}, {"dedup": True}],
+          "explicit_reshards": [{"phase": "project"}, {"phase": "out"}]}
 
 
 def test_every_stage_is_a_folder_with_a_main():

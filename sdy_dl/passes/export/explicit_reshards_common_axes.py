@@ -1,24 +1,27 @@
-"""The full version's common axes (Shardy's ``findCommonAxes``), for the ops
-the non-full insert-explicit-reshards treats in full: concatenates whose
-operands are sharded unlike their result.
+"""The common axes of an op in the full version of insert-explicit-reshards
+(Shardy's ``findCommonAxes``), from the factor shardings of its tensors
+(:mod:`.explicit_reshards_projection`).
 
-Every tensor of the op is projected onto the factors of its rule (dims of
-one factor each).  When the factors are sharded alike everywhere the common
-axes are those; otherwise a greedy heuristic picks, again and again, the
-(factor, axes-prefix) candidate with the largest total size of the tensors
-it already shards (then factor kind, then the further sharding it adds, then
-the factor and axes order), gives it to the factor and trims the other
-candidates that overlap it.  The axes of factors that need replication are
-then moved to the batching factors where they fit.  Tensors whose factor
-axes change are resharded: operands before the op, results after it (the
-result takes the common sharding, a reshard restores the old one).
+When every factor is sharded alike on every tensor that has it, factors that
+need replication are unsharded and no two factors share an axis, the common
+axes are those; for an op with two non-scalar tensors, no factor that needs
+replication and one factor per dim, the preferred tensor (no sharded
+permutation factor, then the larger tensor, then the larger sharding) keeps
+its axes and the other tensor's factors get what does not overlap them.
+Both cases are decided by the Datalog stage.  Otherwise a greedy heuristic picks, again and again, the (factor,
+axes-prefix) candidate with the largest total size of the tensors it already
+shards (then factor kind, then the further sharding it adds, then the factor
+and axes order), among the factors whose major neighbours in a dim are
+already fully sharded; it gives the axes to the factor and trims the other
+candidates that overlap them.  The axes of factors that need replication are
+then moved to the batching factors where they fit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from sdy_dl.sharding import DimSharding, Mesh, TensorSharding
+from sdy_dl.sharding import Mesh
 
 PRECEDENCE = {"pass_through": 3, "reduction": 2, "permutation": 1, "need_replication": 0}
 
@@ -75,16 +78,37 @@ def _add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
         axes.append(axis)
 
 
-def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
-    """Shardy's ``findCommonAxes`` for rules whose dims hold one factor each."""
-    n = len(rule.factors)
-    compatible = _compatible(projections, rule, mesh)
-    if compatible is not None:
-        return compatible
-    non_scalar = [i for i, m in enumerate(list(rule.operands) + list(rule.results)) if m]
-    if len(non_scalar) == 2 and not any(f.kind == "need_replication" for f in rule.factors):
-        return _common_axes_on_unary(projections, sizes, non_scalar, rule, mesh)
-    common: list[tuple] = [() for _ in range(n)]
+def find_common_axes(projection, sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
+    """Shardy's ``findCommonAxes``: the axes of every factor of ``rule``, given
+    the op's projection (operands then results; its ``compatible`` flag is the
+    Datalog stage's) and each tensor's number of elements."""
+    if projection.compatible:
+        return projection.factor_axes(len(rule.factors))
+    if projection.unary_axes is not None:
+        return list(projection.unary_axes)
+    projections = list(projection.tensors)
+    need_replication = any(f.kind == "need_replication" for f in rule.factors)
+    common = _heuristic(projections, sizes, rule, mesh)
+    if need_replication:
+        _distribute_to_batching(common, projections, rule, mesh)
+    return common
+
+
+def _dependencies(rule) -> dict[int, set[int]]:
+    """Factor -> the factors right before it in some dim (a factor is sharded
+    only once those are fully sharded: no strided views)."""
+    deps: dict[int, set[int]] = {}
+    for t in list(rule.operands) + list(rule.results):
+        for dim in t:
+            for i in range(1, len(dim)):
+                deps.setdefault(dim[i], set()).add(dim[i - 1])
+    return deps
+
+
+def _heuristic(projections, sizes, rule, mesh: Mesh) -> list[tuple]:
+    """``findCommonAxesHeuristic``."""
+    common: list[tuple] = [() for _ in rule.factors]
+    deps = _dependencies(rule)
     pairs = []
     for proj in projections:
         for f, axes in proj.items():
@@ -98,8 +122,14 @@ def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh
                     if f in proj and (proj[f] == axes or _strict_prefix(axes, proj[f], mesh)))
         cands.append(Candidate(f, axes, total, PRECEDENCE[rule.factors[f].kind], _size(axes, mesh)))
     while cands:
-        best = max(cands, key=lambda c: c.key(mesh))
+        valid = [c for c in cands if not deps.get(c.factor)]
+        if not valid:
+            break
+        best = max(valid, key=lambda c: c.key(mesh))
         common[best.factor] = best.axes
+        if _size(best.axes, mesh) == rule.factors[best.factor].size:
+            for factors in deps.values():
+                factors.discard(best.factor)
         kept = []
         for c in cands:
             if c.factor == best.factor:
@@ -118,54 +148,6 @@ def find_common_axes(projections: list[dict], sizes: list[int], rule, mesh: Mesh
             c.sharding = _size(c.axes, mesh)
             kept.append(c)
         cands = kept
-    if any(f.kind == "need_replication" for f in rule.factors):
-        _distribute_to_batching(common, projections, rule, mesh)
-    return common
-
-
-def _common_axes_on_unary(projections, sizes, tensors, rule, mesh: Mesh) -> list[tuple]:
-    """``findCommonAxesOnUnaryOperation``: one of the two tensors keeps its
-    axes and only the other is resharded.  The kept one is the tensor without
-    sharded permutation factors, then the larger, then the more sharded (the
-    first on a tie); factors only the other tensor has keep its axes, cut
-    where they overlap the kept tensor's."""
-    def preference(i):
-        proj = projections[i]
-        permuted = any(rule.factors[f].kind == "permutation" and axes for f, axes in proj.items())
-        return (not permuted, sizes[i], _size([a for axes in proj.values() for a in axes], mesh))
-
-    first, second = tensors
-    kept, other = (first, second) if preference(first) >= preference(second) else (second, first)
-    common: list[tuple] = [() for _ in rule.factors]
-    taken = []
-    for f, axes in projections[kept].items():
-        common[f] = axes
-        taken.extend(axes)
-    for f, axes in projections[other].items():
-        if f not in projections[kept]:
-            truncated = _truncate_without_overlap(axes, tuple(taken), mesh)
-            common[f] = axes if truncated is None else truncated
-    return common
-
-
-def _compatible(projections, rule, mesh: Mesh) -> list[tuple] | None:
-    """``getCompatibleFactorShardings`` (None when not compatible)."""
-    common: list[tuple] = []
-    seen: list = []
-    for f, factor in enumerate(rule.factors):
-        shardings = [p[f] for p in projections if f in p]
-        if any(s != shardings[0] for s in shardings):
-            return None
-        axes = shardings[0] if shardings else ()
-        if factor.kind == "need_replication":
-            if axes:
-                return None
-            common.append(())
-            continue
-        if any(a.overlaps(b) for a in axes for b in seen):
-            return None
-        common.append(axes)
-        seen.extend(axes)
     return common
 
 
@@ -201,77 +183,3 @@ def _distribute_to_batching(common: list, projections, rule, mesh: Mesh) -> None
             common[b] = tuple(axes)
             if not pending:
                 break
-
-
-def projected_sharding(mapping, common: list[tuple], original: TensorSharding | None,
-                       mesh_name: str) -> TensorSharding:
-    """``TensorFactorShardings::createTensorShardingAttr`` for one-factor dims."""
-    dims = []
-    for d, factors in enumerate(mapping):
-        closed = True if original is None else original.dims[d].is_closed
-        dims.append(DimSharding(common[factors[0]], closed))
-    if original is None:
-        return TensorSharding(mesh_name, tuple(dims))
-    return dataclasses.replace(original, mesh=mesh_name, dims=tuple(dims))
-
-
-def concat_needs_full_version(mop) -> bool:
-    """``isOnFullVersion`` for a concatenate: an operand's sharding differs
-    from the result's."""
-    from sdy_dl.ir.value_sharding import get_sharding
-
-    result = get_sharding(mop.results[0])
-    return any(get_sharding(v) != result for v in mop.operands)
-
-
-def reshard_to_common_axes(mop, rule, meshes: dict[str, Mesh]) -> bool:
-    """``processOp`` in the full version (one-factor dims):
-    reshard the operands and results whose factor axes differ from the common
-    axes."""
-    from jaxlib.mlir import ir
-
-    from sdy_dl.passes.export.explicit_reshards_util import _num_elements, factor_projections
-    from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.ir.value_sharding import get_sharding, set_sharding
-
-    if rule is None or rule.is_custom:
-        return False
-    projected = factor_projections(mop, rule, meshes)
-    if projected is None:
-        return False
-    mesh_name, shardings, projections = projected
-    mesh = meshes[mesh_name]
-    ins, outs = shardings[:len(mop.operands)], shardings[len(mop.operands):]
-    sizes = [_num_elements(v.type) for v in list(mop.operands) + list(mop.results)]
-    common = find_common_axes(projections, sizes, rule, mesh)
-
-    def changed(proj) -> bool:
-        return any(common[f] != axes for f, axes in proj.items())
-
-    done = False
-    for i, operand in enumerate(list(mop.operands)):
-        if not changed(projections[i]):
-            continue
-        sharding = projected_sharding(rule.operands[i], common, ins[i], mesh_name)
-        reshard = ir.Operation.create("sdy.reshard", results=[operand.type], operands=[operand],
-                                      attributes={"sharding": parse_attr(sharding.to_text())},
-                                      loc=mop.location)
-        ir.InsertionPoint(mop).insert(reshard)
-        mop.operands[i] = reshard.results[0]
-        done = True
-    n = len(mop.operands)
-    anchor = mop
-    for j, result in enumerate(list(mop.results)):
-        if not changed(projections[n + j]):
-            continue
-        old = get_sharding(result) or TensorSharding(
-            mesh_name, tuple(DimSharding((), True) for _ in rule.results[j]))
-        reshard = ir.Operation.create("sdy.reshard", results=[result.type], operands=[result],
-                                      attributes={"sharding": parse_attr(old.to_text())},
-                                      loc=mop.location)
-        ir.InsertionPoint.after(anchor).insert(reshard)
-        anchor = reshard
-        result.replace_all_uses_except(reshard.results[0], reshard)
-        set_sharding(result, projected_sharding(rule.results[j], common, outs[j], mesh_name))
-        done = True
-    return done

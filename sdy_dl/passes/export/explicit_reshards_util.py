@@ -1,5 +1,7 @@
 """Helpers of insert-explicit-reshards (Shardy's ``explicit_reshards_util``):
-the all-reduces that turn unreduced axes into replicated ones.
+the all-reduces that turn unreduced axes into replicated ones, the op's mesh,
+its reduction axes, the non-full version's dot decision (``processDot``) and
+the unreduced collectives.
 
 A value whose sharding has unreduced axes that its user does not keep
 unreduced is all-reduced over those axes first (Shardy's
@@ -49,29 +51,9 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     return sharding
 
 
-# -- dots (Shardy's processDot, the non-full version's one rewrite) -------------------
+# -- the op's mesh, its reduction axes and processDot ---------------------------------
 
 DOT_OPS = frozenset({"stablehlo.dot", "stablehlo.dot_general"})
-
-
-def _num_elements(type_) -> int:
-    from jaxlib.mlir import ir
-
-    n = 1
-    for d in ir.RankedTensorType(type_).shape:
-        n *= d
-    return n
-
-
-def _factor_axes(sharding: TensorSharding | None, mapping) -> dict[int, tuple] | None:
-    """Factor index -> axes of a tensor whose dims each hold one factor
-    (a missing sharding is closed and empty); None for compound dims."""
-    out = {}
-    for d, factors in enumerate(mapping):
-        if len(factors) != 1:
-            return None
-        out[factors[0]] = () if sharding is None else tuple(sharding.dims[d].axes)
-    return out
 
 
 def value_bypassing_barriers(value):
@@ -92,141 +74,101 @@ def sharding_bypassing_barriers(value) -> TensorSharding | None:
     return get_sharding(value_bypassing_barriers(value))
 
 
-def common_mesh(shardings, meshes: dict[str, Mesh]) -> str | None:
-    """Shardy's ``getMesh``: the one (named, non-maximal) mesh of the given
-    shardings, None when there is none or several."""
-    names = {s.mesh for s in shardings if s is not None}
-    if len(names) != 1:
+def is_fully_replicated(sharding: TensorSharding | None) -> bool:
+    """Shardy's ``isFullyReplicated``: no sharding, or no dim has an axis."""
+    return sharding is None or all(not d.axes for d in sharding.dims)
+
+
+def get_mesh(shardings, meshes: dict[str, Mesh]) -> str | None:
+    """Shardy's ``getMesh`` in insert-explicit-reshards: the shardings' meshes
+    must have the same axes (device order aside) and not be maximal; the mesh
+    symbol most used by the shardings that are not fully replicated wins (the
+    first to reach the highest count; the common one when all are)."""
+    common = None
+    for s in shardings:
+        if s is None or not isinstance(s.mesh, str):
+            continue
+        mesh = meshes[s.mesh]
+        if common is None or meshes[common].is_empty:
+            common = s.mesh
+            continue
+        if mesh.is_empty:
+            continue
+        if mesh.axes != meshes[common].axes:
+            return None
+        if not mesh.device_ids:
+            common = s.mesh
+    if common is None or meshes[common].is_maximal or meshes[common].is_empty:
         return None
-    name = next(iter(names))
-    mesh = meshes.get(name) if isinstance(name, str) else None
-    return None if mesh is None or mesh.is_maximal else name
+    best, counts = common, {}
+    top = 0
+    for s in shardings:
+        if is_fully_replicated(s):
+            continue
+        counts[s.mesh] = counts.get(s.mesh, 0) + 1
+        if counts[s.mesh] > top:
+            top, best = counts[s.mesh], s.mesh
+    return best
 
 
-def factor_projections(mop, rule, meshes: dict[str, Mesh]):
-    """``(mesh name, shardings, projections)`` of ``mop``: the common mesh of its
-    operand and result shardings (read through propagation barriers), those
-    shardings, and each one's factor -> axes projection under ``rule``; None
-    when there is no common mesh or a tensor does not project."""
-    shardings = [sharding_bypassing_barriers(v) for v in list(mop.operands) + list(mop.results)]
-    mesh_name = common_mesh(shardings, meshes)
-    if mesh_name is None:
-        return None
-    mappings = list(rule.operands) + list(rule.results)
-    projections = [_factor_axes(s, m) for s, m in zip(shardings, mappings)]
-    if any(p is None for p in projections):
-        return None
-    return mesh_name, shardings, projections
-
-
-def all_reduce_reduction_factors(mop, rule, meshes: dict[str, Mesh]) -> bool:
-    """Shardy's ``insertAllReducesForReductionFactors`` in the non-full version:
-    when the op's results are unreduced, the axes of its reduction factors
-    (sharded alike on every tensor that has them) that the results do not keep
-    unreduced are all-reduced right after the op, one ``sdy.all_reduce`` per
-    result."""
-    from jaxlib.mlir import ir
-
-    from sdy_dl.ir.storage import parse_attr
-    from sdy_dl.ir.meshes import sort_and_merge_axes
-    from sdy_dl.ir.value_sharding import get_sharding
-    from sdy_dl.sharding import DimSharding
-
-    if rule is None or rule.is_custom or len(mop.results) == 0:
-        return False
-    first = get_sharding(mop.results[0])
-    if first is None or not first.unreduced:
-        return False
-    projected = factor_projections(mop, rule, meshes)
-    if projected is None:
-        return False
-    mesh_name, _, projections = projected
-    mesh = meshes[mesh_name]
-    reduction: list = []
+def reduction_axes(rule, projection, common) -> list | None:
+    """The axes of the reduction factors, in factor order: the common axes
+    (full version), or, without them, each reduction factor's sharding when it
+    is alike on every tensor that has it (None when it is not: Shardy fails a
+    check there)."""
+    axes: list = []
     for f, factor in enumerate(rule.factors):
         if factor.kind != "reduction":
             continue
-        shardings = [p[f] for p in projections if f in p]
+        if common is not None:
+            axes.extend(common[f])
+            continue
+        shardings = [p[f] for p in projection.tensors if f in p]
         if any(s != shardings[0] for s in shardings):
-            return False  # Shardy fails a check here
-        reduction.extend(shardings[0] if shardings else ())
-    axes = axis_set_diff(reduction, first.unreduced, mesh)
-    if not axes:
-        return False
-    axes = sort_and_merge_axes(axes, mesh)
-    anchor = mop
-    for result in list(mop.results):
-        sharding = get_sharding(result) or TensorSharding(
-            mesh_name, tuple(DimSharding((), True) for _ in ir.RankedTensorType(result.type).shape))
-        axes_text = "#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes) + "}>"
-        all_reduce = ir.Operation.create(
-            "sdy.all_reduce", results=[result.type], operands=[result],
-            attributes={"reduction_axes": ir.Attribute.parse(axes_text),
-                        "out_sharding": parse_attr(sharding.to_text())}, loc=mop.location)
-        ir.InsertionPoint.after(anchor).insert(all_reduce)
-        result.replace_all_uses_except(all_reduce.results[0], all_reduce)
-        anchor = all_reduce
-    return True
+            return None
+        axes.extend(shardings[0] if shardings else ())
+    return axes
 
 
-def reshard_dot_result(mop, rule, meshes: dict[str, Mesh]) -> bool:
-    """Shardy's ``processDot``: when the operands are compatible and exactly one
-    non-contracting/batching factor of the result conflicts with a (non-empty)
-    operand sharding, the result is no larger than that operand and the
-    result's conflicting axes are exactly the contracting factors' axes, the
-    dot is resharded to the operand's axes (a more sharded dot) and an
-    ``sdy.reshard`` back to the original result sharding follows it."""
-    from sdy_dl.ir.mlir_ops import insert_sharding_op_after
-    from sdy_dl.ir.value_sharding import get_sharding, set_sharding
-    from sdy_dl.sharding import DimSharding
-
-    if rule is None or rule.is_custom or len(mop.results) != 1 or len(mop.operands) != 2:
-        return False
-    lhs_s, rhs_s = (sharding_bypassing_barriers(v) for v in mop.operands)
-    out_s = get_sharding(mop.results[0])
-    if out_s is None or common_mesh((lhs_s, rhs_s, out_s), meshes) is None:
-        return False
-    lhs = _factor_axes(lhs_s, rule.operands[0])
-    rhs = _factor_axes(rhs_s, rule.operands[1])
-    res = _factor_axes(out_s, rule.results[0])
-    if lhs is None or rhs is None or res is None:
-        return False
-    lhs_size, rhs_size = (_num_elements(v.type) for v in mop.operands)
-    result_size = _num_elements(mop.results[0].type)
+def dot_result_axes(rule, projection, sizes) -> list | None:
+    """Shardy's ``processDot`` decision: when the operands are compatible and
+    exactly one non-contracting/batching factor of the result conflicts with a
+    (non-empty) operand sharding, the result is no larger than that operand
+    and the result's conflicting axes are exactly the contracting factors'
+    axes, the result's axes per factor with the conflicting factor taking the
+    operand's axes (a more sharded dot); None otherwise.  ``sizes``: the
+    numbers of elements of lhs, rhs and result."""
+    lhs, rhs, res = projection.tensors
+    lhs_size, rhs_size, result_size = sizes
     conflicting, conflicting_axes = None, ()
-    reduction_axes: list = []
+    reduction: list = []
     seen: list = []
     for f in range(len(rule.factors)):
         if f in lhs and f in rhs:
             operand_axes, max_size = lhs[f], max(lhs_size, rhs_size)
             if lhs[f] != rhs[f]:
-                return False
+                return None
             if rule.factors[f].kind == "reduction":
-                reduction_axes.extend(operand_axes)
+                reduction.extend(operand_axes)
                 continue
         else:
             operand_axes = lhs[f] if f in lhs else rhs.get(f, ())
             max_size = lhs_size if f in lhs else rhs_size
             for axis in operand_axes:
                 if any(a.overlaps(axis) for a in seen):
-                    return False
+                    return None
                 seen.append(axis)
         if res.get(f, ()) != operand_axes:
             if not operand_axes or conflicting is not None or result_size > max_size:
-                return False
+                return None
             conflicting, conflicting_axes = f, operand_axes
     if conflicting is None:
-        return False
-    if not res[conflicting] or list(res[conflicting]) != reduction_axes:
-        return False
-    res[conflicting] = conflicting_axes
-    dims = tuple(DimSharding(res[factors[0]], dim.is_closed)
-                 for factors, dim in zip(rule.results[0], out_s.dims))
-    result = mop.results[0]
-    set_sharding(result, dataclasses.replace(out_s, dims=dims))
-    reshard = insert_sharding_op_after("sdy.reshard", result, out_s, mop.location)
-    result.replace_all_uses_except(reshard.results[0], reshard)
-    return True
+        return None
+    if not res[conflicting] or list(res[conflicting]) != reduction:
+        return None
+    axes = [res.get(f, ()) for f in range(len(rule.factors))]
+    axes[conflicting] = conflicting_axes
+    return axes
 
 
 # -- reshards to unreduced axes (Shardy's insertUnreducedCollectives) -----------------

@@ -1,0 +1,235 @@
+"""insert-explicit-reshards on an op with a sharding rule (Shardy's
+``processOp``, ``processDot`` and ``insertAllReducesForReductionFactors``),
+for all such ops of a module at once.
+
+Each op to treat is a :class:`Pending` (its rule, mesh and shardings as it
+reads them); :func:`decide` asks the Datalog stage for every projection, picks
+the new axes per factor (the common axes in full; a dot's more sharded result
+otherwise) and asks the stage for the tensors they change;
+:func:`apply_full`, :func:`apply_dot` and :func:`all_reduce_reduction_factors`
+rewrite the op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sdy_dl.ir.meshes import sort_and_merge_axes
+from sdy_dl.ir.mlir_ops import tensor_rank
+from sdy_dl.ir.storage import parse_attr
+from sdy_dl.ir.value_sharding import get_sharding, set_sharding
+from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
+from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
+                                                               project_out)
+from sdy_dl.passes.export.explicit_reshards_reshape import (greatest_common_prefix_axes,
+                                                            redistributed)
+from sdy_dl.passes.export.explicit_reshards_targets import equivalent
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, dot_result_axes, get_mesh,
+                                                         is_fully_replicated, reduction_axes,
+                                                         sharding_bypassing_barriers)
+from sdy_dl.passes.export.insert_func_call_reshards import is_equivalent
+from sdy_dl.sharding import DimSharding, TensorSharding, axis_set_diff
+
+
+def num_elements(type_) -> int:
+    """The number of elements of a static tensor type (0 when dynamic)."""
+    from jaxlib.mlir import ir
+
+    try:
+        shaped = ir.ShapedType(type_)
+    except ValueError:
+        return 0
+    if not shaped.has_static_shape:
+        return 0
+    n = 1
+    for d in shaped.shape:
+        n *= d
+    return n
+
+
+@dataclasses.dataclass
+class Pending:
+    """An op whose rewrite needs its sharding projection."""
+
+    mop: object
+    op: OpShardings
+    originals: tuple            # the shardings the op read (None: missing)
+    on_full: bool
+    sizes: tuple[int, ...]
+
+    def on_other_devices(self, meshes) -> list[bool]:
+        """Per tensor: sharded on a mesh whose device order is not the op's
+        mesh's (``shouldReshardToCommonMesh``)."""
+        devices = meshes[self.op.mesh].device_ids
+        return [not is_fully_replicated(s) and meshes[s.mesh].device_ids != devices
+                for s in self.originals]
+
+
+def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
+    """The op ``mop`` to project (None when Shardy would skip it: no rule, a
+    custom rule, no common mesh, or nothing to do in the non-full version)."""
+    if rule is None or rule.is_custom:
+        return None
+    values = list(mop.operands) + list(mop.results)
+    shardings = tuple(sharding_bypassing_barriers(v) for v in values)
+    mesh = get_mesh(shardings, meshes)
+    if mesh is None:
+        return None
+    if not on_full:
+        first = get_sharding(mop.results[0]) if mop.results else None
+        unreduced = first is not None and bool(first.unreduced)
+        dot = mop.name in DOT_OPS and len(mop.operands) == 2 and len(mop.results) == 1 \
+            and shardings[-1] is not None
+        if not dot and not unreduced:
+            return None
+    tensors = tuple(on_mesh(s, mesh, tensor_rank(v.type)) for s, v in zip(shardings, values))
+    return Pending(mop, OpShardings(rule, mesh, tensors), shardings, on_full,
+                   tuple(num_elements(v.type) for v in values))
+
+
+def is_reshape_with_overflow(p: Pending, projection) -> bool:
+    return p.on_full and p.mop.name == "stablehlo.reshape" and projection.has_overflow()
+
+
+def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -> dict:
+    """Index -> common axes of the reshapes whose projection has overflow axes
+    (``processReshapeWithOverflowAxes``: both sides redistributed, projected
+    again, the greatest common prefix per factor)."""
+    indices = [k for k, (p, proj) in enumerate(zip(pendings, projections))
+               if is_reshape_with_overflow(p, proj)]
+    if not indices:
+        return {}
+    ops = [pendings[k].op for k in indices]
+    built = project_out(ops, [redistributed(op.rule, projections[k], meshes[op.mesh])
+                              for k, op in zip(indices, ops)], meshes, options)
+    legal = project([dataclasses.replace(op, shardings=update.shardings)
+                     for op, update in zip(ops, built)],
+                    [pendings[k].sizes for k in indices], meshes, options)
+    return {k: greatest_common_prefix_axes(proj, len(op.rule.factors), meshes[op.mesh])
+            for k, op, proj in zip(indices, ops, legal)}
+
+
+def decide(pendings: list[Pending], meshes, options):
+    """Per pending op: (its update: which tensors change and their new
+    shardings, or None; the axes to all-reduce after it)."""
+    projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options)
+    reshapes = reshape_common_axes(pendings, projections, meshes, options)
+    plans = []
+    for k, (p, projection) in enumerate(zip(pendings, projections)):
+        rule, mesh = p.op.rule, meshes[p.op.mesh]
+        common = None
+        new_axes = None
+        if k in reshapes:
+            common = new_axes = reshapes[k]
+        elif p.on_full:
+            common = find_common_axes(projection, list(p.sizes), rule, mesh)
+            # Compatible shardings without overflow axes change no tensor: the
+            # op needs no projection out unless a mesh has another device order.
+            unchanged = projection.compatible and not projection.has_overflow()
+            new_axes = None if unchanged and not any(p.on_other_devices(meshes)) else common
+        elif p.mop.name in DOT_OPS and p.originals[-1] is not None:
+            new_axes = dot_result_axes(rule, projection, p.sizes)
+        reduce_axes = None
+        first = p.originals[len(rule.operands)] if p.mop.results else None
+        if p.mop.results and (p.on_full or (first is not None and first.unreduced)):
+            reduce_axes = reduction_axes(rule, projection, common)
+        plans.append((new_axes, reduce_axes))
+    outs = project_out([p.op for p, (axes, _) in zip(pendings, plans) if axes is not None],
+                       [axes for axes, _ in plans if axes is not None], meshes, options)
+    it = iter(outs)
+    decided = []
+    for k, (p, (axes, reduce_axes)) in enumerate(zip(pendings, plans)):
+        update = next(it) if axes is not None else None
+        if k in reshapes:
+            # The reshape's tensors change when their new sharding is not
+            # equivalent to the old one (the operand's own, the result's
+            # read through barriers).
+            operand, result = update.shardings
+            update = dataclasses.replace(update, updated=(
+                not equivalent(get_sharding(p.mop.operands[0]), operand),
+                not is_equivalent(result, p.originals[1])))
+        decided.append((update, reduce_axes))
+    return decided
+
+
+def _create(name: str, value, attributes: dict, loc):
+    from jaxlib.mlir import ir
+
+    return ir.Operation.create(name, results=[value.type], operands=[value],
+                               attributes=attributes, loc=loc)
+
+
+def apply_full(p: Pending, update, meshes) -> bool:
+    """Shardy's ``insertExplicitReshards``: operands before the op, then results
+    after it, for the tensors the update changes or whose mesh has another
+    device order than the op's mesh."""
+    from jaxlib.mlir import ir
+
+    mop = p.mop
+    n = len(mop.operands)
+    others = p.on_other_devices(meshes)
+    changed = False
+    for i in range(n):
+        if update.updated[i] or others[i]:
+            operand = mop.operands[i]
+            reshard = _create("sdy.reshard", operand,
+                              {"sharding": parse_attr(update.shardings[i].to_text())},
+                              operand.location)
+            ir.InsertionPoint(mop).insert(reshard)
+            mop.operands[i] = reshard.results[0]
+            changed = True
+    anchor = mop
+    for j, result in enumerate(list(mop.results)):
+        if update.updated[n + j] or others[n + j]:
+            old = get_sharding(result) or TensorSharding(
+                p.op.mesh, tuple(DimSharding((), True) for _ in range(tensor_rank(result.type))))
+            reshard = _create("sdy.reshard", result, {"sharding": parse_attr(old.to_text())},
+                              result.location)
+            ir.InsertionPoint.after(anchor).insert(reshard)
+            anchor = reshard
+            result.replace_all_uses_except(reshard.results[0], reshard)
+            set_sharding(result, update.shardings[n + j])
+            changed = True
+    return changed
+
+
+def apply_dot(p: Pending, update) -> bool:
+    """``processDot``'s rewrite: the dot takes its new result sharding and a
+    reshard back to the old one follows it."""
+    from jaxlib.mlir import ir
+
+    result = p.mop.results[0]
+    old = get_sharding(result)
+    set_sharding(result, update.shardings[-1])
+    reshard = _create("sdy.reshard", result, {"sharding": parse_attr(old.to_text())},
+                      result.location)
+    ir.InsertionPoint.after(p.mop).insert(reshard)
+    result.replace_all_uses_except(reshard.results[0], reshard)
+    return True
+
+
+def all_reduce_reduction_factors(p: Pending, axes, meshes) -> bool:
+    """Shardy's ``insertAllReducesForReductionFactors``: the reduction axes the
+    first result does not keep unreduced are all-reduced right after the op,
+    one ``sdy.all_reduce`` per result."""
+    from jaxlib.mlir import ir
+
+    mesh = meshes[p.op.mesh]
+    first = get_sharding(p.mop.results[0])
+    axes = axis_set_diff(axes, first.unreduced if first is not None else (), mesh)
+    if not axes:
+        return False
+    axes = sort_and_merge_axes(axes, mesh)
+    axes_attr = ir.Attribute.parse("#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes)
+                                   + "}>")
+    anchor = p.mop
+    for result in list(p.mop.results):
+        sharding = get_sharding(result) or TensorSharding(
+            p.op.mesh, tuple(DimSharding((), True) for _ in range(tensor_rank(result.type))))
+        all_reduce = _create("sdy.all_reduce", result,
+                             {"reduction_axes": axes_attr,
+                              "out_sharding": parse_attr(sharding.to_text())}, result.location)
+        ir.InsertionPoint.after(anchor).insert(all_reduce)
+        anchor = all_reduce
+        result.replace_all_uses_except(all_reduce.results[0], all_reduce)
+    return True

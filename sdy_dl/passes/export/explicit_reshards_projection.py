@@ -1,0 +1,206 @@
+"""The sharding projections of insert-explicit-reshards (Shardy's
+``ShardingProjection`` as the pass builds it), computed by the Datalog stage
+``explicit_reshards`` for a batch of ops in one engine call.
+
+:func:`project` gives, per op, every tensor's factor shardings (the step's
+projection, ``datalog/step/projection.dl.j2``); :func:`project_out` gives,
+for new axes per factor, which tensors change and their new shardings (the
+step's projection out, ``datalog/step/dims_out.dl.j2``).  Python only turns
+shardings into facts and relations back into shardings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from sdy_dl.propagation.step import StepInput
+from sdy_dl.propagation.step_facts import ref_triple, step_facts, triple_ref
+from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
+
+
+@dataclasses.dataclass(frozen=True)
+class OpShardings:
+    """An op to project: its rule, its mesh (a symbol) and the shardings of its
+    operands then results, all on that mesh (a missing one fully closed)."""
+
+    rule: RuleInstance
+    mesh: str
+    shardings: tuple[TensorSharding, ...]
+
+    @property
+    def num_operands(self) -> int:
+        return len(self.rule.operands)
+
+    def step(self) -> StepInput:
+        n = self.num_operands
+        return StepInput(self.rule, self.shardings[:n], self.shardings[n:],
+                         ("BOTH",) * len(self.rule.factors))
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """Per tensor (operands then results): factor -> axes of its record, and
+    factor -> overflow axes of the records that have some."""
+
+    tensors: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    #: the factor shardings are compatible (Shardy's getCompatibleFactorShardings)
+    compatible: bool = False
+    #: the common axes of the unary case of findCommonAxes (None: not that case)
+    unary_axes: tuple | None = None
+
+    def has_overflow(self) -> bool:
+        return any(self.overflow)
+
+    def factor_axes(self, num_factors: int) -> list[tuple[AxisRef, ...]]:
+        """Each factor's axes on the first tensor that has it (the common axes
+        when the shardings are compatible)."""
+        axes: list = [None] * num_factors
+        for tensor in self.tensors:
+            for f, refs in tensor.items():
+                if axes[f] is None:
+                    axes[f] = refs
+        return [a if a is not None else () for a in axes]
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorAxes:
+    """New axes per tensor (operands then results): factor -> axes and
+    factor -> overflow axes (for the factors the tensor has records for)."""
+
+    axes: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
+
+
+def on_mesh(sharding: TensorSharding | None, mesh: str, rank: int) -> TensorSharding:
+    """``sharding`` on the mesh symbol ``mesh`` (meshes that differ only in
+    device order have the same axes); fully closed and empty when missing."""
+    if sharding is None:
+        return TensorSharding(mesh, tuple(DimSharding((), True) for _ in range(rank)))
+    return dataclasses.replace(sharding, mesh=mesh)
+
+
+def _run(ops: list[OpShardings], meshes: dict[str, Mesh], options, phase: str,
+         extra: dict | None = None) -> dict[str, set[tuple]]:
+    from sdy_dl.passes import run_analysis
+
+    facts = step_facts([op.step() for op in ops], meshes)
+    facts.update(extra or {})
+    return run_analysis("explicit_reshards", facts, options, phase=phase)
+
+
+def lists_per_factor(rows) -> dict[tuple, dict[int, tuple]]:
+    """``(op, factor) -> {position: (name, pre, size)}`` of rows ``(I, F, Q, A, P, S)``."""
+    out: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for i, f, q, a, p, s in rows:
+        out[i, f][q] = (a, p, s)
+    return out
+
+
+def project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
+            options) -> list[Projection]:
+    """The projection of every op in ``ops`` (one engine call); ``elements``:
+    the number of elements of each op's tensors."""
+    if not ops:
+        return []
+    def kinds(kind):
+        return [(i, f) for i, op in enumerate(ops) for f, factor in enumerate(op.rule.factors)
+                if factor.kind == kind]
+
+    ranks = []
+    for i, (op, sizes) in enumerate(zip(ops, elements)):
+        order = {n: r for r, n in enumerate(sorted(set(sizes)))}
+        ranks.extend((i, t, order[n]) for t, n in enumerate(sizes))
+    out = _run(ops, meshes, options, "project",
+               {"in_need_replication": kinds("need_replication"),
+                "in_permutation": kinds("permutation"), "in_elements_rank": ranks})
+    compatible = {i for (i,) in out["er_compatible"]}
+    unary = lists_per_factor(out["er_unary_axis"])
+    def lists(relation):
+        refs: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+        for i, t, f, q, a, p, s in out[relation]:
+            refs[i, t, f][q] = (a, p, s)
+        return refs
+
+    axes, ovf = lists("er_rec_axis"), lists("er_rec_overflow")
+
+    def refs_of(table, key, mesh):
+        refs = table.get(key, {})
+        return tuple(triple_ref(*refs[q], mesh) for q in range(len(refs)))
+
+    records: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    overflow: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for i, t, f in out["er_rec"]:
+        mesh = meshes[ops[i].mesh]
+        records[i, t][f] = refs_of(axes, (i, t, f), mesh)
+        if (i, t, f) in ovf:
+            overflow[i, t][f] = refs_of(ovf, (i, t, f), mesh)
+    result = []
+    for i, op in enumerate(ops):
+        n = len(op.shardings)
+        mesh = meshes[op.mesh]
+        unary_axes = None
+        if (i,) in out["er_unary"]:
+            unary_axes = tuple(tuple(triple_ref(*ref, mesh) for _, ref in
+                                     sorted(unary.get((i, f), {}).items()))
+                               for f in range(len(op.rule.factors)))
+        result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
+                                 tuple(overflow.get((i, t), {}) for t in range(n)),
+                                 i in compatible, unary_axes))
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """The outcome of setting every factor of an op to new axes: which tensors
+    change (operands then results) and every tensor's sharding afterwards."""
+
+    updated: tuple[bool, ...]
+    shardings: tuple[TensorSharding, ...]
+
+
+def project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
+                options) -> list[Update]:
+    """For each op, its tensors after their factors take new axes (Shardy's
+    ``updateSharding`` of every factor and ``createTensorShardingAttr``; one
+    engine call): ``new[i]`` is the axes of every factor (a list, no overflow
+    axes) or :class:`TensorAxes`.  Closed flags and replicated and unreduced
+    axes are kept."""
+    if not ops:
+        return []
+    rows: dict[str, list] = {"in_factor_axis": [], "in_tensor_axis": [],
+                             "in_tensor_overflow": []}
+    for i, (op, axes) in enumerate(zip(ops, new)):
+        mesh = meshes[op.mesh]
+        if not isinstance(axes, TensorAxes):
+            for f, refs in enumerate(axes):
+                rows["in_factor_axis"].extend((i, f, q) + ref_triple(a, mesh)
+                                              for q, a in enumerate(refs))
+            continue
+        for name, per_tensor in (("in_tensor_axis", axes.axes),
+                                 ("in_tensor_overflow", axes.overflow)):
+            for t, factors in enumerate(per_tensor):
+                for f, refs in factors.items():
+                    rows[name].extend((i, t, f, q) + ref_triple(a, mesh)
+                                      for q, a in enumerate(refs))
+    out = _run(ops, meshes, options, "out", rows)
+    dims: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for i, t, d, o, a, p, s in out["er_dim_axis"]:
+        dims[i, t, d][o] = (a, p, s)
+    updated = {(i, t) for i, t in out["er_updated"]}
+    result = []
+    for i, op in enumerate(ops):
+        mesh = meshes[op.mesh]
+        new = []
+        for t, old in enumerate(op.shardings):
+            new_dims = []
+            for d, dim in enumerate(old.dims):
+                refs = dims.get((i, t, d), {})
+                new_dims.append(DimSharding(tuple(triple_ref(*refs[o], mesh)
+                                                  for o in range(len(refs))), dim.is_closed))
+            new.append(dataclasses.replace(old, dims=tuple(new_dims)))
+        result.append(Update(tuple((i, t) in updated for t in range(len(op.shardings))),
+                             tuple(new)))
+    return result
