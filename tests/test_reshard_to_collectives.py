@@ -27,8 +27,6 @@ KEEP = "func.func(sdy-reshard-to-collectives{keep-redundant-reshards=true})"
 #: What ``propagate --explicit-collectives`` runs, as jaxlib passes.
 EXPLICIT = ("sdy-propagation-pipeline,func.func(sdy-insert-explicit-reshards{enable-full-version=true}),"
             + PASS)
-#: The same with the non-full insert-explicit-reshards (sdy-dl's until the full one is merged).
-EXPLICIT_NON_FULL = EXPLICIT.replace("enable-full-version=true", "enable-full-version=false")
 
 M3 = 'sdy.mesh @mesh = <["x"=2, "y"=2, "z"=2]>\n'
 
@@ -388,10 +386,7 @@ PIPELINE_CASES = {
 @pytest.mark.parametrize("name", sorted(PIPELINE_CASES))
 def test_propagate_explicit_collectives(name):
     text = PIPELINE_CASES[name]
-    expected = shardy(text, EXPLICIT)
-    if expected != shardy(text, EXPLICIT_NON_FULL):
-        pytest.skip("needs the full insert-explicit-reshards")
-    assert_same(expected, explicit(text))
+    assert_same(shardy(text, EXPLICIT), explicit(text))
 
 
 @pytest.mark.parametrize("program", ["mlp", "sharding_constraint", "while_loop"])
@@ -399,10 +394,7 @@ def test_propagate_explicit_collectives_on_jax_programs(program):
     from jax_programs import lowered
 
     text = lowered(program)
-    expected = shardy(text, EXPLICIT)
-    if expected != shardy(text, EXPLICIT_NON_FULL):
-        pytest.skip("needs the full insert-explicit-reshards")
-    assert_same(expected, explicit(text))
+    assert_same(shardy(text, EXPLICIT), explicit(text))
 
 
 # -- errors ------------------------------------------------------------------------
@@ -485,8 +477,7 @@ PIPELINE_LIT = {"propagation_pipeline.mlir": "shardy/dialect/sdy/transforms/prop
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PIPELINE_LIT))
 def test_propagate_explicit_collectives_on_lit_inputs(name):
-    """Every chunk jaxlib accepts and on which the full and the non-full
-    insert-explicit-reshards agree must be equal."""
+    """Every chunk jaxlib accepts must be equal."""
     from test_import_lit import read_lit
     from test_lit_passes import chunk_name, chunks_of
 
@@ -496,7 +487,7 @@ def test_propagate_explicit_collectives_on_lit_inputs(name):
     differ, compared = [], 0
     for i, chunk in enumerate(chunks_of(text)):
         expected = _outcome(lambda: shardy(chunk, EXPLICIT))
-        if expected == "<error>" or expected != _outcome(lambda: shardy(chunk, EXPLICIT_NON_FULL)):
+        if expected == "<error>":
             continue
         compared += 1
         if _outcome(lambda: explicit(chunk)) != expected:
