@@ -8,20 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
 import lowering
-from jax_programs import _f32, _ns
-
-
-@jax.jit
-def _dense(x, w):
-    return jnp.tanh(x @ w)
-
-
-@jax.jit
-def _scale(x):
-    return x * 2.0 + 1.0
+from jax_programs import _affine as _scale, _f32, _ns, _tanh_dense as _dense
 
 
 @jax.jit
