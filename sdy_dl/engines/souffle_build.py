@@ -21,30 +21,35 @@ import time
 FAILED = "failed"
 
 
-def build(souffle: str, source: str, exe: str) -> int:
+def build(souffle: str, source: str, exe: str, wait: bool = False) -> str | None:
+    """Compile ``source`` into ``exe`` unless it is there; None when done (or, without
+    ``wait``, when another builder has this program), else the compiler's message."""
     directory = os.path.dirname(exe)
     with open(os.path.join(directory, "build.lock"), "w") as mine:
         try:
-            fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(mine, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            return 0  # another builder has this program
+            return None  # another builder has this program
         with open(os.path.join(os.path.dirname(directory), "build.lock"), "w") as shared:
             fcntl.flock(shared, fcntl.LOCK_EX)
             if os.path.exists(exe):
-                return 0
+                return None
             start = time.monotonic()
             with tempfile.TemporaryDirectory(prefix="sdy-dl-build-", dir=directory) as tmp:
                 built = os.path.join(tmp, "program")
                 proc = subprocess.run([souffle, "-o", built, source], capture_output=True, text=True)
                 if proc.returncode != 0:
-                    print((proc.stderr or proc.stdout).strip(), file=sys.stderr)
+                    message = (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"
                     with open(os.path.join(directory, FAILED), "w") as f:
-                        f.write((proc.stderr or proc.stdout)[-4000:])
-                    return 1
+                        f.write(message[-4000:])
+                    return message
                 os.replace(built, exe)
             print(f"compiled {source} in {time.monotonic() - start:.1f} s", file=sys.stderr)
-    return 0
+    return None
 
 
 if __name__ == "__main__":
-    sys.exit(build(*sys.argv[1:4]))
+    error = build(*sys.argv[1:4])
+    if error is not None:
+        print(error, file=sys.stderr)
+    sys.exit(0 if error is None else 1)

@@ -105,17 +105,15 @@ class SouffleEngine:
         return self._fallback
 
     def _compile(self, program: Program) -> str:
-        """The cached binary of ``program``, compiled now."""
+        """The cached binary of ``program``, compiled now (after any build of it or of
+        another program that is running)."""
+        from sdy_dl.engines.souffle_build import build
+
         exe = binary_path(program)
-        directory = os.path.dirname(exe)
-        os.makedirs(directory, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="sdy-dl-build-", dir=directory) as tmp:
-            source = os.path.join(tmp, "program.dl")
-            with open(source, "w", encoding="utf-8") as f:
-                f.write(program.text)
-            built = os.path.join(tmp, "program")
-            _run([self.binary, "-o", built, source])
-            os.replace(built, exe)
+        error = build(self.binary, _cached_source(program), exe, wait=True)
+        if error is not None or not os.path.exists(exe):
+            lines = (error or "no binary was built").splitlines()
+            raise SdyError(f"souffle failed: {lines[0]}")
         return exe
 
     def _start_build(self, program: Program) -> None:
@@ -129,13 +127,7 @@ class SouffleEngine:
         directory = os.path.dirname(exe)
         if os.path.exists(os.path.join(directory, FAILED)):
             return   # compiling it failed before (see build.log there): clingo runs it
-        os.makedirs(directory, exist_ok=True)
-        source = os.path.join(directory, "program.dl")
-        if not os.path.exists(source):
-            fd, tmp = tempfile.mkstemp(prefix="program-", suffix=".dl", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(program.text)
-            os.replace(tmp, source)
+        source = _cached_source(program)
         with open(os.path.join(directory, "build.log"), "ab") as log:
             subprocess.Popen([sys.executable, "-m", "sdy_dl.engines.souffle_build",
                               self.binary, source, exe],
@@ -145,6 +137,19 @@ class SouffleEngine:
             print(f"sdy-dl: compiling Soufflé programs in the background into {cache_dir()}; "
                   "until they are ready, their calls run on the embedded engine",
                   file=sys.stderr)
+
+
+def _cached_source(program: Program) -> str:
+    """``program``'s text saved next to its binary's place (written once, atomically)."""
+    directory = os.path.dirname(binary_path(program))
+    os.makedirs(directory, exist_ok=True)
+    source = os.path.join(directory, "program.dl")
+    if not os.path.exists(source):
+        fd, tmp = tempfile.mkstemp(prefix="program-", suffix=".dl", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(program.text)
+        os.replace(tmp, source)
+    return source
 
 
 def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
