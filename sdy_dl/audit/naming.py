@@ -23,6 +23,7 @@ keep the op's identity.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -110,21 +111,29 @@ def _ssa_names(module: Module, text: str | None = None) -> dict[int, list[str]]:
     return names
 
 
+#: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
+_DEFINES = re.compile(r"\s*(%[\w$.\-]+)(?: =|:)")
+
+
 def _definition_lines(module: Module, text: str) -> dict[int, int]:
-    """value id -> the (1-based) line of ``text`` that defines it, for op results."""
-    lines = text.splitlines()
+    """value id -> the (1-based) line of ``text`` that defines it, for op results: for
+    each op in order, the first line after the previous match that defines its first
+    result's name (``%N = ...`` or ``%N:2 = ...``)."""
+    starts: dict[str, list[int]] = {}
+    for i, line in enumerate(text.splitlines()):
+        m = _DEFINES.match(line)
+        if m:
+            starts.setdefault(m.group(1), []).append(i)
     out, cursor = {}, 0
     for op in module.ops:
         if not op.results or op.parent is None:
             continue
-        base = op.results[0].name.split("#")[0]
-        for i in range(cursor, len(lines)):
-            stripped = lines[i].lstrip()
-            if stripped.startswith(base + " =") or stripped.startswith(base + ":"):
-                for r in op.results:
-                    out[r.vid] = i + 1
-                cursor = i + 1
-                break
+        found = starts.get(op.results[0].name.split("#")[0], ())
+        k = bisect.bisect_left(found, cursor)
+        if k < len(found):
+            for r in op.results:
+                out[r.vid] = found[k] + 1
+            cursor = found[k] + 1
     return out
 
 

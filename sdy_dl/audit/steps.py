@@ -11,6 +11,7 @@ projected from its tensors; ``fin_axis``: the records after the strategy;
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +30,7 @@ class OpDescriber:
         from sdy_dl.rules.db import load_rule_db
 
         self.file = file
-        self.rule_files = [str(Path(f).resolve()) for f in rule_files]
+        self.rule_files = frozenset(str(Path(f).resolve()) for f in rule_files)
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
 
     def __call__(self, op) -> dict:
@@ -55,17 +56,8 @@ class OpDescriber:
         return self.file_label(entry.loc.file, entry.loc.line)
 
     def file_label(self, path: str, line: int | None) -> str:
-        from sdy_dl.resources import rules_dir
-
         where = f":{line}" if line else ""
-        p = Path(path).resolve()
-        try:
-            return f"rules/{p.relative_to(rules_dir().resolve())}{where}"
-        except ValueError:
-            pass
-        if str(p) in self.rule_files:
-            return f"--rules {path}{where}"
-        return f"$SDY_DL_RULES {path}{where}"
+        return _file_label(path, self.rule_files) + where
 
 
 @dataclass
@@ -198,3 +190,18 @@ class StepRecords:
 
     def ref_text(self, i: int, ref) -> str:
         return triple_ref(*ref, self.mesh[i]).to_text()
+
+
+@functools.lru_cache(maxsize=None)
+def _file_label(path: str, rule_files: frozenset) -> str:
+    """How a rule file is named in explanations (``rule_files``: the ``--rules`` files, resolved)."""
+    from sdy_dl.resources import rules_dir
+
+    p = Path(path).resolve()
+    try:
+        return f"rules/{p.relative_to(rules_dir().resolve())}"
+    except ValueError:
+        pass
+    if str(p) in rule_files:
+        return f"--rules {path}"
+    return f"$SDY_DL_RULES {path}"
