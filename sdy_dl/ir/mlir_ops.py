@@ -23,7 +23,7 @@ from jaxlib.mlir import ir
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import parse_attr
+from sdy_dl.ir.storage import function_type, parse_attr
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
@@ -229,11 +229,11 @@ def is_scalar(value) -> bool:
 # -- functions, text, edits -------------------------------------------------------------
 
 def func_result_types(func) -> list:
-    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).results)
+    return list(function_type(func).results)
 
 
 def func_arg_types(func) -> list:
-    return list(ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value).inputs)
+    return list(function_type(func).inputs)
 
 
 def split_top_level(text: str, maxsplit: int = -1) -> list[str]:

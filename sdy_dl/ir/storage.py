@@ -158,9 +158,14 @@ def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
     mop.operation.attributes[name] = parse_attr(sharding.to_text())
 
 
+def function_type(func):
+    """The ``FunctionType`` of a raw ``func.func``."""
+    return ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
+
+
 def func_arity(func) -> tuple[int, int]:
     """(number of arguments, number of results) of a raw ``func.func``."""
-    ft = ir.FunctionType(ir.TypeAttr(func.operation.attributes["function_type"]).value)
+    ft = function_type(func)
     return len(ft.inputs), len(ft.results)
 
 

@@ -21,7 +21,7 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import move_region_body, op_error, walk_post
+from sdy_dl.ir.mlir_ops import func_arg_types, move_region_body, op_error, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
@@ -36,12 +36,6 @@ EXECUTION_THREAD_ATTR = "execution_thread"
 CALL_INHERENT = frozenset({"callee", "arg_attrs", "res_attrs", "no_inline"})
 #: Inherent attributes of ``sdy.named_computation``.
 NAMED_INHERENT = frozenset({"name", "in_shardings", "out_shardings"})
-
-
-def func_arg_types(func) -> list:
-    from jaxlib.mlir import ir
-
-    return list(ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs)
 
 
 def func_arg_shardings(func, meshes) -> list[TensorSharding] | None:
