@@ -208,15 +208,22 @@ class InputIndex:
 
     def origin(self, value: Value) -> InputValue | None:
         """The input value ``value`` descends from (same op kind), if any."""
-        if value.is_block_arg:
-            found = tags(value.mlir.location, "in")
-            return self.by_tag.get((found[0], -1)) if found else None
-        op = value.defining_op
-        for tag in tags(op.mlir.location, "in"):
-            record = self.by_tag.get((tag, value.index))
-            if record is not None and record.op == op.name:
-                return record
-        return None
+        return _tagged_record(value, self.by_tag, "in", lambda recorded, name: recorded == name)
+
+
+def _tagged_record(value: Value, by_tag: dict, prefix: str, same_op):
+    """The record ``by_tag`` holds for ``value`` under its location tags ``prefix``:
+    a block argument's own tag, or an op result's tag and index whose recorded op
+    name ``same_op(recorded, name)`` accepts for the op defining ``value``."""
+    if value.is_block_arg:
+        found = tags(value.mlir.location, prefix)
+        return by_tag.get((found[0], -1)) if found else None
+    op = value.defining_op
+    for tag in tags(op.mlir.location, prefix):
+        record = by_tag.get((tag, value.index))
+        if record is not None and same_op(record.op, op.name):
+            return record
+    return None
 
 
 @dataclass
@@ -262,15 +269,8 @@ class PropagationIndex:
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
-        if value.is_block_arg:
-            found = tags(value.mlir.location, "px")
-            return self.by_tag.get((found[0], -1)) if found else None
-        op = value.defining_op
-        for tag in tags(op.mlir.location, "px"):
-            record = self.by_tag.get((tag, value.index))
-            if record is not None and (record.op == op.name or (record.op, op.name) in EXPORT_RENAMES):
-                return record
-        return None
+        return _tagged_record(value, self.by_tag, "px", lambda recorded, name: (
+            recorded == name or (recorded, name) in EXPORT_RENAMES))
 
 
 @dataclass
