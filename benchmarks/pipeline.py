@@ -240,17 +240,9 @@ def wait_for_builds(cache: str) -> None:
     """Return when no background compilation runs in the cache ``cache``."""
     from sdy_dl.engines.souffle_engine import pending_builds
 
-    old = os.environ.get("SDY_DL_CACHE")
-    os.environ["SDY_DL_CACHE"] = cache
-    try:
-        time.sleep(1)   # let the detached builders take their locks
-        while pending_builds():
-            time.sleep(1)
-    finally:
-        if old is None:
-            del os.environ["SDY_DL_CACHE"]
-        else:
-            os.environ["SDY_DL_CACHE"] = old
+    time.sleep(1)   # let the detached builders take their locks
+    while pending_builds(os.path.join(cache, "souffle")):
+        time.sleep(1)
 
 
 def bench_size(label: str, workdir: str, runs: int, souffle: str | None, trees: list[str]) -> dict:

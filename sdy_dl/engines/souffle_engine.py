@@ -45,11 +45,12 @@ def cached_binary(program: Program) -> str | None:
     return exe if os.path.exists(exe) else None
 
 
-def pending_builds() -> list[str]:
-    """Program directories of the cache whose background compilation is running."""
+def pending_builds(root: str | None = None) -> list[str]:
+    """Program directories of the binary cache ``root`` (default: this process's)
+    whose background compilation is running."""
     import fcntl
 
-    root = cache_dir()
+    root = root or cache_dir()
     out = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         lock = os.path.join(root, name, "build.lock")
