@@ -10,6 +10,7 @@ when those ops see exactly the same shardings when they are popped.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ class _Site:
     # sharding as the step sees it, and as it is stored after the step.
     before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
     after: Callable[[TensorSharding], TensorSharding] | None = None
+    fixed_directions: bool = False   # barriers: the directions come from the op
 
 
 class Propagator:
@@ -86,8 +88,11 @@ class Propagator:
         self._func_edge_sources = func_edge_sources(module, self._callers)
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
+        self._sites: dict[int, _Site | None] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
+        #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
+        self._uses_changed: set[int] = set()
         self.live_uses = {v.vid: list(v.uses) for v in module.values}
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
@@ -155,7 +160,22 @@ class Propagator:
         self._worklist = None
 
     def _site(self, op: Op, directions: DirectionFn) -> _Site | None:
-        """The tensors and rule op ``op`` propagates with (None: nothing to do)."""
+        """The tensors and rule op ``op`` propagates with (None: nothing to do).
+
+        Everything but the directions is fixed for an op: it is built once
+        (``_fixed_site``), and rebuilt only when the directions change."""
+        try:
+            site = self._sites[op.oid]
+        except KeyError:
+            site = self._sites[op.oid] = self._fixed_site(op, directions)
+        if site is None or site.fixed_directions:
+            return site
+        wanted = directions(op, site.rule)
+        if wanted != site.directions:
+            site = self._sites[op.oid] = dataclasses.replace(site, directions=wanted)
+        return site
+
+    def _fixed_site(self, op: Op, directions: DirectionFn) -> _Site | None:
         if op.name == "sdy.data_flow_edge":
             edge = self._edge_by_op[op.oid]
             shape = edge.result.shape
@@ -180,7 +200,8 @@ class Propagator:
                 return None
             rule = identity_rule(value.shape, 1, 1)
             allowed = BARRIER_DIRECTIONS[int(op.attr_text("allowed_direction").split()[0])]
-            return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True)
+            return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True,
+                         fixed_directions=True)
         rule = self._rule(op)
         if rule is None:
             return None
@@ -196,11 +217,12 @@ class Propagator:
         return self._rules[op.oid]
 
     def _step_input(self, site: _Site) -> StepInput | None:
-        operands = tuple(self.state.get(v) for v in site.operands)
-        results = tuple(self.state.get(v) for v in site.results)
+        get = self.state.get
+        operands = tuple([get(v) for v in site.operands])
+        results = tuple([get(v) for v in site.results])
         if site.before is not None:
-            results = tuple(site.before(s) for s in results)
-        if all(s is None for s in operands + results):
+            results = tuple([site.before(s) for s in results])
+        if not any(operands) and not any(results):   # (a sharding is always true)
             return None  # nothing to propagate: no tensor of the op has a sharding
         return StepInput(site.rule, operands, results, site.directions, self.strategy,
                          site.conservative, site.elementwise)
@@ -380,7 +402,17 @@ class Propagator:
                     self._notify_op(definer)
             self.erased.add(dead.oid)
             for index, value in enumerate(dead.operands):
-                self.live_uses[value.vid].remove((dead, index))
+                uses = self.live_uses[value.vid]
+                uses.remove((dead, index))
+                self._uses_changed.update(user.oid for user, _ in uses)
+
+    def take_uses_changed(self) -> set[int]:
+        """The ops (by oid) whose operands lost a use to an erasure since the last
+        call (their op-priority signature may have changed)."""
+        changed = self._uses_changed
+        if changed:
+            self._uses_changed = set()
+        return changed
 
     # -- main function results (§8.7) -----------------------------------
 
