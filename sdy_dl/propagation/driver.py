@@ -11,6 +11,7 @@ when those ops see exactly the same shardings when they are popped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,8 +45,10 @@ BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
 
 
 
+@functools.lru_cache(maxsize=None)
 def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
-    """One factor per dim, shared by every tensor (barriers, edges, result syncs)."""
+    """One factor per dim, shared by every tensor (barriers, edges, result syncs);
+    one instance per distinct (shape, operands, results)."""
     dims = tuple((d,) for d in range(len(shape)))
     return RuleInstance(tuple(Factor(size) for size in shape), (dims,) * operands, (dims,) * results)
 
