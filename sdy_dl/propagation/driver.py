@@ -92,6 +92,10 @@ class Propagator:
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
         self._sites: dict[int, _Site | None] = {}
+        #: oid -> (site, strategy, write count) when the op's step last changed
+        #: nothing: popped again with the same site and strategy and no write to
+        #: its tensors since, its step input is the same, so it is skipped.
+        self._quiet: dict[int, tuple[_Site, str, int]] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
@@ -144,13 +148,20 @@ class Propagator:
             site = self._site(op, directions)
             if site is None:
                 continue
+            quiet = self._quiet.get(op.oid)
+            if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
+                    and self.state.unchanged_since(site.operands + site.results, quiet[2])):
+                continue   # the same step input as when it last changed nothing
             step = self._step_input(site)
             if step is None:
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
                 continue
             output = self._memo.get(step)
             if output is None:
                 self._evaluate_batch(step, site, directions)
                 output = self._memo[step]
+            if not any(output.operands) and not any(output.results):
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
