@@ -125,6 +125,60 @@ def test_background_compilation_then_auto_uses_the_binary(tmp_path, monkeypatch,
     assert get_engine("auto").run(program(), FACTS) == expected
 
 
+INSTALL_JSON = {
+    "compiler": "/usr/bin/c++", "compiler_id": "GNU", "includes": "-I/opt/souffle/include",
+    "std_flag": "-std=c++17", "cxx_flags": " -fopenmp", "release_cxx_flags": "-O3 ",
+    "definitions": "-DUSE_LIBZ -DRAM_DOMAIN_SIZE=64", "compile_options": "",
+    "link_options": " -ldl /usr/lib/libz.so ", "rpaths": "/usr/lib:/opt/lib",
+    "outname_fmt": "-o {}", "rpath_fmt": "-Wl,-rpath,{}", "path_delimiter": ":",
+}
+
+
+def fake_install(directory, conf) -> str:
+    """A ``souffle`` with a ``souffle-compile.py`` reporting ``conf`` (as Soufflé writes it)."""
+    import json
+
+    directory.mkdir(exist_ok=True)
+    (directory / "souffle").write_text("")
+    if conf is not None:
+        (directory / "souffle-compile.py").write_text(
+            '#!/usr/bin/env python3\nJSON_DATA_TEXT = """' + json.dumps(conf, indent=2)
+            + '"""\n\nif not JSON_DATA_TEXT:\n    JSON_DATA_TEXT = """{"compiler": "other"}"""\n')
+    return str(directory / "souffle")
+
+
+def test_compilation_uses_what_the_souffle_install_reports(tmp_path):
+    from sdy_dl.engines.souffle_build import OPTIMIZATION, compile_command, compiler_config
+
+    conf = compiler_config(fake_install(tmp_path / "ok", INSTALL_JSON))
+    assert compile_command(conf, "p.cpp", "p") == [
+        "/usr/bin/c++", "-DUSE_LIBZ", "-DRAM_DOMAIN_SIZE=64", "-I/opt/souffle/include",
+        "-std=c++17", OPTIMIZATION, "-o", "p", "p.cpp", "-ldl", "/usr/lib/libz.so",
+        "-Wl,-rpath,/usr/lib", "-Wl,-rpath,/opt/lib"]
+    # No usable configuration: the builder falls back to `souffle -o`.
+    assert compiler_config(fake_install(tmp_path / "none", None)) is None
+    assert compiler_config(fake_install(tmp_path / "msvc", {**INSTALL_JSON, "compiler_id": "MSVC"})) is None
+    assert compiler_config(fake_install(tmp_path / "partial", {"compiler": "/usr/bin/c++"})) is None
+    broken = tmp_path / "broken"
+    fake_install(broken, None)
+    (broken / "souffle-compile.py").write_text('JSON_DATA_TEXT = """{"compiler": """\n')
+    assert compiler_config(str(broken / "souffle")) is None
+
+
+@pytest.mark.souffle
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
+def test_a_failing_cxx_compilation_falls_back_to_souffle_o(tmp_path, monkeypatch):
+    from sdy_dl.engines import souffle_build, souffle_engine
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
+    monkeypatch.setattr(souffle_build, "compiler_config",
+                        lambda souffle: {**INSTALL_JSON, "compiler": "/bin/false"})
+    assert get_engine("souffle", compiled=True).run(program(), FACTS) == \
+        get_engine("clingo").run(program(), FACTS)
+    assert souffle_engine.cached_binary(program())
+
+
 #: Names as modules may spell them: each must reach the engines as data only.
 AWKWARD_NAMES = ['a"b', "c\\d", "e\tf", "g\nh", "i\r\nj", "日本", "ÿ", ":- foo.", "x).",
                  '"), bar("', "%41", "% 2", "plain", "", " lead", "\\\"", "#show.", "\\n", "\\t",
