@@ -1,11 +1,11 @@
 """The Soufflé engine: runs the emitted program by subprocess.
 
 Interpreted: ``souffle -F facts -D out program.dl``.  Compiled: the program is
-compiled once with ``souffle -o`` into a binary cached by program digest in
-``$SDY_DL_CACHE`` (default ``~/.cache/sdy-dl/souffle``), then run with
-``-F``/``-D``.
+compiled once (:mod:`sdy_dl.engines.souffle_build`: Soufflé's C++ at ``-O1``)
+into a binary cached by program digest in ``$SDY_DL_CACHE`` (default
+``~/.cache/sdy-dl/souffle``), then run with ``-F``/``-D``.
 
-Compiling one program takes a minute or more of C++ compilation (~2 GB).
+Compiling one program takes 10-60 s of C++ compilation (up to ~1.8 GB).
 By default a missing binary is compiled before the call (``wait``).  With
 ``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
 a detached process (:mod:`sdy_dl.engines.souffle_build`, one compilation at
