@@ -208,7 +208,13 @@ def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
     gen.conjunction(list(enumerate(clause.body)), delta, outside)
     head_args = ", ".join(gen.expr(a) for a in clause.head[2])
     gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
-    return gen.lines + [""]
+    # Before the loops: return when a relation the body joins is empty, then fetch
+    # the relations and indexes the loops read (each once per call, not per tuple).
+    header = [f"    {var} = {fetch}" for var, fetch in gen.sets.items()]
+    if gen.required:
+        header.append(f"    if not ({' and '.join(sorted(gen.required))}): return")
+    header += [f"    {var} = {fetch}" for var, fetch in gen.indexes.items()]
+    return gen.lines[:1] + header + gen.lines[1:] + [""]
 
 
 def _plain_vars(cmp) -> set[str]:
@@ -228,6 +234,9 @@ class _Gen:
         self.bound: set[str] = set()
         self.counter = 0
         self.aggregates = 0   # how many aggregates the code being emitted is inside
+        self.sets: dict[str, str] = {}      # local variable -> the relation it holds
+        self.indexes: dict[str, str] = {}   # local variable -> the index it holds
+        self.required: set[str] = set()     # relations the body joins (none empty, or no tuple)
 
     def error(self, message: str) -> SdyError:
         return SdyError(message, file="<program>", line=self.clause.line)
@@ -316,24 +325,26 @@ class _Gen:
             keys.append(p)
             key_exprs.append(self.expr(a))
         source = "delta_index" if from_delta else "index"
-        relation = "delta_index.rel" if from_delta else "rel"
+        relation = self._relation(name, from_delta)
+        if not negated and not self.aggregates:
+            self.required.add(relation)
         # A test is enough unless the atom binds something, or it is counted in an
         # aggregate (Soufflé counts each matching tuple, '_' positions included).
         if negated or (not binds and not checks
                        and (not self.aggregates or len(keys) == len(args))):
             if len(keys) == len(args):
-                test = f"({', '.join(key_exprs)}{',' if len(keys) == 1 else ''}) in {relation}[{name!r}]"
+                test = f"({', '.join(key_exprs)}{',' if len(keys) == 1 else ''}) in {relation}"
             elif keys:
                 test = f"{self._lookup(source, name, keys, key_exprs)}"
             else:
-                test = f"{relation}[{name!r}]"
+                test = relation
             self.line(f"if {'' if negated else 'not '}{test}: continue")
             return
         t = self.fresh("t")
         if keys:
             self.line(f"for {t} in {self._lookup(source, name, keys, key_exprs)}:")
         else:
-            self.line(f"for {t} in {relation}[{name!r}]:")
+            self.line(f"for {t} in {relation}:")
         self.depth += 1
         for var, p in binds:
             self.line(f"v_{var} = {t}[{p}]")
@@ -341,11 +352,18 @@ class _Gen:
         for p, q in checks:
             self.line(f"if {t}[{p}] != {t}[{q}]: continue")
 
+    def _relation(self, name: str, from_delta: bool) -> str:
+        """The local variable holding relation ``name`` (or its delta)."""
+        var = f"{'D' if from_delta else 'R'}_{name}"
+        self.sets[var] = f"{'delta_index.rel' if from_delta else 'rel'}[{name!r}]"
+        return var
+
     def _lookup(self, source: str, name: str, keys: list[int], key_exprs: list[str]) -> str:
+        var = f"{'DX' if source == 'delta_index' else 'X'}_{name}_{'_'.join(map(str, keys))}"
+        self.indexes[var] = f"{source}.get({name!r}, {tuple(keys)!r})"
         if len(keys) == 1:
-            return f"{source}.get({name!r}, ({keys[0]},)).get({key_exprs[0]}, ())"
-        return (f"{source}.get({name!r}, {tuple(keys)!r})"
-                f".get(({', '.join(key_exprs)}), ())")
+            return f"{var}.get({key_exprs[0]}, ())"
+        return f"{var}.get(({', '.join(key_exprs)}), ())"
 
     def comparison(self, lit, how: str, outside: set[str]) -> None:
         op, left, right = lit[1], lit[2], lit[3]
