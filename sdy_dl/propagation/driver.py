@@ -10,7 +10,6 @@ when those ops see exactly the same shardings when they are popped.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -226,10 +225,8 @@ class Propagator:
         an output only for exactly the same input.
         """
         state, worklist, current = self.state, self._worklist, self._current
-        sim = copy.copy(state)
-        sim._value, sim._results = dict(state._value), dict(state._results)
-        sim._changed, sim._changed_results, sim.tracer = set(), set(), None
-        self.state, self._worklist = sim, worklist.copy()
+        sim = state.fork()
+        self.state, self._worklist = sim, worklist.fork()
         unknown: set[int] = set()
         seen = set(batch)
         try:

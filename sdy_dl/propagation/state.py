@@ -31,6 +31,24 @@ def _manual_block_arg(value: Value) -> list[str] | None:
     return manual_axes(value.block.region.owner.mlir)
 
 
+class _Layer(dict):
+    """A dict read through to ``base`` for keys it does not hold; writes stay in
+    the layer (the speculative copy of a state, without copying the base)."""
+
+    def __init__(self, base: dict):
+        super().__init__()
+        self.base = base
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or key in self.base
+
+    def __missing__(self, key):
+        return self.base[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
 class ShardingState:
     """Current shardings of values (by slot) and of function results."""
 
@@ -46,6 +64,13 @@ class ShardingState:
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
         return self.slots.get(v.vid, v)
+
+    def fork(self) -> ShardingState:
+        """A copy for speculation: reads see this state, writes stay in the copy
+        (which records no changes and traces nothing); costs nothing per value."""
+        other = ShardingState(self.module, self.slots)
+        other._value, other._results = _Layer(self._value), _Layer(self._results)
+        return other
 
     def get(self, v: Value) -> TensorSharding | None:
         s = self.slot(v)
