@@ -7,7 +7,7 @@ import sys
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.model import Block, Module, Op, Region, Value
+from sdy_dl.ir.model import Block, Module, Op, Region, Value, op_position
 
 _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
@@ -49,7 +49,32 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
             mlir_module = ir.Module.parse(text)
         except ir.MLIRError as e:
             raise mlir_error(e, file) from None
-        return build_model(mlir_module, file)
+        check_top_level(mlir_module, file)
+    return index_on_demand(mlir_module, file)
+
+
+def check_top_level(mlir_module, file: str) -> None:
+    """What the model cannot hold, found before any pass reads the module: symbol
+    names that are not UTF-8 and meshes that do not parse."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.sharding import parse_mesh
+
+    for mop in mlir_module.body.operations:
+        mop = mop.operation
+        if "sym_name" not in mop.attributes:
+            continue
+        raw = ir.StringAttr(mop.attributes["sym_name"]).value_bytes
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line, col = op_position(mop)
+            raise SdyError(f"symbol name {raw!r} is not UTF-8", file, line, col) from None
+        if mop.name == "sdy.mesh":
+            try:
+                parse_mesh(str(mop.attributes["mesh"]))
+            except SdyError as e:
+                raise e.located(file, *op_position(mop)) from None
 
 
 def mlir_error(e, file: str) -> SdyError:
@@ -123,16 +148,12 @@ def build_model(mlir_module, file: str) -> Module:
             stack.append(nested(op))
         return top
 
+    check_top_level(mlir_module, file)
     for top in mlir_module.body.operations:
         op = visit(top)
-        if "sym_name" in op.mlir.attributes:
-            _check_utf8_name(op, file)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
-            try:
-                module.meshes[name] = parse_mesh(op.attr_text("mesh"))
-            except SdyError as e:
-                raise e.located(file, op.line, op.col) from None
+            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
@@ -141,17 +162,6 @@ def build_model(mlir_module, file: str) -> Module:
     for v in module.values:
         v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
-
-
-def _check_utf8_name(op: Op, file: str) -> None:
-    """Symbol names must be UTF-8 (jaxlib's bindings cannot hand others to Python)."""
-    from jaxlib.mlir import ir
-
-    raw = ir.StringAttr(op.attr("sym_name")).value_bytes
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, op.line, op.col) from None
 
 
 #: The fields of :class:`Module` that ``build_model`` derives from the MLIR.

@@ -60,6 +60,9 @@ class ShardingState:
         self._changed: set[int] = set()
         self._results: dict[tuple[int, int], TensorSharding | None] = {}
         self._changed_results: set[tuple[int, int]] = set()
+        #: A write counter, and the count at the last write of each slot (by vid).
+        self.clock = 0
+        self.stamps: dict[int, int] = {}
 
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
@@ -99,10 +102,24 @@ class ShardingState:
                 if other is not s and self.get(other) is None and other.shape is not None:
                     self._value[other.vid] = TensorSharding.open_empty(sharding.mesh, len(other.shape))
                     self._changed.add(other.vid)
+                    self._stamp(other.vid)
         self._value[s.vid] = sharding
         self._changed.add(s.vid)
+        self._stamp(s.vid)
         if self.tracer is not None:
             self.tracer.on_write(value_key(s), sharding)
+
+    def _stamp(self, vid: int) -> None:
+        self.clock += 1
+        self.stamps[vid] = self.clock
+
+    def unchanged_since(self, values, clock: int) -> bool:
+        """No sharding of ``values`` was written after write count ``clock``."""
+        stamps, slots = self.stamps, self.slots
+        for v in values:
+            if stamps.get(slots.get(v.vid, v).vid, 0) > clock:
+                return False
+        return True
 
     def get_result(self, func: Op, index: int) -> TensorSharding | None:
         key = (func.oid, index)
