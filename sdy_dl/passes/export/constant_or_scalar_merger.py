@@ -10,9 +10,9 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.opaque import attribute_dict_text
+from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
 
@@ -23,19 +23,23 @@ class _Ids(dict):
 
 
 def collect(func):
+    """The ops of ``func`` in post-order and the facts of stage
+    ``export_constant_merger`` about them: attribute dictionaries, types and
+    values numbered, compared as MLIR objects (attributes and types are
+    uniqued; nothing is edited while collecting)."""
     ops, region_of = walk_post_regions(func)
-    texts, values = _Ids(), _Ids()
+    keys, values = _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for n, op in enumerate(ops):
         r = region_of[n]
         if op.name in CONSTANT_OPS:
-            facts["in_constant"].add((n, texts.of(attribute_dict_text(op)), r))
+            facts["in_constant"].add((n, keys.of(attribute_dict_key(op)), r))
             for res in op.results:
-                facts["in_result_of"].add((values.of(key(res)), n))
+                facts["in_result_of"].add((values.of(res), n))
         elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["in_broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
-                                    texts.of("type:" + str(op.results[0].type)),
-                                    values.of(key(op.operands[0]))))
+            facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)), r,
+                                       keys.of(("type", op.results[0].type)),
+                                       values.of(op.operands[0])))
     return ops, facts
 
 
