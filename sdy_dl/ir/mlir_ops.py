@@ -175,17 +175,23 @@ def is_block_arg(value) -> bool:
     return isinstance(value.maybe_downcast(), ir.BlockArgument)
 
 
+def value_place(value) -> tuple:
+    """(owning op, result or argument number, whether a block argument) of
+    ``value``: the defining op of a result, the op owning a block argument's block."""
+    v = value.maybe_downcast()
+    if isinstance(v, ir.BlockArgument):
+        return v.owner.owner.operation, v.arg_number, True
+    return v.owner.operation, v.result_number, False
+
+
 def owning_op(value):
     """The defining op of a result, or the op owning a block argument's block."""
-    if is_block_arg(value):
-        return value.owner.owner.operation
-    return value.owner.operation
+    return value_place(value)[0]
 
 
 def value_index(value) -> int:
     """Result number or argument number."""
-    v = value.maybe_downcast()
-    return v.arg_number if is_block_arg(value) else v.result_number
+    return value_place(value)[1]
 
 
 def uses(value) -> list:
