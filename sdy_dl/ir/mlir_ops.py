@@ -48,6 +48,8 @@ def op_error(module: Module, mop, message: str) -> SdyError:
 # -- stable identities -------------------------------------------------------------------
 
 def _capsule_pointer():
+    """``pointer(obj)``: the C++ pointer in ``obj._CAPIPtr`` (the capsule's name,
+    one per Python class, is read once per class)."""
     import ctypes
 
     api = ctypes.pythonapi
@@ -55,7 +57,16 @@ def _capsule_pointer():
     api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     api.PyCapsule_GetName.restype = ctypes.c_char_p
     api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    return lambda cap: api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+    get_pointer, get_name = api.PyCapsule_GetPointer, api.PyCapsule_GetName
+    names: dict = {}
+
+    def pointer(obj) -> int:
+        capsule = obj._CAPIPtr
+        name = names.get(type(obj))
+        if name is None:
+            name = names[type(obj)] = get_name(capsule)
+        return get_pointer(capsule, name)
+    return pointer
 
 
 _POINTER = None
@@ -71,8 +82,7 @@ def key(obj) -> int:
     global _POINTER
     if _POINTER is None:
         _POINTER = _capsule_pointer()
-    obj = getattr(obj, "operation", obj)
-    return _POINTER(obj._CAPIPtr)
+    return _POINTER(getattr(obj, "operation", obj))
 
 
 # -- walks over raw MLIR operations -----------------------------------------------
@@ -172,7 +182,11 @@ def enclosing(mop, name: str):
 # -- values -------------------------------------------------------------------
 
 def is_block_arg(value) -> bool:
-    return isinstance(value.maybe_downcast(), ir.BlockArgument)
+    """Whether ``value`` is a block argument (values the bindings hand out are
+    usually downcast already; others are downcast here)."""
+    if isinstance(value, ir.OpResult):
+        return False
+    return isinstance(value, ir.BlockArgument) or isinstance(value.maybe_downcast(), ir.BlockArgument)
 
 
 def owning_op(value):
