@@ -73,16 +73,16 @@ def build_model(mlir_module, file: str) -> Module:
     state = ir.AsmState(mlir_module.operation)
     by_mlir = {}
 
-    shapes: dict = {}  # type -> (shape, static): types are uniqued, most values share a few
+    types: dict = {}  # type -> (shape, static, text): types are uniqued, values share a few
 
     def new_value(mv, defining_op, block, index) -> Value:
         t = mv.type
-        if t not in shapes:
-            shapes[t] = _shape_and_static(t)
-        shape, static = shapes[t]
+        if t not in types:
+            types[t] = _type_facts(t)
+        shape, static, text = types[t]
         v = Value(vid=len(module.values), asm_state=state,
-                  shape=shape, static=static, defining_op=defining_op, block=block,
-                  index=index, mlir=mv)
+                  shape=shape, static=static, type_text=text, defining_op=defining_op,
+                  block=block, index=index, mlir=mv)
         module.values.append(v)
         module._by_mlir[mv] = v
         return v
@@ -150,12 +150,13 @@ def build_model(mlir_module, file: str) -> Module:
     return module
 
 
-def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
-    """(shape or None, whether static) of a value of MLIR type ``t`` (see :class:`Value`)."""
+def _type_facts(t) -> tuple[tuple[int, ...] | None, bool, str]:
+    """(shape or None, whether static, printed form) of a value of MLIR type ``t``
+    (see :class:`Value`)."""
     from jaxlib.mlir import ir
 
     shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
-    return shape, shape is not None and all(d >= 0 for d in shape)
+    return shape, shape is not None and all(d >= 0 for d in shape), str(t)
 
 
 def _check_utf8_name(op: Op, file: str) -> None:
