@@ -7,7 +7,7 @@ import sys
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.model import Block, Module, Op, Region, Value
+from sdy_dl.ir.model import Block, Module, Op, Region, Value, op_position
 
 _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
@@ -38,7 +38,9 @@ def load_module(path: str) -> Module:
 
 
 def parse_module_text(text: str, file: str = "<string>") -> Module:
-    """Parse module text; errors become :class:`SdyError` located in ``file``."""
+    """Parse module text; errors become :class:`SdyError` located in ``file``.
+    The symbols are checked now (:func:`check_symbols`); the index is built when
+    first read (the import pipeline edits the module before it reads one)."""
     from jaxlib.mlir import ir
 
     if not text.strip():
@@ -49,7 +51,19 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
             mlir_module = ir.Module.parse(text)
         except ir.MLIRError as e:
             raise mlir_error(e, file) from None
-        return build_model(mlir_module, file)
+        check_symbols(mlir_module, file)
+        return index_on_demand(mlir_module, file)
+
+
+def check_symbols(mlir_module, file: str) -> None:
+    """The module's top-level symbols have UTF-8 names and its meshes are well formed
+    (errors are located at the op)."""
+    for top in mlir_module.body.operations:
+        mop = top.operation
+        if "sym_name" in mop.attributes:
+            _check_utf8_name(mop, file)
+        if mop.name == "sdy.mesh":
+            _mesh_of(mop, file)
 
 
 def mlir_error(e, file: str) -> SdyError:
@@ -66,8 +80,6 @@ def mlir_error(e, file: str) -> SdyError:
 def build_model(mlir_module, file: str) -> Module:
     """Index an MLIR module: ops in pre-order, values with ids and uses, meshes."""
     from jaxlib.mlir import ir
-
-    from sdy_dl.sharding import parse_mesh
 
     module = Module(file=file, mlir=mlir_module)
     state = ir.AsmState(mlir_module.operation)
@@ -131,13 +143,9 @@ def build_model(mlir_module, file: str) -> Module:
     for top in mlir_module.body.operations:
         op = visit(top)
         if "sym_name" in op.mlir.attributes:
-            _check_utf8_name(op, file)
+            _check_utf8_name(op.mlir, file)
         if op.name == "sdy.mesh":
-            name = ir.StringAttr(op.attr("sym_name")).value
-            try:
-                module.meshes[name] = parse_mesh(op.attr_text("mesh"))
-            except SdyError as e:
-                raise e.located(file, op.line, op.col) from None
+            module.meshes[ir.StringAttr(op.attr("sym_name")).value] = _mesh_of(op.mlir, file)
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
@@ -159,15 +167,25 @@ def _type_facts(t) -> tuple[tuple[int, ...] | None, bool, str]:
     return shape, shape is not None and all(d >= 0 for d in shape), str(t)
 
 
-def _check_utf8_name(op: Op, file: str) -> None:
+def _check_utf8_name(mop, file: str) -> None:
     """Symbol names must be UTF-8 (jaxlib's bindings cannot hand others to Python)."""
     from jaxlib.mlir import ir
 
-    raw = ir.StringAttr(op.attr("sym_name")).value_bytes
+    raw = ir.StringAttr(mop.attributes["sym_name"]).value_bytes
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, op.line, op.col) from None
+        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, *op_position(mop)) from None
+
+
+def _mesh_of(mop, file: str):
+    """The :class:`~sdy_dl.sharding.Mesh` of the ``sdy.mesh`` op ``mop`` (errors located at it)."""
+    from sdy_dl.sharding import parse_mesh
+
+    try:
+        return parse_mesh(str(mop.attributes["mesh"]))
+    except SdyError as e:
+        raise e.located(file, *op_position(mop)) from None
 
 
 #: The fields of :class:`Module` that ``build_model`` derives from the MLIR.
