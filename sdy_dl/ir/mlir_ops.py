@@ -106,6 +106,18 @@ def walk_post(root) -> list:
     return _walk(root, ir.WalkOrder.POST_ORDER)
 
 
+def walk_pre_not_into(root, name: str) -> list:
+    """Like :func:`walk_pre`, without entering the regions of ops called ``name``
+    (those ops are listed)."""
+    out: list = []
+
+    def visit(op):
+        out.append(op)
+        return ir.WalkResult.SKIP if op.name == name else ir.WalkResult.ADVANCE
+    root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
 def _walk(root, order) -> list:
     out: list = []
 

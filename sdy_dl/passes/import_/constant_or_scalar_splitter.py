@@ -37,8 +37,8 @@ in Shardy's order and clones.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, enclosing, is_block_arg, is_scalar,
-                                is_static_tensor, key, module_ops, nested_ops, owning_op, rebuild,
-                                tensor_info, users, walk_post, walk_pre)
+                                is_static_tensor, key, module_ops, owning_op, rebuild, tensor_info,
+                                users, walk_post, walk_pre, walk_pre_not_into)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
@@ -100,15 +100,8 @@ def convert_constants(root) -> None:
 
 def region_walk(region) -> list:
     """Pre-order walk of a region that does not enter named computations."""
-    out: list = []
-    stack = [child.operation for b in reversed(list(region.blocks))
-             for child in reversed(list(b.operations))]
-    while stack:
-        op = stack.pop()
-        out.append(op)
-        if op.name != "sdy.named_computation":
-            stack.extend(reversed(nested_ops(op)))
-    return out
+    return [op for block in region.blocks for child in block.operations
+            for op in walk_pre_not_into(child, "sdy.named_computation")]
 
 
 def named_name(mop) -> str:
