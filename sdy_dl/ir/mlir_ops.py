@@ -223,9 +223,14 @@ def users(value) -> list:
     return [op for op, _ in uses(value)]
 
 
+def _downcast(type_):
+    """``type_`` as its most specific class (types the bindings hand out usually are)."""
+    return type_ if isinstance(type_, ir.ShapedType) else type_.maybe_downcast()
+
+
 def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
     """(is shaped, static shape or None) of an MLIR type."""
-    t = type_.maybe_downcast()
+    t = _downcast(type_)
     if not isinstance(t, ir.ShapedType):
         return False, None
     if not t.has_rank or not t.has_static_shape:
@@ -234,8 +239,9 @@ def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
 
 
 def is_static_tensor(type_) -> bool:
-    shaped, shape = tensor_info(type_)
-    return shaped and shape is not None
+    """A shaped type with a rank and a static shape (``tensor_info`` gives its shape)."""
+    t = _downcast(type_)
+    return isinstance(t, ir.ShapedType) and t.has_rank and t.has_static_shape
 
 
 def tensor_rank(type_) -> int:

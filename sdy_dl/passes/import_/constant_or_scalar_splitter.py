@@ -63,7 +63,8 @@ def is_pure(mop) -> bool:
     if name.startswith("chlo.") or name.startswith("sdy."):
         return True
     if name.startswith("stablehlo."):
-        return all(is_static_tensor(v.type) for v in list(mop.operands) + list(mop.results))
+        return (all(is_static_tensor(v.type) for v in mop.operands)
+                and all(is_static_tensor(v.type) for v in mop.results))
     return False
 
 
@@ -79,7 +80,7 @@ def op_kind(mop, legacy: bool) -> str:
         if name == "sdy.named_computation":
             return "named"
     shape_ops = ops_with("legacy_constant_preserving_shape" if legacy else "constant_preserving_shape")
-    if is_pure(mop) and (name in shape_ops or is_elementwise(mop)):
+    if (name in shape_ops or is_elementwise(mop)) and is_pure(mop):
         return "preserving"
     return "other"
 
