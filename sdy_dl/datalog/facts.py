@@ -114,13 +114,34 @@ def _field(value) -> str:
     return escape_symbol(value) if isinstance(value, str) else str(value)
 
 
+def _fields(column: tuple) -> tuple[str, ...]:
+    """The fact-file fields of the values of one column (:func:`_field` of each;
+    a column of ``int`` or of ``str`` is converted at once)."""
+    types = set(map(type, column))
+    if types == {int}:
+        return tuple(map(str, column))
+    if types == {str}:
+        return column if _ESCAPE_RE.search("".join(column)) is None else tuple(map(escape_symbol, column))
+    return tuple(map(_field, column))
+
+
+def _tsv_lines(rows: list[tuple]) -> str:
+    """``rows`` as fact-file lines: fields separated by tabs, one row a line."""
+    if len(set(map(len, rows))) > 1:
+        return "".join("\t".join(_field(v) for v in row) + "\n" for row in rows)
+    columns = [_fields(column) for column in zip(*rows)]
+    if not columns:
+        return "\n" * len(rows)
+    return "".join(line + "\n" for line in map("\t".join, zip(*columns)))
+
+
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     """Write ``<relation>.facts`` for every input relation (empty files included)."""
     os.makedirs(directory, exist_ok=True)
     for decl in program.inputs:
         rows = sorted(set(facts.get(decl.name, ())))
         with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)
+            f.write(_tsv_lines(rows))
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
@@ -170,4 +191,4 @@ def write_relations_dir(program: Program, relations: Facts, directory: str) -> N
     for decl in program.outputs:
         rows = sorted(relations.get(decl.name, ()))
         with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)
+            f.write(_tsv_lines(rows))
