@@ -121,7 +121,9 @@ def _fields(column: tuple) -> tuple[str, ...]:
     if types == {int}:
         return tuple(map(str, column))
     if types == {str}:
-        return column if _ESCAPE_RE.search("".join(column)) is None else tuple(map(escape_symbol, column))
+        if _ESCAPE_RE.search("".join(column)) is None:
+            return column
+        return tuple(map(escape_symbol, column))
     return tuple(map(_field, column))
 
 

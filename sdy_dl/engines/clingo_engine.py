@@ -61,8 +61,8 @@ def relation_text(decl: Decl, rows: list[tuple]) -> str:
         return ""
     columns = [column if typ == "number" else _string_bodies(column)
                for column, typ in zip(zip(*rows), decl.types)]
-    template = (decl.name + "(" + ",".join("%s" if typ == "number" else '"%s"' for typ in decl.types)
-                + ").\n")
+    args = ",".join("%s" if typ == "number" else '"%s"' for typ in decl.types)
+    template = f"{decl.name}({args}).\n"
     return "".join(map(template.__mod__, zip(*columns)))
 
 

@@ -179,7 +179,8 @@ def _check_utf8_name(mop, file: str) -> None:
 
 
 def _mesh_of(mop, file: str):
-    """The :class:`~sdy_dl.sharding.Mesh` of the ``sdy.mesh`` op ``mop`` (errors located at it)."""
+    """The :class:`~sdy_dl.sharding.Mesh` of the ``sdy.mesh`` op ``mop`` (errors located
+    at the op)."""
     from sdy_dl.sharding import parse_mesh
 
     try:

@@ -196,9 +196,9 @@ def enclosing(mop, name: str):
 def is_block_arg(value) -> bool:
     """Whether ``value`` is a block argument (values the bindings hand out are
     usually downcast already; others are downcast here)."""
-    if isinstance(value, ir.OpResult):
-        return False
-    return isinstance(value, ir.BlockArgument) or isinstance(value.maybe_downcast(), ir.BlockArgument)
+    if isinstance(value, (ir.OpResult, ir.BlockArgument)):
+        return isinstance(value, ir.BlockArgument)
+    return isinstance(value.maybe_downcast(), ir.BlockArgument)
 
 
 def owning_op(value):
