@@ -7,6 +7,7 @@ status 1; usage errors exit 2 (click's convention).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -59,6 +60,11 @@ class SdyGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="sdy-dl")
 def main():
     """sdy-dl: Shardy's sharding propagation as YAML rules and Datalog inference."""
+    # A command builds one large, long-lived object graph (the module index, the
+    # rule DB) and allocates small objects by the million around it; the default
+    # collection threshold re-scans the graph hundreds of times (~4% of a 13k-op
+    # run).  Collect young objects 70x less often.
+    gc.set_threshold(50_000, 20, 100)
 
 
 def _register() -> None:

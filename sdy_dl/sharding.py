@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Union
 
 from sdy_dl.errors import SdyError
+from sdy_dl.frozen import HashedOnce
 
 __all__ = [
     "MeshAxis", "Mesh", "AxisRef", "DimSharding", "TensorSharding",
@@ -478,8 +479,10 @@ def _derived(name: str, pre: int, size: int, mesh: Optional[Mesh]) -> AxisRef:
 # --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DimSharding:
+class DimSharding(HashedOnce):
     """Axes of one dimension (major to minor), open/closed flag, priority."""
+
+    __hash__ = HashedOnce.__hash__
 
     axes: tuple[AxisRef, ...] = ()
     is_closed: bool = False
@@ -510,12 +513,14 @@ MeshOrName = Union[str, Mesh]
 
 
 @dataclass(frozen=True)
-class TensorSharding:
+class TensorSharding(HashedOnce):
     """A ``TensorShardingAttr``.
 
     ``mesh`` is a mesh symbol name (without ``@``) or an inlined
     :class:`Mesh`.
     """
+
+    __hash__ = HashedOnce.__hash__
 
     mesh: MeshOrName
     dims: tuple[DimSharding, ...] = ()

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Top-level package or module of sdy_dl -> layer.
 LAYERS = {
-    "errors": 0, "sharding": 0, "resources": 0, "progress": 0, "output": 0,
+    "errors": 0, "frozen": 0, "sharding": 0, "resources": 0, "progress": 0, "output": 0,
     "ir": 1,
     "rules": 2, "datalog": 2, "engines": 2,
     "propagation": 3,

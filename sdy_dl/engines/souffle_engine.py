@@ -90,7 +90,7 @@ class SouffleEngine:
                 return self._embedded().run(program, facts)
             return run_binary(exe or self._compile(program), program, facts)
         check_facts(program, facts)
-        with tempfile.TemporaryDirectory(prefix="sdy-dl-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
             source = os.path.join(tmp, "program.dl")
             with open(source, "w", encoding="utf-8") as f:
                 f.write(program.text)
@@ -153,10 +153,18 @@ def _cached_source(program: Program) -> str:
     return source
 
 
+def scratch_dir() -> str | None:
+    """Where a call's fact and output files go: a RAM file system when the
+    machine has one (creating and removing a call's dozen files on a disk file
+    system costs ~10 ms, a sixth of a step call), else the default temp dir."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
     """``program``'s output relations from its compiled binary ``exe``."""
     check_facts(program, facts)
-    with tempfile.TemporaryDirectory(prefix="sdy-dl-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
         return _run_with_facts([exe], None, program, facts, tmp)
 
 

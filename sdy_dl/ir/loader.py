@@ -38,9 +38,7 @@ def load_module(path: str) -> Module:
 
 
 def parse_module_text(text: str, file: str = "<string>") -> Module:
-    """Parse module text; errors become :class:`SdyError` located in ``file``.
-    The symbols are checked now (:func:`check_symbols`); the index is built when
-    first read (the import pipeline edits the module before it reads one)."""
+    """Parse module text; errors become :class:`SdyError` located in ``file``."""
     from jaxlib.mlir import ir
 
     if not text.strip():
@@ -51,19 +49,32 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
             mlir_module = ir.Module.parse(text)
         except ir.MLIRError as e:
             raise mlir_error(e, file) from None
-        check_symbols(mlir_module, file)
-        return index_on_demand(mlir_module, file)
+        check_top_level(mlir_module, file)
+    return index_on_demand(mlir_module, file)
 
 
-def check_symbols(mlir_module, file: str) -> None:
-    """The module's top-level symbols have UTF-8 names and its meshes are well formed
-    (errors are located at the op)."""
-    for top in mlir_module.body.operations:
-        mop = top.operation
-        if "sym_name" in mop.attributes:
-            _check_utf8_name(mop, file)
+def check_top_level(mlir_module, file: str) -> None:
+    """What the model cannot hold, found before any pass reads the module: symbol
+    names that are not UTF-8 and meshes that do not parse."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.sharding import parse_mesh
+
+    for mop in mlir_module.body.operations:
+        mop = mop.operation
+        if "sym_name" not in mop.attributes:
+            continue
+        raw = ir.StringAttr(mop.attributes["sym_name"]).value_bytes
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line, col = op_position(mop)
+            raise SdyError(f"symbol name {raw!r} is not UTF-8", file, line, col) from None
         if mop.name == "sdy.mesh":
-            _mesh_of(mop, file)
+            try:
+                parse_mesh(str(mop.attributes["mesh"]))
+            except SdyError as e:
+                raise e.located(file, *op_position(mop)) from None
 
 
 def mlir_error(e, file: str) -> SdyError:
@@ -81,20 +92,22 @@ def build_model(mlir_module, file: str) -> Module:
     """Index an MLIR module: ops in pre-order, values with ids and uses, meshes."""
     from jaxlib.mlir import ir
 
+    from sdy_dl.sharding import parse_mesh
+
     module = Module(file=file, mlir=mlir_module)
     state = ir.AsmState(mlir_module.operation)
     by_mlir = {}
 
-    types: dict = {}  # type -> (shape, static, text): types are uniqued, values share a few
+    shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
 
     def new_value(mv, defining_op, block, index) -> Value:
         t = mv.type
-        if t not in types:
-            types[t] = _type_facts(t)
-        shape, static, text = types[t]
+        if t not in shapes:
+            shapes[t] = _shape_and_static(t)
+        shape, static = shapes[t]
         v = Value(vid=len(module.values), asm_state=state,
-                  shape=shape, static=static, type_text=text, defining_op=defining_op,
-                  block=block, index=index, mlir=mv)
+                  shape=shape, static=static, defining_op=defining_op, block=block,
+                  index=index, mlir=mv)
         module.values.append(v)
         module._by_mlir[mv] = v
         return v
@@ -140,12 +153,12 @@ def build_model(mlir_module, file: str) -> Module:
             stack.append(nested(op))
         return top
 
+    check_top_level(mlir_module, file)
     for top in mlir_module.body.operations:
         op = visit(top)
-        if "sym_name" in op.mlir.attributes:
-            _check_utf8_name(op.mlir, file)
         if op.name == "sdy.mesh":
-            module.meshes[ir.StringAttr(op.attr("sym_name")).value] = _mesh_of(op.mlir, file)
+            name = ir.StringAttr(op.attr("sym_name")).value
+            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
@@ -158,35 +171,12 @@ def build_model(mlir_module, file: str) -> Module:
     return module
 
 
-def _type_facts(t) -> tuple[tuple[int, ...] | None, bool, str]:
-    """(shape or None, whether static, printed form) of a value of MLIR type ``t``
-    (see :class:`Value`)."""
+def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
+    """(shape or None, whether static) of a value of MLIR type ``t`` (see :class:`Value`)."""
     from jaxlib.mlir import ir
 
     shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
-    return shape, shape is not None and all(d >= 0 for d in shape), str(t)
-
-
-def _check_utf8_name(mop, file: str) -> None:
-    """Symbol names must be UTF-8 (jaxlib's bindings cannot hand others to Python)."""
-    from jaxlib.mlir import ir
-
-    raw = ir.StringAttr(mop.attributes["sym_name"]).value_bytes
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SdyError(f"symbol name {raw!r} is not UTF-8", file, *op_position(mop)) from None
-
-
-def _mesh_of(mop, file: str):
-    """The :class:`~sdy_dl.sharding.Mesh` of the ``sdy.mesh`` op ``mop`` (errors located
-    at the op)."""
-    from sdy_dl.sharding import parse_mesh
-
-    try:
-        return parse_mesh(str(mop.attributes["mesh"]))
-    except SdyError as e:
-        raise e.located(file, *op_position(mop)) from None
+    return shape, shape is not None and all(d >= 0 for d in shape)
 
 
 #: The fields of :class:`Module` that ``build_model`` derives from the MLIR.

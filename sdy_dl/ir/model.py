@@ -27,12 +27,16 @@ class Value:
     asm_state: Any = field(repr=False)  # names values as jaxlib prints them
     shape: tuple[int, ...] | None  # None: not a ranked tensor (token, tuple, unranked)
     static: bool                    # a ranked tensor with a static shape
-    type_text: str                  # the value's type as printed
     defining_op: "Op | None"        # None for block arguments
     block: "Block | None"           # the owning block, for block arguments
     index: int                      # result number, or argument number
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
+
+    @property
+    def type_text(self) -> str:
+        """The value's type as printed."""
+        return str(self.mlir.type)
 
     @property
     def name(self) -> str:

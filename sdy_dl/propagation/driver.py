@@ -10,7 +10,8 @@ when those ops see exactly the same shardings when they are popped.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,8 +45,10 @@ BARRIER_DIRECTIONS = ("NONE", "FORWARD", "BACKWARD", "BOTH")
 
 
 
+@functools.lru_cache(maxsize=None)
 def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleInstance:
-    """One factor per dim, shared by every tensor (barriers, edges, result syncs)."""
+    """One factor per dim, shared by every tensor (barriers, edges, result syncs);
+    one instance per distinct (shape, operands, results)."""
     dims = tuple((d,) for d in range(len(shape)))
     return RuleInstance(tuple(Factor(size) for size in shape), (dims,) * operands, (dims,) * results)
 
@@ -64,6 +67,7 @@ class _Site:
     # sharding as the step sees it, and as it is stored after the step.
     before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
     after: Callable[[TensorSharding], TensorSharding] | None = None
+    fixed_directions: bool = False   # barriers: the directions come from the op
 
 
 class Propagator:
@@ -87,8 +91,15 @@ class Propagator:
         self._func_edge_sources = func_edge_sources(module, self._callers)
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
+        self._sites: dict[int, _Site | None] = {}
+        #: oid -> (site, strategy, write count) when the op's step last changed
+        #: nothing: popped again with the same site and strategy and no write to
+        #: its tensors since, its step input is the same, so it is skipped.
+        self._quiet: dict[int, tuple[_Site, str, int]] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
+        #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
+        self._uses_changed: set[int] = set()
         self.live_uses = {v.vid: list(v.uses) for v in module.values}
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
@@ -137,13 +148,20 @@ class Propagator:
             site = self._site(op, directions)
             if site is None:
                 continue
+            quiet = self._quiet.get(op.oid)
+            if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
+                    and self.state.unchanged_since(site.operands + site.results, quiet[2])):
+                continue   # the same step input as when it last changed nothing
             step = self._step_input(site)
             if step is None:
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
                 continue
             output = self._memo.get(step)
             if output is None:
                 self._evaluate_batch(step, site, directions)
                 output = self._memo[step]
+            if not any(output.operands) and not any(output.results):
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
             self._current = op
             tracer = self.state.tracer
             if tracer is not None:
@@ -156,7 +174,22 @@ class Propagator:
         self._worklist = None
 
     def _site(self, op: Op, directions: DirectionFn) -> _Site | None:
-        """The tensors and rule op ``op`` propagates with (None: nothing to do)."""
+        """The tensors and rule op ``op`` propagates with (None: nothing to do).
+
+        Everything but the directions is fixed for an op: it is built once
+        (``_fixed_site``), and rebuilt only when the directions change."""
+        try:
+            site = self._sites[op.oid]
+        except KeyError:
+            site = self._sites[op.oid] = self._fixed_site(op, directions)
+        if site is None or site.fixed_directions:
+            return site
+        wanted = directions(op, site.rule)
+        if wanted != site.directions:
+            site = self._sites[op.oid] = dataclasses.replace(site, directions=wanted)
+        return site
+
+    def _fixed_site(self, op: Op, directions: DirectionFn) -> _Site | None:
         if op.name == "sdy.data_flow_edge":
             edge = self._edge_by_op[op.oid]
             shape = edge.result.shape
@@ -181,7 +214,8 @@ class Propagator:
                 return None
             rule = identity_rule(value.shape, 1, 1)
             allowed = BARRIER_DIRECTIONS[int(op.attr_text("allowed_direction").split()[0])]
-            return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True)
+            return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True,
+                         fixed_directions=True)
         rule = self._rule(op)
         if rule is None:
             return None
@@ -197,11 +231,12 @@ class Propagator:
         return self._rules[op.oid]
 
     def _step_input(self, site: _Site) -> StepInput | None:
-        operands = tuple(self.state.get(v) for v in site.operands)
-        results = tuple(self.state.get(v) for v in site.results)
+        get = self.state.get
+        operands = tuple([get(v) for v in site.operands])
+        results = tuple([get(v) for v in site.results])
         if site.before is not None:
-            results = tuple(site.before(s) for s in results)
-        if all(s is None for s in operands + results):
+            results = tuple([site.before(s) for s in results])
+        if not any(operands) and not any(results):   # (a sharding is always true)
             return None  # nothing to propagate: no tensor of the op has a sharding
         return StepInput(site.rule, operands, results, site.directions, self.strategy,
                          site.conservative, site.elementwise)
@@ -226,10 +261,8 @@ class Propagator:
         an output only for exactly the same input.
         """
         state, worklist, current = self.state, self._worklist, self._current
-        sim = copy.copy(state)
-        sim._value, sim._results = dict(state._value), dict(state._results)
-        sim._changed, sim._changed_results, sim.tracer = set(), set(), None
-        self.state, self._worklist = sim, worklist.copy()
+        sim = state.fork()
+        self.state, self._worklist = sim, worklist.fork()
         unknown: set[int] = set()
         seen = set(batch)
         try:
@@ -383,7 +416,17 @@ class Propagator:
                     self._notify_op(definer)
             self.erased.add(dead.oid)
             for index, value in enumerate(dead.operands):
-                self.live_uses[value.vid].remove((dead, index))
+                uses = self.live_uses[value.vid]
+                uses.remove((dead, index))
+                self._uses_changed.update(user.oid for user, _ in uses)
+
+    def take_uses_changed(self) -> set[int]:
+        """The ops (by oid) whose operands lost a use to an erasure since the last
+        call (their op-priority signature may have changed)."""
+        changed = self._uses_changed
+        if changed:
+            self._uses_changed = set()
+        return changed
 
     # -- main function results (§8.7) -----------------------------------
 

@@ -56,12 +56,18 @@ class OpPriorities:
         self.propagator = propagator
         self.run_stage = run_stage   # (stage name, facts) -> relations
         self._static: dict[int, tuple] = {}
-        self._signatures: dict[int, tuple[int, tuple]] = {}   # oid -> (ops erased then, signature)
+        self._signatures: dict[int, tuple] = {}   # oid -> signature (dropped when it may change)
+        self._undecided: set[int] | None = None   # ops whose signature may be undecided (None: all)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
 
     def band(self, band: int):
         """The direction function of ``band`` (new signatures of live ops decided first)."""
-        self._decide({self._signature(op) for op in self.propagator.module.ops
+        self._forget_changed()
+        ops = self.propagator.module.ops
+        candidates = (ops if self._undecided is None
+                      else [ops[oid] for oid in sorted(self._undecided)])
+        self._undecided = set()
+        self._decide({self._signature(op) for op in candidates
                       if op.oid not in self.propagator.erased and self._static_part(op) is not None})
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
@@ -90,10 +96,10 @@ class OpPriorities:
     def _signature(self, op: Op) -> tuple:
         """The static part and the use count of each distinct operand value (use
         counts change only when ops are erased)."""
-        erased = len(self.propagator.erased)
+        self._forget_changed()
         cached = self._signatures.get(op.oid)
-        if cached is not None and cached[0] == erased:
-            return cached[1]
+        if cached is not None:
+            return cached
         uses = self.propagator.live_uses
         seen, counts = set(), []
         for v in op.operands:
@@ -101,8 +107,17 @@ class OpPriorities:
                 seen.add(v.vid)
                 counts.append(len(uses[v.vid]))
         signature = self._static_part(op) + (tuple(counts),)
-        self._signatures[op.oid] = (erased, signature)
+        self._signatures[op.oid] = signature
         return signature
+
+    def _forget_changed(self) -> None:
+        """Drop the signatures of ops whose operands lost a use (dead ops erased)."""
+        changed = self.propagator.take_uses_changed()
+        if changed:
+            for oid in changed:
+                self._signatures.pop(oid, None)
+            if self._undecided is not None:
+                self._undecided |= changed
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name in EDGE_OPS:

@@ -31,6 +31,24 @@ def _manual_block_arg(value: Value) -> list[str] | None:
     return manual_axes(value.block.region.owner.mlir)
 
 
+class _Layer(dict):
+    """A dict read through to ``base`` for keys it does not hold; writes stay in
+    the layer (the speculative copy of a state, without copying the base)."""
+
+    def __init__(self, base: dict):
+        super().__init__()
+        self.base = base
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, key) or key in self.base
+
+    def __missing__(self, key):
+        return self.base[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
 class ShardingState:
     """Current shardings of values (by slot) and of function results."""
 
@@ -42,10 +60,20 @@ class ShardingState:
         self._changed: set[int] = set()
         self._results: dict[tuple[int, int], TensorSharding | None] = {}
         self._changed_results: set[tuple[int, int]] = set()
+        #: A write counter, and the count at the last write of each slot (by vid).
+        self.clock = 0
+        self.stamps: dict[int, int] = {}
 
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
         return self.slots.get(v.vid, v)
+
+    def fork(self) -> ShardingState:
+        """A copy for speculation: reads see this state, writes stay in the copy
+        (which records no changes and traces nothing); costs nothing per value."""
+        other = ShardingState(self.module, self.slots)
+        other._value, other._results = _Layer(self._value), _Layer(self._results)
+        return other
 
     def get(self, v: Value) -> TensorSharding | None:
         s = self.slot(v)
@@ -74,10 +102,24 @@ class ShardingState:
                 if other is not s and self.get(other) is None and other.shape is not None:
                     self._value[other.vid] = TensorSharding.open_empty(sharding.mesh, len(other.shape))
                     self._changed.add(other.vid)
+                    self._stamp(other.vid)
         self._value[s.vid] = sharding
         self._changed.add(s.vid)
+        self._stamp(s.vid)
         if self.tracer is not None:
             self.tracer.on_write(value_key(s), sharding)
+
+    def _stamp(self, vid: int) -> None:
+        self.clock += 1
+        self.stamps[vid] = self.clock
+
+    def unchanged_since(self, values, clock: int) -> bool:
+        """No sharding of ``values`` was written after write count ``clock``."""
+        stamps, slots = self.stamps, self.slots
+        for v in values:
+            if stamps.get(slots.get(v.vid, v).vid, 0) > clock:
+                return False
+        return True
 
     def get_result(self, func: Op, index: int) -> TensorSharding | None:
         key = (func.oid, index)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sdy_dl.frozen import HashedOnce
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import TensorSharding
 
@@ -21,7 +22,7 @@ STRATEGIES = ("basic", "aggressive")
 
 
 @dataclass(frozen=True)
-class StepInput:
+class StepInput(HashedOnce):
     """One op step to evaluate.
 
     ``operands``/``results`` are the current shardings (None: the tensor has
@@ -31,6 +32,8 @@ class StepInput:
     is the aggressive strategy's notion (§6).
     """
 
+    __hash__ = HashedOnce.__hash__   # steps are memo keys looked up on every visit
+
     rule: RuleInstance
     operands: tuple[TensorSharding | None, ...]
     results: tuple[TensorSharding | None, ...]
@@ -39,15 +42,6 @@ class StepInput:
     conservative: bool = False
     elementwise: bool = False
 
-    def __hash__(self) -> int:
-        # Steps are memo keys looked up on every visit: hash the tree once.
-        try:
-            return self.__dict__["_hash"]
-        except KeyError:
-            h = hash((self.rule, self.operands, self.results, self.directions, self.strategy,
-                      self.conservative, self.elementwise))
-            object.__setattr__(self, "_hash", h)
-            return h
 
 
 @dataclass(frozen=True)

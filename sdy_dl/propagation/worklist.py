@@ -33,11 +33,44 @@ class Worklist:
         self._pending.discard(op.oid)
         return op
 
-    def copy(self) -> Worklist:
-        """An independent worklist with the same pending ops in the same order."""
-        other = Worklist(())
-        other._stack, other._pending = list(self._stack), set(self._pending)
-        return other
+    def fork(self) -> ForkedWorklist:
+        """A worklist that continues from this one's pending ops, in the same
+        order, without changing this one (and without copying it)."""
+        return ForkedWorklist(self)
 
     def __len__(self) -> int:
         return len(self._stack)
+
+
+class ForkedWorklist:
+    """A continuation of a :class:`Worklist` that leaves the original intact:
+    its own pushes are popped first; then the original's stack is read
+    downwards by position."""
+
+    def __init__(self, base: Worklist):
+        self._base = base
+        self._next = len(base._stack)   # base._stack[:_next] not popped yet here
+        self._popped: set[int] = set()  # base ops popped here
+        self._stack: list[Op] = []
+        self._pending: set[int] = set()
+
+    def push(self, op: Op) -> None:
+        """Enqueue ``op`` unless it is already pending."""
+        oid = op.oid
+        if oid in self._pending or (oid in self._base._pending and oid not in self._popped):
+            return
+        self._pending.add(oid)
+        self._stack.append(op)
+
+    def pop(self) -> Op | None:
+        """The next op to process, or None when the list is empty."""
+        if self._stack:
+            op = self._stack.pop()
+            self._pending.discard(op.oid)
+            return op
+        if not self._next:
+            return None
+        self._next -= 1
+        op = self._base._stack[self._next]
+        self._popped.add(op.oid)
+        return op

@@ -122,12 +122,14 @@ NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
 
 def _signature(op) -> tuple:
     """What a local rule can depend on: the op's name, types, attributes and
-    regions (a scatter's update computation decides its factor kinds)."""
+    regions (a scatter's update computation decides its factor kinds).  Types
+    and attributes are uniqued in sdy-dl's one MLIR context, so they are
+    compared as objects, without printing them."""
     attrs = op.mlir.attributes
     return (op.name,
-            tuple(v.type_text for v in op.operands), tuple(v.type_text for v in op.results),
-            tuple(sorted((name, str(attrs[name])) for name in attrs
-                         if not name.startswith("sdy."))),
+            tuple(v.mlir.type for v in op.operands), tuple(v.mlir.type for v in op.results),
+            tuple(sorted(((name, attrs[name]) for name in attrs if not name.startswith("sdy.")),
+                         key=lambda item: item[0])),
             _region_structure(op))
 
 
@@ -141,7 +143,7 @@ def _region_structure(op) -> tuple:
                 numbers[arg.vid] = len(numbers)
             for child in block.ops:
                 out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
-                            tuple(v.type_text for v in child.results), _signature(child)[3:]))
+                            tuple(v.mlir.type for v in child.results), _signature(child)[3:]))
                 for r in child.results:
                     numbers[r.vid] = len(numbers)
     return tuple(out)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sdy_dl.frozen import HashedOnce
+
 
 #: The factor kinds, as Shardy names them (``pass_through`` has no list).
 FACTOR_KINDS = ("pass_through", "reduction", "need_replication", "permutation")
@@ -41,8 +43,10 @@ TensorMapping = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True)
-class RuleInstance:
+class RuleInstance(HashedOnce):
     """An op's sharding rule (Shardy's ``OpShardingRuleAttr``)."""
+
+    __hash__ = HashedOnce.__hash__
 
     factors: tuple[Factor, ...]
     operands: tuple[TensorMapping, ...]  # per operand, per dim: factor indices major->minor
