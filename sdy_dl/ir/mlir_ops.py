@@ -107,13 +107,14 @@ def walk_post(root) -> list:
 
 
 def walk_pre_not_into(root, name: str) -> list:
-    """Like :func:`walk_pre`, without entering the regions of ops called ``name``
-    (those ops are listed)."""
+    """Like :func:`walk_pre`, without entering the regions of the ops nested in
+    ``root`` that are called ``name`` (those ops are listed)."""
     out: list = []
 
     def visit(op):
-        out.append(op)
-        return ir.WalkResult.SKIP if op.name == name else ir.WalkResult.ADVANCE
+        out.append(op)  # root comes first: its own regions are entered
+        return (ir.WalkResult.SKIP if op.name == name and len(out) > 1
+                else ir.WalkResult.ADVANCE)
     root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return out
 

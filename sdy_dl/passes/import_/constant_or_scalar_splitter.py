@@ -99,10 +99,10 @@ def convert_constants(root) -> None:
         mop.erase()
 
 
-def region_walk(region) -> list:
-    """Pre-order walk of a region that does not enter named computations."""
-    return [op for block in region.blocks for child in block.operations
-            for op in walk_pre_not_into(child, "sdy.named_computation")]
+def body_walk(op) -> list:
+    """Pre-order walk of the body of a function or named computation ``op`` that
+    does not enter the named computations nested in it."""
+    return walk_pre_not_into(op, "sdy.named_computation")[1:]
 
 
 def named_name(mop) -> str:
@@ -147,8 +147,8 @@ class _Splitter:
         for f in call_graph_post_order(self.module):
             for nc in walk_post(f):
                 if nc.name == "sdy.named_computation":
-                    out.append((f, region_walk(nc.regions[0])))
-            out.append((f, region_walk(f.regions[0])))
+                    out.append((f, body_walk(nc)))
+            out.append((f, body_walk(f)))
         return out
 
     def analyse(self, walks: list) -> tuple[set, set, dict]:
