@@ -194,12 +194,16 @@ def enclosing(mop, name: str):
 
 # -- values -------------------------------------------------------------------
 
-def is_block_arg(value) -> bool:
-    """Whether ``value`` is a block argument (values the bindings hand out are
-    usually downcast already; others are downcast here)."""
+def _downcast_value(value):
+    """``value`` as an ``OpResult`` or ``BlockArgument`` (values the bindings hand
+    out usually are already)."""
     if isinstance(value, (ir.OpResult, ir.BlockArgument)):
-        return isinstance(value, ir.BlockArgument)
-    return isinstance(value.maybe_downcast(), ir.BlockArgument)
+        return value
+    return value.maybe_downcast()
+
+
+def is_block_arg(value) -> bool:
+    return isinstance(_downcast_value(value), ir.BlockArgument)
 
 
 def owning_op(value):
@@ -211,8 +215,8 @@ def owning_op(value):
 
 def value_index(value) -> int:
     """Result number or argument number."""
-    v = value.maybe_downcast()
-    return v.arg_number if is_block_arg(value) else v.result_number
+    v = _downcast_value(value)
+    return v.arg_number if isinstance(v, ir.BlockArgument) else v.result_number
 
 
 def uses(value) -> list:
