@@ -190,6 +190,20 @@ def test_facts_are_checked(engine):
         get_engine(engine).run(program(ECHO), {"name": [(1, "a\udcffb")]})
 
 
+@pytest.mark.parametrize("rows, message", [
+    ([(0, "a"), (True, "b"), (2, "c")], "fact name(True, 'b'): column type number mismatch"),
+    ([(0, "a"), (2**31, "b")], "the number 2147483648 is beyond the 32-bit numbers"),
+    ([(0, "a"), (-2**31 - 1, "b")], "the number -2147483649 is beyond the 32-bit numbers"),
+    ([(0, "a"), (1, "b", 2)], "fact name(1, 'b', 2): expected 2 columns"),
+    ([(0, "a"), (1, None)], "fact name(1, None): column type symbol mismatch"),
+    ([(0, "a"), (1, "b\0"), (2, 3)], "fact name(1, 'b\\x00'): symbol with a NUL character"),
+])
+def test_the_first_bad_fact_among_good_ones_is_named(rows, message):
+    with pytest.raises(SdyError) as info:
+        get_engine("clingo").run(program(ECHO), {"blocked": [("x",)], "name": rows})
+    assert info.value.message.startswith(message)
+
+
 def test_fact_files_escape_names(tmp_path):
     from sdy_dl.datalog.facts import read_facts_dir, write_facts_dir
 
