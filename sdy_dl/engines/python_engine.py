@@ -15,7 +15,7 @@ deriving nothing on an empty body).
 from __future__ import annotations
 
 from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
-from sdy_dl.datalog.facts import Facts, typed_rows
+from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
 from sdy_dl.datalog.stratify import components as relation_components, dependencies
 from sdy_dl.engines.base import Relations
@@ -36,8 +36,8 @@ class PythonEngine:
     def run(self, program: Program, facts: Facts) -> Relations:
         plan = _plan(program)
         rel: dict[str, set] = {name: set() for name in program.decls}
-        for decl, row in typed_rows(program, facts):
-            rel[decl.name].add(tuple(row))
+        for decl, rows in checked_relations(program, facts):
+            rel[decl.name].update(map(tuple, rows))
         return plan.evaluate(rel, [d.name for d in program.outputs])
 
 
