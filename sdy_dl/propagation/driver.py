@@ -34,7 +34,7 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 #: Speculation stops after this many simulated pops without a new step.
-SPECULATION_IDLE = 128
+SPECULATION_IDLE = 32
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
@@ -92,6 +92,7 @@ class Propagator:
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
         self._sites: dict[int, _Site | None] = {}
+        self._may_die: dict[int, bool] = {}
         #: oid -> (site, strategy, write count) when the op's step last changed
         #: nothing: popped again with the same site and strategy and no write to
         #: its tensors since, its step input is the same, so it is skipped.
@@ -398,11 +399,17 @@ class Propagator:
     # -- dead ops (research notes sections 2, 3b) --------------------------------
 
     def _trivially_dead(self, op: Op) -> bool:
-        if op.parent is None or op.is_terminator:
+        may_die = self._may_die.get(op.oid)
+        if may_die is None:   # fixed for an op: nested, not a terminator, no effects
+            may_die = self._may_die[op.oid] = (op.parent is not None and not op.is_terminator
+                                               and has_no_effects(op))
+        if not may_die:
             return False
-        if any(self.live_uses[r.vid] for r in op.results):
-            return False
-        return has_no_effects(op)
+        live_uses = self.live_uses
+        for r in op.results:
+            if live_uses[r.vid]:
+                return False
+        return True
 
     def _erase(self, op: Op) -> None:
         """Erase ``op`` (nested ops first, in reverse); enqueue operand definers left with ≤ 1 user."""
