@@ -65,23 +65,24 @@ class Pending:
                 for s in self.originals]
 
 
-def rewritten_off_full(mop) -> bool:
+def rewritten_off_full(mop, first: TensorSharding | None) -> bool:
     """Whether the non-full version may rewrite ``mop`` (``processOp`` off the
-    full version): a dot with two operands, one result and a result sharding
-    (through barriers; ``processDot``), or an op whose first result has
-    unreduced axes."""
+    full version), ``first`` being the sharding of its first result: a dot with
+    two operands, one result and a result sharding (through barriers;
+    ``processDot``), or an op whose first result has unreduced axes."""
     if mop.name in DOT_OPS and len(mop.operands) == 2 and len(mop.results) == 1 \
             and sharding_bypassing_barriers(mop.results[0]) is not None:
         return True
-    first = get_sharding(mop.results[0]) if len(mop.results) else None
     return first is not None and bool(first.unreduced)
 
 
-def pending_op(mop, rule_of, meshes, on_full: bool) -> Pending | None:
+def pending_op(mop, first: TensorSharding | None, rule_of, meshes,
+               on_full: bool) -> Pending | None:
     """The op ``mop`` to project (None when Shardy would skip it: nothing to do
     in the non-full version, no rule, a custom rule, or no common mesh);
-    ``rule_of(mop)`` gives its sharding rule (asked only when needed)."""
-    if not on_full and not rewritten_off_full(mop):
+    ``first`` is the sharding of its first result, ``rule_of(mop)`` gives its
+    sharding rule (asked only when needed)."""
+    if not on_full and not rewritten_off_full(mop, first):
         return None
     rule = rule_of(mop)
     if rule is None or rule.is_custom:

@@ -124,13 +124,12 @@ def reshard_to_unreduced(reshard, meshes) -> bool:
     return True
 
 
-def all_reduce_unreduced_operands(mop, meshes) -> bool:
+def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes) -> bool:
     """Shardy's ``insertAllReduceOnOpIfUnreducedToReplicated``: operands with
-    unreduced axes the first result does not keep unreduced are all-reduced
-    right before ``mop``."""
+    unreduced axes the first result (its sharding: ``user``) does not keep
+    unreduced are all-reduced right before ``mop``."""
     if len(mop.results) == 0:
         return False
-    user = get_sharding(mop.results[0])
     changed = False
     for i in range(len(mop.operands)):
         have = get_sharding(mop.operands[i])

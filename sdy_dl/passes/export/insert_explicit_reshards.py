@@ -122,8 +122,9 @@ def run(module: Module, options: PassOptions) -> Module:
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
                     changed = True
                     continue
-                changed |= all_reduce_unreduced_operands(mop, meshes)
-                pending = pending_op(mop, rules, meshes, on_full)
+                first = get_sharding(mop.results[0]) if len(mop.results) else None
+                changed |= all_reduce_unreduced_operands(mop, first, meshes)
+                pending = pending_op(mop, first, rules, meshes, on_full)
                 if pending is not None:
                     if any(tensor_info(v.type) == (True, None)
                            for v in list(mop.operands) + list(mop.results)):
