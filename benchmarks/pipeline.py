@@ -6,7 +6,10 @@ output projection, cross-entropy loss, one Adam update; batch on "data",
 Megatron-style model sharding on "model", 2x4 CPU mesh) at the layer
 counts of ``SIZES``, then times whole processes on each module file:
 
-* ``sdy-dl propagate`` with the embedded engine (clingo);
+* ``sdy-dl propagate --engine python``, the embedded default (on a fresh
+  cache: the first, untimed run, which compiles the programs' rules into the
+  cache, is reported);
+* ``sdy-dl propagate --engine clingo`` with ``--clingo``;
 * ``sdy-dl propagate --engine souffle --compiled`` when ``souffle`` is on PATH
   (on a fresh binary cache: the first, untimed run's time is reported, and
   how long until the binaries it started compiling in the background are
@@ -206,13 +209,18 @@ def sdy_dl_argv() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "sdy_dl.cli"]
 
 
-def tools(souffle: bool, trees: list[str]) -> list[Tool]:
+def tools(souffle: bool, clingo: bool, trees: list[str]) -> list[Tool]:
     base = sdy_dl_argv()
+
+    def engine(name: str, *flags: str):
+        return lambda m, o: base + ["propagate", "--quiet", "--engine", name, *flags, m, "-o", o]
+
     out = [Tool("shardy", lambda m, o: [sys.executable, "-c", SHARDY_SCRIPT, m, o]),
-           Tool("clingo", lambda m, o: base + ["propagate", "--quiet", "--engine", "clingo", m, "-o", o])]
+           Tool("python", engine("python"))]
+    if clingo:
+        out.append(Tool("clingo", engine("clingo")))
     if souffle:
-        out.append(Tool("souffle", lambda m, o: base + ["propagate", "--quiet", "--engine", "souffle",
-                                                        "--compiled", m, "-o", o]))
+        out.append(Tool("souffle", engine("souffle", "--compiled")))
     for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), clingo engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
         out.append(Tool(f"clingo@{os.path.basename(os.path.normpath(tree))}",
@@ -245,21 +253,25 @@ def wait_for_builds(cache: str) -> None:
         time.sleep(1)
 
 
-def bench_size(label: str, workdir: str, runs: int, souffle: str | None, trees: list[str]) -> dict:
-    """One row of the table; ``souffle``: the binary cache of the souffle runs (None: none)."""
+def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
+               trees: list[str]) -> dict:
+    """One row of the table; ``caches``: the sdy-dl cache of the python runs and,
+    when Soufflé runs, of the souffle runs (each fresh: the first size runs cold)."""
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools(souffle, trees)
+    procs = tools("souffle" in caches, clingo, trees)
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
-    cold = None
-    if souffle:   # the first run on this cache, then until the background builds end
-        cache = souffle
-        procs[2].env = dict(os.environ, SDY_DL_CACHE=cache)
+    cold = {}
+    for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
+        if tool.name not in caches:
+            continue
+        tool.env = dict(os.environ, SDY_DL_CACHE=caches[tool.name])
         start = time.perf_counter()
-        first, _, _ = run_process(procs[2].argv(module, outputs["souffle"]), procs[2].env)
-        wait_for_builds(cache)
-        cold = (first, time.perf_counter() - start)
+        first, _, _ = run_process(tool.argv(module, outputs[tool.name]), tool.env)
+        if tool.name == "souffle":
+            wait_for_builds(caches[tool.name])
+        cold[tool.name] = (first, time.perf_counter() - start)
     for _ in range(runs):
         for tool in procs:
             elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]), tool.env)
@@ -273,7 +285,7 @@ def bench_size(label: str, workdir: str, runs: int, souffle: str | None, trees: 
         with open(outputs[tool.name], encoding="utf-8") as f:
             same[tool.name] = f.read() == expected
     return {"label": label, "layers": SIZES[label], "ops": ops, "tools": procs,
-            "same": same, "souffle_cold": cold}
+            "same": same, "cold": cold}
 
 
 def table(rows: list[dict]) -> str:
@@ -307,6 +319,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "sdy-dl-bench"),
                         help="where lowered modules (kept between runs) and outputs go")
     parser.add_argument("--no-souffle", action="store_true", help="skip Soufflé even if on PATH")
+    parser.add_argument("--clingo", action="store_true", help="also time --engine clingo")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -314,18 +327,24 @@ def main(argv=None) -> int:
                              "extracted with git archive), clingo engine")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
-    souffle = None   # a fresh binary cache shared by the sizes: the first size runs cold
+    # Fresh caches shared by the sizes: the first size runs cold.
+    caches = {"python": tempfile.mkdtemp(prefix="python-cache-", dir=args.workdir)}
     if shutil.which("souffle") is not None and not args.no_souffle:
-        souffle = args.souffle_cache or tempfile.mkdtemp(prefix="souffle-cache-", dir=args.workdir)
+        caches["souffle"] = args.souffle_cache or tempfile.mkdtemp(prefix="souffle-cache-",
+                                                                   dir=args.workdir)
     rows = []
     for label in args.sizes:
-        row = bench_size(label, args.workdir, args.runs, souffle, args.compare_tree)
+        row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
-        if row["souffle_cold"] is not None:
-            first, ready = row["souffle_cold"]
+        if "python" in row["cold"]:
+            print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
+                  flush=True)
+        if "souffle" in row["cold"]:
+            first, ready = row["cold"]["souffle"]
             print(f"  souffle, first (untimed) run on the cache: {first:.1f} s (programs not compiled "
-                  f"yet run on clingo); background compilation done after {ready:.1f} s", flush=True)
+                  f"yet run on the python engine); background compilation done after {ready:.1f} s",
+                  flush=True)
     print()
     print(f"medians of {args.runs} interleaved runs")
     print(table(rows))

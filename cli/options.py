@@ -42,10 +42,11 @@ def pass_options(fn):
     opts = [
         click.option("--engine", type=click.Choice(ENGINE_NAMES), default="auto", show_default=True,
                      help="Datalog engine (auto: cached compiled Soufflé binaries when souffle "
-                          "is on PATH, clingo for the rest)."),
+                          "is on PATH, the embedded Python engine for the rest; python: "
+                          "rules compiled to Python; clingo: clingo grounds a translation)."),
         click.option("--compiled", is_flag=True,
                      help="souffle engine: run compiled, cached binaries; missing ones compile "
-                          "in the background while clingo runs their programs."),
+                          "in the background while the embedded Python engine runs their programs."),
         click.option("--wait-for-compile", is_flag=True,
                      help="souffle --compiled: compile missing binaries before running them."),
         click.option("--conservative", is_flag=True, help="Conservative propagation (Shardy's option)."),

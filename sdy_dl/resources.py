@@ -53,21 +53,32 @@ def code_digest(*modules) -> str:
 def cached_text(kind: str, key: str, compute) -> str:
     """The text ``compute()`` gives, kept in the cache under ``kind/key``; an
     unwritable or unreadable cache only costs the computation."""
+    def decode(data: bytes) -> str:
+        return data.decode("utf-8")
+    return decode(cached_bytes(kind, key, lambda: compute().encode("utf-8"), check=decode))
+
+
+def cached_bytes(kind: str, key: str, compute, check=None) -> bytes:
+    """The bytes ``compute()`` gives, kept in the cache under ``kind/key`` (a cached
+    entry that ``check`` rejects with ValueError is computed again)."""
     import os
     import tempfile
 
     path = cache_root() / kind / key
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = path.read_bytes()
+        if check is not None:
+            check(data)
+        return data
+    except (OSError, ValueError):
         pass
-    text = compute()
+    data = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError:
         pass
-    return text
+    return data

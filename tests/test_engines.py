@@ -1,4 +1,5 @@
-"""The engines: clingo runs the translated program; Soufflé (when present) agrees."""
+"""The engines: the Python engine runs the program's rules, clingo a translation;
+they agree with each other and with Soufflé (when present)."""
 
 from __future__ import annotations
 
@@ -92,9 +93,23 @@ def test_souffle_and_clingo_agree(tmp_path, monkeypatch, compiled):
     assert get_engine("souffle", compiled=compiled).run(program(), FACTS) == expected
 
 
-def test_auto_runs_clingo_where_no_binary_is_cached(tmp_path, monkeypatch):
+def test_python_engine_and_clingo_agree():
+    out = get_engine("python").run(program(), FACTS)
+    assert out == get_engine("clingo").run(program(), FACTS)
+    assert out["outdeg"] == {(1, 2), (2, 1), (3, 1), (4, 1)}
+    assert out["odd_sink"] == {(5,)}
+
+
+def test_auto_runs_the_python_engine_where_no_binary_is_cached(tmp_path, monkeypatch):
+    from sdy_dl.engines import python_engine
+
     monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
+    calls = []
+    run = python_engine.PythonEngine.run
+    monkeypatch.setattr(python_engine.PythonEngine, "run",
+                        lambda self, *a: calls.append(1) or run(self, *a))
     assert get_engine("auto").run(program(), FACTS) == get_engine("clingo").run(program(), FACTS)
+    assert calls == [1]
     assert not (tmp_path / "souffle").exists()  # auto never compiles
 
 
@@ -104,12 +119,12 @@ def test_auto_runs_clingo_where_no_binary_is_cached(tmp_path, monkeypatch):
 def test_background_compilation_then_auto_uses_the_binary(tmp_path, monkeypatch, capfd):
     import time
 
-    from sdy_dl.engines import clingo_engine, souffle_engine
+    from sdy_dl.engines import python_engine, souffle_engine
 
     monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
     monkeypatch.setattr(souffle_engine, "_STARTED", set())
     expected = get_engine("clingo").run(program(), FACTS)
-    # Cold: the answer comes from clingo while a detached process compiles.
+    # Cold: the answer comes from the Python engine while a detached process compiles.
     assert get_engine("souffle", compiled=True, background=True).run(program(), FACTS) == expected
     assert "compiling Soufflé programs in the background" in capfd.readouterr().err
     exe = souffle_engine.binary_path(program())
@@ -118,9 +133,9 @@ def test_background_compilation_then_auto_uses_the_binary(tmp_path, monkeypatch,
         time.sleep(1)
     assert souffle_engine.cached_binary(program()) == exe
 
-    def no_clingo(*_):
-        raise AssertionError("clingo ran although a binary is cached")
-    monkeypatch.setattr(clingo_engine.ClingoEngine, "run", no_clingo)
+    def no_embedded(*_):
+        raise AssertionError("the embedded engine ran although a binary is cached")
+    monkeypatch.setattr(python_engine.PythonEngine, "run", no_embedded)
     assert get_engine("souffle", compiled=True, background=True).run(program(), FACTS) == expected
     assert get_engine("auto").run(program(), FACTS) == expected
 
@@ -211,20 +226,36 @@ def expected_echo():
     return ({(n, i) for i, n in echo_facts()["name"] if n != "plain"}, {(0, 100), (100, 0)})
 
 
-def test_names_round_trip_through_clingo_as_data():
-    out = get_engine("clingo").run(program(ECHO), echo_facts())
+@pytest.mark.parametrize("engine", ["clingo", "python"])
+def test_names_round_trip_through_embedded_engines_as_data(engine):
+    out = get_engine(engine).run(program(ECHO), echo_facts())
     assert (out["echo"], out["same"]) == expected_echo()
 
 
-def test_facts_are_checked():
+@pytest.mark.parametrize("engine", ["clingo", "python"])
+def test_facts_are_checked(engine):
     with pytest.raises(SdyError, match="not an input relation"):
-        get_engine("clingo").run(program(ECHO), {"echo": [("a", 1)]})
+        get_engine(engine).run(program(ECHO), {"echo": [("a", 1)]})
     with pytest.raises(SdyError, match="type number mismatch"):
-        get_engine("clingo").run(program(ECHO), {"name": [("1", "a")]})
+        get_engine(engine).run(program(ECHO), {"name": [("1", "a")]})
     with pytest.raises(SdyError, match="NUL"):
-        get_engine("clingo").run(program(ECHO), {"name": [(1, "a\0b")]})
+        get_engine(engine).run(program(ECHO), {"name": [(1, "a\0b")]})
     with pytest.raises(SdyError, match="not valid Unicode"):
-        get_engine("clingo").run(program(ECHO), {"name": [(1, "a\udcffb")]})
+        get_engine(engine).run(program(ECHO), {"name": [(1, "a\udcffb")]})
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([(0, "a"), (True, "b"), (2, "c")], "fact name(True, 'b'): column type number mismatch"),
+    ([(0, "a"), (2**31, "b")], "the number 2147483648 is beyond the 32-bit numbers"),
+    ([(0, "a"), (-2**31 - 1, "b")], "the number -2147483649 is beyond the 32-bit numbers"),
+    ([(0, "a"), (1, "b", 2)], "fact name(1, 'b', 2): expected 2 columns"),
+    ([(0, "a"), (1, None)], "fact name(1, None): column type symbol mismatch"),
+    ([(0, "a"), (1, "b\0"), (2, 3)], "fact name(1, 'b\\x00'): symbol with a NUL character"),
+])
+def test_the_first_bad_fact_among_good_ones_is_named(rows, message):
+    with pytest.raises(SdyError) as info:
+        get_engine("clingo").run(program(ECHO), {"blocked": [("x",)], "name": rows})
+    assert info.value.message.startswith(message)
 
 
 def test_fact_files_escape_names(tmp_path):
@@ -257,7 +288,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
 '''
 
 
-@pytest.mark.parametrize("engine", ["clingo", "souffle"])
+@pytest.mark.parametrize("engine", ["python", "clingo", "souffle"])
 def test_awkward_axis_names_propagate_as_in_shardy(engine):
     if engine == "souffle" and shutil.which("souffle") is None:
         pytest.skip("souffle is not on PATH")

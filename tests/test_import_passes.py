@@ -686,6 +686,28 @@ func.func private @only_from_unused(%arg0: tensor<8xf32>) -> tensor<8xf32> {
 func.func @public_unused(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@other_mesh, [{"z"}]>}) -> tensor<8xf32> {
   return %arg0 : tensor<8xf32>
 }""",
+    # every private symbol is live once main is read: nothing else needs reading
+    "all_private_live": MESH + """
+sdy.mesh @private_mesh = <["z"=2]> {sym_visibility = "private"}
+func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@private_mesh, [{"z"}]>}) -> tensor<8xf32> {
+  %0 = call @used(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func private @used(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = call @used_transitively(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func private @used_transitively(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}""",
+    "no_private_symbols": MESH + """
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = call @other(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func @other(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}""",
 }
 
 

@@ -97,6 +97,41 @@ def test_values_know_their_uses_and_owners():
     assert arg1.is_block_arg and {op.name for op, _ in arg1.uses} == {"stablehlo.add", "stablehlo.while"}
 
 
+USES = """func.func @main(%arg0: tensor<8xf32>, %arg1: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<8xf32>
+  %1 = stablehlo.negate %0 : tensor<8xf32>
+  %2 = stablehlo.multiply %1, %0 : tensor<8xf32>
+  %3 = stablehlo.abs %2 : tensor<8xf32>
+  return %3 : tensor<8xf32>
+}"""
+
+
+def test_uses_are_in_mlir_use_list_order():
+    """Values with no, one and several uses (one op using a value twice), before and
+    after an edit adds a use of a single-use value."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.loader import index_on_demand
+    from sdy_dl.ir.mlir_ops import key
+
+    def check(module):
+        for v in module.values:
+            expected = [(key(u.owner), u.operand_number) for u in v.mlir.uses]
+            assert [(key(op.mlir), k) for op, k in v.uses] == expected
+
+    module = parse_module_text(USES)
+    check(module)
+    with mlir_context():
+        negate = next(op for op in module.ops if op.name == "stablehlo.negate")
+        ret = next(op for op in module.ops if op.name == "func.return")
+        ir.InsertionPoint(ret.mlir).insert(ir.Operation.create(
+            "stablehlo.abs", results=[negate.mlir.results[0].type],
+            operands=[negate.mlir.results[0]], loc=ir.Location.unknown()))
+    edited = index_on_demand(module.mlir, module.file)
+    assert len(next(op for op in edited.ops if op.name == "stablehlo.negate").results[0].uses) == 2
+    check(edited)
+
+
 @pytest.mark.parametrize("text, message", [
     ("this is not mlir", "unknown"),
     ("func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n  return %arg0", "expected"),

@@ -32,15 +32,20 @@ class OpDescriber:
         self.file = file
         self.rule_files = frozenset(str(Path(f).resolve()) for f in rule_files)
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
+        self._described: dict[int, tuple] = {}   # id(op) -> (op, description)
 
     def __call__(self, op) -> dict:
-        from sdy_dl.audit.naming import source_place
-
-        from sdy_dl.audit.naming import tags
+        """The op's name, place, rule origin and tag (worked out once per op)."""
+        cached = self._described.get(id(op))
+        if cached is not None and cached[0] is op:
+            return cached[1]
+        from sdy_dl.audit.naming import source_place, tags
 
         found = tags(op.mlir.location, "px")
-        return {"name": op.name, "place": source_place(op, self.file),
-                "origin": self.rule_origin(op), "tag": found[0] if found else None}
+        described = {"name": op.name, "place": source_place(op, self.file),
+                     "origin": self.rule_origin(op), "tag": found[0] if found else None}
+        self._described[id(op)] = (op, described)
+        return described
 
     def rule_origin(self, op) -> str:
         """Where ``op``'s rule comes from: the op's own attribute or a rule file and line."""

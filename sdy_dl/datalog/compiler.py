@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 
-import jinja2
-
 from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.errors import SdyError
@@ -24,7 +22,9 @@ MAIN = "main.dl.j2"
 
 
 @functools.lru_cache(maxsize=None)
-def _environment() -> jinja2.Environment:
+def _environment():
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(datalog_dir())),
         undefined=jinja2.StrictUndefined,
@@ -40,14 +40,40 @@ def available_stages() -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _compile_cached(stage: str, params: tuple) -> Program:
+def _templates_digest() -> str:
+    """A digest of every file under ``datalog/`` and of this module (keys
+    rendered programs in the cache)."""
+    import hashlib
+    import sys
+
+    root = datalog_dir()
+    h = hashlib.sha256(code_digest(sys.modules[__name__]).encode())
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _render(stage: str, params: tuple) -> str:
+    import jinja2
+
     name = f"{stage}/{MAIN}"
     try:
         template = _environment().get_template(name)
     except jinja2.TemplateNotFound:
         raise SdyError(f"unknown Datalog stage {stage!r} "
                        f"(known: {', '.join(available_stages())})") from None
-    text = template.render(**dict(params))
+    return template.render(**dict(params))
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_cached(stage: str, params: tuple) -> Program:
+    import hashlib
+
+    name = f"{stage}/{MAIN}"
+    if not (datalog_dir() / stage / MAIN).is_file():
+        _render(stage, params)   # the unknown-stage error
+    key = hashlib.sha256(repr((stage, params)).encode()).hexdigest()[:24] + "-" + _templates_digest()
+    text = cached_text("programs", key, lambda: _render(stage, params))
     _check_stratified_once(text, name)
     decls = parse_declarations(text, source=name)
     check_input_names(decls, source=name)

@@ -25,36 +25,66 @@ Facts = Mapping[str, Iterable[tuple]]
 def check_facts(program: Program, facts: Facts) -> None:
     """Every fact relation is a declared input with the right arity and types, and
     every number fits the engines' 32-bit numbers."""
-    for _ in typed_rows(program, facts):
+    for _ in checked_relations(program, facts):
         pass
 
 
-def typed_rows(program: Program, facts: Facts) -> Iterator[tuple[Decl, tuple]]:
-    """``(decl, row)`` for every fact, checked: a declared input relation, its arity,
-    ``int`` (32 bits) for number columns and ``str`` (Unicode text without NUL) for
-    symbol columns."""
+def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, list[tuple]]]:
+    """``(decl, rows)`` for every fact relation, checked: a declared input relation,
+    its arity, ``int`` (32 bits) for number columns and ``str`` (Unicode text
+    without NUL) for symbol columns.  Whole columns are checked at once; a relation
+    that fails that quick check is checked row by row, which names the first bad fact."""
     for name, rows in facts.items():
         decl = program.decls.get(name)
         if decl is None or not decl.is_input:
             raise SdyError(f"facts given for {name}, which is not an input relation")
-        types = decl.types
-        for row in rows:
-            if len(row) != len(types):
-                raise SdyError(f"fact {name}{row!r}: expected {decl.arity} columns")
-            for value, typ in zip(row, types):
-                if typ == "number":
-                    if not isinstance(value, int) or isinstance(value, bool):
-                        raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
-                    if not -2**31 <= value < 2**31:
-                        raise SdyError(f"the number {value} is beyond the 32-bit numbers of "
-                                       f"the Datalog engines (relation {name})")
-                elif not isinstance(value, str):
-                    raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
-                elif "\0" in value:
-                    raise SdyError(f"fact {name}{row!r}: symbol with a NUL character")
-                elif not value.isascii() and not _is_unicode_text(value):
-                    raise SdyError(f"the name {value!r} is not valid Unicode text")
-            yield decl, row
+        rows = rows if isinstance(rows, list) else list(rows)
+        if not _plainly_typed(decl, rows):
+            for row in rows:
+                _check_row(decl, row)
+        yield decl, rows
+
+
+def _plainly_typed(decl: Decl, rows: list[tuple]) -> bool:
+    """True when every row has ``decl``'s arity, every number column holds only
+    ``int`` values within 32 bits and every symbol column only NUL-free Unicode
+    ``str`` values (False means: check row by row)."""
+    if not rows:
+        return True
+    if set(map(len, rows)) != {decl.arity}:
+        return False
+    for column, typ in zip(zip(*rows), decl.types):
+        if typ == "number":
+            if set(map(type, column)) != {int} or min(column) < -2**31 or max(column) >= 2**31:
+                return False
+        elif set(map(type, column)) != {str} or not _is_text("".join(column)):
+            return False
+    return True
+
+
+def _is_text(value: str) -> bool:
+    """No NUL character and valid Unicode text (no lone surrogates)."""
+    return "\0" not in value and (value.isascii() or _is_unicode_text(value))
+
+
+def _check_row(decl: Decl, row: tuple) -> None:
+    """Raise the error for the first ill-typed column of the fact ``row`` of ``decl``."""
+    name, types = decl.name, decl.types
+    if len(row) != len(types):
+        raise SdyError(f"fact {name}{row!r}: expected {decl.arity} columns")
+    for value, typ in zip(row, types):
+        if typ == "number":
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+            if not -2**31 <= value < 2**31:
+                raise SdyError(f"the number {value} is beyond the 32-bit numbers of "
+                               f"the Datalog engines (relation {name})")
+        elif not isinstance(value, str):
+            raise SdyError(f"fact {name}{row!r}: column type {typ} mismatch")
+        elif "\0" in value:
+            raise SdyError(f"fact {name}{row!r}: symbol with a NUL character")
+        elif not value.isascii() and not _is_unicode_text(value):
+            raise SdyError(f"the name {value!r} is not valid Unicode text")
 
 
 def _is_unicode_text(value: str) -> bool:
@@ -84,13 +114,36 @@ def _field(value) -> str:
     return escape_symbol(value) if isinstance(value, str) else str(value)
 
 
+def _fields(column: tuple) -> tuple[str, ...]:
+    """The fact-file fields of the values of one column (:func:`_field` of each;
+    a column of ``int`` or of ``str`` is converted at once)."""
+    types = set(map(type, column))
+    if types == {int}:
+        return tuple(map(str, column))
+    if types == {str}:
+        if _ESCAPE_RE.search("".join(column)) is None:
+            return column
+        return tuple(map(escape_symbol, column))
+    return tuple(map(_field, column))
+
+
+def _tsv_lines(rows: list[tuple]) -> str:
+    """``rows`` as fact-file lines: fields separated by tabs, one row a line."""
+    if len(set(map(len, rows))) > 1:
+        return "".join("\t".join(_field(v) for v in row) + "\n" for row in rows)
+    columns = [_fields(column) for column in zip(*rows)]
+    if not columns:
+        return "\n" * len(rows)
+    return "".join(line + "\n" for line in map("\t".join, zip(*columns)))
+
+
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     """Write ``<relation>.facts`` for every input relation (empty files included)."""
     os.makedirs(directory, exist_ok=True)
     for decl in program.inputs:
         rows = sorted(set(facts.get(decl.name, ())))
         with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)
+            f.write(_tsv_lines(rows))
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
@@ -140,4 +193,4 @@ def write_relations_dir(program: Program, relations: Facts, directory: str) -> N
     for decl in program.outputs:
         rows = sorted(relations.get(decl.name, ()))
         with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.writelines("\t".join(_field(v) for v in row) + "\n" for row in rows)
+            f.write(_tsv_lines(rows))

@@ -34,15 +34,16 @@ def dependencies(text: str) -> set[tuple[str, str, bool]]:
 def check_stratified(text: str, source: str = "<program>") -> None:
     """Raise SdyError naming a negative/aggregate edge inside a recursive cycle."""
     edges = dependencies(text)
-    comp = _components({(h, b) for h, b, _ in edges})
+    comp = components({(h, b) for h, b, _ in edges})
     for head, body, negative in sorted(edges):
         if negative and comp.get(head) is not None and comp.get(head) == comp.get(body):
             raise SdyError(f"program is not stratified: {head} depends on {body} through "
                            f"negation or an aggregate inside a recursive cycle", file=source)
 
 
-def _components(edges: set[tuple[str, str]]) -> dict[str, int]:
-    """Strongly connected components (iterative Tarjan): relation -> component id."""
+def components(edges: set[tuple[str, str]]) -> dict[str, int]:
+    """Strongly connected components (iterative Tarjan): relation -> component id;
+    ids grow in dependency order (a component after every component it reaches)."""
     graph: dict[str, list[str]] = {}
     for a, b in edges:
         graph.setdefault(a, []).append(b)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import clingo
 import clingo.ast
 
-from sdy_dl.datalog.facts import Facts, typed_rows
-from sdy_dl.datalog.program import Program
+from sdy_dl.datalog.facts import Facts, checked_relations
+from sdy_dl.datalog.program import Decl, Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.engines.to_clingo import translate
 from sdy_dl.errors import SdyError
@@ -42,16 +42,28 @@ def _statements(program: Program) -> list:
 _STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 
 
-def string_literal(text: str) -> str:
-    """``text`` as a clingo string literal (the exact inverse of clingo's unescaping)."""
-    return '"' + text.translate(_STRING_ESCAPES) + '"'
+def _string_bodies(column: tuple[str, ...]) -> tuple[str, ...]:
+    """The bodies of the clingo string literals of ``column``: each ``\\``, ``"`` and
+    newline escaped (the exact inverse of clingo's unescaping); the column itself
+    when it holds none of them."""
+    text = "".join(column)
+    if "\\" in text or '"' in text or "\n" in text:
+        return tuple(value.translate(_STRING_ESCAPES) for value in column)
+    return column
 
 
-def _fact_text(name: str, row: tuple) -> str:
-    if not row:
-        return f"{name}.\n"
-    args = ",".join(string_literal(v) if isinstance(v, str) else str(v) for v in row)
-    return f"{name}({args}).\n"
+def relation_text(decl: Decl, rows: list[tuple]) -> str:
+    """The checked facts ``rows`` of ``decl`` as clingo program text: one
+    ``name(args).`` line per row, symbols as string literals."""
+    if not decl.columns:
+        return f"{decl.name}.\n" * len(rows)
+    if not rows:
+        return ""
+    columns = [column if typ == "number" else _string_bodies(column)
+               for column, typ in zip(zip(*rows), decl.types)]
+    args = ",".join("%s" if typ == "number" else '"%s"' for typ in decl.types)
+    template = f"{decl.name}({args}).\n"
+    return "".join(map(template.__mod__, zip(*columns)))
 
 
 class ClingoEngine:
@@ -67,8 +79,8 @@ class ClingoEngine:
         with clingo.ast.ProgramBuilder(ctl) as builder:
             for stm in _statements(program):
                 builder.add(stm)
-        ctl.add("base", [], "".join(_fact_text(decl.name, row)
-                                    for decl, row in typed_rows(program, facts)))
+        ctl.add("base", [], "".join(relation_text(decl, rows)
+                                    for decl, rows in checked_relations(program, facts)))
         ctl.ground([("base", [])])
         readers = {d.name: tuple(t == "number" for t in d.types) for d in program.outputs}
         out: Relations = {name: set() for name in readers}
@@ -77,9 +89,10 @@ class ClingoEngine:
             for model in handle:
                 models += 1
                 for sym in model.symbols(shown=True):
-                    numbers = readers[sym.name]
-                    out[sym.name].add(tuple(a.number if n else a.string
-                                            for a, n in zip(sym.arguments, numbers)))
+                    name = sym.name
+                    numbers = readers[name]
+                    out[name].add(tuple(a.number if n else a.string
+                                        for a, n in zip(sym.arguments, numbers)))
         if models != 1:
             raise SdyError(f"clingo found {models} models; the program is not stratified")
         return out

@@ -10,7 +10,7 @@ By default a missing binary is compiled before the call (``wait``).  With
 ``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
 a detached process (:mod:`sdy_dl.engines.souffle_build`, one compilation at
 a time per cache) while this call, and every call until the binary is
-there, runs on the embedded engine instead; both engines give identical
+there, runs on the embedded Python engine instead; both engines give identical
 results, so only the time differs.
 """
 
@@ -101,8 +101,8 @@ class SouffleEngine:
 
     def _embedded(self):
         if self._fallback is None:
-            from sdy_dl.engines.clingo_engine import ClingoEngine
-            self._fallback = ClingoEngine()
+            from sdy_dl.engines.python_engine import PythonEngine
+            self._fallback = PythonEngine()
         return self._fallback
 
     def _compile(self, program: Program) -> str:
@@ -127,7 +127,7 @@ class SouffleEngine:
         exe = binary_path(program)
         directory = os.path.dirname(exe)
         if os.path.exists(os.path.join(directory, FAILED)):
-            return   # compiling it failed before (see build.log there): clingo runs it
+            return   # compiling it failed before (see build.log there): the embedded engine runs it
         source = _cached_source(program)
         with open(os.path.join(directory, "build.log"), "ab") as log:
             subprocess.Popen([sys.executable, "-m", "sdy_dl.engines.souffle_build",

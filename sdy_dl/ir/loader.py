@@ -98,10 +98,13 @@ def build_model(mlir_module, file: str) -> Module:
     state = ir.AsmState(mlir_module.operation)
     by_mlir = {}
 
+    shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
+
     def new_value(mv, defining_op, block, index) -> Value:
         t = mv.type
-        shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
-        static = shape is not None and all(d >= 0 for d in shape)
+        if t not in shapes:
+            shapes[t] = _shape_and_static(t)
+        shape, static = shapes[t]
         v = Value(vid=len(module.values), asm_state=state,
                   shape=shape, static=static, defining_op=defining_op, block=block,
                   index=index, mlir=mv)
@@ -115,6 +118,8 @@ def build_model(mlir_module, file: str) -> Module:
                 parent=parent, block=block, mlir=mop)
         module.ops.append(op)
         op.operands = [module.value_of(o) for o in mop.operands]
+        for k, value in enumerate(op.operands):
+            value.uses.append((op, k))
         by_mlir[mop] = op
         op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
         return op
@@ -158,10 +163,20 @@ def build_model(mlir_module, file: str) -> Module:
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
     # Uses in MLIR's use-list order (most recently created first): Shardy's
-    # notifications follow it.
+    # notifications follow it.  The operands gave every value its uses in program
+    # order, which is that order when there is at most one.
     for v in module.values:
-        v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
+        if len(v.uses) > 1:
+            v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
+
+
+def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
+    """(shape or None, whether static) of a value of MLIR type ``t`` (see :class:`Value`)."""
+    from jaxlib.mlir import ir
+
+    shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
+    return shape, shape is not None and all(d >= 0 for d in shape)
 
 
 #: The fields of :class:`Module` that ``build_model`` derives from the MLIR.

@@ -48,6 +48,8 @@ def op_error(module: Module, mop, message: str) -> SdyError:
 # -- stable identities -------------------------------------------------------------------
 
 def _capsule_pointer():
+    """``pointer(obj)``: the C++ pointer in ``obj._CAPIPtr`` (the capsule's name,
+    one per Python class, is read once per class)."""
     import ctypes
 
     api = ctypes.pythonapi
@@ -55,7 +57,16 @@ def _capsule_pointer():
     api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     api.PyCapsule_GetName.restype = ctypes.c_char_p
     api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    return lambda cap: api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+    get_pointer, get_name = api.PyCapsule_GetPointer, api.PyCapsule_GetName
+    names: dict = {}
+
+    def pointer(obj) -> int:
+        capsule = obj._CAPIPtr
+        name = names.get(type(obj))
+        if name is None:
+            name = names[type(obj)] = get_name(capsule)
+        return get_pointer(capsule, name)
+    return pointer
 
 
 _POINTER = None
@@ -71,8 +82,7 @@ def key(obj) -> int:
     global _POINTER
     if _POINTER is None:
         _POINTER = _capsule_pointer()
-    obj = getattr(obj, "operation", obj)
-    return _POINTER(obj._CAPIPtr)
+    return _POINTER(getattr(obj, "operation", obj))
 
 
 # -- walks over raw MLIR operations -----------------------------------------------
@@ -94,6 +104,19 @@ def walk_post(root) -> list:
     """Every operation nested in ``root`` (itself included) in post-order
     (MLIR's default ``walk``: regions first, then the op)."""
     return _walk(root, ir.WalkOrder.POST_ORDER)
+
+
+def walk_pre_not_into(root, name: str) -> list:
+    """Like :func:`walk_pre`, without entering the regions of the ops nested in
+    ``root`` that are called ``name`` (those ops are listed)."""
+    out: list = []
+
+    def visit(op):
+        out.append(op)  # root comes first: its own regions are entered
+        return (ir.WalkResult.SKIP if op.name == name and len(out) > 1
+                else ir.WalkResult.ADVANCE)
+    root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
 
 
 def _walk(root, order) -> list:
@@ -171,21 +194,35 @@ def enclosing(mop, name: str):
 
 # -- values -------------------------------------------------------------------
 
+def _downcast_value(value):
+    """``value`` as an ``OpResult`` or ``BlockArgument`` (values the bindings hand
+    out usually are already)."""
+    if isinstance(value, (ir.OpResult, ir.BlockArgument)):
+        return value
+    return value.maybe_downcast()
+
+
 def is_block_arg(value) -> bool:
-    return isinstance(value.maybe_downcast(), ir.BlockArgument)
+    return isinstance(_downcast_value(value), ir.BlockArgument)
+
+
+def value_place(value) -> tuple:
+    """(owning op, result or argument number, whether a block argument) of
+    ``value``: the defining op of a result, the op owning a block argument's block."""
+    v = _downcast_value(value)
+    if isinstance(v, ir.BlockArgument):
+        return v.owner.owner.operation, v.arg_number, True
+    return v.owner.operation, v.result_number, False
 
 
 def owning_op(value):
     """The defining op of a result, or the op owning a block argument's block."""
-    if is_block_arg(value):
-        return value.owner.owner.operation
-    return value.owner.operation
+    return value_place(value)[0]
 
 
 def value_index(value) -> int:
     """Result number or argument number."""
-    v = value.maybe_downcast()
-    return v.arg_number if is_block_arg(value) else v.result_number
+    return value_place(value)[1]
 
 
 def uses(value) -> list:
@@ -197,9 +234,14 @@ def users(value) -> list:
     return [op for op, _ in uses(value)]
 
 
+def _downcast(type_):
+    """``type_`` as its most specific class (types the bindings hand out usually are)."""
+    return type_ if isinstance(type_, ir.ShapedType) else type_.maybe_downcast()
+
+
 def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
     """(is shaped, static shape or None) of an MLIR type."""
-    t = type_.maybe_downcast()
+    t = _downcast(type_)
     if not isinstance(t, ir.ShapedType):
         return False, None
     if not t.has_rank or not t.has_static_shape:
@@ -208,8 +250,9 @@ def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
 
 
 def is_static_tensor(type_) -> bool:
-    shaped, shape = tensor_info(type_)
-    return shaped and shape is not None
+    """A shaped type with a rank and a static shape (``tensor_info`` gives its shape)."""
+    t = _downcast(type_)
+    return isinstance(t, ir.ShapedType) and t.has_rank and t.has_static_shape
 
 
 def tensor_rank(type_) -> int:

@@ -49,13 +49,15 @@ def recreate_renamed(mop, new_name: str):
                                attributes=attrs, loc=op.location)
 
 
-def attribute_dict_text(mop) -> str:
-    """``mop``'s attribute dictionary as text, equal for two ops exactly when their
-    attributes are: sorted ``name = value`` pairs, or, when the bindings cannot read
-    one of them, the generic form after the operand list."""
+def attribute_dict_key(mop):
+    """``mop``'s attribute dictionary as a key, equal for two ops exactly when
+    their attributes are: the ``(name, attribute)`` pairs sorted by name
+    (attributes are uniqued in sdy-dl's one context, so they compare as objects,
+    like Shardy's ``DictionaryAttr``), or, when the bindings cannot read one of
+    them, the generic form after the operand list."""
     attrs = mop.operation.attributes
     try:
-        return repr(sorted((name, str(attrs[name])) for name in attrs))
+        return tuple(sorted(((name, attrs[name]) for name in attrs), key=lambda item: item[0]))
     except TypeError:
         text = mop.operation.get_asm(print_generic_op_form=True, skip_regions=True,
                                      use_local_scope=True)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from sdy_dl.ir.mlir_ops import walk_pre
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import (SHARDING_ATTR, read_own, read_per_value, update_func_shardings,
-                               write_own, write_per_value)
+from sdy_dl.ir.storage import (SHARDING_ATTR, parse_attr, per_value_attr, per_value_of,
+                               sharding_of, update_func_shardings)
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
@@ -17,42 +17,68 @@ ShardingFn = Callable[[TensorSharding], TensorSharding]
 
 
 def transform_shardings(module: Module, fn: ShardingFn) -> None:
-    """Apply ``fn`` to every stored sharding, visiting ops in pre-order
-    exactly where Shardy's sharding walker looks, and store changed results."""
+    """Apply ``fn`` (the same answer for equal shardings) to every stored sharding,
+    visiting ops in pre-order exactly where Shardy's sharding walker looks, and
+    store changed results.  Attributes are uniqued, so ``fn`` runs once per
+    distinct attribute."""
+    per_value = _Memo(lambda attr: _new_per_value(attr, fn))
+    own = _Memo(lambda attr: _new_own(attr, fn))
     for mop in walk_pre(module.mlir.operation)[1:]:
-        _transform_op_shardings(mop, fn)
+        _transform_op_shardings(mop, fn, per_value, own)
 
 
-def _map_per_value(mop, name: str, fn: ShardingFn) -> None:
-    current = read_per_value(mop, name)
+class _Memo(dict):
+    """``convert(attr)`` (the new attribute, None when unchanged) per attribute."""
+
+    def __init__(self, convert: Callable):
+        super().__init__()
+        self.convert = convert
+
+    def __missing__(self, attr):
+        new = self[attr] = self.convert(attr)
+        return new
+
+
+def _new_per_value(attr, fn: ShardingFn):
+    current = per_value_of(attr)
     if not current:
-        return
+        return None
     new = [fn(s) for s in current]
-    if new != current:
-        write_per_value(mop, name, new)
+    return None if new == list(current) else per_value_attr(new)
 
 
-def _transform_op_shardings(mop, fn: ShardingFn) -> None:
+def _new_own(attr, fn: ShardingFn):
+    s = sharding_of(attr)
+    new = fn(s)
+    return None if new == s else parse_attr(new.to_text())
+
+
+def _rewrite(mop, name: str, memo: _Memo) -> None:
+    """Store ``memo``'s new attribute for attribute ``name`` of ``mop`` (if any)."""
+    attrs = mop.operation.attributes
+    if name in attrs:
+        new = memo[attrs[name]]
+        if new is not None:
+            attrs[name] = new
+
+
+def _transform_op_shardings(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -> None:
     name = mop.name
     if name == "func.func":
         for kind in ("arg_attrs", "res_attrs"):
             update_func_shardings(mop, kind, lambda _, s: fn(s))
         return
     if name in COMPUTATION_OPS:
-        _map_per_value(mop, "in_shardings", fn)
-        _map_per_value(mop, "out_shardings", fn)
+        _rewrite(mop, "in_shardings", per_value)
+        _rewrite(mop, "out_shardings", per_value)
         return
     if name in DATA_FLOW_OPS:
-        _map_per_value(mop, SHARDING_ATTR, fn)
+        _rewrite(mop, SHARDING_ATTR, per_value)
         return
     if len(mop.results) == 1:
         attr = ("sharding" if name in OWN_SHARDING_OPS
                 else "out_sharding" if name in COLLECTIVE_OPS else None)
         if attr is not None:
-            s = read_own(mop, attr)
-            if s is not None:
-                new = fn(s)
-                if new != s:
-                    write_own(mop, new, attr)
+            _rewrite(mop, attr, own)
             return
-    _map_per_value(mop, SHARDING_ATTR, fn)
+    _rewrite(mop, SHARDING_ATTR, per_value)

@@ -126,16 +126,36 @@ def _entry(shardings, index: int) -> TensorSharding | None:
     return None if not shardings else shardings[index]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def per_value_of(attr) -> tuple[TensorSharding, ...]:
+    """A ``#sdy.sharding_per_value`` attribute parsed; attributes are uniqued in
+    their context (equal attributes are one object, hashed by identity), so a
+    module's many equal attributes are printed and parsed once."""
+    return parse_sharding_per_value(str(attr))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def sharding_of(attr) -> TensorSharding:
+    """A ``#sdy.sharding`` attribute parsed (once per distinct attribute, as
+    :func:`per_value_of`)."""
+    return parse_tensor_sharding(str(attr))
+
+
 def read_per_value(mop, name: str) -> list[TensorSharding] | None:
     """A ``#sdy.sharding_per_value`` attribute as a list (None when absent)."""
-    text = attr_text(mop, name)
-    return None if text is None else list(parse_sharding_per_value(text))
+    attrs = mop.operation.attributes
+    return list(per_value_of(attrs[name])) if name in attrs else None
+
+
+def per_value_attr(shardings):
+    """The ``#sdy.sharding_per_value`` attribute of a list of shardings."""
+    inner = ", ".join(s.to_inner_text() for s in shardings)
+    return parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
 
 
 def write_per_value(mop, name: str, shardings) -> None:
     """Store a list of shardings as a ``#sdy.sharding_per_value`` attribute."""
-    inner = ", ".join(s.to_inner_text() for s in shardings)
-    mop.operation.attributes[name] = parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
+    mop.operation.attributes[name] = per_value_attr(shardings)
 
 
 def write_per_value_entry(mop, name: str, index: int, ranks, sharding: TensorSharding) -> None:
@@ -150,8 +170,8 @@ def write_per_value_entry(mop, name: str, index: int, ranks, sharding: TensorSha
 
 def read_own(mop, name: str = "sharding") -> TensorSharding | None:
     """An op's own ``#sdy.sharding`` attribute (constraints, reshards, edges)."""
-    text = attr_text(mop, name)
-    return None if text is None else parse_tensor_sharding(text)
+    attrs = mop.operation.attributes
+    return sharding_of(attrs[name]) if name in attrs else None
 
 
 def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
@@ -175,7 +195,7 @@ def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
     if kind not in attrs:
         return None
     entry = ir.DictAttr(ir.ArrayAttr(attrs[kind])[index])
-    return parse_tensor_sharding(str(entry[SHARDING_ATTR])) if SHARDING_ATTR in entry else None
+    return sharding_of(entry[SHARDING_ATTR]) if SHARDING_ATTR in entry else None
 
 
 def update_func_shardings(func, kind: str, update) -> None:
@@ -189,7 +209,7 @@ def update_func_shardings(func, kind: str, update) -> None:
     for index, entry in enumerate(ir.ArrayAttr(attrs[kind])):
         entry = ir.DictAttr(entry)
         if SHARDING_ATTR in entry:
-            sharding = parse_tensor_sharding(str(entry[SHARDING_ATTR]))
+            sharding = sharding_of(entry[SHARDING_ATTR])
             new = update(index, sharding)
             if new != sharding:
                 changes[index] = new

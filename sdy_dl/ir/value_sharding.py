@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of
-from sdy_dl.ir.mlir_ops import is_block_arg, owning_op, tensor_rank, users, value_index
+from sdy_dl.ir.mlir_ops import (is_block_arg, owning_op, tensor_rank, users, value_index,
+                                value_place)
 from sdy_dl.ir.storage import (SHARDING_ATTR, read_func_attr, read_per_value, read_stored,
                                write_per_value, write_stored)
 from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
@@ -23,9 +24,8 @@ from sdy_dl.sharding import TensorSharding
 
 def edge_owner_from_target(op, value):
     """``ShardableDataFlowOpInterface::getEdgeOwnerFromTarget``."""
-    if op.name == "stablehlo.while" and is_block_arg(value):
-        return op.results[value_index(value)]
-    return value
+    _, index, block_arg = value_place(value)
+    return _edge_owner(op, index, block_arg, value)
 
 
 def data_flow_edge_user(owner):
@@ -40,41 +40,54 @@ def data_flow_edge_user(owner):
 
 def lookup_data_flow_edge(value):
     """``DataFlowEdgeOp::lookup(target)``."""
-    op = owning_op(value)
+    op, index, block_arg = value_place(value)
     if op.name in DATA_FLOW_OPS:
-        return data_flow_edge_user(edge_owner_from_target(op, value))
+        return data_flow_edge_user(_edge_owner(op, index, block_arg, value))
+    return None
+
+
+def _edge_owner(op, index: int, block_arg: bool, value):
+    """:func:`edge_owner_from_target` for the target ``value`` at its place."""
+    return op.results[index] if block_arg and op.name == "stablehlo.while" else value
+
+
+def _shardable_place(value) -> tuple | None:
+    """(op, index, whether a block argument) of :func:`shardable_value`'s value."""
+    op, index, block_arg = value_place(value)
+    if op.name in DATA_FLOW_OPS:
+        edge = data_flow_edge_user(_edge_owner(op, index, block_arg, value))
+        if edge is not None:
+            return edge, 0, False
+        return op, index, block_arg and op.name != "stablehlo.while"
+    if not block_arg or op.name == "func.func":
+        return op, index, block_arg
     return None
 
 
 def shardable_value(value):
     """Shardy's ``getShardableValue``: where the sharding of ``value`` lives,
     as a value (None when it cannot hold one)."""
-    edge = lookup_data_flow_edge(value)
-    if edge is not None:
-        return edge.results[0]
-    if not is_block_arg(value):
-        return value
-    op = owning_op(value)
-    if op.name == "func.func":
-        return value
-    if op.name in DATA_FLOW_OPS:
-        return edge_owner_from_target(op, value)
-    return None
+    place = _shardable_place(value)
+    if place is None:
+        return None
+    op, index, block_arg = place
+    return value if block_arg else op.results[index]
 
 
 def get_sharding(value) -> TensorSharding | None:
     """Shardy's ``getSharding(value)``."""
-    value = shardable_value(value)
-    if value is None:
-        return None
-    return get_edge_owner_sharding(owning_op(value), value)
+    place = _shardable_place(value)
+    return None if place is None else _stored_sharding(*place)
 
 
 def get_edge_owner_sharding(op, owner) -> TensorSharding | None:
     """The sharding stored for ``owner`` (a result or body argument of ``op``), a
     manual computation's body argument in its local view."""
-    block_arg = is_block_arg(owner)
-    sharding = read_stored(op, value_index(owner), block_arg)
+    return _stored_sharding(op, value_index(owner), is_block_arg(owner))
+
+
+def _stored_sharding(op, index: int, block_arg: bool) -> TensorSharding | None:
+    sharding = read_stored(op, index, block_arg)
     if block_arg and sharding is not None and op.name == "sdy.manual_computation":
         return erase_manual_axes(sharding, manual_axes(op))
     return sharding

@@ -34,7 +34,7 @@ DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
 #: Speculation stops after this many simulated pops without a new step.
-SPECULATION_IDLE = 128
+SPECULATION_IDLE = 32
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
@@ -92,10 +92,12 @@ class Propagator:
         self.groups = group_members(module)
         self._rules: dict[int, RuleInstance | None] = {}
         self._sites: dict[int, _Site | None] = {}
-        #: oid -> (site, strategy, write count) when the op's step last changed
-        #: nothing: popped again with the same site and strategy and no write to
-        #: its tensors since, its step input is the same, so it is skipped.
-        self._quiet: dict[int, tuple[_Site, str, int]] = {}
+        self._may_die: dict[int, bool] = {}
+        #: oid -> (site, strategy, write count, step or None) when the op's step
+        #: last changed nothing: popped again with the same site and strategy and
+        #: no write to its tensors since, its step input is the same, so it is
+        #: skipped.
+        self._quiet: dict[int, tuple] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
@@ -148,22 +150,29 @@ class Propagator:
             site = self._site(op, directions)
             if site is None:
                 continue
+            tracer = self.state.tracer
             quiet = self._quiet.get(op.oid)
             if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
                     and self.state.unchanged_since(site.operands + site.results, quiet[2])):
-                continue   # the same step input as when it last changed nothing
+                # The same step input as when it last changed nothing: the same
+                # (empty) output.  Provenance still records the visit.
+                if tracer is not None and quiet[3] is not None:
+                    tracer.begin(*self._describe(op, site), op=op, step=quiet[3],
+                                 output=self._memo[quiet[3]], strategy=self.strategy,
+                                 phase=self.phase)
+                    tracer.end()
+                continue
             step = self._step_input(site)
             if step is None:
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock, None)
                 continue
             output = self._memo.get(step)
             if output is None:
                 self._evaluate_batch(step, site, directions)
                 output = self._memo[step]
             if not any(output.operands) and not any(output.results):
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock)
+                self._quiet[op.oid] = (site, self.strategy, self.state.clock, step)
             self._current = op
-            tracer = self.state.tracer
             if tracer is not None:
                 tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
                              strategy=self.strategy, phase=self.phase)
@@ -398,11 +407,17 @@ class Propagator:
     # -- dead ops (research notes sections 2, 3b) --------------------------------
 
     def _trivially_dead(self, op: Op) -> bool:
-        if op.parent is None or op.is_terminator:
+        may_die = self._may_die.get(op.oid)
+        if may_die is None:   # fixed for an op: nested, not a terminator, no effects
+            may_die = self._may_die[op.oid] = (op.parent is not None and not op.is_terminator
+                                               and has_no_effects(op))
+        if not may_die:
             return False
-        if any(self.live_uses[r.vid] for r in op.results):
-            return False
-        return has_no_effects(op)
+        live_uses = self.live_uses
+        for r in op.results:
+            if live_uses[r.vid]:
+                return False
+        return True
 
     def _erase(self, op: Op) -> None:
         """Erase ``op`` (nested ops first, in reverse); enqueue operand definers left with ≤ 1 user."""

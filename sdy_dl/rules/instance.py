@@ -54,7 +54,16 @@ class RuleInstance(HashedOnce):
     is_custom: bool = False
 
     def to_text(self) -> str:
-        """The rule printed exactly as Shardy prints ``#sdy.op_sharding_rule``."""
+        """The rule printed exactly as Shardy prints ``#sdy.op_sharding_rule``
+        (printed once per instance: it is immutable)."""
+        try:
+            return self.__dict__["_text"]
+        except KeyError:
+            text = self._print()
+            object.__setattr__(self, "_text", text)
+            return text
+
+    def _print(self) -> str:
         def tensors(mappings) -> str:
             return ", ".join(
                 "[" + ", ".join("".join(factor_name(f) for f in dim) for dim in t) + "]"

@@ -25,12 +25,38 @@ from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_own
 from sdy_dl.sharding import AxisRef, parse_dim_sharding
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.ir.mlir_ops import key, module_ops, rebuild, walk_pre
+from sdy_dl.ir.mlir_ops import key, module_ops, nested_ops, rebuild
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
                               RECURSIVE_EFFECT_OPS, TERMINATORS)
 from sdy_dl.passes import run_analysis
 
 SIDE_EFFECT_ATTR = "has_side_effect"
+
+
+def numbered_ops(module: Module) -> tuple[list, list]:
+    """The ops the stage numbers: those inside functions in pre-order, and those
+    directly in the module body other than functions (symbols such as meshes
+    are effectful in the trait table, so candidates too); with the number of
+    each op's parent op (None directly in a function or the module)."""
+    ops: list = []
+    parents: list = []
+    for top in module_ops(module):
+        if top.name != "func.func":
+            ops.append(top)
+            parents.append(None)
+            continue
+        stack = [(iter(nested_ops(top)), None)]
+        while stack:
+            children, parent = stack[-1]
+            mop = next(children, None)
+            if mop is None:
+                stack.pop()
+                continue
+            ops.append(mop)
+            parents.append(parent)
+            if len(mop.regions):
+                stack.append((iter(nested_ops(mop)), len(ops) - 1))
+    return ops, parents
 
 
 def dead_code_facts(module: Module) -> tuple[dict, list]:
@@ -45,31 +71,22 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
                              "in_effectful_op": _split(EFFECTFUL_OPS),
                              "in_recursive_op": _split(RECURSIVE_EFFECT_OPS),
                              "in_terminator_op": _split(TERMINATORS)}
-    ops: list = []
-    ids: dict[int, int] = {}
-    for top in module_ops(module):
-        # Ops directly in the module body other than functions (symbols such
-        # as meshes are effectful in the trait table) are candidates too.
-        for mop in walk_pre(top)[1:] if top.name == "func.func" else [top]:
-            ids[key(mop)] = len(ops)
-            ops.append(mop)
+    ops, parents = numbered_ops(module)
+    # the number of the op defining each value (a value's hash and equality are
+    # its MLIR value's; block arguments have none)
+    defs = {result: i for i, mop in enumerate(ops) for result in mop.results}
     for i, mop in enumerate(ops):
         dialect, _, name = mop.name.partition(".")
         facts["in_op"].add((i, dialect, name))
-        parent = ids.get(key(mop.parent))
-        if parent is not None:
-            facts["in_parent"].add((i, parent))
+        if parents[i] is not None:
+            facts["in_parent"].add((i, parents[i]))
         for operand in mop.operands:
-            owner = getattr(operand.owner, "operation", None)
-            if owner is not None and key(owner) in ids:
-                facts["in_reads"].add((i, ids[key(owner)]))
+            d = defs.get(operand)
+            if d is not None:
+                facts["in_reads"].add((i, d))
         if SIDE_EFFECT_ATTR in mop.attributes and str(mop.attributes[SIDE_EFFECT_ATTR]) == "true":
             facts["in_side_effect_attr"].add((i,))
-        if len(mop.operands):
-            owner = getattr(mop.operands[0].owner, "operation", None)
-            if owner is not None and key(owner) in ids:
-                facts["in_tensor_def"].add((i, ids[key(owner)]))
-        _collective_facts(facts, i, mop, module)
+        _collective_facts(facts, i, mop, module, defs)
     return facts, ops
 
 
@@ -82,9 +99,13 @@ def _axes_text(axes) -> str:
     return ", ".join(a.to_text() for a in axes)
 
 
-def _collective_facts(facts: dict, i: int, mop, module: Module) -> None:
-    """The facts of the collectives the all-reduce patterns look at."""
+def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> None:
+    """The facts of the collectives the all-reduce patterns look at (``defs``:
+    value -> number of its defining op)."""
     if mop.name == "sdy.all_reduce":
+        d = defs.get(mop.operands[0])
+        if d is not None:
+            facts["in_tensor_def"].add((i, d))
         axes = _axes(mop.attributes["reduction_axes"])
         facts["in_all_reduce"].add((i, _axes_text(axes)))
         if not axes:

@@ -10,9 +10,9 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, key, rebuild, walk_post_regions
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild, walk_post_regions
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.opaque import attribute_dict_text
+from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
 
@@ -22,42 +22,49 @@ class _Ids(dict):
         return self.setdefault(k, len(self))
 
 
-def collect(func):
-    ops, region_of = walk_post_regions(func)
-    texts, values = _Ids(), _Ids()
+def collect(module: Module) -> tuple[list, dict]:
+    """The ops of every function in post-order, numbered across the functions,
+    and the facts of stage ``export_constant_merger`` about them: attribute
+    dictionaries, types and values numbered, compared as MLIR objects
+    (attributes and types are uniqued; nothing is edited while collecting).
+    Regions are numbered across the functions too, so no op merges with one of
+    another function."""
+    ops: list = []
+    keys, values = _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
-    for n, op in enumerate(ops):
-        r = region_of[n]
-        if op.name in CONSTANT_OPS:
-            facts["in_constant"].add((n, texts.of(attribute_dict_text(op)), r))
-            for res in op.results:
-                facts["in_result_of"].add((values.of(key(res)), n))
-        elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-            facts["in_broadcast"].add((n, texts.of(attribute_dict_text(op)), r,
-                                    texts.of("type:" + str(op.results[0].type)),
-                                    values.of(key(op.operands[0]))))
+    regions = 0
+    for func in funcs(module):
+        walked, region_of = walk_post_regions(func)
+        for op, r in zip(walked, region_of):
+            n, r = len(ops), regions + r
+            ops.append(op)
+            if op.name in CONSTANT_OPS:
+                facts["in_constant"].add((n, keys.of(attribute_dict_key(op)), r))
+                for res in op.results:
+                    facts["in_result_of"].add((values.of(res), n))
+            elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
+                facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)), r,
+                                           keys.of(("type", op.results[0].type)),
+                                           values.of(op.operands[0])))
+        regions += max(region_of, default=-1) + 1
     return ops, facts
-
-
-def merge(func, options) -> None:
-    ops, facts = collect(func)
-    if not facts["in_constant"] and not facts["in_broadcast"]:
-        return
-    out = run_analysis("export_constant_merger", facts, options)
-    replaced = {op: first for op, first in out["merged_constant"] | out["merged_broadcast"]}
-    for n in sorted(replaced):
-        op, first = ops[n], ops[replaced[n]]
-        for old, new in zip(op.results, first.results):
-            old.replace_all_uses_with(new)
-        op.erase()
 
 
 @register("constant-or-scalar-merger",
           "Merge identical, equally sharded constants and scalar broadcasts.")
 def run(module: Module, options: PassOptions) -> Module:
+    """Merge the constants and scalar broadcasts of every function (one engine call)."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        for func in funcs(module):
-            merge(func, options)
+        ops, facts = collect(module)
+        if not facts["in_constant"] and not facts["in_broadcast"]:
+            return module
+        out = run_analysis("export_constant_merger", facts, options)
+        replaced = {op: first for op, first in out["merged_constant"] | out["merged_broadcast"]}
+        for n in sorted(replaced):
+            op, first = ops[n], ops[replaced[n]]
+            for old, new in zip(op.results, first.results):
+                old.replace_all_uses_with(new)
+            op.erase()
         return rebuild(module)

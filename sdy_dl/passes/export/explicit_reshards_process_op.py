@@ -65,9 +65,26 @@ class Pending:
                 for s in self.originals]
 
 
-def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
-    """The op ``mop`` to project (None when Shardy would skip it: no rule, a
-    custom rule, no common mesh, or nothing to do in the non-full version)."""
+def rewritten_off_full(mop, first: TensorSharding | None) -> bool:
+    """Whether the non-full version may rewrite ``mop`` (``processOp`` off the
+    full version), ``first`` being the sharding of its first result: a dot with
+    two operands, one result and a result sharding (through barriers;
+    ``processDot``), or an op whose first result has unreduced axes."""
+    if mop.name in DOT_OPS and len(mop.operands) == 2 and len(mop.results) == 1 \
+            and sharding_bypassing_barriers(mop.results[0]) is not None:
+        return True
+    return first is not None and bool(first.unreduced)
+
+
+def pending_op(mop, first: TensorSharding | None, rule_of, meshes,
+               on_full: bool) -> Pending | None:
+    """The op ``mop`` to project (None when Shardy would skip it: nothing to do
+    in the non-full version, no rule, a custom rule, or no common mesh);
+    ``first`` is the sharding of its first result, ``rule_of(mop)`` gives its
+    sharding rule (asked only when needed)."""
+    if not on_full and not rewritten_off_full(mop, first):
+        return None
+    rule = rule_of(mop)
     if rule is None or rule.is_custom:
         return None
     values = list(mop.operands) + list(mop.results)
@@ -75,13 +92,6 @@ def pending_op(mop, rule, meshes, on_full: bool) -> Pending | None:
     mesh = get_mesh(shardings, meshes)
     if mesh is None:
         return None
-    if not on_full:
-        first = get_sharding(mop.results[0]) if mop.results else None
-        unreduced = first is not None and bool(first.unreduced)
-        dot = mop.name in DOT_OPS and len(mop.operands) == 2 and len(mop.results) == 1 \
-            and shardings[-1] is not None
-        if not dot and not unreduced:
-            return None
     tensors = tuple(on_mesh(s, mesh, tensor_rank(v.type)) for s, v in zip(shardings, values))
     return Pending(mop, OpShardings(rule, mesh, tensors), shardings, on_full,
                    tuple(num_elements(v.type) for v in values))

@@ -101,8 +101,30 @@ def lists_per_factor(rows) -> dict[tuple, dict[int, tuple]]:
 
 def project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
             options) -> list[Projection]:
-    """The projection of every op in ``ops`` (one engine call); ``elements``:
-    the number of elements of each op's tensors."""
+    """The projection of every op in ``ops`` (one engine call for the distinct
+    ones: equal rules, shardings and sizes project alike); ``elements``: the
+    number of elements of each op's tensors."""
+    items = list(zip(ops, elements))
+    return per_distinct(lambda distinct: _project([op for op, _ in distinct],
+                                                  [sizes for _, sizes in distinct],
+                                                  meshes, options), items, items)
+
+
+def per_distinct(run, items: list, keys: list) -> list:
+    """``run`` on the distinct ``items`` (those with distinct ``keys``; one
+    call), its results given back per item."""
+    index: dict = {}
+    firsts: list = []
+    for item, k in zip(items, keys):
+        if k not in index:
+            index[k] = len(firsts)
+            firsts.append(item)
+    results = run(firsts) if firsts else []
+    return [results[index[k]] for k in keys]
+
+
+def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
+             options) -> list[Projection]:
     if not ops:
         return []
     def kinds(kind):
@@ -168,6 +190,23 @@ def project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
     engine call): ``new[i]`` is the axes of every factor (a list, no overflow
     axes) or :class:`TensorAxes`.  Closed flags and replicated and unreduced
     axes are kept."""
+    items = list(zip(ops, new))
+    keys = [(op, _axes_key(axes)) for op, axes in items]
+    return per_distinct(lambda distinct: _project_out([op for op, _ in distinct],
+                                                      [axes for _, axes in distinct],
+                                                      meshes, options), items, keys)
+
+
+def _axes_key(axes) -> tuple:
+    """New axes (a list per factor, or :class:`TensorAxes`) as a hashable key."""
+    if not isinstance(axes, TensorAxes):
+        return "factors", tuple(tuple(refs) for refs in axes)
+    return ("tensors", tuple(tuple(sorted(per.items())) for per in axes.axes),
+            tuple(tuple(sorted(per.items())) for per in axes.overflow))
+
+
+def _project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
+                 options) -> list[Update]:
     if not ops:
         return []
     rows: dict[str, list] = {"in_factor_axis": [], "in_tensor_axis": [],

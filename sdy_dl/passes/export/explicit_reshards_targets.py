@@ -11,6 +11,8 @@ the target when its sharding is not equivalent to it.
 
 from __future__ import annotations
 
+from jaxlib.mlir import ir
+
 from sdy_dl.ir.manual_axes import erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of
 from sdy_dl.ir.mlir_ops import (insert_after_value, insert_sharding_op_after, is_block_arg,
@@ -114,8 +116,6 @@ def reshard_edge_sources(mop, meshes, on_full: bool) -> bool:
 def reshard_to_unreduced(reshard, meshes) -> bool:
     """Shardy's ``convertReshardToUnreducedCollectives``: a reshard to more
     unreduced axes becomes the unreduced collectives (inserted before it)."""
-    from jaxlib.mlir import ir
-
     if insert_unreduced_collectives(reshard, 0, read_own(reshard), meshes,
                                     lambda op: ir.InsertionPoint(reshard).insert(op)) is None:
         return False
@@ -124,15 +124,12 @@ def reshard_to_unreduced(reshard, meshes) -> bool:
     return True
 
 
-def all_reduce_unreduced_operands(mop, meshes) -> bool:
+def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes) -> bool:
     """Shardy's ``insertAllReduceOnOpIfUnreducedToReplicated``: operands with
-    unreduced axes the first result does not keep unreduced are all-reduced
-    right before ``mop``."""
-    from jaxlib.mlir import ir
-
+    unreduced axes the first result (its sharding: ``user``) does not keep
+    unreduced are all-reduced right before ``mop``."""
     if len(mop.results) == 0:
         return False
-    user = get_sharding(mop.results[0])
     changed = False
     for i in range(len(mop.operands)):
         have = get_sharding(mop.operands[i])
@@ -144,8 +141,6 @@ def all_reduce_unreduced_operands(mop, meshes) -> bool:
 def reshard_returned(func, meshes, on_full: bool) -> bool:
     """``insertExplicitReshardsOnFuncReturn``: each returned value against the
     function's result sharding, the new ops right before the return."""
-    from jaxlib.mlir import ir
-
     block = func.regions[0].blocks[0]
     ret = block.operations[len(block.operations) - 1].operation
     changed = False

@@ -26,12 +26,12 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     """All-reduce operand ``index`` of ``mop`` over the unreduced axes of its
     sharding ``source`` that ``user`` does not have unreduced; ``insert(op)``
     places the new op.  Returns the operand's sharding afterwards."""
+    if source is None or not source.unreduced:
+        return source
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.storage import parse_attr
 
-    if source is None or not source.unreduced:
-        return source
     mesh = meshes[source.mesh] if isinstance(source.mesh, str) else source.mesh
     target = user.unreduced if user is not None else ()
     axes = axis_set_diff(source.unreduced, target, mesh)

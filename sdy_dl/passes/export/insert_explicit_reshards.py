@@ -49,8 +49,9 @@ its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info, walk_post
+from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info, walk_post
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_view import OpViews
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
@@ -80,8 +81,9 @@ def is_on_full_version(mop, enable_full_version: bool) -> bool:
 
 
 def op_rules(module: Module, options: PassOptions):
-    """``rule(mop)``: the sharding rule of an op of ``module`` as it was loaded
-    (rules and the rule files are read at the first call)."""
+    """``rule(mop)``: the sharding rule of an op of ``module`` as the IR is when it is asked
+    (the rule files are read at the first call; the op is read through a view,
+    so the module is not re-indexed)."""
     state: dict = {}
 
     def rule(mop):
@@ -89,9 +91,7 @@ def op_rules(module: Module, options: PassOptions):
             from sdy_dl.rules.db import load_rule_db
 
             state["db"] = load_rule_db(options.rule_files, conservative=False)
-            state["ops"] = {key(op.mlir): op for op in module.ops}
-        op = state["ops"].get(key(mop))
-        return None if op is None else state["db"].rule_for(op, module)
+        return state["db"].rule_for(OpViews().op(mop), module)
     return rule
 
 
@@ -122,8 +122,9 @@ def run(module: Module, options: PassOptions) -> Module:
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
                     changed = True
                     continue
-                changed |= all_reduce_unreduced_operands(mop, meshes)
-                pending = pending_op(mop, rules(mop), meshes, on_full)
+                first = get_sharding(mop.results[0]) if len(mop.results) else None
+                changed |= all_reduce_unreduced_operands(mop, first, meshes)
+                pending = pending_op(mop, first, rules, meshes, on_full)
                 if pending is not None:
                     if any(tensor_info(v.type) == (True, None)
                            for v in list(mop.operands) + list(mop.results)):

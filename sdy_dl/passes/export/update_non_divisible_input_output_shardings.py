@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_post, walk_pre
+from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_pre
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, update_func_shardings,
                                write_per_value)
@@ -80,18 +80,19 @@ def run(module: Module, options: PassOptions) -> Module:
                                 ("res_attrs", func_result_types(func))):
                 update_func_shardings(func, kind, lambda i, s, types=types: (
                     up.even(s, types[i]) if tensor_info(types[i])[1] is not None else s))
-        for op in walk_post(module.mlir.operation):
+        # Calls and manual computations are updated independently (each op
+        # reads and writes only its own shardings), in one walk.
+        for op in walk_pre(module.mlir.operation):
             if op.name == "func.call":
                 new = up.list(read_per_value(op, SHARDING_ATTR) or [], [r.type for r in op.results])
                 if new is not None:
                     write_per_value(op, SHARDING_ATTR, new)
-        for op in walk_pre(module.mlir.operation):
-            if op.name != "sdy.manual_computation":
-                continue
-            new = up.list(get_block_arg_owner_shardings(op), [a.type for a in block_arg_owners(op)])
-            if new is not None:
-                set_block_arg_owner_shardings(op, new)
-            new = up.list(get_result_owner_shardings(op), [r.type for r in result_owners(op)])
-            if new is not None:
-                set_result_owner_shardings(op, new)
+            elif op.name == "sdy.manual_computation":
+                new = up.list(get_block_arg_owner_shardings(op),
+                              [a.type for a in block_arg_owners(op)])
+                if new is not None:
+                    set_block_arg_owner_shardings(op, new)
+                new = up.list(get_result_owner_shardings(op), [r.type for r in result_owners(op)])
+                if new is not None:
+                    set_result_owner_shardings(op, new)
         return rebuild(module)

@@ -72,6 +72,10 @@ def _ops_with_blocks(root):
     return out
 
 
+#: The ops whose shardings may be applied to their inputs.
+APPLIER_OPS = ("sdy.sharding_constraint", "sdy.manual_computation")
+
+
 class _Facts:
     def __init__(self):
         self.value_ids: dict = {}
@@ -183,6 +187,8 @@ def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
+        if not any(op.name in APPLIER_OPS for op in walk_pre(module.mlir.operation)):
+            return module  # nothing to apply: no facts to gather
         f, appliers, ops_by_id = collect(module)
         if not appliers:
             return module

@@ -37,8 +37,8 @@ in Shardy's order and clones.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, enclosing, is_block_arg, is_scalar,
-                                is_static_tensor, key, module_ops, nested_ops, owning_op, rebuild,
-                                tensor_info, users, walk_post, walk_pre)
+                                is_static_tensor, key, module_ops, owning_op, rebuild, tensor_info,
+                                users, walk_post, walk_pre, walk_pre_not_into)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
@@ -63,7 +63,8 @@ def is_pure(mop) -> bool:
     if name.startswith("chlo.") or name.startswith("sdy."):
         return True
     if name.startswith("stablehlo."):
-        return all(is_static_tensor(v.type) for v in list(mop.operands) + list(mop.results))
+        return (all(is_static_tensor(v.type) for v in mop.operands)
+                and all(is_static_tensor(v.type) for v in mop.results))
     return False
 
 
@@ -79,7 +80,7 @@ def op_kind(mop, legacy: bool) -> str:
         if name == "sdy.named_computation":
             return "named"
     shape_ops = ops_with("legacy_constant_preserving_shape" if legacy else "constant_preserving_shape")
-    if is_pure(mop) and (name in shape_ops or is_elementwise(mop)):
+    if (name in shape_ops or is_elementwise(mop)) and is_pure(mop):
         return "preserving"
     return "other"
 
@@ -98,17 +99,10 @@ def convert_constants(root) -> None:
         mop.erase()
 
 
-def region_walk(region) -> list:
-    """Pre-order walk of a region that does not enter named computations."""
-    out: list = []
-    stack = [child.operation for b in reversed(list(region.blocks))
-             for child in reversed(list(b.operations))]
-    while stack:
-        op = stack.pop()
-        out.append(op)
-        if op.name != "sdy.named_computation":
-            stack.extend(reversed(nested_ops(op)))
-    return out
+def body_walk(op) -> list:
+    """Pre-order walk of the body of a function or named computation ``op`` that
+    does not enter the named computations nested in it."""
+    return walk_pre_not_into(op, "sdy.named_computation")[1:]
 
 
 def named_name(mop) -> str:
@@ -118,6 +112,21 @@ def named_name(mop) -> str:
 
 
 # -- the pass -----------------------------------------------------------------------------
+
+#: Ops the walks pass over: neither classified nor split.
+_SKIPPED = ("sdy.sharding_group", "func.func")
+
+
+def numbered(walks: list) -> list:
+    """``[(func, [(number, op)])]``: the ops of ``walks`` (``[(func, [ops])]``) to
+    classify, numbered in walk order."""
+    out, n = [], 0
+    for f, wops in walks:
+        kept = [mop for mop in wops if mop.name not in _SKIPPED]
+        out.append((f, list(enumerate(kept, n))))
+        n += len(kept)
+    return out
+
 
 class _Splitter:
     def __init__(self, module: Module, options: PassOptions, legacy: bool):
@@ -138,19 +147,26 @@ class _Splitter:
         for f in call_graph_post_order(self.module):
             for nc in walk_post(f):
                 if nc.name == "sdy.named_computation":
-                    out.append((f, region_walk(nc.regions[0])))
-            out.append((f, region_walk(f.regions[0])))
+                    out.append((f, body_walk(nc)))
+            out.append((f, body_walk(f)))
         return out
 
-    def analyse(self, walks):
-        ids: dict = {}
-        ops: list = []
-        for _, wops in walks:
-            for mop in wops:
-                if mop.name in ("sdy.sharding_group", "func.func"):
-                    continue
-                ids[key(mop)] = len(ops)
-                ops.append(mop)
+    def analyse(self, walks: list) -> tuple[set, set, dict]:
+        """Classify the numbered ops of ``walks`` (:func:`numbered`) with the Datalog
+        stage ``import_constants``: the numbers of the constant expressions, of the
+        scalar expansions, and {number: operands to split}."""
+        out = run_analysis("import_constants", self.facts(walks), self.options,
+                           variant="legacy" if self.legacy else "or_scalar")
+        split: dict = {}
+        for i, k in out["split_operand"]:
+            split.setdefault(i, []).append(k)
+        return {i for (i,) in out["const_expr"]}, {i for (i,) in out["expansion"]}, split
+
+    def facts(self, walks: list) -> dict:
+        """The input facts of ``import_constants`` for the numbered ops of ``walks``."""
+        # the number of the op defining each value (an op result's hash and
+        # equality are its MLIR value's)
+        defs = {result: i for _, items in walks for i, mop in items for result in mop.results}
         funcs = func_table(self.module)
         facts = {k: [] for k in ("in_proc", "in_kind", "in_operand_def", "in_num_operands",
                                  "in_scalar_broadcast")}
@@ -168,25 +184,22 @@ class _Splitter:
         def nid(name: str) -> int:
             return nnames.setdefault(name, len(nnames))
 
-        for f, wops in walks:
+        for f, items in walks:
             fname = fid(original_name(f))
-            for mop in wops:
-                if key(mop) not in ids:
-                    continue
-                i = ids[key(mop)]
+            for i, mop in items:
                 facts["in_proc"].append((i, i))
                 kind = op_kind(mop, self.legacy)
                 facts["in_kind"].append((i, kind))
-                facts["in_num_operands"].append((i, len(mop.operands)))
-                for k, v in enumerate(mop.operands):
-                    if not is_block_arg(v):
-                        d = key(owning_op(v))
-                        if d in ids:
-                            facts["in_operand_def"].append((i, k, ids[d]))
-                        else:
-                            facts["in_operand_def"].append((i, k, -1))
+                operands = mop.operands
+                facts["in_num_operands"].append((i, len(operands)))
+                for k, v in enumerate(operands):
+                    d = defs.get(v)
+                    if d is not None:
+                        facts["in_operand_def"].append((i, k, d))
+                    elif not is_block_arg(v):
+                        facts["in_operand_def"].append((i, k, -1))
                 if (not self.legacy and mop.name == "stablehlo.broadcast_in_dim"
-                        and is_scalar(mop.operands[0])):
+                        and is_scalar(operands[0])):
                     facts["in_scalar_broadcast"].append((i,))
                 if self.legacy:
                     continue
@@ -205,33 +218,24 @@ class _Splitter:
                     j = member_n.get(n, 0)
                     member_n[n] = j + 1
                     facts["in_member_named"].append((n, j, i))
-        out = run_analysis("import_constants", facts, self.options,
-                           variant="legacy" if self.legacy else "or_scalar")
-        const = {key(ops[i]) for (i,) in out["const_expr"]}
-        expansion = {key(ops[i]) for (i,) in out["expansion"]}
-        split: dict = {}
-        for i, k in out["split_operand"]:
-            split.setdefault(key(ops[i]), []).append(k)
-        return const, expansion, split
+        return facts
 
     def run(self) -> None:
-        walks = self.walks()
+        walks = numbered(self.walks())
         const, expansion, split = self.analyse(walks)
-        for _, wops in walks:
+        for _, items in walks:
             constant_ops: list = []
             expansion_ops: list = []
-            for mop in wops:
-                if mop.name in ("sdy.sharding_group", "func.func"):
-                    continue
-                if key(mop) in const:
+            for i, mop in items:
+                if i in const:
                     constant_ops.append(mop)
                     continue
-                if key(mop) in expansion:
+                if i in expansion:
                     expansion_ops.append(mop)
                     continue
-                for k in sorted(split.get(key(mop), ())):
-                    operand = mop.operands[k]
-                    mop.operands[k] = self.clone_sub_computation(operand)
+                for n in sorted(split.get(i, ())):
+                    operand = mop.operands[n]
+                    mop.operands[n] = self.clone_sub_computation(operand)
             self.erase(expansion_ops, constant_ops)
 
     def erase(self, expansion_ops: list, constant_ops: list) -> None:

@@ -156,8 +156,12 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         lifter = _Lifter(module)
         transform_shardings(module, lifter.lift_sharding)
+        # op name by op name, each in post-order; one walk finds them all (lifting
+        # only edits attributes and adds meshes)
+        collectives = [mop for mop in walk_post(module.mlir.operation)
+                       if mop.name in _REPLICA_GROUP_OPS]
         for op_name in _REPLICA_GROUP_OPS:
-            for mop in walk_post(module.mlir.operation):
+            for mop in collectives:
                 if mop.name == op_name:
                     lifter.lift_replica_groups(mop)
         for op in module_ops(module):

@@ -79,10 +79,12 @@ def run(module: Module, options: PassOptions) -> Module:
             elif not is_private(op):
                 live.add(name)
                 worklist.append(op)
-        while worklist:
+        unreached = by_name.keys() - live  # private symbols not yet found live
+        while worklist and unreached:  # once every symbol is live, no op needs reading
             op = worklist.pop()
             for ref in symbol_refs(op):
-                if ref in by_name and ref not in live:
+                if ref in unreached:
+                    unreached.discard(ref)
                     live.add(ref)
                     worklist.append(by_name[ref])
         dead = [op for op in ops if symbol_name(op) is not None and symbol_name(op) not in live]
