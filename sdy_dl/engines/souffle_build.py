@@ -3,7 +3,7 @@
 ``python -m sdy_dl.engines.souffle_build SOUFFLE SOURCE EXE`` compiles
 ``SOURCE`` and moves the result to ``EXE``.  A lock next to ``EXE`` makes a
 second builder of the same program exit at once, and a lock on the cache
-directory lets only one compilation (up to ~1.7 GB of C++ compiler) run at a
+directory lets only one compilation (up to ~2 GB of C++ compiler) run at a
 time.  Started by the Soufflé engine when it runs with ``background=True``.
 
 How: ``SOUFFLE -g`` writes the program's C++, which is compiled with the

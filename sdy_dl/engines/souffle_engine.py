@@ -5,7 +5,7 @@ compiled once (:mod:`sdy_dl.engines.souffle_build`: Soufflé's C++ at ``-O1``)
 into a binary cached by program digest in ``$SDY_DL_CACHE`` (default
 ``~/.cache/sdy-dl/souffle``), then run with ``-F``/``-D``.
 
-Compiling one program takes 10-60 s of C++ compilation (up to ~1.8 GB).
+Compiling one program takes 10-60 s of C++ compilation (up to ~2 GB).
 By default a missing binary is compiled before the call (``wait``).  With
 ``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
 a detached process (:mod:`sdy_dl.engines.souffle_build`, one compilation at
