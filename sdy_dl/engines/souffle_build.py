@@ -10,9 +10,9 @@ How: ``SOUFFLE -g`` writes the program's C++, which is compiled with the
 compiler, include directories, definitions and link options the Soufflé
 install reports (the JSON in the ``souffle-compile.py`` next to the
 ``souffle`` binary, which ``souffle -o`` itself runs) but at ``-O1`` and
-without OpenMP instead of ``-O3 -fopenmp``: a step program compiles ~2.5x
-faster with ~20% less memory, and its calls (one thread: sdy-dl never passes
-``-j``) run no slower, since they skip starting OpenMP.  An install that
+without OpenMP instead of ``-O3 -fopenmp``: a step program compiles in half
+the CPU time with ~10% less memory, and the binaries (one thread: sdy-dl
+never passes ``-j``) run as fast (within a few percent).  An install that
 reports no such configuration, or a compilation that fails this way, falls
 back to ``SOUFFLE -o``.  Measurements: ``docs/performance.md``.
 """
