@@ -53,23 +53,19 @@ def code_digest(*modules) -> str:
 def cached_text(kind: str, key: str, compute) -> str:
     """The text ``compute()`` gives, kept in the cache under ``kind/key``; an
     unwritable or unreadable cache only costs the computation."""
-    def decode(data: bytes) -> str:
-        return data.decode("utf-8")
-    return decode(cached_bytes(kind, key, lambda: compute().encode("utf-8"), check=decode))
+    return cached(kind, key, lambda: compute().encode("utf-8"), lambda data: data.decode("utf-8"))
 
 
-def cached_bytes(kind: str, key: str, compute, check=None) -> bytes:
-    """The bytes ``compute()`` gives, kept in the cache under ``kind/key`` (a cached
-    entry that ``check`` rejects with ValueError is computed again)."""
+def cached(kind: str, key: str, compute, load):
+    """``load(data)`` of the bytes ``compute()`` gives, kept in the cache under
+    ``kind/key``.  A cached entry that ``load`` rejects with ValueError (a damaged
+    file) is computed again; an unwritable cache only costs the computation."""
     import os
     import tempfile
 
     path = cache_root() / kind / key
     try:
-        data = path.read_bytes()
-        if check is not None:
-            check(data)
-        return data
+        return load(path.read_bytes())
     except (OSError, ValueError):
         pass
     data = compute()
@@ -81,4 +77,4 @@ def cached_bytes(kind: str, key: str, compute, check=None) -> bytes:
         os.replace(tmp, path)
     except OSError:
         pass
-    return data
+    return load(data)

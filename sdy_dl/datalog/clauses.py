@@ -60,8 +60,9 @@ class _Parser:
         line = self.toks[min(self.i, len(self.toks) - 1)][2]
         return SdyError(message, file="<program>", line=line)
 
-    def peek(self) -> str:
-        return self.toks[self.i][1] if self.i < len(self.toks) else ""
+    def peek(self, ahead: int = 0) -> str:
+        i = self.i + ahead
+        return self.toks[i][1] if i < len(self.toks) else ""
 
     def take(self, text: str | None = None):
         if self.i >= len(self.toks):
@@ -78,7 +79,7 @@ class _Parser:
         body: list = []
         if self.peek() == ":-":
             self.take()
-            body = self.body("." )
+            body = self.body(".")
         self.take(".")
         if self.i != len(self.toks):
             raise self.error("text after the end of a clause")
@@ -99,7 +100,7 @@ class _Parser:
             atom = self.atom()
             return ("atom", atom[1], atom[2], True)
         kind, text, _ = self.toks[self.i]
-        if kind == "ident" and text not in AGGREGATES and self.toks[self.i + 1][1] == "(":
+        if kind == "ident" and text not in AGGREGATES and self.peek(1) == "(":
             return self.atom()
         left = self.expr()
         op = self.take()[1]

@@ -87,20 +87,19 @@ class _Plan:
         import sys
 
         from sdy_dl.datalog import clauses, lexer, stratify
-        from sdy_dl.resources import cached_bytes, code_digest
+        from sdy_dl.resources import cached, code_digest
 
         key = (program.digest + "-" + code_digest(sys.modules[__name__], clauses, lexer, stratify)
                + "-" + sys.implementation.cache_tag)
-        def check(data: bytes) -> None:
+
+        def load(data: bytes):
             try:
-                marshal.loads(data)
+                return marshal.loads(data)
             except Exception as e:   # a damaged cache entry: compile again
                 raise ValueError(str(e)) from None
 
-        code = marshal.loads(cached_bytes(
-            "python", key, lambda: marshal.dumps(compile(program_source(program),
-                                                         "<sdy-dl rules>", "exec")),
-            check=check))
+        code = cached("python", key, lambda: marshal.dumps(
+            compile(program_source(program), "<sdy-dl rules>", "exec")), load)
         namespace: dict = {}
         exec(code, namespace)
         self.facts = namespace["FACTS"]
@@ -248,7 +247,7 @@ class _Gen:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def expr(self, term, need_bound: bool = True) -> str:
+    def expr(self, term) -> str:
         kind = term[0]
         if kind == "var":
             if term[1] not in self.bound:

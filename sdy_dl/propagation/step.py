@@ -43,7 +43,6 @@ class StepInput(HashedOnce):
     elementwise: bool = False
 
 
-
 @dataclass(frozen=True)
 class StepOutput:
     """The new shardings of the tensors a step updated (None: unchanged)."""
