@@ -700,6 +700,27 @@ func.func private @used(%arg0: tensor<8xf32>) -> tensor<8xf32> {
 func.func private @used_transitively(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   return %arg0 : tensor<8xf32>
 }""",
+    # references from ops nested in regions, inside sdy attributes; "@name" in a
+    # string is no reference
+    "nested_references": MESH + """
+sdy.mesh @nested_mesh = <["z"=2]> {sym_visibility = "private"}
+sdy.mesh @quoted_only = <["z"=2]> {sym_visibility = "private"}
+func.func @main(%arg0: tensor<8xf32>, %arg1: tensor<i1>) -> tensor<8xf32> {
+  %0 = "stablehlo.if"(%arg1) ({
+    %1 = stablehlo.add %arg0, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@nested_mesh, [{"z"}]>]>, note = "@quoted_only"} : tensor<8xf32>
+    %2 = call @from_region(%1) : (tensor<8xf32>) -> tensor<8xf32>
+    stablehlo.return %2 : tensor<8xf32>
+  }, {
+    stablehlo.return %arg0 : tensor<8xf32>
+  }) : (tensor<i1>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func private @from_region(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+func.func private @quoted_only_fn(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}""",
     "no_private_symbols": MESH + """
 func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   %0 = call @other(%arg0) : (tensor<8xf32>) -> tensor<8xf32>

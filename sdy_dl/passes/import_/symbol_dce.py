@@ -11,7 +11,6 @@ import re
 
 from sdy_dl.ir.mlir_ops import module_ops, rebuild, symbol_name
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.opaque import generic_text
 from sdy_dl.passes import PassOptions, register
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
@@ -43,16 +42,57 @@ def _unquote(token: str) -> str | None:
         return None
 
 
-def symbol_refs(mop) -> set[str]:
-    """Names of the symbols referenced by ``mop`` and the ops nested in it (read from
-    the generic form, where ``@`` outside string literals only starts a reference)."""
-    refs: set[str] = set()
-    for token in _REF_RE.findall(generic_text(mop)):
+class SymbolRefs:
+    """Reads the names of the symbols an op and the ops nested in it reference: the
+    ``@name`` tokens of their attributes and of their result and block-argument
+    types (what the op's generic form prints, locations aside).  Each distinct
+    attribute and type is printed once (they are uniqued in the context)."""
+
+    def __init__(self) -> None:
+        self._printed: dict = {}
+
+    def _refs_of(self, entity) -> frozenset[str]:
+        try:
+            return self._printed[entity]
+        except KeyError:
+            refs = frozenset(_names(str(entity)))
+            self._printed[entity] = refs
+            return refs
+
+    def __call__(self, mop) -> set[str]:
+        from jaxlib.mlir import ir
+
+        refs: set[str] = set()
+        refs_of = self._refs_of
+
+        def visit(op):
+            attrs = op.attributes
+            for name in attrs:
+                try:
+                    attr = attrs[name]
+                except TypeError:  # an attribute the bindings cannot read: dense data
+                    continue
+                refs.update(refs_of(attr))
+            for type_ in op.results.types:
+                refs.update(refs_of(type_))
+            for region in op.regions:
+                for block in region.blocks:
+                    for arg in block.arguments:
+                        refs.update(refs_of(arg.type))
+            return ir.WalkResult.ADVANCE
+
+        mop.operation.walk(visit)
+        return refs
+
+
+def _names(text: str):
+    """The symbol names of the ``@`` references in printed MLIR ``text`` (outside
+    string literals, ``@`` only starts a reference); nested references give their root."""
+    for token in _REF_RE.findall(text):
         if token.startswith("@"):
             name = _unquote(token)
             if name is not None:
-                refs.add(name.split("::")[0])
-    return refs
+                yield name.split("::")[0]
 
 
 def is_private(mop) -> bool:
@@ -79,6 +119,7 @@ def run(module: Module, options: PassOptions) -> Module:
             elif not is_private(op):
                 live.add(name)
                 worklist.append(op)
+        symbol_refs = SymbolRefs()
         unreached = by_name.keys() - live  # private symbols not yet found live
         while worklist and unreached:  # once every symbol is live, no op needs reading
             op = worklist.pop()
