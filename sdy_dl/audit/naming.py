@@ -58,7 +58,12 @@ def _tag(mlir_obj, prefix: str, tag: str, is_value: bool) -> None:
 
 def source_place(op: Op, file: str) -> str:
     """Where ``op`` comes from: ``python FILE.py:LINE`` (JAX debug info) or ``FILE:LINE``."""
-    places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(str(op.mlir.location))]
+    return place_in(str(op.mlir.location), file)
+
+
+def place_in(loc: str, file: str) -> str:
+    """:func:`source_place` of an op whose location prints as ``loc``."""
+    places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
     for f, line in places:
         if f.endswith(".py"):
             return f"python {f}:{line}"

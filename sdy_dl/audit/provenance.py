@@ -14,12 +14,34 @@ started from.  Keys are the tracer's (``value_key`` of a sharding slot, or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sdy_dl.sharding import TensorSharding
 
 
-@dataclass
+class _Pairs(Sequence):
+    """``(key, sharding)`` pairs of two parallel tuples, zipped when read (a step
+    visit records its tensors' keys and shardings without building pairs)."""
+
+    __slots__ = ("keys", "shardings")
+
+    def __init__(self, keys: tuple, shardings: tuple):
+        self.keys, self.shardings = keys, shardings
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(zip(self.keys[i], self.shardings[i]))
+        return self.keys[i], self.shardings[i]
+
+    def __iter__(self):
+        return zip(self.keys, self.shardings)
+
+
+@dataclass(slots=True)
 class Cause:
     """What made shardings change: one step or one rewrite."""
 
@@ -27,7 +49,7 @@ class Cause:
     kind: str                      # "step", "edge", "barrier", "result", "group", "priority", "sync"
     label: str                     # e.g. "stablehlo.add (line 4)"
     detail: str = ""               # rule text, strategy, band
-    inputs: list[tuple[object, TensorSharding | None]] = field(default_factory=list)
+    inputs: Sequence[tuple[object, TensorSharding | None]] = field(default_factory=list)
     op: dict | None = None         # the op (name, location, rule, rule origin), for steps
     step: object | None = None     # the StepInput evaluated (steps, edges, barriers)
     output: object | None = None   # its StepOutput
@@ -37,7 +59,7 @@ class Cause:
     at: int = 0                    # how many writes came before the cause began
 
 
-@dataclass
+@dataclass(slots=True)
 class Write:
     """One sharding write: ``key`` got ``sharding`` because of ``cause``."""
 
@@ -72,12 +94,15 @@ class ProvenanceTracer:
     # -- recording (called by the driver and the sharding state) ----------
 
     def begin(self, kind: str, label: str, detail: str = "", inputs=(), op=None, step=None,
-              output=None, strategy: str = "", phase: str = "") -> None:
+              output=None, strategy: str = "", phase: str = "", keys=None, shardings=None) -> None:
+        """A cause begins: ``inputs`` are the ``(key, sharding)`` pairs it read, or
+        ``keys`` and ``shardings`` give them as two parallel tuples."""
         self._count += 1
+        inputs = _Pairs(keys, shardings) if keys is not None else list(inputs)
         info = None
         if op is not None:
             info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
-        self._cause = Cause(self._count, kind, label, detail, list(inputs), info, step, output,
+        self._cause = Cause(self._count, kind, label, detail, inputs, info, step, output,
                             strategy, phase, at=len(self.writes))
         if kind == "step" and step is not None:
             self.steps.append(self._cause)

@@ -39,10 +39,11 @@ class OpDescriber:
         cached = self._described.get(id(op))
         if cached is not None and cached[0] is op:
             return cached[1]
-        from sdy_dl.audit.naming import source_place, tags
+        from sdy_dl.audit.naming import place_in, tags
 
-        found = tags(op.mlir.location, "px")
-        described = {"name": op.name, "place": source_place(op, self.file),
+        loc = str(op.mlir.location)
+        found = tags(loc, "px")
+        described = {"name": op.name, "place": place_in(loc, self.file),
                      "origin": self.rule_origin(op), "tag": found[0] if found else None}
         self._described[id(op)] = (op, described)
         return described

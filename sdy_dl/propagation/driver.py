@@ -98,6 +98,8 @@ class Propagator:
         #: no write to its tensors since, its step input is the same, so it is
         #: skipped.
         self._quiet: dict[int, tuple] = {}
+        #: oid -> (operands, results, kind, label, tracer keys) of a site, for provenance.
+        self._described: dict[int, tuple] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
@@ -157,9 +159,10 @@ class Propagator:
                 # The same step input as when it last changed nothing: the same
                 # (empty) output.  Provenance still records the visit.
                 if tracer is not None and quiet[3] is not None:
-                    tracer.begin(*self._describe(op, site), op=op, step=quiet[3],
-                                 output=self._memo[quiet[3]], strategy=self.strategy,
-                                 phase=self.phase)
+                    kind, label, detail, keys, shardings = self._describe(op, site, quiet[3])
+                    tracer.begin(kind, label, detail, keys=keys, shardings=shardings, op=op,
+                                 step=quiet[3], output=self._memo[quiet[3]],
+                                 strategy=self.strategy, phase=self.phase)
                     tracer.end()
                 continue
             step = self._step_input(site)
@@ -174,8 +177,9 @@ class Propagator:
                 self._quiet[op.oid] = (site, self.strategy, self.state.clock, step)
             self._current = op
             if tracer is not None:
-                tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
-                             strategy=self.strategy, phase=self.phase)
+                kind, label, detail, keys, shardings = self._describe(op, site, step)
+                tracer.begin(kind, label, detail, keys=keys, shardings=shardings, op=op,
+                             step=step, output=output, strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
                 tracer.end()
@@ -332,17 +336,29 @@ class Propagator:
                             self.state.set(member, new)
                             self._notify_sharding_modified(member)
 
-    def _describe(self, op: Op, site: _Site) -> tuple:
-        """(kind, label, detail, inputs) of a step, for provenance."""
-        kind = {"sdy.data_flow_edge": "edge", "sdy.func_data_flow_edge": "edge",
-                "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
-        where = f" (line {op.line})" if op.line is not None else ""
+    def _describe(self, op: Op, site: _Site, step: StepInput) -> tuple:
+        """(kind, label, detail, keys, shardings) of a step, for provenance: the
+        tracer keys of the step's tensors and the shardings it read.  ``step``
+        read them through the state (``_step_input``), so they are its own
+        operands and results, except where the site transforms the results."""
+        described = self._described.get(op.oid)
+        if (described is None or described[0] is not site.operands
+                or described[1] is not site.results):
+            kind = {"sdy.data_flow_edge": "edge", "sdy.func_data_flow_edge": "edge",
+                    "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
+            where = f" (line {op.line})" if op.line is not None else ""
+            keys = tuple([value_key(self.state.slot(v)) for v in site.operands + site.results])
+            described = self._described[op.oid] = (site.operands, site.results, kind,
+                                                    f"{op.name}{where}", keys)
+        _, _, kind, label, keys = described
         detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
         if kind == "step":
             detail = f"rule {site.rule.to_text()}, {detail}"
-        inputs = [(value_key(self.state.slot(v)), self.state.get(v))
-                  for v in site.operands + site.results]
-        return kind, f"{op.name}{where}", detail, inputs
+        if site.before is None:
+            shardings = step.operands + step.results
+        else:
+            shardings = step.operands + tuple([self.state.get(v) for v in site.results])
+        return kind, label, detail, keys, shardings
 
     # -- notifications (§7.3 item 4; research notes section 4) ----------------
 
