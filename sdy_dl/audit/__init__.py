@@ -51,9 +51,16 @@ class Audit:
 
         self.module = propagate(module, dataclasses.replace(options, tracer=self.tracer),
                                 before=before)
-        self.text = self.module.print()
-        self.outputs = OutputIndex(self.module, self.propagated)
+        self._text: str | None = None
+        self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)
+
+    @property
+    def text(self) -> str:
+        """The output module as printed (printed once, when first asked for)."""
+        if self._text is None:
+            self._text = self.module.print()
+        return self._text
 
     def value(self, name: str) -> OutputValue:
         """The output value called ``name`` (error with close matches if unknown)."""

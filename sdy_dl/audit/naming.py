@@ -95,12 +95,14 @@ def value_names(module: Module, value: Value, main: Op | None) -> list[str]:
     return names
 
 
-def _ssa_names(module: Module, text: str | None = None) -> dict[int, list[str]]:
+def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
     """value id -> names, for every value of ``module`` (one AsmState for the module).
 
     The printer reuses numbers in sibling regions (a while's ``cond`` and
     ``do`` both start at the same ``%N``); a name held by several values is
-    made unique by the line of the printed ``text`` that defines it: ``%2@7``.
+    made unique by the line of the printed ``text`` that defines it: ``%2@7``
+    (``text``: the module as printed, or a function giving it, called only then;
+    None: the module is printed here).
     """
     main = module.main_func()
     names = {v.vid: value_names(module, v, main) for v in module.values}
@@ -108,6 +110,8 @@ def _ssa_names(module: Module, text: str | None = None) -> dict[int, list[str]]:
     for ns in names.values():
         count[ns[0]] = count.get(ns[0], 0) + 1
     if any(c > 1 for c in count.values()):
+        if callable(text):
+            text = text()
         lines = _definition_lines(module, text if text is not None else module.print())
         for v in module.values:
             ns = names[v.vid]
@@ -117,7 +121,9 @@ def _ssa_names(module: Module, text: str | None = None) -> dict[int, list[str]]:
 
 
 #: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
-_DEFINES = re.compile(r"\s*(%[\w$.\-]+)(?: =|:)")
+#: The printer escapes every character of a string that is not printable ASCII,
+#: so lines end only at ``\n``.
+_DEFINES = re.compile(r"^[ \t]*(%[\w$.\-]+)(?: =|:)", re.MULTILINE)
 
 
 def _definition_lines(module: Module, text: str) -> dict[int, int]:
@@ -125,10 +131,11 @@ def _definition_lines(module: Module, text: str) -> dict[int, int]:
     each op in order, the first line after the previous match that defines its first
     result's name (``%N = ...`` or ``%N:2 = ...``)."""
     starts: dict[str, list[int]] = {}
-    for i, line in enumerate(text.splitlines()):
-        m = _DEFINES.match(line)
-        if m:
-            starts.setdefault(m.group(1), []).append(i)
+    line, at = 0, 0
+    for m in _DEFINES.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        starts.setdefault(m.group(1), []).append(line)
     out, cursor = {}, 0
     for op in module.ops:
         if not op.results or op.parent is None:
@@ -299,7 +306,8 @@ class OutputValue:
 class OutputIndex:
     """Every value of the output module with its names, printed sharding and tracer key."""
 
-    def __init__(self, module: Module, propagated: PropagationIndex):
+    def __init__(self, module: Module, propagated: PropagationIndex, text=None):
+        """``text``: ``module`` as printed, or a function giving it (see :func:`_ssa_names`)."""
         from sdy_dl.ir.context import mlir_context
 
         self.module = module
@@ -309,7 +317,7 @@ class OutputIndex:
         self.ambiguous: dict[str, list[str]] = {}
         main = module.main_func()
         with mlir_context():
-            names = _ssa_names(module)
+            names = _ssa_names(module, text)
             for ns in names.values():
                 if "@" in ns[0][1:]:
                     self.ambiguous.setdefault(ns[0].rsplit("@", 1)[0], []).append(ns[0])
