@@ -212,7 +212,10 @@ def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
     outside = variables(clause.head)
     for lit in clause.body:
         outside |= variables(lit) if lit[0] != "cmp" else _plain_vars(lit)
-    gen.conjunction(list(enumerate(clause.body)), delta, outside)
+    literals = list(enumerate(clause.body))
+    if delta is not None:   # the delta is small: join from it
+        literals.insert(0, literals.pop(delta))
+    gen.conjunction(literals, delta, outside)
     head_args = ", ".join(gen.expr(a) for a in clause.head[2])
     gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
     # Before the loops: return when a relation the body joins is empty, then fetch
@@ -291,6 +294,10 @@ class _Gen:
                     return "assign"
         return None
 
+    def bound_args(self, atom) -> int:
+        """How many arguments of ``atom`` are known before it is scanned."""
+        return sum(1 for a in atom[2] if a[0] != "anon" and variables(a) <= self.bound)
+
     def conjunction(self, literals, delta: int | None, outside: set[str]) -> None:
         """Emit loops and tests for ``literals`` ((position, literal) pairs)."""
         pending = list(literals)
@@ -301,11 +308,11 @@ class _Gen:
                 if how in ("test", "assign"):
                     choice = (n, how)
                     break
-            if choice is None:
+            if choice is None:   # the scan with the most bound arguments (an index lookup)
+                best = -1
                 for n, (pos, lit) in enumerate(pending):
-                    if self.ready(lit, outside) == "scan":
-                        choice = (n, "scan")
-                        break
+                    if self.ready(lit, outside) == "scan" and self.bound_args(lit) > best:
+                        choice, best = (n, "scan"), self.bound_args(lit)
             if choice is None:
                 raise self.error("rule is not safe: a literal's variables are never bound")
             n, how = choice
