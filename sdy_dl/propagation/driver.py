@@ -155,11 +155,14 @@ class Propagator:
                 self._current = None
                 self._erase(op)
                 continue
+            quiet = quiet_of.get(oid)
+            if (quiet is not None and quiet[3] is None
+                    and state.unchanged_since(quiet[0].tensors, quiet[2])):
+                continue   # still no tensor with a sharding: nothing to propagate
             site = self._site(op, directions)
             if site is None:
                 continue
             tracer = state.tracer
-            quiet = quiet_of.get(oid)
             if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
                     and state.unchanged_since(site.tensors, quiet[2])):
                 # The same step input as when it last changed nothing: the same
