@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
@@ -68,6 +68,11 @@ class _Site:
     before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
     after: Callable[[TensorSharding], TensorSharding] | None = None
     fixed_directions: bool = False   # barriers: the directions come from the op
+    #: operands + results.
+    tensors: list[Value] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.tensors = list(self.operands) + list(self.results)
 
 
 class Propagator:
@@ -139,42 +144,48 @@ class Propagator:
         self._worklist = worklist
         self._current = None
         visits = 0
-        while (op := worklist.pop()) is not None:
+        pop, erased, quiet_of, memo = worklist.pop, self.erased, self._quiet, self._memo
+        state = self.state   # (speculation swaps it and puts it back)
+        while (op := pop()) is not None:
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-            if op.oid in self.erased:
+            oid = op.oid
+            if oid in erased:
                 continue
             if self._trivially_dead(op):
                 self._current = None
                 self._erase(op)
                 continue
+            quiet = quiet_of.get(oid)
+            if (quiet is not None and quiet[3] is None
+                    and state.unchanged_since(quiet[0].tensors, quiet[2])):
+                continue   # still no tensor with a sharding: nothing to propagate
             site = self._site(op, directions)
             if site is None:
                 continue
-            tracer = self.state.tracer
-            quiet = self._quiet.get(op.oid)
+            tracer = state.tracer
             if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
-                    and self.state.unchanged_since(site.operands + site.results, quiet[2])):
+                    and state.unchanged_since(site.tensors, quiet[2])):
                 # The same step input as when it last changed nothing: the same
                 # (empty) output.  Provenance still records the visit.
                 if tracer is not None and quiet[3] is not None:
                     kind, label, detail, keys, shardings = self._describe(op, site, quiet[3])
                     tracer.begin(kind, label, detail, keys=keys, shardings=shardings, op=op,
-                                 step=quiet[3], output=self._memo[quiet[3]],
+                                 step=quiet[3], output=memo[quiet[3]],
                                  strategy=self.strategy, phase=self.phase)
                     tracer.end()
                 continue
             step = self._step_input(site)
             if step is None:
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock, None)
+                quiet_of[oid] = (site, self.strategy, state.clock, None)
                 continue
-            output = self._memo.get(step)
+            output = memo.get(step)
             if output is None:
                 self._evaluate_batch(step, site, directions)
-                output = self._memo[step]
+                output = memo[step]
             if not any(output.operands) and not any(output.results):
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock, step)
+                quiet_of[oid] = (site, self.strategy, state.clock, step)
             self._current = op
             if tracer is not None:
                 kind, label, detail, keys, shardings = self._describe(op, site, step)
@@ -198,7 +209,7 @@ class Propagator:
         if site is None or site.fixed_directions:
             return site
         wanted = directions(op, site.rule)
-        if wanted != site.directions:
+        if wanted is not site.directions and wanted != site.directions:
             site = self._sites[op.oid] = dataclasses.replace(site, directions=wanted)
         return site
 
@@ -291,7 +302,7 @@ class Propagator:
                 op_site = self._site(op, directions)
                 if op_site is None:
                     continue
-                blocked = any(sim.slot(v).vid in unknown for v in op_site.operands + op_site.results)
+                blocked = any(sim.slot(v).vid in unknown for v in op_site.tensors)
                 step = self._step_input(op_site)
                 if step is None:
                     if blocked:
@@ -315,7 +326,7 @@ class Propagator:
 
     def _mark_unknown(self, site: _Site, unknown: set[int]) -> None:
         """The tensors of ``site`` (and their sharding-group members) become unknown."""
-        for value in site.operands + site.results:
+        for value in site.tensors:
             slot = self.state.slot(value)
             unknown.add(slot.vid)
             unknown.update(member.vid for member in self.groups.get(slot.vid, ()))
@@ -347,7 +358,7 @@ class Propagator:
             kind = {"sdy.data_flow_edge": "edge", "sdy.func_data_flow_edge": "edge",
                     "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
             where = f" (line {op.line})" if op.line is not None else ""
-            keys = tuple([value_key(self.state.slot(v)) for v in site.operands + site.results])
+            keys = tuple([value_key(self.state.slot(v)) for v in site.tensors])
             described = self._described[op.oid] = (site.operands, site.results, kind,
                                                     f"{op.name}{where}", keys)
         _, _, kind, label, keys = described
