@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -56,13 +57,9 @@ def _tag(mlir_obj, prefix: str, tag: str, is_value: bool) -> None:
         mlir_obj.location = loc
 
 
-def source_place(op: Op, file: str) -> str:
-    """Where ``op`` comes from: ``python FILE.py:LINE`` (JAX debug info) or ``FILE:LINE``."""
-    return place_in(str(op.mlir.location), file)
-
-
 def place_in(loc: str, file: str) -> str:
-    """:func:`source_place` of an op whose location prints as ``loc``."""
+    """Where an op whose location prints as ``loc`` comes from: ``python FILE.py:LINE``
+    (JAX debug info) or ``FILE:LINE`` of the module ``file``."""
     places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
     for f, line in places:
         if f.endswith(".py"):
@@ -156,10 +153,20 @@ class InputValue:
     names: list[str]
     sharding: str | None
     op: str               # defining op name, or the owner of the block argument
-    place: str
+    where: object = field(repr=False)   # its place, or the owner's location and the file
     # Annotations of the input that the import passes move onto this value: the
     # constraints on it, the in_shardings of computations it enters, its sharding group.
     related: list["InputValue"] = field(default_factory=list, repr=False)
+
+    @functools.cached_property
+    def place(self) -> str:
+        return _place(self.where)
+
+
+def _place(where) -> str:
+    """A place given as text, or as (location, file): read from the location when asked
+    (locations are never freed, so this is safe after the op is erased)."""
+    return where if isinstance(where, str) else place_in(str(where[0]), where[1])
 
 
 class InputIndex:
@@ -170,7 +177,6 @@ class InputIndex:
 
         self.file = module.file
         self.by_tag: dict[tuple[str, int], InputValue] = {}
-        self.annotations: set[str] = set()
         self.results: dict[int, str | None] = {}
         main = module.main_func()
         with mlir_context():
@@ -179,25 +185,27 @@ class InputIndex:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 sharding = get_sharding(v) if is_shardable(v) else None
                 text = sharding.to_text() if sharding is not None else None
-                if text is not None:
-                    self.annotations.add(text)
                 paths = _arg_paths(v) if v.is_block_arg and owner is main else []
-                place = f"argument {paths[0]}" if paths else source_place(owner, module.file)
-                record = InputValue(names[v.vid], text, owner.name, place)
+                where = f"argument {paths[0]}" if paths else (owner.mlir.location, module.file)
+                record = InputValue(names[v.vid], text, owner.name, where)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
             if main is not None:
                 for i in range(len(main.mlir.attributes["function_type"].value.results)):
                     s = get_result_sharding(main, i)
                     self.results[i] = s.to_text() if s is not None else None
-                    if s is not None:
-                        self.annotations.add(s.to_text())
             self._relate(module)
             for op in module.ops:
                 _tag(op.mlir, "in", f"o{op.oid}", False)
             for v in module.values:
                 if v.is_block_arg:
                     _tag(v.mlir, "in", f"a{v.vid}", True)
+
+    @property
+    def annotations(self) -> set[str]:
+        """Every annotation of the input: the shardings of its values and main results."""
+        return ({r.sharding for r in self.by_tag.values() if r.sharding is not None}
+                | {s for s in self.results.values() if s is not None})
 
     def _record(self, v: Value) -> InputValue:
         return self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg else (f"o{v.defining_op.oid}", v.index)]
@@ -220,34 +228,57 @@ class InputIndex:
 
     def origin(self, value: Value) -> InputValue | None:
         """The input value ``value`` descends from (same op kind), if any."""
-        return _tagged_record(value, self.by_tag, "in", lambda recorded, name: recorded == name)
+        return self.origin_at(*_tag_site(value))
+
+    def origin_at(self, loc, index: int, op_name: str) -> InputValue | None:
+        """:meth:`origin` of the value at ``_tag_site``'s (``loc``, ``index``, ``op_name``)."""
+        return _tagged_record(loc, index, op_name, self.by_tag, "in",
+                              lambda recorded, name: recorded == name)
 
 
-def _tagged_record(value: Value, by_tag: dict, prefix: str, same_op):
-    """The record ``by_tag`` holds for ``value`` under its location tags ``prefix``:
-    a block argument's own tag, or an op result's tag and index whose recorded op
-    name ``same_op(recorded, name)`` accepts for the op defining ``value``."""
+def _tag_site(value: Value) -> tuple:
+    """Where ``value``'s tags are: (the location that carries them, the result index
+    or -1 for a block argument, the defining op's name or None)."""
     if value.is_block_arg:
-        found = tags(value.mlir.location, prefix)
-        return by_tag.get((found[0], -1)) if found else None
+        return value.mlir.location, -1, None
     op = value.defining_op
-    for tag in tags(op.mlir.location, prefix):
-        record = by_tag.get((tag, value.index))
-        if record is not None and same_op(record.op, op.name):
+    return op.mlir.location, value.index, op.name
+
+
+def _tagged_record(loc, index: int, op_name: str | None, by_tag: dict, prefix: str, same_op):
+    """The record ``by_tag`` holds for a value under the tags ``prefix`` of ``loc``
+    (see :func:`_tag_site`): a block argument's own tag, or an op result's tag and
+    index whose recorded op name ``same_op(recorded, op_name)`` accepts."""
+    if index < 0:
+        found = tags(loc, prefix)
+        return by_tag.get((found[0], -1)) if found else None
+    for tag in tags(loc, prefix):
+        record = by_tag.get((tag, index))
+        if record is not None and same_op(record.op, op_name):
             return record
     return None
 
 
 @dataclass
 class PropagatedValue:
-    """A value the propagation sees: its tracer key and where it came from."""
+    """A value the propagation sees: its tracer key and where it came from (its
+    origin and place are read from its locations when first asked for)."""
 
     key: int
     op: str
     is_edge: bool                      # a data-flow edge's result (internal)
     owner: bool                        # the value holds its own slot (not an edge target)
-    origin: InputValue | None
-    place: str
+    inputs: InputIndex = field(repr=False)
+    tag_site: tuple = field(repr=False)          # see _tag_site
+    where: object = field(repr=False)            # see _place
+
+    @functools.cached_property
+    def origin(self) -> InputValue | None:
+        return self.inputs.origin_at(*self.tag_site)
+
+    @functools.cached_property
+    def place(self) -> str:
+        return _place(self.where)
 
 
 class PropagationIndex:
@@ -268,8 +299,8 @@ class PropagationIndex:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 slot = slots.get(v.vid, v)
                 record = PropagatedValue(value_key(slot), owner.name,
-                                         owner.name == "sdy.data_flow_edge", slot is v,
-                                         inputs.origin(v), source_place(owner, module.file))
+                                         owner.name == "sdy.data_flow_edge", slot is v, inputs,
+                                         _tag_site(v), (owner.mlir.location, module.file))
                 self.by_key.setdefault(record.key, []).append(record)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
@@ -281,7 +312,7 @@ class PropagationIndex:
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
-        return _tagged_record(value, self.by_tag, "px", lambda recorded, name: (
+        return _tagged_record(*_tag_site(value), self.by_tag, "px", lambda recorded, name: (
             recorded == name or (recorded, name) in EXPORT_RENAMES))
 
 
@@ -292,7 +323,7 @@ class OutputValue:
     names: list[str]
     sharding: TensorSharding | None      # as printed
     op: str
-    place: str
+    where: object = field(repr=False)    # its place (see _place)
     key: object | None                   # tracer key (None: created by the export passes)
     value: Value | None = field(default=None, repr=False)
     func: str = ""
@@ -301,6 +332,10 @@ class OutputValue:
     @property
     def name(self) -> str:
         return self.names[0]
+
+    @functools.cached_property
+    def place(self) -> str:
+        return _place(self.where)
 
 
 class OutputIndex:
@@ -327,7 +362,7 @@ class OutputIndex:
                 record = propagated.lookup(v)
                 sharding = get_sharding(v) if is_shardable(v) else None
                 out = OutputValue(names[v.vid], sharding, owner.name,
-                                  source_place(owner, module.file),
+                                  (owner.mlir.location, module.file),
                                   record.key if record is not None else None, v,
                                   func=_func_label(func_of(owner), main))
                 by_vid[v.vid] = out
@@ -345,7 +380,7 @@ class OutputIndex:
                     if func is main:
                         result_names += _result_info(func, i)
                     out = OutputValue(result_names, get_result_sharding(func, i),
-                                      "func.func", source_place(func, module.file), key,
+                                      "func.func", (func.mlir.location, module.file), key,
                                       func=_func_label(func, main), result_of=returned)
                     self._add(out)
 
