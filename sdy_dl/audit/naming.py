@@ -34,7 +34,8 @@ from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 from sdy_dl.sharding import TensorSharding
 
-_TAG_RE = re.compile(r'loc\("sdy-dl\.(in|px):([ao]\d+)"')
+#: The tags of each prefix in a printed location.
+_TAG_RES = {prefix: re.compile(rf'loc\("sdy-dl\.{prefix}:([ao]\d+)"') for prefix in ("in", "px")}
 _FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 #: Op renames the export passes make while keeping the op's location (and tag).
@@ -44,17 +45,19 @@ EXPORT_RENAMES = {("sdy.named_computation", "func.call"),
 
 def tags(loc, prefix: str) -> list[str]:
     """The ``prefix`` tags of a location, outermost first."""
-    return [t for p, t in _TAG_RE.findall(str(loc)) if p == prefix]
+    return _TAG_RES[prefix].findall(str(loc))
 
 
-def _tag(mlir_obj, prefix: str, tag: str, is_value: bool) -> None:
+def _tag_all(module: Module, prefix: str) -> None:
+    """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``."""
     from jaxlib.mlir import ir
 
-    loc = ir.Location.name(f"sdy-dl.{prefix}:{tag}", childLoc=mlir_obj.location)
-    if is_value:
-        mlir_obj.set_location(loc)
-    else:
-        mlir_obj.location = loc
+    name = ir.Location.name
+    for op in module.ops:
+        op.mlir.location = name(f"sdy-dl.{prefix}:o{op.oid}", childLoc=op.mlir.location)
+    for v in module.values:
+        if v.is_block_arg:
+            v.mlir.set_location(name(f"sdy-dl.{prefix}:a{v.vid}", childLoc=v.mlir.location))
 
 
 def place_in(loc: str, file: str) -> str:
@@ -195,11 +198,7 @@ class InputIndex:
                     s = get_result_sharding(main, i)
                     self.results[i] = s.to_text() if s is not None else None
             self._relate(module)
-            for op in module.ops:
-                _tag(op.mlir, "in", f"o{op.oid}", False)
-            for v in module.values:
-                if v.is_block_arg:
-                    _tag(v.mlir, "in", f"a{v.vid}", True)
+            _tag_all(module, "in")
 
     @property
     def annotations(self) -> set[str]:
@@ -304,11 +303,7 @@ class PropagationIndex:
                 self.by_key.setdefault(record.key, []).append(record)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
-            for op in module.ops:
-                _tag(op.mlir, "px", f"o{op.oid}", False)
-            for v in module.values:
-                if v.is_block_arg:
-                    _tag(v.mlir, "px", f"a{v.vid}", True)
+            _tag_all(module, "px")
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
