@@ -96,28 +96,52 @@ def value_names(module: Module, value: Value, main: Op | None) -> list[str]:
 
 
 def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
+    """value id -> names, for every value of ``module`` (see :class:`SsaNames`)."""
+    names = SsaNames(module, text)
+    names.resolve()
+    return names.names
+
+
+class SsaNames:
     """value id -> names, for every value of ``module`` (one AsmState for the module).
 
     The printer reuses numbers in sibling regions (a while's ``cond`` and
     ``do`` both start at the same ``%N``); a name held by several values is
-    made unique by the line of the printed ``text`` that defines it: ``%2@7``
-    (``text``: the module as printed, or a function giving it, called only then;
-    None: the module is printed here).
+    made unique by the line of the printed ``text`` that defines it: ``%2@7``.
+    Those values are *pending* until :meth:`resolve` reads the lines (``text``:
+    the module as printed, or a function giving it, called only then; None: the
+    module is printed then, or with ``copy`` a copy of it made now, when the
+    module may change before).
     """
-    main = module.main_func()
-    names = {v.vid: value_names(module, v, main) for v in module.values}
-    count: dict[str, int] = {}
-    for ns in names.values():
-        count[ns[0]] = count.get(ns[0], 0) + 1
-    if any(c > 1 for c in count.values()):
-        if callable(text):
-            text = text()
-        lines = _definition_lines(module, text if text is not None else module.print())
-        for v in module.values:
-            ns = names[v.vid]
-            if count[ns[0]] > 1 and v.vid in lines:
-                ns[0] = f"{ns[0]}@{lines[v.vid]}"
-    return names
+
+    def __init__(self, module: Module, text=None, copy: bool = False):
+        main = module.main_func()
+        self.names = {v.vid: value_names(module, v, main) for v in module.values}
+        count: dict[str, int] = {}
+        for ns in self.names.values():
+            count[ns[0]] = count.get(ns[0], 0) + 1
+        self.pending = {vid for vid, ns in self.names.items() if count[ns[0]] > 1}
+        self._text = text if text is not None else module.print
+        if self.pending and text is None and copy:
+            clone = module.mlir.operation.clone()   # printed as the module prints
+            self._text = lambda: str(clone)
+        # (first result's name, result ids) of each op in order, for the lines.
+        self._defs = [(op.results[0].name.split("#")[0], [r.vid for r in op.results])
+                      for op in module.ops
+                      if op.results and op.parent is not None] if self.pending else []
+
+    def resolve(self) -> None:
+        """Give every pending name its definition line (in place; once)."""
+        if not self.pending:
+            return
+        text = self._text() if callable(self._text) else self._text
+        lines = _definition_lines(self._defs, text)
+        for vid in self.pending:
+            if vid in lines:
+                ns = self.names[vid]
+                ns[0] = f"{ns[0]}@{lines[vid]}"
+        self.pending = set()
+        self._defs, self._text = [], None
 
 
 #: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
@@ -126,10 +150,10 @@ def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
 _DEFINES = re.compile(r"^[ \t]*(%[\w$.\-]+)(?: =|:)", re.MULTILINE)
 
 
-def _definition_lines(module: Module, text: str) -> dict[int, int]:
+def _definition_lines(defs: list[tuple[str, list[int]]], text: str) -> dict[int, int]:
     """value id -> the (1-based) line of ``text`` that defines it, for op results: for
-    each op in order, the first line after the previous match that defines its first
-    result's name (``%N = ...`` or ``%N:2 = ...``)."""
+    each op in order (``defs``: its first result's name and its result ids), the first
+    line after the previous match that defines that name (``%N = ...`` or ``%N:2 = ...``)."""
     starts: dict[str, list[int]] = {}
     line, at = 0, 0
     for m in _DEFINES.finditer(text):
@@ -137,29 +161,39 @@ def _definition_lines(module: Module, text: str) -> dict[int, int]:
         at = m.start()
         starts.setdefault(m.group(1), []).append(line)
     out, cursor = {}, 0
-    for op in module.ops:
-        if not op.results or op.parent is None:
-            continue
-        found = starts.get(op.results[0].name.split("#")[0], ())
+    for name, vids in defs:
+        found = starts.get(name, ())
         k = bisect.bisect_left(found, cursor)
         if k < len(found):
-            for r in op.results:
-                out[r.vid] = found[k] + 1
+            for vid in vids:
+                out[vid] = found[k] + 1
             cursor = found[k] + 1
     return out
 
 
+class _Named:
+    """``names``: ``_names``, once ``ssa`` (set while the first name is pending) resolved it."""
+
+    @property
+    def names(self) -> list[str]:
+        if self.ssa is not None:
+            self.ssa.resolve()
+            self.ssa = None
+        return self._names
+
+
 @dataclass
-class InputValue:
+class InputValue(_Named):
     """A value of the input module: its names and its annotation as written."""
 
-    names: list[str]
+    _names: list[str]
     sharding: str | None
     op: str               # defining op name, or the owner of the block argument
     where: object = field(repr=False)   # its place, or the owner's location and the file
     # Annotations of the input that the import passes move onto this value: the
     # constraints on it, the in_shardings of computations it enters, its sharding group.
     related: list["InputValue"] = field(default_factory=list, repr=False)
+    ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
 
     @functools.cached_property
     def place(self) -> str:
@@ -183,14 +217,16 @@ class InputIndex:
         self.results: dict[int, str | None] = {}
         main = module.main_func()
         with mlir_context():
-            names = _ssa_names(module)
+            ssa = SsaNames(module, copy=True)   # the passes change the module
+            names = ssa.names
             for v in module.values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 sharding = get_sharding(v) if is_shardable(v) else None
                 text = sharding.to_text() if sharding is not None else None
                 paths = _arg_paths(v) if v.is_block_arg and owner is main else []
                 where = f"argument {paths[0]}" if paths else (owner.mlir.location, module.file)
-                record = InputValue(names[v.vid], text, owner.name, where)
+                record = InputValue(names[v.vid], text, owner.name, where,
+                                    ssa=ssa if v.vid in ssa.pending else None)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
             if main is not None:
@@ -312,10 +348,10 @@ class PropagationIndex:
 
 
 @dataclass
-class OutputValue:
+class OutputValue(_Named):
     """A value (or function result) of the printed output module."""
 
-    names: list[str]
+    _names: list[str]
     sharding: TensorSharding | None      # as printed
     op: str
     where: object = field(repr=False)    # its place (see _place)
@@ -323,6 +359,7 @@ class OutputValue:
     value: Value | None = field(default=None, repr=False)
     func: str = ""
     result_of: "OutputValue | None" = field(default=None, repr=False)  # function results: the returned value
+    ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
 
     @property
     def name(self) -> str:
@@ -344,13 +381,12 @@ class OutputIndex:
         self.values: list[OutputValue] = []
         self.by_name: dict[str, OutputValue] = {}
         self.by_key: dict[object, list[OutputValue]] = {}
-        self.ambiguous: dict[str, list[str]] = {}
+        self._ambiguous: dict[str, list[str]] | None = None
+        self._pending: list[OutputValue] = []   # values whose first name is not in by_name yet
         main = module.main_func()
         with mlir_context():
-            names = _ssa_names(module, text)
-            for ns in names.values():
-                if "@" in ns[0][1:]:
-                    self.ambiguous.setdefault(ns[0].rsplit("@", 1)[0], []).append(ns[0])
+            self._ssa = SsaNames(module, text)
+            names = self._ssa.names
             by_vid = {}
             for v in module.values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
@@ -359,10 +395,11 @@ class OutputIndex:
                 out = OutputValue(names[v.vid], sharding, owner.name,
                                   (owner.mlir.location, module.file),
                                   record.key if record is not None else None, v,
-                                  func=_func_label(func_of(owner), main))
+                                  func=_func_label(func_of(owner), main),
+                                  ssa=self._ssa if v.vid in self._ssa.pending else None)
                 by_vid[v.vid] = out
                 if v.is_block_arg and owner is main:
-                    out.names += _arg_paths(v)
+                    out._names += _arg_paths(v)
                 self._add(out)
             for func in module.funcs.values():
                 ret = module.func_return(func)
@@ -397,18 +434,43 @@ class OutputIndex:
 
     def _add(self, out: OutputValue) -> None:
         self.values.append(out)
-        for n in out.names:
+        if out.ssa is not None:
+            self._pending.append(out)
+        for n in out._names[1:] if out.ssa is not None else out._names:
             self.by_name.setdefault(n, out)
         if out.key is not None:
             self.by_key.setdefault(out.key, []).append(out)
 
-    def find(self, name: str) -> OutputValue:
-        """The value called ``name``; an unknown name is an error listing close matches."""
-        name = name.strip()
+    @property
+    def ambiguous(self) -> dict[str, list[str]]:
+        """A name sibling regions share -> the names with lines of the values holding it."""
+        if self._ambiguous is None:
+            self._ambiguous = {}
+            self._ssa.resolve()
+            for ns in self._ssa.names.values():
+                if "@" in ns[0][1:]:
+                    self._ambiguous.setdefault(ns[0].rsplit("@", 1)[0], []).append(ns[0])
+        return self._ambiguous
+
+    def _lookup(self, name: str) -> OutputValue | None:
         if name in self.by_name:
             return self.by_name[name]
         if re.fullmatch(r"arg\d+|\d+(#\d+)?|[A-Za-z_][\w$.-]*", name) and "%" + name in self.by_name:
             return self.by_name["%" + name]
+        return None
+
+    def find(self, name: str) -> OutputValue:
+        """The value called ``name``; an unknown name is an error listing close matches."""
+        name = name.strip()
+        found = self._lookup(name)
+        if found is None and self._pending:
+            # Names that sibling regions share: read their lines from the printed module.
+            for out in self._pending:
+                self.by_name.setdefault(out.names[0], out)
+            self._pending = []
+            found = self._lookup(name)
+        if found is not None:
+            return found
         base = name.split("#")[0]
         if base in self.ambiguous:
             raise SdyError(f"{name!r} names several values of the propagated module (sibling regions "
