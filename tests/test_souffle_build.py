@@ -124,6 +124,8 @@ def test_programs_compiled_in_units_with_the_precompiled_runtime_give_the_same_r
                                          str(directory / "program"), jobs,
                                          str(tmp_path / "cache")) is None
     assert len(list(directory.glob("unit*.o"))) == jobs
-    assert list((tmp_path / "cache").glob("runtime-*/runtime.h.gch"))
+    [header] = (tmp_path / "cache").glob("runtime-*/runtime.h")
+    assert header.with_suffix(".h.gch").exists()
+    assert set(souffle_build.SHARED_INCLUDES) <= set(header.read_text().splitlines(keepends=True))
     assert souffle_engine.run_binary(str(directory / "program"), program(), FACTS) == \
         get_engine("clingo").run(program(), FACTS)

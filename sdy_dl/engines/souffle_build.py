@@ -50,9 +50,10 @@ OPTIMIZATION = "-O1"
 #: Compilers that may run at once per cache (one per core of a 2-core machine).
 SLOTS = 2
 
-#: Generated C++ at least this large is cut into one translation unit per slot
-#: held; below, the repeated headers cost more than the second compiler saves.
-SPLIT_BYTES = 400_000
+#: Generated C++ at least this large (the step programs) is cut into one
+#: translation unit per slot held: each unit repeats the declarations and the
+#: templates it instantiates, +15-45% of CPU, worth it only for the largest.
+SPLIT_BYTES = 1_000_000
 
 _CONFIG_KEYS = ("compiler", "compiler_id", "definitions", "compile_options", "includes",
                 "std_flag", "cxx_flags", "link_options", "rpaths", "rpath_fmt",
@@ -127,24 +128,44 @@ def _run_all(cmds: list[list[str]]) -> str | None:
     return errors[0] if errors else None
 
 
+#: A runtime header that programs with indirect relations include and others
+#: not: the precompiled runtime has it, so one precompiled header serves both.
+SHARED_INCLUDES = ('#include "souffle/datastructure/Table.h"\n',)
+
+
 def runtime_header(conf: dict, cache: str, runtime: str) -> str | None:
     """A header holding ``runtime`` (the ``#include`` lines a generated program
-    starts with), precompiled with :func:`compile_flags` next to it, kept in the
-    binary cache ``cache``; None while another builder precompiles it, or when
-    precompiling failed.  Programs then parse Soufflé's runtime headers (~2.5 s
-    of CPU per translation unit) once per cache instead of once each."""
+    starts with) and :data:`SHARED_INCLUDES`, precompiled with
+    :func:`compile_flags` next to it, kept in the binary cache ``cache``; None
+    while another builder precompiles it, or when precompiling failed.
+    Programs then parse Soufflé's runtime headers (~2.5 s of CPU per
+    translation unit) once per cache instead of once each."""
+    lines = runtime.splitlines(keepends=True)
+    includes = sorted({line for line in lines if line.startswith("#include")}
+                      | set(SHARED_INCLUDES))
+    shared = "".join([line for line in lines if not line.startswith("#include")] + includes)
+    for text in dict.fromkeys([shared, runtime]):   # without the shared includes if they fail
+        header = _precompiled(conf, cache, text)
+        if header != FAILED:
+            return header
+    return None
+
+
+def _precompiled(conf: dict, cache: str, text: str) -> str | None:
+    """The precompiled header of ``text`` in ``cache`` (built now unless another
+    builder is building it: None then), or FAILED."""
     flags = compile_flags(conf)
     try:
         stamp = os.stat(os.path.realpath(conf["compiler"])).st_mtime_ns
     except OSError:
-        return None
-    key = hashlib.sha256(json.dumps([flags, stamp, runtime]).encode()).hexdigest()[:20]
+        return FAILED
+    key = hashlib.sha256(json.dumps([flags, stamp, text]).encode()).hexdigest()[:20]
     directory = os.path.join(cache, "runtime-" + key)
     header = os.path.join(directory, "runtime.h")
     if os.path.exists(header + ".gch"):
         return header
     if os.path.exists(os.path.join(directory, FAILED)):
-        return None
+        return FAILED
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "build.lock"), "w") as lock:
         try:
@@ -154,13 +175,13 @@ def runtime_header(conf: dict, cache: str, runtime: str) -> str | None:
         if os.path.exists(header + ".gch"):
             return header
         with open(header, "w", encoding="utf-8") as f:
-            f.write(runtime)
+            f.write(text)
         tmp = f"{header}.{os.getpid()}.gch"
         error = _run([*flags, "-x", "c++-header", header, "-o", tmp])
         if error is not None:
             with open(os.path.join(directory, FAILED), "w") as f:
                 f.write(error[-4000:])
-            return None
+            return FAILED
         os.replace(tmp, header + ".gch")
     return header
 
