@@ -142,16 +142,19 @@ class Propagator:
         self._worklist = worklist
         self._current = None
         visits = 0
-        pop, erased, quiet_of, memo = worklist.pop, self.erased, self._quiet, self._memo
+        stack, pending = worklist._stack, worklist._pending   # (Worklist.pop, inlined)
+        erased, quiet_of, memo, may_die_of = self.erased, self._quiet, self._memo, self._may_die
         state = self.state   # (speculation swaps it and puts it back)
-        while (op := pop()) is not None:
+        while stack:
+            op = stack.pop()
+            oid = op.oid
+            pending.discard(oid)
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-            oid = op.oid
             if oid in erased:
                 continue
-            if self._trivially_dead(op):
+            if may_die_of.get(oid, True) and self._trivially_dead(op):
                 self._current = None
                 self._erase(op)
                 continue
