@@ -128,7 +128,7 @@ def _signature(op) -> tuple:
     compared as objects, without printing them."""
     attrs = op.mlir.attributes
     return (op.name,
-            tuple(v.mlir.type for v in op.operands), tuple(v.mlir.type for v in op.results),
+            tuple(v.mlir_type for v in op.operands), tuple(v.mlir_type for v in op.results),
             tuple(sorted(((name, attrs[name]) for name in attrs if not name.startswith("sdy.")),
                          key=lambda item: item[0])),
             _region_structure(op))
@@ -144,7 +144,7 @@ def _region_structure(op) -> tuple:
                 numbers[arg.vid] = len(numbers)
             for child in block.ops:
                 out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
-                            tuple(v.mlir.type for v in child.results), _signature(child)[3:]))
+                            tuple(v.mlir_type for v in child.results), _signature(child)[3:]))
                 for r in child.results:
                     numbers[r.vid] = len(numbers)
     return tuple(out)
