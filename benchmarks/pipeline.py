@@ -21,6 +21,7 @@ Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
 machine inflates less than wall time), the ratios to Shardy's process, peak
 RSS of the process and ms (wall) per op.  Every output is compared byte for byte with Shardy's.
+sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
 
     python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
@@ -230,6 +231,25 @@ def tools(souffle: bool, clingo: bool, trees: list[str]) -> list[Tool]:
     return out
 
 
+def compile_bytecode(trees: list[str]) -> None:
+    """Byte-compile the sdy-dl sources the timed processes import, as ``pip install``
+    does for an installed package (jaxlib's bytecode comes with its wheel): an
+    editable install or a source tree has none, and where Python may not write
+    it (``PYTHONDONTWRITEBYTECODE``) every process would compile ~150 modules."""
+    import compileall
+    import importlib.util
+
+    dirs = []
+    for name in ("sdy_dl", "sdy_dl.cli"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None:
+            dirs += list(spec.submodule_search_locations or [])
+    dirs += [os.path.join(tree, sub) for tree in trees for sub in ("sdy_dl", "cli")]
+    for path in dict.fromkeys(dirs):
+        if os.path.isdir(path):
+            compileall.compile_dir(path, quiet=1)
+
+
 def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion."""
     start = time.perf_counter()
@@ -327,6 +347,7 @@ def main(argv=None) -> int:
                              "extracted with git archive), clingo engine")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
+    compile_bytecode(args.compare_tree)
     # Fresh caches shared by the sizes: the first size runs cold.
     caches = {"python": tempfile.mkdtemp(prefix="python-cache-", dir=args.workdir)}
     if shutil.which("souffle") is not None and not args.no_souffle:

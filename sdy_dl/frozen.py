@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
+#: The field names of each HashedOnce class, in order.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
 
 class HashedOnce:
     """Mixin for ``@dataclass(frozen=True)`` classes (declare ``__hash__ =
@@ -18,10 +21,15 @@ class HashedOnce:
     __slots__ = ()
 
     def __hash__(self) -> int:
+        values = self.__dict__
         try:
-            return self.__dict__["_hash"]
+            return values["_hash"]
         except KeyError:
-            h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            cls = type(self)
+            names = _FIELD_NAMES.get(cls)
+            if names is None:
+                names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+            h = hash(tuple([values[name] for name in names]))
             object.__setattr__(self, "_hash", h)
             return h
 

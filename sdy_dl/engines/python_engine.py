@@ -14,6 +14,8 @@ deriving nothing on an empty body).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
@@ -51,31 +53,40 @@ def _plan(program: Program) -> "_Plan":
     return plan
 
 
-class _Index:
-    """Hash indexes of the relations by bound column positions, built on demand."""
+class _Index(dict):
+    """Hash indexes of the relations, ``index[(name, positions)]``: the tuples of
+    relation ``name`` by their values at the bound column ``positions``, built on
+    first use (the generated code looks them up with constant keys)."""
 
     def __init__(self, rel: dict[str, set]):
+        super().__init__()
         self.rel = rel
-        self.cache: dict[tuple, dict] = {}
+        self.built: dict[str, list[tuple]] = {}   # relation -> its built indexes' keys
 
-    def get(self, name: str, positions: tuple[int, ...]) -> dict:
-        key = (name, positions)
-        index = self.cache.get(key)
-        if index is None:
-            index = {}
-            if len(positions) == 1:
-                p = positions[0]
-                for t in self.rel[name]:
-                    index.setdefault(t[p], []).append(t)
-            else:
-                for t in self.rel[name]:
-                    index.setdefault(tuple([t[p] for p in positions]), []).append(t)
-            self.cache[key] = index
+    def __missing__(self, key: tuple) -> dict:
+        index = self[key] = {}
+        self.built.setdefault(key[0], []).append(key)
+        _add(index, key[1], self.rel[key[0]])
         return index
 
-    def forget(self, names) -> None:
-        for key in [k for k in self.cache if k[0] in names]:
-            del self.cache[key]
+    def extend(self, new: dict[str, set]) -> None:
+        """Add the tuples of ``new`` (new to their relations) to the built indexes."""
+        for name, rows in new.items():
+            if rows and name in self.built:
+                for key in self.built[name]:
+                    _add(self[key], key[1], rows)
+
+
+def _add(index: dict, positions: tuple[int, ...], rows) -> None:
+    """Add ``rows`` to ``index``, keyed by their values at ``positions``."""
+    if len(positions) == 1:
+        p = positions[0]
+        for t in rows:
+            index.setdefault(t[p], []).append(t)
+    else:
+        key = itemgetter(*positions)
+        for t in rows:
+            index.setdefault(key(t), []).append(t)
 
 
 class _Plan:
@@ -123,7 +134,7 @@ class _Plan:
                     break
                 for name in members:
                     rel[name] |= new[name]
-                index.forget(members)
+                index.extend(new)
                 delta_index = _Index(new)
                 delta = {name: set() for name in members}
                 for head, fn in variants:
@@ -204,7 +215,10 @@ def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
     outside = variables(clause.head)
     for lit in clause.body:
         outside |= variables(lit) if lit[0] != "cmp" else _plain_vars(lit)
-    gen.conjunction(list(enumerate(clause.body)), delta, outside)
+    literals = list(enumerate(clause.body))
+    if delta is not None:   # the delta is small: join from it
+        literals.insert(0, literals.pop(delta))
+    gen.conjunction(literals, delta, outside)
     head_args = ", ".join(gen.expr(a) for a in clause.head[2])
     gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
     # Before the loops: return when a relation the body joins is empty, then fetch
@@ -283,6 +297,10 @@ class _Gen:
                     return "assign"
         return None
 
+    def bound_args(self, atom) -> int:
+        """How many arguments of ``atom`` are known before it is scanned."""
+        return sum(1 for a in atom[2] if a[0] != "anon" and variables(a) <= self.bound)
+
     def conjunction(self, literals, delta: int | None, outside: set[str]) -> None:
         """Emit loops and tests for ``literals`` ((position, literal) pairs)."""
         pending = list(literals)
@@ -293,11 +311,11 @@ class _Gen:
                 if how in ("test", "assign"):
                     choice = (n, how)
                     break
-            if choice is None:
+            if choice is None:   # the scan with the most bound arguments (an index lookup)
+                best = -1
                 for n, (pos, lit) in enumerate(pending):
-                    if self.ready(lit, outside) == "scan":
-                        choice = (n, "scan")
-                        break
+                    if self.ready(lit, outside) == "scan" and self.bound_args(lit) > best:
+                        choice, best = (n, "scan"), self.bound_args(lit)
             if choice is None:
                 raise self.error("rule is not safe: a literal's variables are never bound")
             n, how = choice
@@ -359,7 +377,7 @@ class _Gen:
 
     def _lookup(self, source: str, name: str, keys: list[int], key_exprs: list[str]) -> str:
         var = f"{'DX' if source == 'delta_index' else 'X'}_{name}_{'_'.join(map(str, keys))}"
-        self.indexes[var] = f"{source}.get({name!r}, {tuple(keys)!r})"
+        self.indexes[var] = f"{source}[{(name, tuple(keys))!r}]"
         if len(keys) == 1:
             return f"{var}.get({key_exprs[0]}, ())"
         return f"{var}.get(({', '.join(key_exprs)}), ())"

@@ -106,25 +106,30 @@ def walk_post(root) -> list:
     return _walk(root, ir.WalkOrder.POST_ORDER)
 
 
+#: The walk callbacks' answers (looked up once: a walk calls back per op).
+_ADVANCE, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.SKIP
+
+
 def walk_pre_not_into(root, name: str) -> list:
     """Like :func:`walk_pre`, without entering the regions of the ops nested in
     ``root`` that are called ``name`` (those ops are listed)."""
     out: list = []
+    append = out.append
 
     def visit(op):
-        out.append(op)  # root comes first: its own regions are entered
-        return (ir.WalkResult.SKIP if op.name == name and len(out) > 1
-                else ir.WalkResult.ADVANCE)
+        append(op)  # root comes first: its own regions are entered
+        return _SKIP if op.name == name and len(out) > 1 else _ADVANCE
     root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return out
 
 
 def _walk(root, order) -> list:
     out: list = []
+    append = out.append
 
     def visit(op):
-        out.append(op)
-        return ir.WalkResult.ADVANCE
+        append(op)
+        return _ADVANCE
     root.operation.walk(visit, order)
     return out
 

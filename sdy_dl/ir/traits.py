@@ -21,7 +21,7 @@ def _table() -> dict[str, frozenset[str]]:
     import yaml
 
     path = rules_dir() / TRAITS_FILE
-    data = yaml.safe_load(path.read_text())
+    data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     table = {}
     for name, entry in data["traits"].items():
         names = entry.get("ops", entry.get("call_targets", entry.get("dialects")))

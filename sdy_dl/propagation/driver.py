@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
@@ -68,6 +68,11 @@ class _Site:
     before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
     after: Callable[[TensorSharding], TensorSharding] | None = None
     fixed_directions: bool = False   # barriers: the directions come from the op
+    #: operands + results.
+    tensors: list[Value] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.tensors = list(self.operands) + list(self.results)
 
 
 class Propagator:
@@ -137,41 +142,50 @@ class Propagator:
         self._worklist = worklist
         self._current = None
         visits = 0
-        while (op := worklist.pop()) is not None:
+        stack, pending = worklist._stack, worklist._pending   # (Worklist.pop, inlined)
+        erased, quiet_of, memo, may_die_of = self.erased, self._quiet, self._memo, self._may_die
+        state = self.state   # (speculation swaps it and puts it back)
+        while stack:
+            op = stack.pop()
+            oid = op.oid
+            pending.discard(oid)
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-            if op.oid in self.erased:
+            if oid in erased:
                 continue
-            if self._trivially_dead(op):
+            if may_die_of.get(oid, True) and self._trivially_dead(op):
                 self._current = None
                 self._erase(op)
                 continue
+            quiet = quiet_of.get(oid)
+            if (quiet is not None and quiet[3] is None
+                    and state.unchanged_since(quiet[0].tensors, quiet[2])):
+                continue   # still no tensor with a sharding: nothing to propagate
             site = self._site(op, directions)
             if site is None:
                 continue
-            tracer = self.state.tracer
-            quiet = self._quiet.get(op.oid)
+            tracer = state.tracer
             if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
-                    and self.state.unchanged_since(site.operands + site.results, quiet[2])):
+                    and state.unchanged_since(site.tensors, quiet[2])):
                 # The same step input as when it last changed nothing: the same
                 # (empty) output.  Provenance still records the visit.
                 if tracer is not None and quiet[3] is not None:
                     tracer.begin(*self._describe(op, site), op=op, step=quiet[3],
-                                 output=self._memo[quiet[3]], strategy=self.strategy,
+                                 output=memo[quiet[3]], strategy=self.strategy,
                                  phase=self.phase)
                     tracer.end()
                 continue
             step = self._step_input(site)
             if step is None:
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock, None)
+                quiet_of[oid] = (site, self.strategy, state.clock, None)
                 continue
-            output = self._memo.get(step)
+            output = memo.get(step)
             if output is None:
                 self._evaluate_batch(step, site, directions)
-                output = self._memo[step]
+                output = memo[step]
             if not any(output.operands) and not any(output.results):
-                self._quiet[op.oid] = (site, self.strategy, self.state.clock, step)
+                quiet_of[oid] = (site, self.strategy, state.clock, step)
             self._current = op
             if tracer is not None:
                 tracer.begin(*self._describe(op, site), op=op, step=step, output=output,
@@ -194,7 +208,7 @@ class Propagator:
         if site is None or site.fixed_directions:
             return site
         wanted = directions(op, site.rule)
-        if wanted != site.directions:
+        if wanted is not site.directions and wanted != site.directions:
             site = self._sites[op.oid] = dataclasses.replace(site, directions=wanted)
         return site
 
@@ -287,7 +301,7 @@ class Propagator:
                 op_site = self._site(op, directions)
                 if op_site is None:
                     continue
-                blocked = any(sim.slot(v).vid in unknown for v in op_site.operands + op_site.results)
+                blocked = any(sim.slot(v).vid in unknown for v in op_site.tensors)
                 step = self._step_input(op_site)
                 if step is None:
                     if blocked:
@@ -311,7 +325,7 @@ class Propagator:
 
     def _mark_unknown(self, site: _Site, unknown: set[int]) -> None:
         """The tensors of ``site`` (and their sharding-group members) become unknown."""
-        for value in site.operands + site.results:
+        for value in site.tensors:
             slot = self.state.slot(value)
             unknown.add(slot.vid)
             unknown.update(member.vid for member in self.groups.get(slot.vid, ()))
@@ -340,8 +354,7 @@ class Propagator:
         detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
         if kind == "step":
             detail = f"rule {site.rule.to_text()}, {detail}"
-        inputs = [(value_key(self.state.slot(v)), self.state.get(v))
-                  for v in site.operands + site.results]
+        inputs = [(value_key(self.state.slot(v)), self.state.get(v)) for v in site.tensors]
         return kind, f"{op.name}{where}", detail, inputs
 
     # -- notifications (§7.3 item 4; research notes section 4) ----------------

@@ -59,6 +59,7 @@ class OpPriorities:
         self._signatures: dict[int, tuple] = {}   # oid -> signature (dropped when it may change)
         self._undecided: set[int] | None = None   # ops whose signature may be undecided (None: all)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
+        self._band_directions: dict[int, tuple[str, ...]] = {}   # oid -> in the current band
 
     def band(self, band: int):
         """The direction function of ``band`` (new signatures of live ops decided first)."""
@@ -70,11 +71,19 @@ class OpPriorities:
         self._decide({self._signature(op) for op in candidates
                       if op.oid not in self.propagator.erased and self._static_part(op) is not None})
 
+        by_op = self._band_directions = {}
+
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
+            self._forget_changed()
+            try:
+                return by_op[op.oid]
+            except KeyError:
+                pass
             signature = self._signature(op)
             if signature not in self._decided:
                 self._decide({signature})
-            return self._decided[signature][band]
+            found = by_op[op.oid] = self._decided[signature][band]
+            return found
         return directions
 
     def _static_part(self, op: Op) -> tuple | None:
@@ -116,6 +125,7 @@ class OpPriorities:
         if changed:
             for oid in changed:
                 self._signatures.pop(oid, None)
+                self._band_directions.pop(oid, None)
             if self._undecided is not None:
                 self._undecided |= changed
 

@@ -63,6 +63,9 @@ class ShardingState:
         #: A write counter, and the count at the last write of each slot (by vid).
         self.clock = 0
         self.stamps: dict[int, int] = {}
+        #: The manual axes of the slots (by vid) that are block arguments of a
+        #: manual computation, for each slot read or written so far.
+        self._manual: dict[int, list[str]] = {}
 
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
@@ -73,18 +76,29 @@ class ShardingState:
         (which records no changes and traces nothing); costs nothing per value."""
         other = ShardingState(self.module, self.slots)
         other._value, other._results = _Layer(self._value), _Layer(self._results)
+        other._manual = self._manual   # facts of the module, not of the state
         return other
 
     def get(self, v: Value) -> TensorSharding | None:
-        s = self.slot(v)
-        if s.vid not in self._value:
-            self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
-            if self.tracer is not None:
-                self.tracer.on_read(value_key(s), self._value[s.vid])
+        s = self.slots.get(v.vid, v)
+        vid = s.vid
+        try:
+            sharding = self._value[vid]
+        except KeyError:
+            sharding = self._read(s)
+        if sharding is not None and vid in self._manual:
+            return erase_manual_axes(sharding, self._manual[vid])
+        return sharding
+
+    def _read(self, s: Value) -> TensorSharding | None:
+        """The stored sharding of slot ``s``, read once."""
         manual = _manual_block_arg(s)
-        if manual is not None and self._value[s.vid] is not None:
-            return erase_manual_axes(self._value[s.vid], manual)
-        return self._value[s.vid]
+        if manual is not None:
+            self._manual[s.vid] = manual
+        sharding = self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
+        if self.tracer is not None:
+            self.tracer.on_read(value_key(s), sharding)
+        return sharding
 
     def can_hold(self, v: Value) -> bool:
         return is_shardable(self.slot(v))
@@ -93,6 +107,7 @@ class ShardingState:
         s = self.slot(v)
         manual = _manual_block_arg(s)
         if manual is not None:
+            self._manual[s.vid] = manual
             outer = self._value.get(s.vid) or get_sharding(s)
             sharding = add_free_axes(outer, sharding, manual) if outer is not None else sharding
         op = s.defining_op
