@@ -197,15 +197,15 @@ def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None
         return _run(compile_command(conf, cpp, exe))
     header = runtime_header(conf, cache, parts.runtime) if cache else None
     directory = os.path.dirname(exe)
-    prologue = f'#include "{header}"\n' if header else parts.runtime
     with open(os.path.join(directory, "program.h"), "w", encoding="utf-8") as f:
         f.write(parts.declarations)
     compiles, objects = [], []
     for i, piece in enumerate(parts.pieces):
         unit, obj = os.path.join(directory, f"unit{i}.cpp"), os.path.join(directory, f"unit{i}.o")
-        with open(unit, "w", encoding="utf-8") as f:
-            f.write(prologue + '#include "program.h"\n' + piece)
-        compiles.append([*compile_flags(conf), "-c", "-o", obj, unit])
+        with open(unit, "w", encoding="utf-8") as f:   # the runtime comes first, precompiled or not
+            f.write(("" if header else parts.runtime) + '#include "program.h"\n' + piece)
+        compiles.append([*compile_flags(conf), *(["-include", header] if header else []),
+                         "-c", "-o", obj, unit])
         objects.append(obj)
     return _run_all(compiles) or _run(link_command(conf, objects, exe))
 
