@@ -244,20 +244,31 @@ def _downcast(type_):
     return type_ if isinstance(type_, ir.ShapedType) else type_.maybe_downcast()
 
 
+#: tensor_info of each type met (types are uniqued in their context, and a key
+#: keeps its context alive, so equal keys are the same type).
+_TENSOR_INFO: dict = {}
+
+
 def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
     """(is shaped, static shape or None) of an MLIR type."""
+    try:
+        return _TENSOR_INFO[type_]
+    except KeyError:
+        pass
     t = _downcast(type_)
     if not isinstance(t, ir.ShapedType):
-        return False, None
-    if not t.has_rank or not t.has_static_shape:
-        return True, None
-    return True, tuple(t.shape)
+        info = False, None
+    elif not t.has_rank or not t.has_static_shape:
+        info = True, None
+    else:
+        info = True, tuple(t.shape)
+    _TENSOR_INFO[type_] = info
+    return info
 
 
 def is_static_tensor(type_) -> bool:
     """A shaped type with a rank and a static shape (``tensor_info`` gives its shape)."""
-    t = _downcast(type_)
-    return isinstance(t, ir.ShapedType) and t.has_rank and t.has_static_shape
+    return tensor_info(type_)[1] is not None
 
 
 def tensor_rank(type_) -> int:

@@ -138,7 +138,11 @@ class Propagator:
     # -- the worklist ----------------------------------------------------
 
     def _fixpoint(self, directions: DirectionFn, progress) -> None:
-        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased)
+        # An op known to have no site that cannot die does nothing when popped:
+        # it is left out (where it would wait in the list does not matter).
+        sites, may_die = self._sites, self._may_die
+        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased
+                            and not (sites.get(op.oid, op) is None and may_die.get(op.oid) is False))
         self._worklist = worklist
         self._current = None
         visits = 0
