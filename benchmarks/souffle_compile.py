@@ -5,7 +5,10 @@ sdy-dl propagate --engine souffle --compiled --wait-for-compile M.mlir``),
 compiles ``program.dl`` one program at a time, in child processes:
 
 * ``souffle -o``: Soufflé's build (``-O3 -fopenmp``);
-* ``sdy-dl``: ``souffle_build.compile_program`` (``souffle -g``, ``-O1``, no OpenMP);
+* ``sdy-dl``: ``souffle_build.compile_program`` (``souffle -g``, ``-O1``, no OpenMP,
+  Soufflé's runtime headers precompiled once for all programs — the first
+  program's time includes that — and with ``--jobs 2`` a large program cut
+  into two translation units compiled at once, as ``--wait-for-compile`` does);
 
 and prints wall and CPU seconds and the peak RSS of each (the compiler's:
 ``wait4`` of the child), then the totals.  With ``--facts DIR`` (a directory
@@ -50,9 +53,13 @@ def main() -> None:
     parser.add_argument("--souffle", default=shutil.which("souffle"))
     parser.add_argument("--facts", help="DIR/<digest>/facts*: time the binaries on these")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=1, help="compilers per program (1 or 2)")
+    parser.add_argument("--no-souffle-o", action="store_true",
+                        help="time sdy-dl's build only (no `souffle -o`, no call times)")
     args = parser.parse_args()
     helper = ("import sys; from sdy_dl.engines.souffle_build import compile_program; "
-              "sys.exit(compile_program(*sys.argv[1:4]) is not None)")
+              "sys.exit(compile_program(*sys.argv[1:4], int(sys.argv[4]), sys.argv[5]) is not None)")
+    headers = tempfile.mkdtemp(prefix="sdy-dl-runtime-")
     print("| program | Datalog lines | souffle -o s (CPU s) | peak MB | sdy-dl s (CPU s) | peak MB "
           "| ms/call -O3 | ms/call sdy-dl |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -63,11 +70,12 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             old, new = os.path.join(tmp, "old"), os.path.join(tmp, "new")
-            o = _measure([args.souffle, "-o", old, source])
-            n = _measure([sys.executable, "-c", helper, args.souffle, source, new])
+            o = (0.0, 0.0, 0) if args.no_souffle_o else _measure([args.souffle, "-o", old, source])
+            n = _measure([sys.executable, "-c", helper, args.souffle, source, new,
+                          str(args.jobs), headers])
             calls = "- | -"
             facts = os.path.join(args.facts or "", digest)
-            if args.facts and os.path.isdir(facts):
+            if args.facts and os.path.isdir(facts) and not args.no_souffle_o:
                 dirs = sorted(os.path.join(facts, d) for d in os.listdir(facts)
                               if d.startswith("facts"))
                 best = {old: [], new: []}
@@ -85,6 +93,7 @@ def main() -> None:
         print(f"| {digest} | {lines} | {o[0]:.1f} ({o[1]:.1f}) | {o[2]} | {n[0]:.1f} ({n[1]:.1f}) "
               f"| {n[2]} | {calls} |")
     print(f"| total | | {totals[0]:.1f} ({totals[1]:.1f}) | | {totals[2]:.1f} ({totals[3]:.1f}) | | |")
+    shutil.rmtree(headers, ignore_errors=True)
 
 
 if __name__ == "__main__":

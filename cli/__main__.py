@@ -1,5 +1,5 @@
 """``python -m sdy_dl.cli``: the ``sdy-dl`` command."""
 
-from sdy_dl.cli import main
+from sdy_dl.cli import run
 
-main(prog_name="sdy-dl")
+run(prog_name="sdy-dl")

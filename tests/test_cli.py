@@ -137,3 +137,30 @@ def test_passes_lists_every_registered_pass():
     names = {line.split()[0] for line in result.output.splitlines()}
     assert {"aggressive-propagate", "user-priority-propagate", "import-pipeline",
             "sink-data-flow-edges", "import-func-calls"} <= names
+
+
+def _process(*args, **kwargs):
+    """``python -m sdy_dl.cli args`` (the entry point a console script runs)."""
+    return subprocess.run([sys.executable, "-m", "sdy_dl.cli", *args], capture_output=True,
+                          text=True, timeout=300, **kwargs)
+
+
+def test_the_process_exits_with_the_commands_status_and_flushed_output(tmp_path):
+    path = tmp_path / "mlp.mlir"
+    path.write_text(lowered("mlp"))
+    done = _process("propagate", str(path))
+    assert done.returncode == 0 and done.stdout.startswith("module") and not done.stderr
+    assert done.stdout.rstrip().endswith("}")
+    bad = _process("propagate", str(tmp_path / "missing.mlir"))
+    assert bad.returncode == 1 and bad.stderr.startswith("sdy-dl: error: ") and not bad.stdout
+    usage = _process("propagate", "--engine", "nope", str(path))
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "sdy_dl.cli", "passes", "--format", "markdown"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()   # nobody reads: the first write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 1
+    assert err == ""

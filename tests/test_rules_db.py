@@ -286,3 +286,34 @@ def test_runtime_error_in_a_template_names_the_expression(tmp_path):
 def test_missing_rule_file(tmp_path):
     with pytest.raises(SdyError, match="rule file not found"):
         load_rule_db([str(tmp_path / "nope.yaml")])
+
+
+def test_parsed_rule_files_are_cached_and_a_damaged_entry_is_parsed_again(tmp_path, monkeypatch):
+    from sdy_dl.rules import db as rules_db
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    rules_db._parsed_db.cache_clear()
+    first = load_rule_db([write(tmp_path, USER_RULES)])
+    entries = list((tmp_path / "cache" / "rules").iterdir())
+    assert len(entries) == 1
+    rules_db._parsed_db.cache_clear()
+    again = load_rule_db([write(tmp_path, USER_RULES)])   # read from the cache
+    assert [(e.key, e.loc) for e in again.entries()] == [(e.key, e.loc) for e in first.entries()]
+    entries[0].write_bytes(b"not a pickle")
+    rules_db._parsed_db.cache_clear()
+    mended = load_rule_db([write(tmp_path, USER_RULES)])
+    assert [e.key for e in mended.entries()] == [e.key for e in first.entries()]
+    rules_db._parsed_db.cache_clear()
+
+
+def test_an_invalid_rule_file_is_not_cached(tmp_path, monkeypatch):
+    from sdy_dl.rules import db as rules_db
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ops:\n  stablehlo.add:\n    doc: x\n    factors: [\n")
+    for _ in range(2):   # the error every time, never a cache entry
+        with pytest.raises(SdyError) as e:
+            load_rule_db([str(bad)])
+        assert str(bad) in str(e.value)
+    assert not (tmp_path / "cache" / "rules").exists()

@@ -14,6 +14,8 @@ deriving nothing on an empty body).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
@@ -82,8 +84,9 @@ def _add(index: dict, positions: tuple[int, ...], rows) -> None:
         for t in rows:
             index.setdefault(t[p], []).append(t)
     else:
+        key = itemgetter(*positions)
         for t in rows:
-            index.setdefault(tuple([t[p] for p in positions]), []).append(t)
+            index.setdefault(key(t), []).append(t)
 
 
 class _Plan:

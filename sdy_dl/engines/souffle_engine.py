@@ -8,10 +8,10 @@ into a binary cached by program digest in ``$SDY_DL_CACHE`` (default
 Compiling one program takes 10-60 s of C++ compilation (up to ~2 GB).
 By default a missing binary is compiled before the call (``wait``).  With
 ``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
-a detached process (:mod:`sdy_dl.engines.souffle_build`, one compilation at
-a time per cache) while this call, and every call until the binary is
-there, runs on the embedded Python engine instead; both engines give identical
-results, so only the time differs.
+a detached process (:mod:`sdy_dl.engines.souffle_build`, at most two
+compilers at a time per cache, largest program first) while this call, and
+every call until the binary is there, runs on the embedded Python engine
+instead; both engines give identical results, so only the time differs.
 """
 
 from __future__ import annotations
@@ -47,21 +47,12 @@ def cached_binary(program: Program) -> str | None:
 
 def pending_builds(root: str | None = None) -> list[str]:
     """Program directories of the binary cache ``root`` (default: this process's)
-    whose background compilation is running."""
-    import fcntl
+    whose compilation is running, or waiting for a builder that is running."""
+    from sdy_dl.engines.souffle_build import held, slot_locks, waiting_programs
 
     root = root or cache_dir()
-    out = []
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        lock = os.path.join(root, name, "build.lock")
-        if not os.path.exists(lock) or os.path.exists(os.path.join(root, name, "program")):
-            continue
-        with open(lock, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                out.append(os.path.join(root, name))
-    return out
+    busy = any(held(path) for path in slot_locks(root))
+    return [d for d in waiting_programs(root) if busy or held(os.path.join(d, "build.lock"))]
 
 
 #: Digests whose background compilation this process started.

@@ -107,7 +107,7 @@ def build_model(mlir_module, file: str) -> Module:
         shape, static = shapes[t]
         v = Value(vid=len(module.values), asm_state=state,
                   shape=shape, static=static, defining_op=defining_op, block=block,
-                  index=index, mlir=mv)
+                  index=index, mlir=mv, mlir_type=t)
         module.values.append(v)
         module._by_mlir[mv] = v
         return v

@@ -106,25 +106,30 @@ def walk_post(root) -> list:
     return _walk(root, ir.WalkOrder.POST_ORDER)
 
 
+#: The walk callbacks' answers (looked up once: a walk calls back per op).
+_ADVANCE, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.SKIP
+
+
 def walk_pre_not_into(root, name: str) -> list:
     """Like :func:`walk_pre`, without entering the regions of the ops nested in
     ``root`` that are called ``name`` (those ops are listed)."""
     out: list = []
+    append = out.append
 
     def visit(op):
-        out.append(op)  # root comes first: its own regions are entered
-        return (ir.WalkResult.SKIP if op.name == name and len(out) > 1
-                else ir.WalkResult.ADVANCE)
+        append(op)  # root comes first: its own regions are entered
+        return _SKIP if op.name == name and len(out) > 1 else _ADVANCE
     root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return out
 
 
 def _walk(root, order) -> list:
     out: list = []
+    append = out.append
 
     def visit(op):
-        out.append(op)
-        return ir.WalkResult.ADVANCE
+        append(op)
+        return _ADVANCE
     root.operation.walk(visit, order)
     return out
 
@@ -239,20 +244,31 @@ def _downcast(type_):
     return type_ if isinstance(type_, ir.ShapedType) else type_.maybe_downcast()
 
 
+#: tensor_info of each type met (types are uniqued in their context, and a key
+#: keeps its context alive, so equal keys are the same type).
+_TENSOR_INFO: dict = {}
+
+
 def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
     """(is shaped, static shape or None) of an MLIR type."""
+    try:
+        return _TENSOR_INFO[type_]
+    except KeyError:
+        pass
     t = _downcast(type_)
     if not isinstance(t, ir.ShapedType):
-        return False, None
-    if not t.has_rank or not t.has_static_shape:
-        return True, None
-    return True, tuple(t.shape)
+        info = False, None
+    elif not t.has_rank or not t.has_static_shape:
+        info = True, None
+    else:
+        info = True, tuple(t.shape)
+    _TENSOR_INFO[type_] = info
+    return info
 
 
 def is_static_tensor(type_) -> bool:
     """A shaped type with a rank and a static shape (``tensor_info`` gives its shape)."""
-    t = _downcast(type_)
-    return isinstance(t, ir.ShapedType) and t.has_rank and t.has_static_shape
+    return tensor_info(type_)[1] is not None
 
 
 def tensor_rank(type_) -> int:

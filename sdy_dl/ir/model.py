@@ -32,6 +32,7 @@ class Value:
     index: int                      # result number, or argument number
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
+    mlir_type: Any = field(default=None, repr=False)   # the MLIR type (uniqued: compares as an object)
 
     @property
     def type_text(self) -> str:

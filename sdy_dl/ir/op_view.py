@@ -115,7 +115,7 @@ class ValueView(Value):
 
     def __init__(self, views: OpViews, mv, vid: int):
         self._views, self.mlir, self.vid = views, mv, vid
-        t = mv.type
+        t = self.mlir_type = mv.type
         self.shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
         self.static = self.shape is not None and all(d >= 0 for d in self.shape)
         typed = mv.maybe_downcast()

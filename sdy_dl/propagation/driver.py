@@ -140,20 +140,27 @@ class Propagator:
     # -- the worklist ----------------------------------------------------
 
     def _fixpoint(self, directions: DirectionFn, progress) -> None:
-        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased)
+        # An op known to have no site that cannot die does nothing when popped:
+        # it is left out (where it would wait in the list does not matter).
+        sites, may_die = self._sites, self._may_die
+        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased
+                            and not (sites.get(op.oid, op) is None and may_die.get(op.oid) is False))
         self._worklist = worklist
         self._current = None
         visits = 0
-        pop, erased, quiet_of, memo = worklist.pop, self.erased, self._quiet, self._memo
+        stack, pending = worklist._stack, worklist._pending   # (Worklist.pop, inlined)
+        erased, quiet_of, memo, may_die_of = self.erased, self._quiet, self._memo, self._may_die
         state = self.state   # (speculation swaps it and puts it back)
-        while (op := pop()) is not None:
+        while stack:
+            op = stack.pop()
+            oid = op.oid
+            pending.discard(oid)
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-            oid = op.oid
             if oid in erased:
                 continue
-            if self._trivially_dead(op):
+            if may_die_of.get(oid, True) and self._trivially_dead(op):
                 self._current = None
                 self._erase(op)
                 continue

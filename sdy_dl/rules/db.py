@@ -43,7 +43,8 @@ class CoveredOp:
 class RuleDB:
     """Validated rule entries; :meth:`rule_for` instantiates them."""
 
-    def __init__(self, files: Sequence[RuleFile], conservative: bool = False):
+    def __init__(self, files: Sequence[RuleFile], conservative: bool = False,
+                 validated: bool = False):
         self.conservative = conservative
         self.files = list(files)
         self.templates: dict[str, Template] = {}
@@ -56,7 +57,7 @@ class RuleDB:
                          else self.op_entries)
                 table[entry.key] = entry
         self.generators = GENERATORS
-        for entry in self.entries():
+        for entry in ([] if validated else self.entries()):
             validate_entry(entry, self.templates, self.generators)
         self._local = {id(e): self._is_local(e) for e in self.entries()}
         self._cache: dict[tuple, RuleInstance | None] = {}
@@ -127,7 +128,7 @@ def _signature(op) -> tuple:
     compared as objects, without printing them."""
     attrs = op.mlir.attributes
     return (op.name,
-            tuple(v.mlir.type for v in op.operands), tuple(v.mlir.type for v in op.results),
+            tuple(v.mlir_type for v in op.operands), tuple(v.mlir_type for v in op.results),
             tuple(sorted(((name, attrs[name]) for name in attrs if not name.startswith("sdy.")),
                          key=lambda item: item[0])),
             _region_structure(op))
@@ -143,7 +144,7 @@ def _region_structure(op) -> tuple:
                 numbers[arg.vid] = len(numbers)
             for child in block.ops:
                 out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
-                            tuple(v.mlir.type for v in child.results), _signature(child)[3:]))
+                            tuple(v.mlir_type for v in child.results), _signature(child)[3:]))
                 for r in child.results:
                     numbers[r.vid] = len(numbers)
     return tuple(out)
@@ -190,4 +191,38 @@ def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) ->
 
 @functools.lru_cache(maxsize=8)
 def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> RuleDB:
-    return RuleDB([parse_rule_file(text, path) for path, text in sources], conservative)
+    return RuleDB(_validated_files(sources), conservative, validated=True)
+
+
+def _validated_files(sources: tuple[tuple[str, str], ...]) -> list[RuleFile]:
+    """The rule files ``sources`` (path, text) parsed and validated, kept in the
+    cache (pickled) under their paths and texts and the code that parses and
+    validates them; an invalid file raises its error and nothing is kept."""
+    import hashlib
+    import pickle
+    import sys
+
+    from sdy_dl.resources import cached, code_digest
+    from sdy_dl.rules import (attrs, builder, expr, generators, instance, notation, schema, view,
+                              yamlsrc)
+
+    h = hashlib.sha256()
+    for path, text in sources:
+        h.update(path.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8") + b"\0")
+    key = "-".join((h.hexdigest()[:32], code_digest(sys.modules[__name__], attrs, builder, expr,
+                                                     generators, instance, notation, schema,
+                                                     view, yamlsrc),
+                    sys.implementation.cache_tag))
+
+    def compute() -> bytes:
+        files = [parse_rule_file(text, path) for path, text in sources]
+        RuleDB(files)   # validates every entry
+        return pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load(data: bytes) -> list[RuleFile]:
+        try:
+            return pickle.loads(data)
+        except Exception as e:   # a damaged cache entry: parse again
+            raise ValueError(str(e)) from None
+
+    return cached("rules", key, compute, load)

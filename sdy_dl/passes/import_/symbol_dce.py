@@ -63,7 +63,7 @@ class SymbolRefs:
         from jaxlib.mlir import ir
 
         refs: set[str] = set()
-        refs_of = self._refs_of
+        printed, refs_of, advance = self._printed, self._refs_of, ir.WalkResult.ADVANCE
 
         def visit(op):
             attrs = op.attributes
@@ -72,14 +72,22 @@ class SymbolRefs:
                     attr = attrs[name]
                 except TypeError:  # an attribute the bindings cannot read: dense data
                     continue
-                refs.update(refs_of(attr))
+                found = printed.get(attr)
+                if found is None:
+                    found = refs_of(attr)
+                if found:
+                    refs.update(found)
             for type_ in op.results.types:
-                refs.update(refs_of(type_))
+                found = printed.get(type_)
+                if found is None:
+                    found = refs_of(type_)
+                if found:
+                    refs.update(found)
             for region in op.regions:
                 for block in region.blocks:
                     for arg in block.arguments:
                         refs.update(refs_of(arg.type))
-            return ir.WalkResult.ADVANCE
+            return advance
 
         mop.operation.walk(visit)
         return refs

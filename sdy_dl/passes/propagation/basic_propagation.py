@@ -60,17 +60,20 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
     return propagator if synced is module else build(synced)
 
 
-SHARDING_ATTRS = ("sdy.sharding", "sharding", "in_shardings", "out_shardings",
-                  "arg_attrs", "res_attrs")
+SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_shardings",
+                            "arg_attrs", "res_attrs"})
 
 
 def check_static_shapes(module: Module) -> None:
     """Propagation supports only ranked tensors with a static shape (§5.5 step 1),
     and shardings that name their mesh by symbol (§8.5)."""
     for op in module.ops:
-        for name in SHARDING_ATTRS:
-            text = op.attr_text(name)
-            if text is not None and "mesh<[" in text:
+        attrs = op.mlir.attributes
+        for name in attrs:
+            if name not in SHARDING_ATTRS:
+                continue
+            text = str(attrs[name])
+            if "mesh<[" in text:
                 raise SdyError(f"a sharding on this {op.name} has an inlined mesh; propagation needs "
                                "mesh symbols (run the lift-inlined-meshes pass or sdy-dl propagate)",
                                file=module.file, line=op.line, col=op.col)
