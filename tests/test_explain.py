@@ -169,6 +169,22 @@ def test_ambiguous_name_lists_the_values_by_line():
     assert audit.explain(audit.outputs.ambiguous["%2"][1]).what.startswith("%2@")
 
 
+def test_block_arguments_of_sibling_regions_are_named_by_their_ops_line():
+    # two manual computations in one function both name their body arguments
+    # %arg2, %arg3; a while's %iterArg (declared once, for cond and do) stays plain
+    audit = Audit(parse_module_text(jax_programs.lowered("shard_map_scan_pipeline")), CLINGO)
+    with pytest.raises(SdyError, match=r"'%arg2' names several values.*%arg2@\d+, %arg2@\d+"):
+        audit.explain("%arg2")
+    lines = audit.text.splitlines()
+    shardings = set()
+    for name in audit.outputs.ambiguous["%arg2"]:
+        line = int(name.split("@")[1])
+        assert re.match(r"\s*%\w+(:\d+)? = ", lines[line - 1])   # its region op's line
+        shardings.add(audit.explain(name).sharding)
+    assert len(shardings) == 2   # two values, each with its own sharding
+    assert audit.explain("%iterArg").what == "%iterArg"
+
+
 def test_unknown_value_is_one_line_with_close_matches(tmp_path):
     path = tmp_path / "m.mlir"
     path.write_text(CHAIN)

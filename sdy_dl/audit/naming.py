@@ -108,6 +108,10 @@ class SsaNames:
     The printer reuses numbers in sibling regions (a while's ``cond`` and
     ``do`` both start at the same ``%N``); a name held by several values is
     made unique by the line of the printed ``text`` that defines it: ``%2@7``.
+    A block argument's line is its region op's (``%arg2@4`` for the body
+    argument of the manual computation on line 4); block arguments declared
+    on one line (a while's ``%iterArg``, in ``cond`` and ``do``) keep the plain
+    name, which stands for them all.
     Those values are *pending* until :meth:`resolve` reads the lines (``text``:
     the module as printed, or a function giving it, called only then; None: the
     module is printed then, or with ``copy`` a copy of it made now, when the
@@ -129,6 +133,12 @@ class SsaNames:
         self._defs = [(op.results[0].name.split("#")[0], [r.vid for r in op.results])
                       for op in module.ops
                       if op.results and op.parent is not None] if self.pending else []
+        # pending block argument -> the first result of its region op (on that op's line)
+        self._arg_owner = {}
+        for vid in self.pending:
+            v = module.values[vid]
+            if v.is_block_arg and v.block.region.owner.results:
+                self._arg_owner[vid] = v.block.region.owner.results[0].vid
 
     def resolve(self) -> None:
         """Give every pending name its definition line (in place; once)."""
@@ -136,12 +146,19 @@ class SsaNames:
             return
         text = self._text() if callable(self._text) else self._text
         lines = _definition_lines(self._defs, text)
-        for vid in self.pending:
+        for vid, owner in self._arg_owner.items():
+            if owner in lines:
+                lines[vid] = lines[owner]
+        arg_lines: dict[str, set[int]] = {}
+        for vid in self._arg_owner:
             if vid in lines:
-                ns = self.names[vid]
+                arg_lines.setdefault(self.names[vid][0], set()).add(lines[vid])
+        for vid in self.pending:
+            ns = self.names[vid]
+            if vid in lines and (vid not in self._arg_owner or len(arg_lines[ns[0]]) > 1):
                 ns[0] = f"{ns[0]}@{lines[vid]}"
         self.pending = set()
-        self._defs, self._text = [], None
+        self._defs, self._text, self._arg_owner = [], None, {}
 
 
 #: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
