@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from sdy_dl.datalog.compiler import compile_stage
 from sdy_dl.datalog.program import Program, parse_declarations
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.engines import get_engine
@@ -299,3 +300,20 @@ def test_awkward_axis_names_propagate_as_in_shardy(engine):
 
     ours = propagate(parse_module_text(AWKWARD_MODULE, "<test>"), PassOptions(engine=engine)).print()
     assert_same(shardy(AWKWARD_MODULE, "sdy-propagation-pipeline"), ours)
+
+
+def test_auto_runs_a_binary_only_for_large_calls(monkeypatch):
+    import sdy_dl.engines.souffle_engine as souffle_engine
+    from sdy_dl.engines import BINARY_MIN_FACTS, AutoEngine
+
+    program = compile_stage("step", max_factors=4, basic=False, aggressive=True)
+    engine = AutoEngine()
+    ran = []
+    monkeypatch.setattr(engine, "_binary", lambda program: "/cached/binary")
+    monkeypatch.setattr(souffle_engine, "run_binary",
+                        lambda exe, program, facts: ran.append(exe) or {})
+    assert engine.run(program, {}) == engine.embedded.run(program, {})   # small: embedded
+    assert ran == []
+    big = {"in_step": [(i, "aggressive", 0, 0, 1, 1) for i in range(BINARY_MIN_FACTS)]}
+    engine.run(program, big)
+    assert ran == ["/cached/binary"]
