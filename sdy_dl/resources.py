@@ -56,6 +56,19 @@ def cached_text(kind: str, key: str, compute) -> str:
     return cached(kind, key, lambda: compute().encode("utf-8"), lambda data: data.decode("utf-8"))
 
 
+def cached_value(kind: str, key: str, compute, dumps, loads):
+    """The value ``compute()`` gives, kept in the cache under ``kind/key`` as the
+    bytes ``dumps`` makes of it; an entry ``loads`` cannot read back (a damaged
+    file) is computed again."""
+    def load(data: bytes):
+        try:
+            return loads(data)
+        except Exception as e:
+            raise ValueError(str(e)) from None
+
+    return cached(kind, key, lambda: dumps(compute()), load)
+
+
 def cached(kind: str, key: str, compute, load):
     """``load(data)`` of the bytes ``compute()`` gives, kept in the cache under
     ``kind/key``.  A cached entry that ``load`` rejects with ValueError (a damaged

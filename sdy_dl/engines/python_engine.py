@@ -98,19 +98,13 @@ class _Plan:
         import sys
 
         from sdy_dl.datalog import clauses, lexer, stratify
-        from sdy_dl.resources import cached, code_digest
+        from sdy_dl.resources import cached_value, code_digest
 
         key = (program.digest + "-" + code_digest(sys.modules[__name__], clauses, lexer, stratify)
                + "-" + sys.implementation.cache_tag)
-
-        def load(data: bytes):
-            try:
-                return marshal.loads(data)
-            except Exception as e:   # a damaged cache entry: compile again
-                raise ValueError(str(e)) from None
-
-        code = cached("python", key, lambda: marshal.dumps(
-            compile(program_source(program), "<sdy-dl rules>", "exec")), load)
+        code = cached_value("python", key,
+                            lambda: compile(program_source(program), "<sdy-dl rules>", "exec"),
+                            marshal.dumps, marshal.loads)
         namespace: dict = {}
         exec(code, namespace)
         self.facts = namespace["FACTS"]

@@ -202,7 +202,7 @@ def _validated_files(sources: tuple[tuple[str, str], ...]) -> list[RuleFile]:
     import pickle
     import sys
 
-    from sdy_dl.resources import cached, code_digest
+    from sdy_dl.resources import cached_value, code_digest
     from sdy_dl.rules import (attrs, builder, expr, generators, instance, notation, schema, view,
                               yamlsrc)
 
@@ -214,15 +214,11 @@ def _validated_files(sources: tuple[tuple[str, str], ...]) -> list[RuleFile]:
                                                      view, yamlsrc),
                     sys.implementation.cache_tag))
 
-    def compute() -> bytes:
+    def compute() -> list[RuleFile]:
         files = [parse_rule_file(text, path) for path, text in sources]
         RuleDB(files)   # validates every entry
-        return pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL)
+        return files
 
-    def load(data: bytes) -> list[RuleFile]:
-        try:
-            return pickle.loads(data)
-        except Exception as e:   # a damaged cache entry: parse again
-            raise ValueError(str(e)) from None
-
-    return cached("rules", key, compute, load)
+    return cached_value("rules", key, compute,
+                        lambda files: pickle.dumps(files, protocol=pickle.HIGHEST_PROTOCOL),
+                        pickle.loads)
