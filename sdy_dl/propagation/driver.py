@@ -148,19 +148,16 @@ class Propagator:
         self._worklist = worklist
         self._current = None
         visits = 0
-        stack, pending = worklist._stack, worklist._pending   # (Worklist.pop, inlined)
-        erased, quiet_of, memo, may_die_of = self.erased, self._quiet, self._memo, self._may_die
+        erased, quiet_of, memo = self.erased, self._quiet, self._memo
         state = self.state   # (speculation swaps it and puts it back)
-        while stack:
-            op = stack.pop()
+        while (op := worklist.pop()) is not None:
             oid = op.oid
-            pending.discard(oid)
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
             if oid in erased:
                 continue
-            if may_die_of.get(oid, True) and self._trivially_dead(op):
+            if self._trivially_dead(op):
                 self._current = None
                 self._erase(op)
                 continue

@@ -63,7 +63,7 @@ class SymbolRefs:
         from jaxlib.mlir import ir
 
         refs: set[str] = set()
-        printed, refs_of, advance = self._printed, self._refs_of, ir.WalkResult.ADVANCE
+        refs_of, advance = self._refs_of, ir.WalkResult.ADVANCE
 
         def visit(op):
             attrs = op.attributes
@@ -72,17 +72,9 @@ class SymbolRefs:
                     attr = attrs[name]
                 except TypeError:  # an attribute the bindings cannot read: dense data
                     continue
-                found = printed.get(attr)
-                if found is None:
-                    found = refs_of(attr)
-                if found:
-                    refs.update(found)
+                refs.update(refs_of(attr))
             for type_ in op.results.types:
-                found = printed.get(type_)
-                if found is None:
-                    found = refs_of(type_)
-                if found:
-                    refs.update(found)
+                refs.update(refs_of(type_))
             for region in op.regions:
                 for block in region.blocks:
                     for arg in block.arguments:
