@@ -164,12 +164,14 @@ def fake_install(directory, conf) -> str:
 
 
 def test_compilation_uses_what_the_souffle_install_reports(tmp_path):
-    from sdy_dl.engines.souffle_build import OPTIMIZATION, compile_command, compiler_config
+    from sdy_dl.engines.souffle_build import (OPTIMIZATION, SERVER_SOURCE, compile_command,
+                                              compiler_config)
 
     conf = compiler_config(fake_install(tmp_path / "ok", INSTALL_JSON))
     assert compile_command(conf, "p.cpp", "p") == [
-        "/usr/bin/c++", "-DUSE_LIBZ", "-DRAM_DOMAIN_SIZE=64", "-I/opt/souffle/include",
-        "-std=c++17", OPTIMIZATION, "-o", "p", "p.cpp", "-ldl", "/usr/lib/libz.so",
+        "/usr/bin/c++", "-DUSE_LIBZ", "-DRAM_DOMAIN_SIZE=64", "-D__EMBEDDED_SOUFFLE__",
+        "-I/opt/souffle/include", "-std=c++17", OPTIMIZATION, "-o", "p", "p.cpp", SERVER_SOURCE,
+        "-ldl", "/usr/lib/libz.so",
         "-Wl,-rpath,/usr/lib", "-Wl,-rpath,/opt/lib"]
     # No usable configuration: the builder falls back to `souffle -o`.
     assert compiler_config(fake_install(tmp_path / "none", None)) is None
@@ -302,18 +304,24 @@ def test_awkward_axis_names_propagate_as_in_shardy(engine):
     assert_same(shardy(AWKWARD_MODULE, "sdy-propagation-pipeline"), ours)
 
 
-def test_auto_runs_a_binary_only_for_large_calls(monkeypatch):
+@pytest.mark.parametrize("serves", [True, False])
+def test_auto_runs_a_serving_binary_for_every_call_another_only_for_large_calls(monkeypatch,
+                                                                                serves):
     import sdy_dl.engines.souffle_engine as souffle_engine
+    import sdy_dl.engines.souffle_server as souffle_server
     from sdy_dl.engines import BINARY_MIN_FACTS, AutoEngine
 
     program = compile_stage("step", max_factors=4, basic=False, aggressive=True)
     engine = AutoEngine()
     ran = []
     monkeypatch.setattr(engine, "_binary", lambda program: "/cached/binary")
+    monkeypatch.setattr(souffle_server, "server", lambda exe: object() if serves else None)
     monkeypatch.setattr(souffle_engine, "run_binary",
                         lambda exe, program, facts: ran.append(exe) or {})
-    assert engine.run(program, {}) == engine.embedded.run(program, {})   # small: embedded
-    assert ran == []
+    small = engine.run(program, {})
+    assert ran == (["/cached/binary"] if serves else [])
+    if not serves:
+        assert small == engine.embedded.run(program, {})
     big = {"in_step": [(i, "aggressive", 0, 0, 1, 1) for i in range(BINARY_MIN_FACTS)]}
     engine.run(program, big)
-    assert ran == ["/cached/binary"]
+    assert ran[-1:] == ["/cached/binary"] and len(ran) == 2 - (not serves)

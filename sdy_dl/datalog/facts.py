@@ -127,7 +127,7 @@ def _fields(column: tuple) -> tuple[str, ...]:
     return tuple(map(_field, column))
 
 
-def _tsv_lines(rows: list[tuple]) -> str:
+def tsv_lines(rows: list[tuple]) -> str:
     """``rows`` as fact-file lines: fields separated by tabs, one row a line."""
     if len(set(map(len, rows))) > 1:
         return "".join("\t".join(_field(v) for v in row) + "\n" for row in rows)
@@ -143,15 +143,14 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     for decl in program.inputs:
         rows = sorted(set(facts.get(decl.name, ())))
         with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
-            f.write(_tsv_lines(rows))
+            f.write(tsv_lines(rows))
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
     """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``; a
     malformed line is an error located at it."""
-    rows: set[tuple] = set()
     if not os.path.exists(path):
-        return rows
+        return set()
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
@@ -160,6 +159,13 @@ def read_relation_file(decl: Decl, path: str) -> set[tuple]:
                        f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}", file=path) from None
     if lines and lines[-1] == "":
         lines.pop()
+    return parse_rows(decl, lines, path)
+
+
+def parse_rows(decl: Decl, lines: list[str], source: str) -> set[tuple]:
+    """The rows of relation ``decl`` written as ``lines`` (tab-separated fields,
+    symbols escaped); a malformed line is an error located in ``source``."""
+    rows: set[tuple] = set()
     for n, line in enumerate(lines, 1):
         if decl.arity == 0:
             rows.add(())
@@ -167,7 +173,7 @@ def read_relation_file(decl: Decl, path: str) -> set[tuple]:
         fields = line.split("\t")
         if len(fields) != decl.arity:
             raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
-                           f"this line has {len(fields)}", file=path, line=n, col=1)
+                           f"this line has {len(fields)}", file=source, line=n, col=1)
         row = []
         for k, (v, t) in enumerate(zip(fields, decl.types)):
             if t == "number":
@@ -176,7 +182,7 @@ def read_relation_file(decl: Decl, path: str) -> set[tuple]:
                 except ValueError:
                     col = sum(len(x) + 1 for x in fields[:k]) + 1
                     raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
-                                   f"not {v[:40]!r}", file=path, line=n, col=col) from None
+                                   f"not {v[:40]!r}", file=source, line=n, col=col) from None
             row.append(v if t == "number" else unescape_symbol(v))
         rows.add(tuple(row))
     return rows
@@ -193,4 +199,4 @@ def write_relations_dir(program: Program, relations: Facts, directory: str) -> N
     for decl in program.outputs:
         rows = sorted(relations.get(decl.name, ()))
         with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.write(_tsv_lines(rows))
+            f.write(tsv_lines(rows))

@@ -8,11 +8,12 @@ tuples}`` for every output relation.
 dependency; milliseconds per call on the step program); ``clingo`` grounds
 a translation of the program with clingo (~30 ms per step-program call
 before any fact is read).  ``auto`` runs a call with the program's compiled
-Soufflé binary when ``souffle`` is on PATH, the binary cache already has it
-and the call has at least ``BINARY_MIN_FACTS`` facts, else with ``python``
-(a binary's process start costs more than a small batch's evaluation; it
-never compiles and never starts Soufflé's interpreter, which costs seconds
-per call on the step program).
+Soufflé binary when ``souffle`` is on PATH and the binary cache already has
+it, else with ``python``; it never compiles and never starts Soufflé's
+interpreter, which costs seconds per call on the step program.  A binary
+that cannot serve calls as one process (:mod:`sdy_dl.engines.souffle_server`)
+runs only calls with at least ``BINARY_MIN_FACTS`` facts (its process start
+costs more than a small batch's evaluation).
 ``souffle`` is the interpreter, or with ``compiled`` the binaries
 (``background``: compiled by a detached process while ``python`` stands
 in).  Every engine gives the same relations.
@@ -27,9 +28,9 @@ from sdy_dl.errors import SdyError
 
 ENGINE_NAMES = ("auto", "python", "clingo", "souffle")
 
-#: ``auto`` runs a binary only for calls with at least this many facts: a
-#: binary call costs a process start and fact files (~3-7 ms), more than the
-#: Python engine spends on a step batch of a few hundred facts.
+#: ``auto`` runs a binary that cannot serve only for calls with at least this
+#: many facts: such a call costs a process start and fact files (~3-7 ms),
+#: more than the Python engine spends on a step batch of a few hundred facts.
 BINARY_MIN_FACTS = 5000
 
 
@@ -52,12 +53,13 @@ class AutoEngine:
 
     def run(self, program, facts):
         from sdy_dl.engines.souffle_engine import run_binary
+        from sdy_dl.engines.souffle_server import server
         facts = {name: rows if isinstance(rows, list) else list(rows)
                  for name, rows in facts.items()}
-        if sum(map(len, facts.values())) < BINARY_MIN_FACTS:
-            return self.embedded.run(program, facts)
         exe = self._binary(program)
-        return run_binary(exe, program, facts) if exe else self.embedded.run(program, facts)
+        if exe and (server(exe) is not None or sum(map(len, facts.values())) >= BINARY_MIN_FACTS):
+            return run_binary(exe, program, facts)
+        return self.embedded.run(program, facts)
 
 
 def get_engine(name: str = "auto", compiled: bool = False, background: bool = False) -> Engine:

@@ -10,8 +10,10 @@ program to one builder.  Started, at low priority, by the Soufflé engine
 when it runs with ``background=True``; a run that waits for its binary
 (:func:`build` with ``wait=True``) compiles it with every slot it can take.
 
-How: ``SOUFFLE -g`` writes the program's C++, which is compiled with the
-compiler, include directories, definitions and link options the Soufflé
+How: ``SOUFFLE -g`` writes the program's C++, which is compiled with
+``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and linked with
+``souffle_server.cpp`` as its ``main`` (:mod:`sdy_dl.engines.souffle_server`)
+with the compiler, include directories, definitions and link options the Soufflé
 install reports (the JSON in the ``souffle-compile.py`` next to the
 ``souffle`` binary, which ``souffle -o`` itself runs) but at ``-O1`` and
 without OpenMP instead of ``-O3 -fopenmp``: a step program compiles in half
@@ -46,6 +48,9 @@ FAILED = "failed"
 
 #: The optimisation level of the generated C++ (Soufflé's own is ``-O3``).
 OPTIMIZATION = "-O1"
+
+#: The ``main`` of sdy-dl's binaries (one process serves every call).
+SERVER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "souffle_server.cpp")
 
 #: Compilers that may run at once per cache (one per core of a 2-core machine).
 SLOTS = 2
@@ -86,9 +91,9 @@ def _flags(conf: dict, key: str) -> list[str]:
 def compile_flags(conf: dict) -> list[str]:
     """The compiler and its options for the generated C++: what ``souffle-compile.py``
     passes, at :data:`OPTIMIZATION` and without OpenMP."""
-    return [conf["compiler"], *_flags(conf, "definitions"), *_flags(conf, "compile_options"),
-            *_flags(conf, "includes"), *_flags(conf, "std_flag"), *_flags(conf, "cxx_flags"),
-            OPTIMIZATION]
+    return [conf["compiler"], *_flags(conf, "definitions"), "-D__EMBEDDED_SOUFFLE__",
+            *_flags(conf, "compile_options"), *_flags(conf, "includes"), *_flags(conf, "std_flag"),
+            *_flags(conf, "cxx_flags"), OPTIMIZATION]
 
 
 def _link_flags(conf: dict) -> list[str]:
@@ -98,8 +103,9 @@ def _link_flags(conf: dict) -> list[str]:
 
 
 def compile_command(conf: dict, cpp: str, exe: str) -> list[str]:
-    """The command compiling the generated C++ ``cpp`` into ``exe`` in one step."""
-    return [*compile_flags(conf), "-o", exe, cpp, *_link_flags(conf)]
+    """The command compiling the generated C++ ``cpp`` with :data:`SERVER_SOURCE`
+    into ``exe`` in one step."""
+    return [*compile_flags(conf), "-o", exe, cpp, SERVER_SOURCE, *_link_flags(conf)]
 
 
 def link_command(conf: dict, objects: list[str], exe: str) -> list[str]:
@@ -186,6 +192,25 @@ def _precompiled(conf: dict, cache: str, text: str) -> str | None:
     return header
 
 
+def server_object(conf: dict, cache: str) -> str | None:
+    """:data:`SERVER_SOURCE` compiled with :func:`compile_flags`, once per cache
+    ``cache`` (waiting for another builder compiling it); None when that failed."""
+    with open(SERVER_SOURCE, encoding="utf-8") as f:
+        text = f.read()
+    key = hashlib.sha256(json.dumps([compile_flags(conf), text]).encode()).hexdigest()[:20]
+    directory = os.path.join(cache, "server-" + key)
+    obj = os.path.join(directory, "server.o")
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(obj):
+            tmp = f"{obj}.{os.getpid()}.o"
+            if _run([*compile_flags(conf), "-c", "-o", tmp, SERVER_SOURCE]) is not None:
+                return None
+            os.replace(tmp, obj)
+    return obj
+
+
 def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None = None) -> str | None:
     """Compile the generated C++ ``cpp`` into ``exe`` with up to ``jobs`` compilers
     at once, with the precompiled runtime header of ``cache`` when there is one;
@@ -199,13 +224,16 @@ def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None
     directory = os.path.dirname(exe)
     with open(os.path.join(directory, "program.h"), "w", encoding="utf-8") as f:
         f.write(parts.declarations)
-    compiles, objects = [], []
+    server = server_object(conf, cache or directory)
+    if server is None:
+        return "compiling souffle_server.cpp failed"
+    precompiled = ["-include", header] if header else []
+    compiles, objects = [], [server]
     for i, piece in enumerate(parts.pieces):
         unit, obj = os.path.join(directory, f"unit{i}.cpp"), os.path.join(directory, f"unit{i}.o")
         with open(unit, "w", encoding="utf-8") as f:   # the runtime comes first, precompiled or not
             f.write(("" if header else parts.runtime) + '#include "program.h"\n' + piece)
-        compiles.append([*compile_flags(conf), *(["-include", header] if header else []),
-                         "-c", "-o", obj, unit])
+        compiles.append([*compile_flags(conf), *precompiled, "-c", "-o", obj, unit])
         objects.append(obj)
     return _run_all(compiles) or _run(link_command(conf, objects, exe))
 

@@ -3,7 +3,8 @@
 Interpreted: ``souffle -F facts -D out program.dl``.  Compiled: the program is
 compiled once (:mod:`sdy_dl.engines.souffle_build`: Soufflé's C++ at ``-O1``)
 into a binary cached by program digest in ``$SDY_DL_CACHE`` (default
-``~/.cache/sdy-dl/souffle``), then run with ``-F``/``-D``.
+``~/.cache/sdy-dl/souffle``), which then serves every call of the run as one
+process (:mod:`sdy_dl.engines.souffle_server`).
 
 Compiling one program takes 10-60 s of C++ compilation (up to ~2 GB).
 By default a missing binary is compiled before the call (``wait``).  With
@@ -16,6 +17,8 @@ instead; both engines give identical results, so only the time differs.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -34,9 +37,18 @@ def cache_dir() -> str:
     return str(cache_root() / "souffle")
 
 
+@functools.cache
+def _main_digest() -> str:
+    """A digest of the binaries' ``main`` (a binary built with another one is not reused)."""
+    from sdy_dl.engines.souffle_build import SERVER_SOURCE
+
+    with open(SERVER_SOURCE, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:8]
+
+
 def binary_path(program: Program) -> str:
     """Where the compiled binary of ``program`` is cached."""
-    return os.path.join(cache_dir(), program.digest, "program")
+    return os.path.join(cache_dir(), f"{program.digest}-{_main_digest()}", "program")
 
 
 def cached_binary(program: Program) -> str | None:
@@ -153,8 +165,14 @@ def scratch_dir() -> str | None:
 
 
 def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
-    """``program``'s output relations from its compiled binary ``exe``."""
+    """``program``'s output relations from its compiled binary ``exe`` (its server
+    process, :mod:`sdy_dl.engines.souffle_server`, when it can serve)."""
+    from sdy_dl.engines.souffle_server import server
+
     check_facts(program, facts)
+    running = server(exe)
+    if running is not None:
+        return running.call(program, facts)
     with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
         return _run_with_facts([exe], None, program, facts, tmp)
 

@@ -1,0 +1,148 @@
+// The main of sdy-dl's compiled Soufflé binaries: one process serves every
+// call of its program (see sdy_dl/engines/souffle_server.py for the protocol).
+//
+// Linked with the C++ that `souffle -g` generates for the cache's
+// `program.dl`, compiled with __EMBEDDED_SOUFFLE__ (no main of its own; the
+// program registers itself with Soufflé's ProgramFactory as "program").
+// Started with `--serve`, it writes "!ready"; then, per call, it reads the
+// input relations' tuples, runs the program, writes every output relation and
+// "!done", and empties all relations.  Started with `-F FACTS -D OUT`, it runs
+// once on fact files, as Soufflé's own binaries do.  Fields are tab-separated
+// as in Soufflé's fact files; symbols travel in sdy-dl's fact-file escaping
+// (no tab or newline inside a field) and are kept escaped, which preserves
+// equality.
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "souffle/SouffleInterface.h"
+
+namespace {
+
+bool read_line(std::string& line) {
+    line.clear();
+    int c;
+    while ((c = std::getc(stdin)) != EOF) {
+        if (c == '\n') return true;
+        line.push_back(static_cast<char>(c));
+    }
+    return !line.empty();
+}
+
+void fail(const std::string& message) {
+    std::fputs(("!error " + message + "\n").c_str(), stdout);
+    std::fflush(stdout);
+}
+
+// One field of relation `rel`'s column `i`, as Soufflé stores it.
+souffle::RamDomain encode(souffle::Relation& rel, std::size_t i, const std::string& field) {
+    switch (*rel.getAttrType(i)) {
+        case 's': return rel.getSymbolTable().encode(field);
+        case 'u': return souffle::ramBitCast(static_cast<souffle::RamUnsigned>(std::stoul(field)));
+        case 'f': return souffle::ramBitCast(static_cast<souffle::RamFloat>(std::stod(field)));
+        default: return static_cast<souffle::RamDomain>(std::stol(field));
+    }
+}
+
+void write_field(std::string& out, souffle::Relation& rel, std::size_t i, souffle::RamDomain v) {
+    switch (*rel.getAttrType(i)) {
+        case 's': out += rel.getSymbolTable().decode(v); return;
+        case 'u': out += std::to_string(souffle::ramBitCast<souffle::RamUnsigned>(v)); return;
+        case 'f': out += std::to_string(souffle::ramBitCast<souffle::RamFloat>(v)); return;
+        default: out += std::to_string(v); return;
+    }
+}
+
+// Read "@<relation> <rows>" blocks up to "!run"; false at the end of the input.
+bool read_inputs(souffle::SouffleProgram& program) {
+    std::string line;
+    std::vector<std::string> fields;
+    while (read_line(line)) {
+        if (line == "!run") return true;
+        std::size_t space = line.rfind(' ');
+        if (line.empty() || line[0] != '@' || space == std::string::npos) {
+            throw std::runtime_error("bad request line: " + line);
+        }
+        // Soufflé drops an input relation no output depends on: its rows are skipped.
+        souffle::Relation* rel = program.getRelation(line.substr(1, space - 1));
+        long rows = std::stol(line.substr(space + 1));
+        for (long r = 0; r < rows; ++r) {
+            if (!read_line(line)) throw std::runtime_error("truncated request");
+            if (rel == nullptr) continue;
+            std::size_t arity = rel->getArity();
+            souffle::tuple t(rel);
+            std::size_t start = 0;
+            for (std::size_t i = 0; i < arity; ++i) {
+                std::size_t end = i + 1 < arity ? line.find('\t', start) : line.size();
+                if (end == std::string::npos) throw std::runtime_error("short row: " + line);
+                t[i] = encode(*rel, i, line.substr(start, end - start));
+                start = end + 1;
+            }
+            rel->insert(t);
+        }
+    }
+    return false;
+}
+
+void write_outputs(souffle::SouffleProgram& program) {
+    std::string out;
+    for (souffle::Relation* rel : program.getOutputRelations()) {
+        out += "@" + rel->getName() + " " + std::to_string(rel->size()) + "\n";
+        std::size_t arity = rel->getArity();
+        for (auto& t : *rel) {
+            for (std::size_t i = 0; i < arity; ++i) {
+                if (i) out += '\t';
+                write_field(out, *rel, i, t[i]);
+            }
+            out += '\n';
+        }
+    }
+    out += "!done\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool serve = argc == 2 && std::strcmp(argv[1], "--serve") == 0;
+    bool files = argc == 5 && std::strcmp(argv[1], "-F") == 0 && std::strcmp(argv[3], "-D") == 0;
+    if (!serve && !files) {
+        std::fputs("usage: program --serve | program -F FACTS -D OUT\n", stderr);
+        return 2;
+    }
+    souffle::SouffleProgram* program = souffle::ProgramFactory::newInstance("program");
+    if (program == nullptr) {
+        std::fputs("no program linked\n", stderr);
+        return 2;
+    }
+    if (files) {
+        try {
+            program->loadAll(argv[2]);
+            program->run();
+            program->printAll(argv[4]);
+        } catch (std::exception& e) {
+            std::fprintf(stderr, "%s\n", e.what());
+            return 1;
+        }
+        return 0;
+    }
+    std::fputs("!ready\n", stdout);
+    std::fflush(stdout);
+    while (true) {
+        try {
+            if (!read_inputs(*program)) return 0;
+            program->run();
+            write_outputs(*program);
+        } catch (std::exception& e) {
+            fail(e.what());
+        }
+        program->purgeInputRelations();
+        program->purgeInternalRelations();
+        program->purgeOutputRelations();
+    }
+}

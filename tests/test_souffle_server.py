@@ -1,0 +1,83 @@
+"""Compiled Soufflé binaries serve every call of a run as one process: same
+relations as the embedded engine, call after call, names as data, and a
+stopped or non-serving binary handled."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+
+import pytest
+
+from sdy_dl.engines import get_engine, souffle_build, souffle_engine, souffle_server
+from sdy_dl.errors import SdyError
+from test_engines import ECHO, FACTS, GRAPH, echo_facts, expected_echo, program
+
+pytestmark = [pytest.mark.souffle,
+              pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")]
+
+#: GRAPH and ECHO in one program (one compilation), with an input no output needs.
+BOTH = GRAPH + ECHO + '''
+// unused(x): an input no output depends on (Soufflé drops it)
+.decl unused(x: number)
+.input unused
+'''
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory) -> str:
+    cache = tmp_path_factory.mktemp("cache")
+    directory = cache / "both"
+    directory.mkdir()
+    (directory / "program.dl").write_text(BOTH)
+    exe = str(directory / "program")
+    assert souffle_build.compile_program(shutil.which("souffle"), str(directory / "program.dl"),
+                                         exe, 1, str(cache)) is None
+    yield exe
+    souffle_server.close_all()
+
+
+def test_one_process_serves_call_after_call_with_the_embedded_engines_relations(binary):
+    both = program(BOTH)
+    embedded = get_engine("python")
+    first = souffle_engine.run_binary(binary, both, FACTS)
+    pid = souffle_server.server(binary).proc.pid
+    fewer = {"edge": [(1, 2), (2, 3)], "label": [(2, "two")]}
+    second = souffle_engine.run_binary(binary, both, fewer)
+    assert souffle_server.server(binary).proc.pid == pid
+    assert first == embedded.run(both, FACTS)
+    assert second == embedded.run(both, fewer)   # nothing left over from the first call
+    assert second["path"] == {(1, 2), (1, 3), (2, 3)}
+
+
+def test_names_travel_to_the_server_as_data(binary):
+    out = souffle_engine.run_binary(binary, program(BOTH), echo_facts())
+    assert (out["echo"], out["same"]) == expected_echo()
+
+
+def test_rows_of_an_input_soufflé_dropped_are_skipped(binary):
+    facts = dict(FACTS, unused=[(1,), (2,)])
+    assert souffle_engine.run_binary(binary, program(BOTH), facts) == \
+        get_engine("python").run(program(BOTH), facts)
+
+
+def test_a_stopped_server_fails_its_call_and_the_next_call_starts_another(binary):
+    both = program(BOTH)
+    souffle_engine.run_binary(binary, both, FACTS)
+    running = souffle_server.server(binary)
+    running.proc.kill()
+    running.proc.wait()
+    with pytest.raises(SdyError, match="souffle failed"):
+        running.call(both, FACTS)
+    assert souffle_engine.run_binary(binary, both, FACTS) == get_engine("python").run(both, FACTS)
+    assert souffle_server.server(binary).proc.pid != running.proc.pid
+
+
+def test_a_binary_that_cannot_serve_runs_once_per_call_on_fact_files(binary, tmp_path):
+    wrapper = tmp_path / "program"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --serve ] && exit 1\nexec {binary} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    out = souffle_engine.run_binary(str(wrapper), program(BOTH), echo_facts())
+    assert (out["echo"], out["same"]) == expected_echo()
+    assert souffle_server.server(str(wrapper)) is None
+
