@@ -134,7 +134,7 @@ def tsv_lines(rows: list[tuple]) -> str:
     columns = [_fields(column) for column in zip(*rows)]
     if not columns:
         return "\n" * len(rows)
-    return "".join(line + "\n" for line in map("\t".join, zip(*columns)))
+    return "\n".join(map("\t".join, zip(*columns))) + "\n" if rows else ""
 
 
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
@@ -164,28 +164,33 @@ def read_relation_file(decl: Decl, path: str) -> set[tuple]:
 
 def parse_rows(decl: Decl, lines: list[str], source: str) -> set[tuple]:
     """The rows of relation ``decl`` written as ``lines`` (tab-separated fields,
-    symbols escaped); a malformed line is an error located in ``source``."""
-    rows: set[tuple] = set()
-    for n, line in enumerate(lines, 1):
-        if decl.arity == 0:
-            rows.add(())
+    symbols escaped); a malformed line is an error located in ``source``.
+    Columns are converted whole; a column that fails is read line by line,
+    which names the first bad field."""
+    if decl.arity == 0:
+        return {()} if lines else set()
+    split = [line.split("\t") for line in lines]
+    if any(len(fields) != decl.arity for fields in split):
+        n = next(n for n, fields in enumerate(split, 1) if len(fields) != decl.arity)
+        raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
+                       f"this line has {len(split[n - 1])}", file=source, line=n, col=1)
+    columns = []
+    for k, (column, t) in enumerate(zip(zip(*split), decl.types)):
+        if t != "number":
+            columns.append(tuple(map(unescape_symbol, column)) if "%" in "".join(column)
+                           else column)
             continue
-        fields = line.split("\t")
-        if len(fields) != decl.arity:
-            raise SdyError(f"relation {decl.name} has {decl.arity} columns, "
-                           f"this line has {len(fields)}", file=source, line=n, col=1)
-        row = []
-        for k, (v, t) in enumerate(zip(fields, decl.types)):
-            if t == "number":
+        try:
+            columns.append(tuple(map(int, column)))
+        except ValueError:
+            for n, (v, fields) in enumerate(zip(column, split), 1):
                 try:
-                    v = int(v)
+                    int(v)
                 except ValueError:
                     col = sum(len(x) + 1 for x in fields[:k]) + 1
                     raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
                                    f"not {v[:40]!r}", file=source, line=n, col=col) from None
-            row.append(v if t == "number" else unescape_symbol(v))
-        rows.add(tuple(row))
-    return rows
+    return set(zip(*columns))
 
 
 def read_facts_dir(program: Program, directory: str) -> dict[str, set[tuple]]:

@@ -5,8 +5,9 @@
 // `program.dl`, compiled with __EMBEDDED_SOUFFLE__ (no main of its own; the
 // program registers itself with Soufflé's ProgramFactory as "program").
 // Started with `--serve`, it writes "!ready"; then, per call, it reads the
-// input relations' tuples, runs the program, writes every output relation and
-// "!done", and empties all relations.  Started with `-F FACTS -D OUT`, it runs
+// input relations' tuples, runs the program, writes every output relation
+// (its name, rows and bytes, then the rows) and "!done", and empties all
+// relations.  Started with `-F FACTS -D OUT`, it runs
 // once on fact files, as Soufflé's own binaries do.  Fields are tab-separated
 // as in Soufflé's fact files; symbols travel in sdy-dl's fact-file escaping
 // (no tab or newline inside a field) and are kept escaped, which preserves
@@ -26,7 +27,7 @@ namespace {
 bool read_line(std::string& line) {
     line.clear();
     int c;
-    while ((c = std::getc(stdin)) != EOF) {
+    while ((c = getc_unlocked(stdin)) != EOF) {
         if (c == '\n') return true;
         line.push_back(static_cast<char>(c));
     }
@@ -89,17 +90,19 @@ bool read_inputs(souffle::SouffleProgram& program) {
 }
 
 void write_outputs(souffle::SouffleProgram& program) {
-    std::string out;
+    std::string out, rows;
     for (souffle::Relation* rel : program.getOutputRelations()) {
-        out += "@" + rel->getName() + " " + std::to_string(rel->size()) + "\n";
+        rows.clear();
         std::size_t arity = rel->getArity();
         for (auto& t : *rel) {
             for (std::size_t i = 0; i < arity; ++i) {
-                if (i) out += '\t';
-                write_field(out, *rel, i, t[i]);
+                if (i) rows += '\t';
+                write_field(rows, *rel, i, t[i]);
             }
-            out += '\n';
+            rows += '\n';
         }
+        out += "@" + rel->getName() + " " + std::to_string(rel->size()) + " " +
+               std::to_string(rows.size()) + "\n" + rows;
     }
     out += "!done\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
