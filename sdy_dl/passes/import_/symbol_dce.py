@@ -59,13 +59,16 @@ class SymbolRefs:
             self._printed[entity] = refs
             return refs
 
-    def __call__(self, mop) -> set[str]:
+    def __call__(self, mop, wanted: set[str]) -> set[str]:
+        """The names ``mop`` and its nested ops reference; the walk stops once
+        every name of ``wanted`` is among them (the rest cannot matter then)."""
         from jaxlib.mlir import ir
 
         refs: set[str] = set()
-        refs_of, advance = self._refs_of, ir.WalkResult.ADVANCE
+        refs_of, advance, interrupt = self._refs_of, ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT
 
         def visit(op):
+            before = len(refs)
             attrs = op.attributes
             for name in attrs:
                 try:
@@ -79,7 +82,7 @@ class SymbolRefs:
                 for block in region.blocks:
                     for arg in block.arguments:
                         refs.update(refs_of(arg.type))
-            return advance
+            return interrupt if len(refs) > before and wanted <= refs else advance
 
         mop.operation.walk(visit)
         return refs
@@ -123,7 +126,7 @@ def run(module: Module, options: PassOptions) -> Module:
         unreached = by_name.keys() - live  # private symbols not yet found live
         while worklist and unreached:  # once every symbol is live, no op needs reading
             op = worklist.pop()
-            for ref in symbol_refs(op):
+            for ref in symbol_refs(op, unreached):
                 if ref in unreached:
                     unreached.discard(ref)
                     live.add(ref)
