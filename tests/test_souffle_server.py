@@ -81,3 +81,13 @@ def test_a_binary_that_cannot_serve_runs_once_per_call_on_fact_files(binary, tmp
     assert (out["echo"], out["same"]) == expected_echo()
     assert souffle_server.server(str(wrapper)) is None
 
+
+
+def test_a_server_that_stops_mid_call_reports_what_it_wrote_last(tmp_path):
+    wrapper = tmp_path / "program"
+    wrapper.write_text('#!/bin/sh\necho \'!ready\'\nhead -c 10 >/dev/null\n'
+                       'echo "Error: out of memory" >&2\nexit 1\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    big = {"edge": [(i, i + 1) for i in range(50_000)]}
+    with pytest.raises(SdyError, match="souffle failed: Error: out of memory"):
+        souffle_engine.run_binary(str(wrapper), program(BOTH), big)

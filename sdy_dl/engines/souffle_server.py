@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import subprocess
+import tempfile
 
 from sdy_dl.datalog.facts import Facts, parse_rows, tsv_lines
 from sdy_dl.datalog.program import Program
@@ -38,8 +39,9 @@ class Server:
 
     def __init__(self, exe: str):
         self.exe = exe
+        self.stderr = tempfile.TemporaryFile()   # read when the process stops
         self.proc = subprocess.Popen([exe, "--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=self.stderr)
         self.ready = self.proc.stdout.readline() == READY
         if not self.ready:
             self.close()
@@ -58,8 +60,7 @@ class Server:
             self.proc.stdin.flush()
             return self._read(program)
         except (OSError, ValueError):
-            self.close()
-            raise SdyError(f"souffle failed: the program {self.exe} stopped") from None
+            raise self._stopped() from None
 
     def _read(self, program: Program) -> Relations:
         out = {d.name: set() for d in program.outputs}
@@ -68,10 +69,11 @@ class Server:
             header = readline().decode()
             if header == "!done\n":
                 return out
-            if not header.startswith("@"):
+            if header.startswith("!error "):
                 self.close()
-                detail = header[len("!error "):] if header.startswith("!error ") else header
-                raise SdyError(f"souffle failed: {detail.strip() or 'the program stopped'}")
+                raise SdyError(f"souffle failed: {header[len('!error '):].strip()}")
+            if not header.startswith("@"):
+                raise self._stopped()
             name, rows, size = header[1:].rsplit(" ", 2)
             lines = self.proc.stdout.read(int(size)).decode().split("\n")[:-1]
             if len(lines) != int(rows):
@@ -79,10 +81,21 @@ class Server:
                 raise SdyError(f"souffle failed: relation {name} came truncated")
             out[name] = parse_rows(program.decls[name], lines, f"<{self.exe}: {name}>")
 
+    def _stopped(self) -> SdyError:
+        """The error of a call the process did not answer (it stopped): the last
+        line it wrote to its standard error, if any."""
+        self.close()
+        self.stderr.seek(0)
+        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+        return SdyError(f"souffle failed: {lines[-1] if lines else f'{self.exe} stopped'}")
+
     def close(self) -> None:
-        if self.proc.poll() is None:
+        """End the process (its input closes; one that stopped is only reaped)."""
+        try:
             self.proc.stdin.close()
-            self.proc.wait()
+        except OSError:   # the process stopped with a request half written
+            pass
+        self.proc.wait()
 
 
 #: exe -> its server (``ready`` False: the binary cannot serve).
