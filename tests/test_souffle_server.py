@@ -91,3 +91,23 @@ def test_a_server_that_stops_mid_call_reports_what_it_wrote_last(tmp_path):
     big = {"edge": [(i, i + 1) for i in range(50_000)]}
     with pytest.raises(SdyError, match="souffle failed: Error: out of memory"):
         souffle_engine.run_binary(str(wrapper), program(BOTH), big)
+
+
+def test_a_forked_child_starts_its_own_server(binary):
+    import multiprocessing
+
+    both = program(BOTH)
+    expected = get_engine("python").run(both, FACTS)
+    assert souffle_engine.run_binary(binary, both, FACTS) == expected
+    parent = souffle_server.server(binary).proc.pid
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        child = pool.apply(_call_and_report, (binary,))
+    assert child[0] == expected and child[1] != parent
+    assert souffle_server.server(binary).proc.pid == parent   # the parent's is untouched
+    assert souffle_engine.run_binary(binary, both, FACTS) == expected
+
+
+def _call_and_report(binary):
+    out = souffle_engine.run_binary(binary, program(BOTH), FACTS)
+    return out, souffle_server.server(binary).proc.pid

@@ -22,6 +22,7 @@ once per call on fact files instead.
 from __future__ import annotations
 
 import atexit
+import os
 import subprocess
 import tempfile
 
@@ -39,6 +40,7 @@ class Server:
 
     def __init__(self, exe: str):
         self.exe = exe
+        self.owner = os.getpid()   # a forked child starts its own
         self.stderr = tempfile.TemporaryFile()   # read when the process stops
         self.proc = subprocess.Popen([exe, "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr)
@@ -106,7 +108,8 @@ def server(exe: str) -> Server | None:
     """The running server of binary ``exe`` (started now if need be), or None
     when the binary cannot serve."""
     found = _SERVERS.get(exe)
-    if found is None or (found.ready and found.proc.poll() is not None):
+    if (found is None or found.owner != os.getpid()
+            or (found.ready and found.proc.poll() is not None)):
         found = _SERVERS[exe] = Server(exe)
     return found if found.ready else None
 
@@ -115,5 +118,6 @@ def server(exe: str) -> Server | None:
 def close_all() -> None:
     """Stop every server this process started."""
     for found in _SERVERS.values():
-        found.close()
+        if found.owner == os.getpid():
+            found.close()
     _SERVERS.clear()
