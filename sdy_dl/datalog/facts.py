@@ -134,7 +134,7 @@ def tsv_lines(rows: list[tuple]) -> str:
     columns = [_fields(column) for column in zip(*rows)]
     if not columns:
         return "\n" * len(rows)
-    return "\n".join(map("\t".join, zip(*columns))) + "\n" if rows else ""
+    return "\n".join(map("\t".join, zip(*columns))) + "\n"
 
 
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:

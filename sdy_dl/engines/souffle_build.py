@@ -157,16 +157,25 @@ def runtime_header(conf: dict, cache: str, runtime: str) -> str | None:
     return None
 
 
-def _precompiled(conf: dict, cache: str, text: str) -> str | None:
-    """The precompiled header of ``text`` in ``cache`` (built now unless another
-    builder is building it: None then), or FAILED."""
-    flags = compile_flags(conf)
+def _built_once_dir(conf: dict, cache: str, kind: str, text: str) -> str | None:
+    """The directory of ``cache`` holding what is built once per cache from
+    ``text`` with :func:`compile_flags` (``kind``: what it is), keyed by the
+    flags, the compiler's file stamp and ``text``; None when the compiler is
+    not there."""
     try:
         stamp = os.stat(os.path.realpath(conf["compiler"])).st_mtime_ns
     except OSError:
+        return None
+    key = hashlib.sha256(json.dumps([compile_flags(conf), stamp, text]).encode()).hexdigest()[:20]
+    return os.path.join(cache, f"{kind}-{key}")
+
+
+def _precompiled(conf: dict, cache: str, text: str) -> str | None:
+    """The precompiled header of ``text`` in ``cache`` (built now unless another
+    builder is building it: None then), or FAILED."""
+    directory = _built_once_dir(conf, cache, "runtime", text)
+    if directory is None:
         return FAILED
-    key = hashlib.sha256(json.dumps([flags, stamp, text]).encode()).hexdigest()[:20]
-    directory = os.path.join(cache, "runtime-" + key)
     header = os.path.join(directory, "runtime.h")
     if os.path.exists(header + ".gch"):
         return header
@@ -183,7 +192,7 @@ def _precompiled(conf: dict, cache: str, text: str) -> str | None:
         with open(header, "w", encoding="utf-8") as f:
             f.write(text)
         tmp = f"{header}.{os.getpid()}.gch"
-        error = _run([*flags, "-x", "c++-header", header, "-o", tmp])
+        error = _run([*compile_flags(conf), "-x", "c++-header", header, "-o", tmp])
         if error is not None:
             with open(os.path.join(directory, FAILED), "w") as f:
                 f.write(error[-4000:])
@@ -192,23 +201,25 @@ def _precompiled(conf: dict, cache: str, text: str) -> str | None:
     return header
 
 
-def server_object(conf: dict, cache: str) -> str | None:
-    """:data:`SERVER_SOURCE` compiled with :func:`compile_flags`, once per cache
-    ``cache`` (waiting for another builder compiling it); None when that failed."""
+def server_object(conf: dict, cache: str) -> tuple[str | None, str | None]:
+    """(object file, None): :data:`SERVER_SOURCE` compiled with
+    :func:`compile_flags`, once per cache ``cache`` (waiting for another builder
+    compiling it); (None, the compiler's message) when that failed."""
     with open(SERVER_SOURCE, encoding="utf-8") as f:
-        text = f.read()
-    key = hashlib.sha256(json.dumps([compile_flags(conf), text]).encode()).hexdigest()[:20]
-    directory = os.path.join(cache, "server-" + key)
+        directory = _built_once_dir(conf, cache, "server", f.read())
+    if directory is None:
+        return None, f"no compiler {conf['compiler']}"
     obj = os.path.join(directory, "server.o")
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "build.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(obj):
             tmp = f"{obj}.{os.getpid()}.o"
-            if _run([*compile_flags(conf), "-c", "-o", tmp, SERVER_SOURCE]) is not None:
-                return None
+            error = _run([*compile_flags(conf), "-c", "-o", tmp, SERVER_SOURCE])
+            if error is not None:
+                return None, error
             os.replace(tmp, obj)
-    return obj
+    return obj, None
 
 
 def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None = None) -> str | None:
@@ -224,9 +235,9 @@ def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None
     directory = os.path.dirname(exe)
     with open(os.path.join(directory, "program.h"), "w", encoding="utf-8") as f:
         f.write(parts.declarations)
-    server = server_object(conf, cache or directory)
-    if server is None:
-        return "compiling souffle_server.cpp failed"
+    server, error = server_object(conf, cache or directory)
+    if error is not None:
+        return error
     precompiled = ["-include", header] if header else []
     compiles, objects = [], [server]
     for i, piece in enumerate(parts.pieces):

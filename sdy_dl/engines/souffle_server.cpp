@@ -7,18 +7,16 @@
 // Started with `--serve`, it writes "!ready"; then, per call, it reads the
 // input relations' tuples, runs the program, writes every output relation
 // (its name, rows and bytes, then the rows) and "!done", and empties all
-// relations.  Started with `-F FACTS -D OUT`, it runs
-// once on fact files, as Soufflé's own binaries do.  Fields are tab-separated
-// as in Soufflé's fact files; symbols travel in sdy-dl's fact-file escaping
-// (no tab or newline inside a field) and are kept escaped, which preserves
-// equality.
+// relations.  Started with `-F FACTS -D OUT`, it runs once on fact files, as
+// Soufflé's own binaries do.  Fields are tab-separated as in Soufflé's fact
+// files; symbols travel in sdy-dl's fact-file escaping (no tab or newline
+// inside a field) and are kept escaped, which preserves equality.
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "souffle/SouffleInterface.h"
 
@@ -61,7 +59,6 @@ void write_field(std::string& out, souffle::Relation& rel, std::size_t i, souffl
 // Read "@<relation> <rows>" blocks up to "!run"; false at the end of the input.
 bool read_inputs(souffle::SouffleProgram& program) {
     std::string line;
-    std::vector<std::string> fields;
     while (read_line(line)) {
         if (line == "!run") return true;
         std::size_t space = line.rfind(' ');
