@@ -10,7 +10,6 @@ when those ops see exactly the same shardings when they are popped.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +72,13 @@ class _Site:
 
     def __post_init__(self) -> None:
         self.tensors = list(self.operands) + list(self.results)
+
+    def with_directions(self, directions: tuple[str, ...]) -> "_Site":
+        """The same site with other directions (sites are shared, never changed)."""
+        site = object.__new__(_Site)
+        site.__dict__.update(self.__dict__)
+        site.directions = directions
+        return site
 
 
 class Propagator:
@@ -214,7 +220,7 @@ class Propagator:
             return site
         wanted = directions(op, site.rule)
         if wanted is not site.directions and wanted != site.directions:
-            site = self._sites[op.oid] = dataclasses.replace(site, directions=wanted)
+            site = self._sites[op.oid] = site.with_directions(wanted)
         return site
 
     def _fixed_site(self, op: Op, directions: DirectionFn) -> _Site | None:

@@ -12,8 +12,8 @@ evaluated in one engine call (each with its own instance id).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from sdy_dl.frozen import HashedOnce
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import TensorSharding
 
@@ -21,8 +21,7 @@ DIRECTIONS = ("BOTH", "FORWARD", "BACKWARD", "NONE")
 STRATEGIES = ("basic", "aggressive")
 
 
-@dataclass(frozen=True)
-class StepInput(HashedOnce):
+class StepInput(NamedTuple):
     """One op step to evaluate.
 
     ``operands``/``results`` are the current shardings (None: the tensor has
@@ -30,9 +29,11 @@ class StepInput(HashedOnce):
     before propagation).  ``directions`` has one entry per factor of
     ``rule`` (the blocked flag is applied inside Datalog).  ``elementwise``
     is the aggressive strategy's notion (§6).
-    """
 
-    __hash__ = HashedOnce.__hash__   # steps are memo keys looked up on every visit
+    A step is a memo key looked up on nearly every worklist visit: as a named
+    tuple it is hashed and compared in C (its shardings and rule keep their
+    own hashes).
+    """
 
     rule: RuleInstance
     operands: tuple[TensorSharding | None, ...]
