@@ -50,9 +50,12 @@ EFFECTFUL_OPS = ops_with("effectful")
 RECURSIVE_EFFECT_OPS = ops_with("recursive_effects")
 
 
-def is_elementwise(name: str, operand_shape, result_shape) -> bool:
-    """Shardy's ``isElementwise`` for an op called ``name`` whose first operand and
-    result have the given shapes."""
+def is_elementwise(name: str, shapes) -> bool:
+    """Shardy's ``isElementwise`` for an op called ``name``; ``shapes()`` gives the
+    shapes of its first operand and result (read only when they decide)."""
     if name in ELEMENTWISE_OPS:
         return True
-    return name == "stablehlo.bitcast_convert" and operand_shape == result_shape
+    if name != "stablehlo.bitcast_convert":
+        return False
+    operand_shape, result_shape = shapes()
+    return operand_shape == result_shape

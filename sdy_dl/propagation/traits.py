@@ -19,8 +19,8 @@ from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
 
 def is_elementwise(op: Op) -> bool:
     """Shardy's ``isElementwise`` (§6)."""
-    return is_elementwise_op(op.name, op.operands[0].shape if op.operands else None,
-                             op.results[0].shape if op.results else None)
+    return is_elementwise_op(op.name, lambda: (op.operands[0].shape if op.operands else None,
+                                               op.results[0].shape if op.results else None))
 
 
 def has_no_effects(op: Op) -> bool:

@@ -36,9 +36,9 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (SymbolNamer, enclosing, is_block_arg, is_scalar,
-                                is_static_tensor, key, module_ops, owning_op, rebuild, tensor_info,
-                                users, walk_post, walk_pre, walk_pre_not_into)
+from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, is_static_tensor, key,
+                                module_ops, owning_op, rebuild, tensor_info, users, walk_post,
+                                walk_pre, walk_pre_not_into)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
@@ -50,8 +50,9 @@ from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, clone_
 
 def is_elementwise(mop) -> bool:
     """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``) of a raw op."""
-    return is_elementwise_op(mop.name, tensor_info(mop.operands[0].type)[1] if mop.operands else None,
-                             tensor_info(mop.results[0].type)[1] if mop.results else None)
+    return is_elementwise_op(mop.name, lambda: (
+        tensor_info(mop.operands[0].type)[1] if mop.operands else None,
+        tensor_info(mop.results[0].type)[1] if mop.results else None))
 
 
 def is_pure(mop) -> bool:
@@ -118,12 +119,12 @@ _SKIPPED = ("sdy.sharding_group", "func.func")
 
 
 def numbered(walks: list) -> list:
-    """``[(func, [(number, op)])]``: the ops of ``walks`` (``[(func, [ops])]``) to
-    classify, numbered in walk order."""
+    """``[(func, named computation, [(number, op)])]``: the ops of ``walks``
+    (``[(func, named computation, [ops])]``) to classify, numbered in walk order."""
     out, n = [], 0
-    for f, wops in walks:
+    for f, nc, wops in walks:
         kept = [mop for mop in wops if mop.name not in _SKIPPED]
-        out.append((f, list(enumerate(kept, n))))
+        out.append((f, nc, list(enumerate(kept, n))))
         n += len(kept)
     return out
 
@@ -135,20 +136,22 @@ class _Splitter:
         self.legacy = legacy
         self.namer = SymbolNamer(module)
 
-    # Walk lists: [(func, [ops])] in processing order.
     def walks(self) -> list:
+        """``[(func, named computation, [ops])]`` in processing order: the named
+        computation whose body was walked (the one enclosing each of its ops, as
+        the walk does not enter nested ones), or None for a function body."""
         out = []
         if self.legacy:
             call_graph_post_order(self.module)  # rejects a recursive call graph
             for f in module_ops(self.module):
                 if f.name == "func.func" and has_body(f):
-                    out.append((f, walk_post(f)[:-1]))
+                    out.append((f, None, walk_post(f)[:-1]))
             return out
         for f in call_graph_post_order(self.module):
             for nc in walk_post(f):
                 if nc.name == "sdy.named_computation":
-                    out.append((f, body_walk(nc)))
-            out.append((f, body_walk(f)))
+                    out.append((f, nc, body_walk(nc)))
+            out.append((f, None, body_walk(f)))
         return out
 
     def analyse(self, walks: list) -> tuple[set, set, dict]:
@@ -166,7 +169,7 @@ class _Splitter:
         """The input facts of ``import_constants`` for the numbered ops of ``walks``."""
         # the number of the op defining each value (an op result's hash and
         # equality are its MLIR value's)
-        defs = {result: i for _, items in walks for i, mop in items for result in mop.results}
+        defs = {result: i for _, _, items in walks for i, mop in items for result in mop.results}
         funcs = func_table(self.module)
         facts = {k: [] for k in ("in_proc", "in_kind", "in_operand_def", "in_num_operands",
                                  "in_scalar_broadcast")}
@@ -184,8 +187,9 @@ class _Splitter:
         def nid(name: str) -> int:
             return nnames.setdefault(name, len(nnames))
 
-        for f, items in walks:
+        for f, nc, items in walks:
             fname = fid(original_name(f))
+            n = nid(named_name(nc)) if nc is not None and not self.legacy else None
             for i, mop in items:
                 facts["in_proc"].append((i, i))
                 kind = op_kind(mop, self.legacy)
@@ -212,9 +216,7 @@ class _Splitter:
                 j = member_f.get(fname, 0)
                 member_f[fname] = j + 1
                 facts["in_member_func"].append((fname, j, i))
-                nc = enclosing(mop, "sdy.named_computation")
-                if nc is not None:
-                    n = nid(named_name(nc))
+                if n is not None:
                     j = member_n.get(n, 0)
                     member_n[n] = j + 1
                     facts["in_member_named"].append((n, j, i))
@@ -223,7 +225,7 @@ class _Splitter:
     def run(self) -> None:
         walks = numbered(self.walks())
         const, expansion, split = self.analyse(walks)
-        for _, items in walks:
+        for _, _, items in walks:
             constant_ops: list = []
             expansion_ops: list = []
             for i, mop in items:
