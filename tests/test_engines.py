@@ -271,6 +271,27 @@ def test_fact_files_escape_names(tmp_path):
     assert read_facts_dir(prog, str(tmp_path))["name"] == set(echo_facts()["name"])
 
 
+def test_fact_lines_check_and_encode_every_relation_in_one_read():
+    from sdy_dl.datalog.facts import encoded_relations, fact_lines, tsv_lines
+
+    prog = program(ECHO)
+    facts = echo_facts()
+    encoded = encoded_relations(prog, facts)
+    assert encoded["name"] == (len(facts["name"]), tsv_lines(facts["name"]))
+    assert any("%" in line for line in encoded["name"][1].splitlines())   # escapes were needed
+    rows = [(1, "plain"), (-2**31, "tab\there")]
+    assert fact_lines(prog.decls["name"], rows) == "1\tplain\n-2147483648\ttab%09here\n"
+    # rows given as lists; no rows
+    assert fact_lines(prog.decls["name"], [[2, "a"]]) == "2\ta\n"
+    assert fact_lines(prog.decls["blocked"], []) == ""
+    with pytest.raises(SdyError, match="32-bit"):
+        encoded_relations(prog, {"name": [(2**31, "a")]})
+    with pytest.raises(SdyError, match="column type"):
+        encoded_relations(prog, {"name": [(True, "a")]})
+    with pytest.raises(SdyError, match="not an input relation"):
+        encoded_relations(prog, {"echo": [("a", 1)]})
+
+
 @pytest.mark.souffle
 @pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
 @pytest.mark.parametrize("compiled", [False, True])

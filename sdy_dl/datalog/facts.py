@@ -35,31 +35,70 @@ def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, li
     without NUL) for symbol columns.  Whole columns are checked at once; a relation
     that fails that quick check is checked row by row, which names the first bad fact."""
     for name, rows in facts.items():
-        decl = program.decls.get(name)
-        if decl is None or not decl.is_input:
-            raise SdyError(f"facts given for {name}, which is not an input relation")
+        decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        if not _plainly_typed(decl, rows):
-            for row in rows:
-                _check_row(decl, row)
+        if rows and _checked_columns(decl, rows) is None:
+            _check_rows(decl, rows)
         yield decl, rows
 
 
-def _plainly_typed(decl: Decl, rows: list[tuple]) -> bool:
-    """True when every row has ``decl``'s arity, every number column holds only
-    ``int`` values within 32 bits and every symbol column only NUL-free Unicode
-    ``str`` values (False means: check row by row)."""
+def encoded_relations(program: Program, facts: Facts) -> dict[str, tuple[int, str]]:
+    """``{relation: (number of rows, fact-file lines)}`` of every fact relation,
+    checked as :func:`checked_relations` checks it; each column is read once for
+    both."""
+    out = {}
+    for name, rows in facts.items():
+        decl = _input_decl(program, name)
+        rows = rows if isinstance(rows, list) else list(rows)
+        out[name] = len(rows), fact_lines(decl, rows)
+    return out
+
+
+def fact_lines(decl: Decl, rows: list[tuple]) -> str:
+    """The checked ``rows`` of ``decl`` as fact-file lines: fields separated by
+    tabs, one row a line."""
     if not rows:
-        return True
+        return ""
+    columns = _checked_columns(decl, rows)
+    if columns is None:
+        _check_rows(decl, rows)
+        return tsv_lines(rows)
+    escaped = [_symbol_fields(column, "".join(column)) if typ != "number" else column
+               for column, typ in zip(columns, decl.types)]
+    if any(e is not c for e, c in zip(escaped, columns)) or set(map(type, rows)) != {tuple}:
+        rows = list(zip(*escaped))   # (rows as tuples: a format takes its fields from a tuple)
+    return "".join(map(("\t".join(["%s"] * decl.arity) + "\n").__mod__, rows))
+
+
+def _input_decl(program: Program, name: str) -> Decl:
+    decl = program.decls.get(name)
+    if decl is None or not decl.is_input:
+        raise SdyError(f"facts given for {name}, which is not an input relation")
+    return decl
+
+
+def _checked_columns(decl: Decl, rows: list[tuple]) -> list[tuple] | None:
+    """The columns of the non-empty ``rows`` of ``decl`` when every row has its
+    arity, every number column holds only ``int`` values within 32 bits and every
+    symbol column only NUL-free Unicode ``str`` values; None otherwise (then check
+    row by row)."""
     if set(map(len, rows)) != {decl.arity}:
-        return False
-    for column, typ in zip(zip(*rows), decl.types):
+        return None
+    columns = list(zip(*rows))
+    for column, typ in zip(columns, decl.types):
+        types = set(map(type, column))
         if typ == "number":
-            if set(map(type, column)) != {int} or min(column) < -2**31 or max(column) >= 2**31:
-                return False
-        elif set(map(type, column)) != {str} or not _is_text("".join(column)):
-            return False
-    return True
+            if types != {int} or min(column) < -2**31 or max(column) >= 2**31:
+                return None
+        elif types != {str} or not _is_text("".join(column)):
+            return None
+    return columns
+
+
+def _check_rows(decl: Decl, rows: list[tuple]) -> None:
+    """Raise the error of the first ill-typed fact of ``rows``."""
+    for row in rows:
+        _check_row(decl, row)
 
 
 def _is_text(value: str) -> bool:
@@ -121,10 +160,13 @@ def _fields(column: tuple) -> tuple[str, ...]:
     if types == {int}:
         return tuple(map(str, column))
     if types == {str}:
-        if _ESCAPE_RE.search("".join(column)) is None:
-            return column
-        return tuple(map(escape_symbol, column))
+        return _symbol_fields(column, "".join(column))
     return tuple(map(_field, column))
+
+
+def _symbol_fields(column: tuple[str, ...], joined: str) -> tuple[str, ...]:
+    """The fact-file fields of a column of symbols (``joined``: the column's text)."""
+    return column if _ESCAPE_RE.search(joined) is None else tuple(map(escape_symbol, column))
 
 
 def tsv_lines(rows: list[tuple]) -> str:
@@ -143,7 +185,7 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     for decl in program.inputs:
         rows = sorted(set(facts.get(decl.name, ())))
         with open(os.path.join(directory, f"{decl.name}.facts"), "w", encoding="utf-8") as f:
-            f.write(tsv_lines(rows))
+            f.write(fact_lines(decl, rows))
 
 
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:

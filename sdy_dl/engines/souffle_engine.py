@@ -169,10 +169,10 @@ def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
     process, :mod:`sdy_dl.engines.souffle_server`, when it can serve)."""
     from sdy_dl.engines.souffle_server import server
 
-    check_facts(program, facts)
     running = server(exe)
     if running is not None:
         return running.call(program, facts)
+    check_facts(program, facts)
     with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
         return _run_with_facts([exe], None, program, facts, tmp)
 

@@ -26,7 +26,7 @@ import os
 import subprocess
 import tempfile
 
-from sdy_dl.datalog.facts import Facts, parse_rows, tsv_lines
+from sdy_dl.datalog.facts import Facts, encoded_relations, parse_rows
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
@@ -49,13 +49,13 @@ class Server:
             self.close()
 
     def call(self, program: Program, facts: Facts) -> Relations:
-        """``program``'s output relations on ``facts`` (checked by the caller)."""
+        """``program``'s output relations on ``facts`` (checked here)."""
+        encoded = encoded_relations(program, facts)
         request = []
         for decl in program.inputs:
-            rows = facts.get(decl.name)
+            rows, lines = encoded.get(decl.name, (0, ""))
             if rows:
-                rows = list(rows)
-                request.append(f"@{decl.name} {len(rows)}\n{tsv_lines(rows)}")
+                request.append(f"@{decl.name} {rows}\n{lines}")
         request.append("!run\n")
         try:
             self.proc.stdin.write("".join(request).encode())
