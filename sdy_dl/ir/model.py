@@ -19,7 +19,7 @@ from sdy_dl.ir.traits import TERMINATORS
 _LOC_RE = re.compile(r':(\d+):(\d+)')
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Value:
     """An SSA value: a block argument or an op result."""
 
@@ -73,7 +73,7 @@ class Region:
     owner: "Op"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Op:
     """An operation with its operands, results, regions and place."""
 
