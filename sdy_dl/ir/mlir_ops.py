@@ -94,6 +94,27 @@ def nested_ops(op) -> list:
             for child in block.operations]
 
 
+def op_names(module: Module) -> frozenset[str]:
+    """The names of the ops in ``module``, read by one walk per module object.
+
+    Passes that edit the MLIR hand on a new module object (:func:`rebuild`), so
+    the names stay those of the module as long as the object lives; a pass
+    looking for ops of some names returns at once, unchanged, when none is
+    there (and the next such pass reads the same names).
+    """
+    names = module._op_names
+    if names is None:
+        found: set[str] = set()
+        add, advance = found.add, ir.WalkResult.ADVANCE
+
+        def visit(op):
+            add(op.name)
+            return advance
+        module.mlir.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        names = module._op_names = frozenset(found)
+    return names
+
+
 def walk_pre(root) -> list:
     """Every operation nested in ``root`` (itself included) in pre-order (MLIR's
     own walk, which nests as deep as the parser does)."""

@@ -148,6 +148,8 @@ class Module:
     ops: list[Op] = field(default_factory=list)
     values: list[Value] = field(default_factory=list)
     _by_mlir: dict = field(default_factory=dict, repr=False)
+    #: The names of its ops, once read (``mlir_ops.op_names``).
+    _op_names: frozenset[str] | None = field(default=None, repr=False)
 
     def value_of(self, mlir_value) -> Value:
         """The model value of an MLIR value."""

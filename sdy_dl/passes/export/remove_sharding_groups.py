@@ -3,7 +3,7 @@ every ``sdy.sharding_group`` op is erased."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import rebuild, walk_post
+from sdy_dl.ir.mlir_ops import op_names, rebuild, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 
@@ -12,6 +12,8 @@ from sdy_dl.passes import PassOptions, register
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
+    if "sdy.sharding_group" not in op_names(module):
+        return module
     with mlir_context():
         for op in walk_post(module.mlir.operation):
             if op.name == "sdy.sharding_group":

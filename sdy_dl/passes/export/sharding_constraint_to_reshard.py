@@ -7,7 +7,7 @@ input, with the same ``sharding``, location and discardable attributes
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 
@@ -32,6 +32,8 @@ def to_reshard(op) -> None:
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
+    if "sdy.sharding_constraint" not in op_names(module):
+        return module
     with mlir_context():
         for func in funcs(module):
             for op in walk_post(func):

@@ -12,7 +12,7 @@ alone.  Every ``sdy.data_flow_edge`` is then replaced by its input.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, rebuild, tensor_rank, walk_pre
+from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, tensor_rank, walk_pre
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_own
 from sdy_dl.ir.traits import DATA_FLOW_OPS
@@ -37,6 +37,10 @@ def shardings_from_edges(owners: list) -> list[TensorSharding]:
             for s, o in zip(shardings, owners)]
 
 
+#: The ops sink reads: edges and their owners.
+SINKS = DATA_FLOW_OPS | {"sdy.data_flow_edge"}
+
+
 def sink(func) -> None:
     for op in walk_pre(func):
         if op.name == "sdy.data_flow_edge":
@@ -58,6 +62,8 @@ def sink(func) -> None:
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
+    if not op_names(module) & SINKS:
+        return module
     with mlir_context():
         for func in funcs(module):
             sink(func)

@@ -15,7 +15,7 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import is_static_tensor, op_names, rebuild, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
@@ -57,6 +57,8 @@ def add_edges(mop) -> None:
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
+    if not op_names(module) & DATA_FLOW_OPS:
+        return module
     with mlir_context():
         for mop in walk_post(module.mlir.operation):
             if mop.name in DATA_FLOW_OPS:

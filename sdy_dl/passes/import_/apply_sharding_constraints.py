@@ -18,7 +18,7 @@ Which constraints apply and the chain rule are the Datalog stage
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
-                                owning_op, rebuild, tensor_info, uses, walk_pre)
+                                op_names, owning_op, rebuild, tensor_info, uses, walk_pre)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
@@ -73,7 +73,7 @@ def _ops_with_blocks(root):
 
 
 #: The ops whose shardings may be applied to their inputs.
-APPLIER_OPS = ("sdy.sharding_constraint", "sdy.manual_computation")
+APPLIER_OPS = frozenset({"sdy.sharding_constraint", "sdy.manual_computation"})
 
 
 class _Facts:
@@ -187,7 +187,7 @@ def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        if not any(op.name in APPLIER_OPS for op in walk_pre(module.mlir.operation)):
+        if not op_names(module) & APPLIER_OPS:
             return module  # nothing to apply: no facts to gather
         f, appliers, ops_by_id = collect(module)
         if not appliers:

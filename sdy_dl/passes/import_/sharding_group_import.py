@@ -13,7 +13,8 @@ stage ``import_sharding_groups``; Python collects facts and rewrites ops.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, sharding_group_id, walk_pre
+from sdy_dl.ir.mlir_ops import (enclosing, key, op_error, op_names, rebuild, sharding_group_id,
+                                walk_pre)
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register, run_analysis
 
@@ -63,6 +64,8 @@ def run(module: Module, options: PassOptions) -> Module:
 
     from sdy_dl.ir.context import mlir_context
 
+    if "sdy.sharding_group" not in op_names(module):
+        return module
     with mlir_context():
         ops, facts, original = collect(module)
         if not ops:

@@ -1,0 +1,49 @@
+"""The op-name census of a module object (``mlir_ops.op_names``) that lets passes
+looking for rare ops return at once: read once per object, renewed by every
+edit that hands on a new module."""
+
+from __future__ import annotations
+
+from sdy_dl.ir.loader import parse_module_text
+from sdy_dl.ir.mlir_ops import op_names
+from sdy_dl.passes import PassOptions, get_pass
+
+WHILE = """
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%iterArg = %arg0, %i = %c) : tensor<8xf32>, tensor<i32>
+    cond {
+      %1 = stablehlo.compare LT, %i, %c : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %1 : tensor<i1>
+    } do {
+      %1 = stablehlo.add %iterArg, %iterArg : tensor<8xf32>
+      stablehlo.return %1, %i : tensor<8xf32>, tensor<i32>
+    }
+  return %0#0 : tensor<8xf32>
+}
+"""
+
+
+def test_names_are_read_once_per_module_object():
+    module = parse_module_text(WHILE)
+    names = op_names(module)
+    assert {"func.func", "stablehlo.while", "stablehlo.add", "stablehlo.return"} <= names
+    assert "sdy.data_flow_edge" not in names
+    module.mlir.operation.regions[0].blocks[0].operations[0].erase()   # behind its back
+    assert op_names(module) is names
+
+
+def test_a_pass_that_finds_none_of_its_ops_hands_on_the_same_module():
+    module = parse_module_text(WHILE)
+    for name in ("manual-axes-cleanup", "sharding-group-import", "apply-sharding-constraints",
+                 "remove-sharding-groups", "sharding-constraint-to-reshard"):
+        assert get_pass(name).run(module, PassOptions()) is module
+
+
+def test_an_edit_hands_on_a_module_with_the_new_names():
+    module = parse_module_text(WHILE)
+    assert "sdy.data_flow_edge" not in op_names(module)
+    edged = get_pass("add-data-flow-edges").run(module, PassOptions())
+    assert edged is not module and "sdy.data_flow_edge" in op_names(edged)
+    sunk = get_pass("sink-data-flow-edges").run(edged, PassOptions())
+    assert sunk is not edged and "sdy.data_flow_edge" not in op_names(sunk)
