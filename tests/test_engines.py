@@ -292,6 +292,21 @@ def test_fact_lines_check_and_encode_every_relation_in_one_read():
         encoded_relations(prog, {"echo": [("a", 1)]})
 
 
+def test_relations_of_numbers_only_are_encoded_as_32_bit_integers():
+    from array import array
+
+    from sdy_dl.datalog.facts import encoded_relations
+
+    prog = program(GRAPH)
+    encoded = encoded_relations(prog, {"edge": [(1, 2), (-2**31, 2**31 - 1)], "label": [(1, "a")]})
+    assert encoded["edge"] == (2, array("i", [1, 2, -2**31, 2**31 - 1]).tobytes())
+    assert encoded["label"] == (1, "1\ta\n")
+    for rows, message in (([(1, 2**31)], "32-bit"), ([(1, True)], "column type"),
+                          ([(1, 2, 3)], "expected 2 columns"), ([(1, "2")], "column type")):
+        with pytest.raises(SdyError, match=message):
+            encoded_relations(prog, {"edge": rows})
+
+
 @pytest.mark.souffle
 @pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
 @pytest.mark.parametrize("compiled", [False, True])

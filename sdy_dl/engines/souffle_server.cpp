@@ -10,13 +10,16 @@
 // relations.  Started with `-F FACTS -D OUT`, it runs once on fact files, as
 // Soufflé's own binaries do.  Fields are tab-separated as in Soufflé's fact
 // files; symbols travel in sdy-dl's fact-file escaping (no tab or newline
-// inside a field) and are kept escaped, which preserves equality.
+// inside a field) and are kept escaped, which preserves equality.  The rows of
+// a relation of numbers only may instead come as native 32-bit integers.
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "souffle/SouffleInterface.h"
 
@@ -56,18 +59,43 @@ void write_field(std::string& out, souffle::Relation& rel, std::size_t i, souffl
     }
 }
 
-// Read "@<relation> <rows>" blocks up to "!run"; false at the end of the input.
+// The rows of a relation of numbers only: `rows` times its arity native 32-bit
+// integers (`arity`: the sender's, for a relation Soufflé dropped).
+void read_numbers(souffle::Relation* rel, long rows, std::size_t arity) {
+    std::vector<std::int32_t> values(static_cast<std::size_t>(rows) * arity);
+    if (std::fread(values.data(), sizeof(std::int32_t), values.size(), stdin) != values.size()) {
+        throw std::runtime_error("truncated request");
+    }
+    if (rel == nullptr) return;
+    souffle::tuple t(rel);
+    for (std::size_t k = 0; k < values.size(); k += arity) {
+        for (std::size_t i = 0; i < arity; ++i) t[i] = values[k + i];
+        rel->insert(t);
+    }
+}
+
+// Read "@<relation> <rows>" (text) and "#<relation> <rows> <arity>" (numbers)
+// blocks up to "!run"; false at the end of the input.
 bool read_inputs(souffle::SouffleProgram& program) {
     std::string line;
     while (read_line(line)) {
         if (line == "!run") return true;
-        std::size_t space = line.rfind(' ');
-        if (line.empty() || line[0] != '@' || space == std::string::npos) {
+        std::size_t space = line.find(' ');
+        if (line.empty() || (line[0] != '@' && line[0] != '#') || space == std::string::npos) {
             throw std::runtime_error("bad request line: " + line);
         }
         // Soufflé drops an input relation no output depends on: its rows are skipped.
         souffle::Relation* rel = program.getRelation(line.substr(1, space - 1));
-        long rows = std::stol(line.substr(space + 1));
+        std::size_t end = 0;
+        long rows = std::stol(line.substr(space + 1), &end);
+        if (line[0] == '#') {
+            std::size_t arity = std::stoul(line.substr(space + 1 + end));
+            if (rel != nullptr && rel->getArity() != arity) {
+                throw std::runtime_error("wrong arity for " + rel->getName());
+            }
+            read_numbers(rel, rows, arity);
+            continue;
+        }
         for (long r = 0; r < rows; ++r) {
             if (!read_line(line)) throw std::runtime_error("truncated request");
             if (rel == nullptr) continue;

@@ -7,6 +7,8 @@ answers ``!ready`` and then, per call, reads the input relations
     @<relation> <number of rows>
     <row: tab-separated fields, symbols escaped as in fact files>
     ...
+    #<relation of numbers only> <number of rows> <arity>
+    <the rows' numbers, row after row, as native 32-bit integers>
     !run
 
 runs the program once, writes every output relation the same way (its header
@@ -53,12 +55,14 @@ class Server:
         encoded = encoded_relations(program, facts)
         request = []
         for decl in program.inputs:
-            rows, lines = encoded.get(decl.name, (0, ""))
-            if rows:
-                request.append(f"@{decl.name} {rows}\n{lines}")
-        request.append("!run\n")
+            rows, data = encoded.get(decl.name, (0, ""))
+            if rows and isinstance(data, bytes):
+                request += [f"#{decl.name} {rows} {decl.arity}\n".encode(), data]
+            elif rows:
+                request.append(f"@{decl.name} {rows}\n{data}".encode())
+        request.append(b"!run\n")
         try:
-            self.proc.stdin.write("".join(request).encode())
+            self.proc.stdin.write(b"".join(request))
             self.proc.stdin.flush()
             return self._read(program)
         except (OSError, ValueError):
