@@ -14,6 +14,10 @@ from __future__ import annotations
 def readable_attributes(mop) -> dict:
     """``{name: attribute}`` of ``mop``, leaving out the ones the bindings cannot read."""
     attrs = mop.operation.attributes
+    try:
+        return dict(attrs.items())
+    except TypeError:   # one of them is unreadable: read them one by one
+        pass
     out = {}
     for name in attrs:
         try:
@@ -55,9 +59,8 @@ def attribute_dict_key(mop):
     (attributes are uniqued in sdy-dl's one context, so they compare as objects,
     like Shardy's ``DictionaryAttr``), or, when the bindings cannot read one of
     them, the generic form after the operand list."""
-    attrs = mop.operation.attributes
     try:
-        return tuple(sorted(((name, attrs[name]) for name in attrs), key=lambda item: item[0]))
+        return tuple(sorted(mop.operation.attributes.items()))   # (names are unique)
     except TypeError:
         text = mop.operation.get_asm(print_generic_op_form=True, skip_regions=True,
                                      use_local_scope=True)

@@ -126,11 +126,10 @@ def _signature(op) -> tuple:
     regions (a scatter's update computation decides its factor kinds).  Types
     and attributes are uniqued in sdy-dl's one MLIR context, so they are
     compared as objects, without printing them."""
-    attrs = op.mlir.attributes
     return (op.name,
             tuple(v.mlir_type for v in op.operands), tuple(v.mlir_type for v in op.results),
-            tuple(sorted(((name, attrs[name]) for name in attrs if not name.startswith("sdy.")),
-                         key=lambda item: item[0])),
+            tuple(sorted(item for item in op.mlir.attributes.items()
+                         if not item[0].startswith("sdy."))),
             _region_structure(op))
 
 

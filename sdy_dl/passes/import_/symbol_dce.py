@@ -11,6 +11,7 @@ import re
 
 from sdy_dl.ir.mlir_ops import module_ops, rebuild, symbol_name
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import readable_attributes
 from sdy_dl.passes import PassOptions, register
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
@@ -69,12 +70,7 @@ class SymbolRefs:
 
         def visit(op):
             before = len(refs)
-            attrs = op.attributes
-            for name in attrs:
-                try:
-                    attr = attrs[name]
-                except TypeError:  # an attribute the bindings cannot read: dense data
-                    continue
+            for attr in readable_attributes(op).values():
                 refs.update(refs_of(attr))
             for type_ in op.results.types:
                 refs.update(refs_of(type_))
