@@ -1,8 +1,8 @@
 """``HashedOnce``: a frozen dataclass that hashes its field tree once.
 
-Shardings, rules and propagation steps are immutable trees used as dict keys
-on every worklist visit; Python's generated ``__hash__`` walks the whole tree
-each time.  The mixin computes it once and keeps it on the instance (never
+Shardings and rules are immutable trees used as dict keys on every worklist
+visit (inside the propagation steps, themselves named tuples); Python's
+generated ``__hash__`` walks the whole tree each time.  The mixin computes it once and keeps it on the instance (never
 pickled: string hashes differ between processes).
 """
 

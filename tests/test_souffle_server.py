@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from sdy_dl.datalog.facts import encoded_relations
 from sdy_dl.engines import get_engine, souffle_build, souffle_engine, souffle_server
 from sdy_dl.errors import SdyError
 from test_engines import ECHO, FACTS, GRAPH, echo_facts, expected_echo, program
@@ -59,6 +60,16 @@ def test_rows_of_an_input_soufflé_dropped_are_skipped(binary):
     facts = dict(FACTS, unused=[(1,), (2,)])
     assert souffle_engine.run_binary(binary, program(BOTH), facts) == \
         get_engine("python").run(program(BOTH), facts)
+
+
+def test_rows_travel_as_numbers_or_as_text(binary):
+    both = program(BOTH)
+    encoded = encoded_relations(both, FACTS)
+    assert isinstance(encoded["edge"][1], bytes) and isinstance(encoded["label"][1], str)
+    extremes = dict(FACTS, edge=[(-2**31, 2**31 - 1), (2**31 - 1, 0)])
+    for facts in (FACTS, extremes):
+        assert souffle_engine.run_binary(binary, both, facts) == \
+            get_engine("python").run(both, facts)
 
 
 def test_a_stopped_server_fails_its_call_and_the_next_call_starts_another(binary):

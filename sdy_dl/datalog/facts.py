@@ -47,13 +47,13 @@ def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, li
 def encoded_relations(program: Program, facts: Facts) -> dict[str, tuple[int, str | bytes]]:
     """``{relation: (number of rows, rows)}`` of every fact relation, checked as
     :func:`checked_relations` checks it: a relation of numbers only as native
-    32-bit integers, row after row (:func:`number_rows`), any other as fact-file
-    lines (:func:`fact_lines`)."""
+    32-bit integers, row after row (:func:`number_rows`), any other (nullary
+    ones too: their rows have no number) as fact-file lines (:func:`fact_lines`)."""
     out = {}
     for name, rows in facts.items():
         decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        numbers = number_rows(decl, rows) if "symbol" not in decl.types else None
+        numbers = number_rows(decl, rows) if decl.types and "symbol" not in decl.types else None
         out[name] = len(rows), fact_lines(decl, rows) if numbers is None else numbers
     return out
 
