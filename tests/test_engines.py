@@ -272,12 +272,13 @@ def test_fact_files_escape_names(tmp_path):
 
 
 def test_fact_lines_check_and_encode_every_relation_in_one_read():
-    from sdy_dl.datalog.facts import encoded_relations, fact_lines, tsv_lines
+    from sdy_dl.datalog.facts import encoded_relations, escape_symbol, fact_lines
 
     prog = program(ECHO)
     facts = echo_facts()
     encoded = encoded_relations(prog, facts)
-    assert encoded["name"] == (len(facts["name"]), tsv_lines(facts["name"]))
+    assert encoded["name"] == (len(facts["name"]),
+                               "".join(f"{i}\t{escape_symbol(n)}\n" for i, n in facts["name"]))
     assert any("%" in line for line in encoded["name"][1].splitlines())   # escapes were needed
     rows = [(1, "plain"), (-2**31, "tab\there")]
     assert fact_lines(prog.decls["name"], rows) == "1\tplain\n-2147483648\ttab%09here\n"

@@ -78,9 +78,11 @@ def fact_lines(decl: Decl, rows: list[tuple]) -> str:
         return ""
     columns = _checked_columns(decl, rows)
     if columns is None:
-        _check_rows(decl, rows)
-        return tsv_lines(rows)
-    escaped = [_symbol_fields(column, "".join(column)) if typ != "number" else column
+        _check_rows(decl, rows)   # raises, unless the numbers are of a subclass of int
+        rows = [tuple(v if isinstance(v, str) else int(v) for v in row) for row in rows]
+        columns = _checked_columns(decl, rows)
+    escaped = [tuple(map(escape_symbol, column))
+               if typ != "number" and _ESCAPE_RE.search("".join(column)) else column
                for column, typ in zip(columns, decl.types)]
     if any(e is not c for e, c in zip(escaped, columns)) or set(map(type, rows)) != {tuple}:
         rows = list(zip(*escaped))   # (rows as tuples: a format takes its fields from a tuple)
@@ -166,36 +168,6 @@ def unescape_symbol(field: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), field) if "%" in field else field
 
 
-def _field(value) -> str:
-    return escape_symbol(value) if isinstance(value, str) else str(value)
-
-
-def _fields(column: tuple) -> tuple[str, ...]:
-    """The fact-file fields of the values of one column (:func:`_field` of each;
-    a column of ``int`` or of ``str`` is converted at once)."""
-    types = set(map(type, column))
-    if types == {int}:
-        return tuple(map(str, column))
-    if types == {str}:
-        return _symbol_fields(column, "".join(column))
-    return tuple(map(_field, column))
-
-
-def _symbol_fields(column: tuple[str, ...], joined: str) -> tuple[str, ...]:
-    """The fact-file fields of a column of symbols (``joined``: the column's text)."""
-    return column if _ESCAPE_RE.search(joined) is None else tuple(map(escape_symbol, column))
-
-
-def tsv_lines(rows: list[tuple]) -> str:
-    """``rows`` as fact-file lines: fields separated by tabs, one row a line."""
-    if len(set(map(len, rows))) > 1:
-        return "".join("\t".join(_field(v) for v in row) + "\n" for row in rows)
-    columns = [_fields(column) for column in zip(*rows)]
-    if not columns:
-        return "\n" * len(rows)
-    return "\n".join(map("\t".join, zip(*columns))) + "\n"
-
-
 def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
     """Write ``<relation>.facts`` for every input relation (empty files included)."""
     os.makedirs(directory, exist_ok=True)
@@ -263,4 +235,4 @@ def write_relations_dir(program: Program, relations: Facts, directory: str) -> N
     for decl in program.outputs:
         rows = sorted(relations.get(decl.name, ()))
         with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.write(tsv_lines(rows))
+            f.write(fact_lines(decl, rows))
