@@ -43,45 +43,38 @@ def _unquote(token: str) -> str | None:
         return None
 
 
-class SymbolRefs:
-    """Reads the names of the symbols an op and the ops nested in it reference: the
-    ``@name`` tokens of their attributes and of their result and block-argument
-    types (what the op's generic form prints, locations aside).  Each distinct
-    attribute and type is printed once (they are uniqued in the context)."""
+#: The symbol names each distinct attribute references.  Attributes are uniqued
+#: in sdy-dl's one (process-wide) context, so each is printed once per process.
+_REFS: dict = {}
 
-    def __init__(self) -> None:
-        self._printed: dict = {}
 
-    def _refs_of(self, entity) -> frozenset[str]:
+def symbol_refs(mop, wanted: set[str]) -> set[str]:
+    """The names of the symbols ``mop`` and its nested ops reference: the ``@name``
+    tokens of their attributes (MLIR's ``SymbolTable::getSymbolUses`` walks the
+    attribute dictionaries only).  The walk stops once every name of ``wanted``
+    is among them (the rest cannot matter then)."""
+    from jaxlib.mlir import ir
+
+    refs: set[str] = set()
+    cache, advance, interrupt = _REFS, ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT
+
+    def visit(op):
         try:
-            return self._printed[entity]
-        except KeyError:
-            refs = frozenset(_names(str(entity)))
-            self._printed[entity] = refs
-            return refs
+            items = op.attributes.items()
+        except TypeError:   # an attribute the bindings cannot read (complex dense)
+            items = readable_attributes(op).items()
+        found = False
+        for _, attr in items:
+            names = cache.get(attr)
+            if names is None:
+                names = cache[attr] = frozenset(_names(str(attr)))
+            if names:
+                refs.update(names)
+                found = True
+        return interrupt if found and wanted <= refs else advance
 
-    def __call__(self, mop, wanted: set[str]) -> set[str]:
-        """The names ``mop`` and its nested ops reference; the walk stops once
-        every name of ``wanted`` is among them (the rest cannot matter then)."""
-        from jaxlib.mlir import ir
-
-        refs: set[str] = set()
-        refs_of, advance, interrupt = self._refs_of, ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT
-
-        def visit(op):
-            before = len(refs)
-            for attr in readable_attributes(op).values():
-                refs.update(refs_of(attr))
-            for type_ in op.results.types:
-                refs.update(refs_of(type_))
-            for region in op.regions:
-                for block in region.blocks:
-                    for arg in block.arguments:
-                        refs.update(refs_of(arg.type))
-            return interrupt if len(refs) > before and wanted <= refs else advance
-
-        mop.operation.walk(visit)
-        return refs
+    mop.operation.walk(visit)
+    return refs
 
 
 def _names(text: str):
@@ -118,7 +111,6 @@ def run(module: Module, options: PassOptions) -> Module:
             elif not is_private(op):
                 live.add(name)
                 worklist.append(op)
-        symbol_refs = SymbolRefs()
         unreached = by_name.keys() - live  # private symbols not yet found live
         while worklist and unreached:  # once every symbol is live, no op needs reading
             op = worklist.pop()
