@@ -44,7 +44,7 @@ def _new_per_value(attr, fn: ShardingFn):
     if not current:
         return None
     new = [fn(s) for s in current]
-    return None if new == list(current) else per_value_attr(new)
+    return None if new == list(current) else per_value_attr(tuple(new))
 
 
 def _new_own(attr, fn: ShardingFn):

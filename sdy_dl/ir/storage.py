@@ -55,21 +55,27 @@ def write_stored(mop, index: int, block_arg: bool, ranks, sharding: TensorShardi
     ``ranks`` (of all results, or of all body arguments; any iterable, read only on a
     first per-value write) give the other entries of that write their open-empty
     shardings."""
+    write_stored_entries(mop, block_arg, ranks, {index: sharding})
+
+
+def write_stored_entries(mop, block_arg: bool, ranks, shardings: dict[int, TensorSharding]) -> None:
+    """:func:`write_stored` for several results (or body arguments) of ``mop`` at
+    once, ``{index: sharding}``: a per-value attribute is written once for all."""
     name = mop.name
     if block_arg:
         if name == "func.func":
-            write_func_attr(mop, "arg_attrs", index, sharding)
+            write_func_attrs(mop, "arg_attrs", shardings)
         elif name in COMPUTATION_OPS:
-            write_per_value_entry(mop, "in_shardings", index, ranks, sharding)
+            write_per_value_entries(mop, "in_shardings", ranks, shardings)
         else:
             raise ValueError(f"a block argument of {name} cannot hold a sharding")
-    elif name in OWN_SHARDING_OPS:
-        write_own(mop, sharding)
-    elif name in COLLECTIVE_OPS:
-        write_own(mop, sharding, "out_sharding")
+    elif name in OWN_SHARDING_OPS or name in COLLECTIVE_OPS:
+        attr = "sharding" if name in OWN_SHARDING_OPS else "out_sharding"
+        for sharding in shardings.values():
+            write_own(mop, sharding, attr)
     else:
         attr = "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR
-        write_per_value_entry(mop, attr, index, ranks, sharding)
+        write_per_value_entries(mop, attr, ranks, shardings)
 
 
 def is_shardable(value: Value) -> bool:
@@ -94,12 +100,23 @@ def get_result_sharding(func: Op, index: int) -> TensorSharding | None:
 
 def set_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
     """Store ``sharding`` for ``value`` (which must be shardable)."""
-    if value.is_block_arg:
-        write_stored(value.block.region.owner.mlir, value.index, True,
-                     [a.rank or 0 for a in value.block.args], sharding)
-    else:
-        op = value.defining_op
-        write_stored(op.mlir, value.index, False, [r.rank or 0 for r in op.results], sharding)
+    set_shardings(module, [(value, sharding)])
+
+
+def set_shardings(module: Module, updates) -> None:
+    """Store the shardings of ``updates`` (``(value, sharding)``, each value shardable
+    and at most once), with one attribute write per op whose results or body
+    arguments change (a func's arguments count as one op's)."""
+    by_owner: dict[tuple[int, bool], tuple[Op, dict]] = {}
+    for value, sharding in updates:
+        owner = value.block.region.owner if value.is_block_arg else value.defining_op
+        entry = by_owner.get((owner.oid, value.is_block_arg))
+        if entry is None:
+            entry = by_owner[(owner.oid, value.is_block_arg)] = (owner, {})
+        entry[1][value.index] = sharding
+    for (_, block_arg), (owner, shardings) in by_owner.items():
+        values = owner.regions[0].blocks[0].args if block_arg else owner.results
+        write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
 
 
 def set_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
@@ -147,24 +164,32 @@ def read_per_value(mop, name: str) -> list[TensorSharding] | None:
     return list(per_value_of(attrs[name])) if name in attrs else None
 
 
-def per_value_attr(shardings):
-    """The ``#sdy.sharding_per_value`` attribute of a list of shardings."""
+@functools.lru_cache(maxsize=1 << 16)
+def per_value_attr(shardings: tuple[TensorSharding, ...]):
+    """The ``#sdy.sharding_per_value`` attribute of a tuple of shardings (built once
+    per distinct tuple: a module's many equal ones share it)."""
     inner = ", ".join(s.to_inner_text() for s in shardings)
     return parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
 
 
 def write_per_value(mop, name: str, shardings) -> None:
     """Store a list of shardings as a ``#sdy.sharding_per_value`` attribute."""
-    mop.operation.attributes[name] = per_value_attr(shardings)
+    mop.operation.attributes[name] = per_value_attr(tuple(shardings))
 
 
-def write_per_value_entry(mop, name: str, index: int, ranks, sharding: TensorSharding) -> None:
-    """Set entry ``index``; a first write gives the other entries open-empty shardings
-    of the given ranks on the same mesh (Shardy's setter)."""
-    current = read_per_value(mop, name)
+def write_per_value_entries(mop, name: str, ranks, shardings: dict[int, TensorSharding]) -> None:
+    """Set the entries ``{index: sharding}``; a first write gives the other entries
+    open-empty shardings of the given ranks on the same mesh (Shardy's setter).
+    The attribute is read only when some entry keeps its sharding."""
+    ranks = list(ranks)
+    current = None
+    if len(shardings) < len(ranks):
+        current = read_per_value(mop, name)
     if not current:
-        current = [TensorSharding.open_empty(sharding.mesh, rank) for rank in ranks]
-    current[index] = sharding
+        mesh = next(iter(shardings.values())).mesh
+        current = [TensorSharding.open_empty(mesh, rank) for rank in ranks]
+    for index, sharding in shardings.items():
+        current[index] = sharding
     write_per_value(mop, name, current)
 
 

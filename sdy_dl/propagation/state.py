@@ -12,7 +12,7 @@ from __future__ import annotations
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.mlir_ops import key
-from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_sharding,
+from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_shardings,
                                write_func_attrs)
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
@@ -154,15 +154,7 @@ class ShardingState:
         """Store every changed sharding in the module's attributes (function
         argument and result attributes once per function)."""
         values, ops = self.module.values, self.module.ops
-        func_args: dict[int, dict[int, TensorSharding]] = {}
-        for vid in sorted(self._changed):
-            value = values[vid]
-            if value.is_block_arg and value.block.region.owner.name == "func.func":
-                func_args.setdefault(value.block.region.owner.oid, {})[value.index] = self._value[vid]
-            else:
-                set_sharding(self.module, value, self._value[vid])
-        for oid, shardings in func_args.items():
-            write_func_attrs(ops[oid].mlir, "arg_attrs", shardings)
+        set_shardings(self.module, [(values[vid], self._value[vid]) for vid in sorted(self._changed)])
         func_results: dict[int, dict[int, TensorSharding]] = {}
         for oid, index in sorted(self._changed_results):
             func_results.setdefault(oid, {})[index] = self._results[(oid, index)]
