@@ -182,9 +182,10 @@ def write_per_value_entries(mop, name: str, ranks, shardings: dict[int, TensorSh
     open-empty shardings of the given ranks on the same mesh (Shardy's setter).
     The attribute is read only when some entry keeps its sharding."""
     ranks = list(ranks)
-    current = None
-    if len(shardings) < len(ranks):
-        current = read_per_value(mop, name)
+    if len(shardings) == len(ranks):
+        write_per_value(mop, name, [shardings[index] for index in range(len(ranks))])
+        return
+    current = read_per_value(mop, name)
     if not current:
         mesh = next(iter(shardings.values())).mesh
         current = [TensorSharding.open_empty(mesh, rank) for rank in ranks]

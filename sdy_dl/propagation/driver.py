@@ -113,8 +113,9 @@ class Propagator:
         self._described: dict[int, tuple] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
-        #: Ops whose operands lost a use since the last :meth:`take_uses_changed`.
-        self._uses_changed: set[int] = set()
+        #: Ops whose operands lost a use since the last :meth:`take_uses_changed`
+        #: (one set for the propagator's life: a reader may keep it and test it).
+        self.uses_changed: set[int] = set()
         self.live_uses = {v.vid: list(v.uses) for v in module.values}
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
@@ -470,14 +471,13 @@ class Propagator:
             for index, value in enumerate(dead.operands):
                 uses = self.live_uses[value.vid]
                 uses.remove((dead, index))
-                self._uses_changed.update(user.oid for user, _ in uses)
+                self.uses_changed.update(user.oid for user, _ in uses)
 
     def take_uses_changed(self) -> set[int]:
         """The ops (by oid) whose operands lost a use to an erasure since the last
         call (their op-priority signature may have changed)."""
-        changed = self._uses_changed
-        if changed:
-            self._uses_changed = set()
+        changed = set(self.uses_changed)
+        self.uses_changed.clear()
         return changed
 
     # -- main function results (§8.7) -----------------------------------

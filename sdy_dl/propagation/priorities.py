@@ -72,9 +72,11 @@ class OpPriorities:
                       if op.oid not in self.propagator.erased and self._static_part(op) is not None})
 
         by_op = self._band_directions = {}
+        uses_changed = self.propagator.uses_changed
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
-            self._forget_changed()
+            if uses_changed:
+                self._forget_changed()
             try:
                 return by_op[op.oid]
             except KeyError:
@@ -121,13 +123,14 @@ class OpPriorities:
 
     def _forget_changed(self) -> None:
         """Drop the signatures of ops whose operands lost a use (dead ops erased)."""
+        if not self.propagator.uses_changed:
+            return
         changed = self.propagator.take_uses_changed()
-        if changed:
-            for oid in changed:
-                self._signatures.pop(oid, None)
-                self._band_directions.pop(oid, None)
-            if self._undecided is not None:
-                self._undecided |= changed
+        for oid in changed:
+            self._signatures.pop(oid, None)
+            self._band_directions.pop(oid, None)
+        if self._undecided is not None:
+            self._undecided |= changed
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name in EDGE_OPS:
