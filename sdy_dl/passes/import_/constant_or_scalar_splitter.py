@@ -36,7 +36,7 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, is_static_tensor, key,
+from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, key,
                                 module_ops, owning_op, rebuild, tensor_info, users, walk_post,
                                 walk_pre, walk_pre_not_into)
 from sdy_dl.ir.model import Module
@@ -55,23 +55,33 @@ def is_elementwise(mop) -> bool:
         tensor_info(mop.results[0].type)[1] if mop.results else None))
 
 
-def is_pure(mop) -> bool:
+def is_pure(mop, operands=None) -> bool:
     """MLIR's ``isPure`` for the ops that matter here: no memory effects and
-    speculatable (stablehlo's conditional speculatability needs static shapes)."""
+    speculatable (stablehlo's conditional speculatability needs static shapes);
+    ``operands``: ``mop``'s operand values, when the caller has them."""
     name = mop.name
     if name in ("sdy.sharding_constraint",):
         return False
     if name.startswith("chlo.") or name.startswith("sdy."):
         return True
     if name.startswith("stablehlo."):
-        return (all(is_static_tensor(v.type) for v in mop.operands)
-                and all(is_static_tensor(v.type) for v in mop.results))
+        types = [v.type for v in (mop.operands if operands is None else operands)]
+        types += mop.results.types
+        return all(tensor_info(t)[1] is not None for t in types)
     return False
 
 
-def op_kind(mop, legacy: bool) -> str:
+#: The op names of the traits :func:`op_kind` reads.
+_ROOTS = ops_with("constant_expression_root")
+_SHAPE_OPS = {False: ops_with("constant_preserving_shape"),
+              True: ops_with("legacy_constant_preserving_shape")}
+
+
+def op_kind(mop, legacy: bool, operands=None) -> str:
+    """The ``in_kind`` fact of ``mop`` (``operands``: its operand values, when the
+    caller has them)."""
     name = mop.name
-    if name in ops_with("constant_expression_root"):
+    if name in _ROOTS:
         return "constant"
     if name in TERMINATORS:
         return "terminator"
@@ -80,8 +90,7 @@ def op_kind(mop, legacy: bool) -> str:
             return "call"
         if name == "sdy.named_computation":
             return "named"
-    shape_ops = ops_with("legacy_constant_preserving_shape" if legacy else "constant_preserving_shape")
-    if (name in shape_ops or is_elementwise(mop)) and is_pure(mop):
+    if (name in _SHAPE_OPS[legacy] or is_elementwise(mop)) and is_pure(mop, operands):
         return "preserving"
     return "other"
 
@@ -148,10 +157,13 @@ class _Splitter:
                     out.append((f, None, walk_post(f)[:-1]))
             return out
         for f in call_graph_post_order(self.module):
-            for nc in walk_post(f):
-                if nc.name == "sdy.named_computation":
-                    out.append((f, nc, body_walk(nc)))
-            out.append((f, None, body_walk(f)))
+            body = body_walk(f)
+            # Named computations nested in others are found only by entering those.
+            if any(mop.name == "sdy.named_computation" for mop in body):
+                for nc in walk_post(f):
+                    if nc.name == "sdy.named_computation":
+                        out.append((f, nc, body_walk(nc)))
+            out.append((f, None, body))
         return out
 
     def analyse(self, walks: list) -> tuple[set, set, dict]:
@@ -187,26 +199,27 @@ class _Splitter:
         def nid(name: str) -> int:
             return nnames.setdefault(name, len(nnames))
 
+        proc, kinds, num_operands = facts["in_proc"], facts["in_kind"], facts["in_num_operands"]
+        operand_def, scalar_broadcast = facts["in_operand_def"], facts["in_scalar_broadcast"]
         for f, nc, items in walks:
             fname = fid(original_name(f))
             n = nid(named_name(nc)) if nc is not None and not self.legacy else None
             for i, mop in items:
-                facts["in_proc"].append((i, i))
-                kind = op_kind(mop, self.legacy)
-                facts["in_kind"].append((i, kind))
-                operands = mop.operands
-                facts["in_num_operands"].append((i, len(operands)))
+                proc.append((i, i))
+                operands = list(mop.operands)
+                kind = op_kind(mop, self.legacy, operands)
+                kinds.append((i, kind))
+                num_operands.append((i, len(operands)))
                 for k, v in enumerate(operands):
                     d = defs.get(v)
                     if d is not None:
-                        facts["in_operand_def"].append((i, k, d))
+                        operand_def.append((i, k, d))
                     elif not is_block_arg(v):
-                        facts["in_operand_def"].append((i, k, -1))
-                if (not self.legacy and mop.name == "stablehlo.broadcast_in_dim"
-                        and is_scalar(operands[0])):
-                    facts["in_scalar_broadcast"].append((i,))
+                        operand_def.append((i, k, -1))
                 if self.legacy:
                     continue
+                if mop.name == "stablehlo.broadcast_in_dim" and is_scalar(operands[0]):
+                    scalar_broadcast.append((i,))
                 if kind == "call":
                     callee = funcs.get(callee_name(mop))
                     target = original_name(callee) if callee is not None else callee_name(mop)
