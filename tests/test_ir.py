@@ -170,8 +170,8 @@ def test_round_trip_several_functions_calls_and_sdy_constants():
     assert [v.name for v in call.operands] == ["%arg0", "%0"]  # as jaxlib prints them
 
 
-def test_walk_post_regions_numbers_regions_as_the_walk_enters_them():
-    from sdy_dl.ir.mlir_ops import funcs, walk_post_regions
+def test_region_key_is_equal_exactly_for_ops_of_one_region():
+    from sdy_dl.ir.mlir_ops import funcs, region_key, walk_post
 
     text = """
 func.func @main(%arg0: tensor<4xf32>, %p: tensor<i32>) -> tensor<4xf32> {
@@ -197,8 +197,11 @@ func.func @main(%arg0: tensor<4xf32>, %p: tensor<i32>) -> tensor<4xf32> {
 """
     with mlir_context():
         module = parse_module_text(text, "t.mlir")
-        ops, regions = walk_post_regions(funcs(module)[0])
+        ops = walk_post(funcs(module)[0])[:-1]
         names = [op.name.split(".")[1] for op in ops]
+        numbers: dict = {}
+        regions = [numbers.setdefault(region_key(op), len(numbers)) for op in ops]
     assert names == ["constant", "constant", "return", "constant", "return", "constant", "return",
                      "case", "add", "return", "while", "add", "return"]
-    assert regions == [0, 1, 1, 3, 3, 4, 4, 2, 2, 2, 0, 0, 0]
+    # main's body, the while's cond, the case's two branches, the while's body
+    assert regions == [0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 0, 0, 0]

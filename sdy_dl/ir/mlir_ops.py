@@ -155,32 +155,10 @@ def _walk(root, order) -> list:
     return out
 
 
-def walk_post_regions(root) -> tuple[list, list[int]]:
-    """The operations nested in ``root`` (not itself) in post-order, and the number
-    of the region holding each (regions numbered in the order the walk enters them)."""
-    ops: list = []
-    region_of: list[int] = []
-    count = 0
-    # frame: [op, its regions left, id of the region being walked, its ops left, holding region]
-    stack = [[root.operation, iter(root.operation.regions), None, iter(()), None]]
-    while stack:
-        frame = stack[-1]
-        child = next(frame[3], None)
-        if child is not None:
-            child = child.operation
-            stack.append([child, iter(child.regions), None, iter(()), frame[2]])
-            continue
-        region = next(frame[1], None)
-        if region is not None:
-            frame[2] = count
-            count += 1
-            frame[3] = iter([op for block in region.blocks for op in block.operations])
-            continue
-        stack.pop()
-        if stack:
-            ops.append(frame[0])
-            region_of.append(frame[4])
-    return ops, region_of
+def region_key(mop):
+    """A key of the region holding ``mop``: equal for two ops exactly when they lie
+    in the same region (its first block; the bindings' regions hash by object)."""
+    return mop.operation.block.region.blocks[0]
 
 
 def module_ops(module: Module) -> list:

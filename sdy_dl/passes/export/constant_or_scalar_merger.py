@@ -10,7 +10,7 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild, walk_post_regions
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild, region_key, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
@@ -27,26 +27,25 @@ def collect(module: Module) -> tuple[list, dict]:
     and the facts of stage ``export_constant_merger`` about them: attribute
     dictionaries, types and values numbered, compared as MLIR objects
     (attributes and types are uniqued; nothing is edited while collecting).
-    Regions are numbered across the functions too, so no op merges with one of
-    another function."""
+    Regions are numbered across the functions too (in the order their first
+    constant or broadcast is met), so no op merges with one of another function."""
     ops: list = []
-    keys, values = _Ids(), _Ids()
+    keys, values, regions = _Ids(), _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
-    regions = 0
     for func in funcs(module):
-        walked, region_of = walk_post_regions(func)
-        for op, r in zip(walked, region_of):
-            n, r = len(ops), regions + r
+        for op in walk_post(func)[:-1]:
+            n = len(ops)
             ops.append(op)
             if op.name in CONSTANT_OPS:
-                facts["in_constant"].add((n, keys.of(attribute_dict_key(op)), r))
+                facts["in_constant"].add((n, keys.of(attribute_dict_key(op)),
+                                          regions.of(region_key(op))))
                 for res in op.results:
                     facts["in_result_of"].add((values.of(res), n))
             elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-                facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)), r,
+                facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)),
+                                           regions.of(region_key(op)),
                                            keys.of(("type", op.results[0].type)),
                                            values.of(op.operands[0])))
-        regions += max(region_of, default=-1) + 1
     return ops, facts
 
 
