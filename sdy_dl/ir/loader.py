@@ -97,27 +97,27 @@ def build_model(mlir_module, file: str) -> Module:
     module = Module(file=file, mlir=mlir_module)
     state = ir.AsmState(mlir_module.operation)
     by_mlir = {}
+    ops, values, value_of = module.ops, module.values, module._by_mlir
 
     shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
 
     def new_value(mv, defining_op, block, index) -> Value:
         t = mv.type
-        if t not in shapes:
-            shapes[t] = _shape_and_static(t)
-        shape, static = shapes[t]
-        v = Value(vid=len(module.values), asm_state=state,
-                  shape=shape, static=static, defining_op=defining_op, block=block,
-                  index=index, mlir=mv, mlir_type=t)
-        module.values.append(v)
-        module._by_mlir[mv] = v
+        try:
+            shape, static = shapes[t]
+        except KeyError:
+            shape, static = shapes[t] = _shape_and_static(t)
+        v = Value(vid=len(values), asm_state=state, shape=shape, static=static,
+                  defining_op=defining_op, block=block, index=index, mlir=mv, mlir_type=t)
+        values.append(v)
+        value_of[mv] = v
         return v
 
     def new_op(mop, parent: Op | None, block: Block | None) -> Op:
         mop = mop.operation
-        op = Op(oid=len(module.ops), name=mop.name, operands=[], results=[], regions=[],
-                parent=parent, block=block, mlir=mop)
-        module.ops.append(op)
-        op.operands = [module.value_of(o) for o in mop.operands]
+        op = Op(oid=len(ops), name=mop.name, operands=[value_of[o] for o in mop.operands],
+                results=[], regions=[], parent=parent, block=block, mlir=mop)
+        ops.append(op)
         for k, value in enumerate(op.operands):
             value.uses.append((op, k))
         by_mlir[mop] = op
@@ -150,7 +150,8 @@ def build_model(mlir_module, file: str) -> Module:
             child, b = item
             op = new_op(child, b.region.owner, b)
             b.ops.append(op)
-            stack.append(nested(op))
+            if len(child.regions):
+                stack.append(nested(op))
         return top
 
     check_top_level(mlir_module, file)
