@@ -131,6 +131,20 @@ def walk_post(root) -> list:
 _ADVANCE, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.SKIP
 
 
+def walk_named(root, names, post: bool = False) -> list:
+    """The operations nested in ``root`` (itself included) whose name is in
+    ``names``, in pre-order (``post``: post-order): one walk that keeps only those."""
+    out: list = []
+    append = out.append
+
+    def visit(op):
+        if op.name in names:
+            append(op)
+        return _ADVANCE
+    root.operation.walk(visit, ir.WalkOrder.POST_ORDER if post else ir.WalkOrder.PRE_ORDER)
+    return out
+
+
 def walk_pre_not_into(root, name: str) -> list:
     """Like :func:`walk_pre`, without entering the regions of the ops nested in
     ``root`` that are called ``name`` (those ops are listed)."""

@@ -10,7 +10,7 @@ call graph is an error) and cloning a function with its callees.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types, key,
-                                module_ops, op_error, symbol_name, walk_post, walk_pre)
+                                module_ops, op_error, symbol_name, walk_named)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
@@ -45,14 +45,14 @@ def has_body(func) -> bool:
 
 def calls_in(func) -> list:
     """The ``func.call`` ops nested in ``func`` in walk order."""
-    return [op for op in walk_pre(func)[1:] if op.name == "func.call"]
+    return walk_named(func, ("func.call",))
 
 
 def calls_with_callees(module: Module) -> list[tuple]:
     """``(call, callee)`` for every ``func.call`` of the module, in post-order."""
     table = func_table(module)
-    return [(op, table[callee_name(op)]) for op in walk_post(module.mlir.operation)
-            if op.name == "func.call"]
+    return [(op, table[callee_name(op)])
+            for op in walk_named(module.mlir, ("func.call",), post=True)]
 
 
 def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
@@ -119,7 +119,7 @@ def clone_func(module: Module, namer: SymbolNamer, func) -> str:
     def start(f):
         clone = f.clone(ip=False)
         clone.attributes[ORIGINAL_FUNC_NAME_ATTR] = ir.StringAttr.get(original_name(f))
-        return clone, iter([op for op in walk_post(clone) if op.name == "func.call"])
+        return clone, iter(walk_named(clone, ("func.call",), post=True))
 
     stack, waiting, name = [start(func)], [], None
     while stack:

@@ -18,7 +18,7 @@ are removed.  Function results get no sharding here
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body, rebuild,
-                                walk_post)
+                                walk_named)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attrs, write_per_value
 from sdy_dl.ir.value_sharding import data_flow_edge_user
@@ -91,8 +91,7 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         namer = SymbolNamer(module)
         results: list = []
-        nameds = [op for op in walk_post(module.mlir.operation)
-                  if op.name == "sdy.named_computation"]
+        nameds = walk_named(module.mlir, ("sdy.named_computation",), post=True)
         if not nameds:
             return module
         for named in nameds:

@@ -11,7 +11,7 @@ wrapped value.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, walk_pre
+from sdy_dl.ir.mlir_ops import funcs, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 from sdy_dl.passes import PassOptions, register, rewrite
@@ -25,7 +25,7 @@ def run(module: Module, options: PassOptions) -> Module:
     def edit() -> bool:
         changed = False
         for func in funcs(module):
-            for edge in [op for op in walk_pre(func) if op.name == EDGE_OP]:
+            for edge in walk_named(func, (EDGE_OP,)):
                 operand = edge.operands[0]
                 sharding = get_sharding(edge.results[0])
                 if sharding is None:
