@@ -586,6 +586,17 @@ class TensorSharding(HashedOnce):
     __str__ = to_text
 
 
+#: One object per distinct sharding read or derived (see :func:`interned`).
+_INTERNED: dict[TensorSharding, TensorSharding] = {}
+
+
+def interned(sharding: TensorSharding) -> TensorSharding:
+    """The one object of shardings equal to ``sharding``: shardings are compared
+    on nearly every propagation visit (inside memo keys), and equal objects that
+    are the same object compare without walking their fields."""
+    return _INTERNED.setdefault(sharding, sharding)
+
+
 def format_sharding_per_value(shardings: Iterable[TensorSharding]) -> str:
     """``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>``."""
     return ("#sdy.sharding_per_value<["

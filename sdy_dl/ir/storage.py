@@ -29,7 +29,8 @@ from jaxlib.mlir import ir
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, Op, Value
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
-from sdy_dl.sharding import TensorSharding, parse_sharding_per_value, parse_tensor_sharding
+from sdy_dl.sharding import (TensorSharding, interned, parse_sharding_per_value,
+                             parse_tensor_sharding)
 
 SHARDING_ATTR = "sdy.sharding"
 def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
@@ -148,14 +149,14 @@ def per_value_of(attr) -> tuple[TensorSharding, ...]:
     """A ``#sdy.sharding_per_value`` attribute parsed; attributes are uniqued in
     their context (equal attributes are one object, hashed by identity), so a
     module's many equal attributes are printed and parsed once."""
-    return parse_sharding_per_value(str(attr))
+    return tuple(interned(s) for s in parse_sharding_per_value(str(attr)))
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def sharding_of(attr) -> TensorSharding:
     """A ``#sdy.sharding`` attribute parsed (once per distinct attribute, as
     :func:`per_value_of`)."""
-    return parse_tensor_sharding(str(attr))
+    return interned(parse_tensor_sharding(str(attr)))
 
 
 def read_per_value(mop, name: str) -> list[TensorSharding] | None:

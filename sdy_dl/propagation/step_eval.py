@@ -19,7 +19,7 @@ from sdy_dl.datalog.compiler import compile_stage
 from sdy_dl.datalog.program import Program
 from sdy_dl.propagation.step import StepInput, StepOutput
 from sdy_dl.propagation.step_facts import step_facts, triple_ref
-from sdy_dl.sharding import DimSharding, Mesh, TensorSharding
+from sdy_dl.sharding import DimSharding, Mesh, TensorSharding, interned
 
 #: The smallest unrolling bound used.
 MIN_LAYERS = 4
@@ -81,9 +81,9 @@ def read_outputs(steps: Sequence[StepInput], meshes: Mapping[str, Mesh],
                 refs = axes.get((i, t, d), {})
                 dims.append(DimSharding(tuple(triple_ref(*refs[o], mesh) for o in range(len(refs))),
                                         bool(closed[i, t][d])))
-            new[t] = TensorSharding(sym, tuple(dims),
-                                    sharding.replicated if sharding is not None else (),
-                                    sharding.unreduced if sharding is not None else ())
+            new[t] = interned(TensorSharding(sym, tuple(dims),
+                                             sharding.replicated if sharding is not None else (),
+                                             sharding.unreduced if sharding is not None else ()))
         n = len(step.operands)
         results.append(StepOutput(tuple(new[:n]), tuple(new[n:])))
     return results
