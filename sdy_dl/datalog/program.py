@@ -13,6 +13,7 @@ know column types and which relations are inputs and outputs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -52,17 +53,18 @@ class Program:
     text: str
     decls: dict[str, Decl] = field(default_factory=dict)
 
-    @property
+    # (read on every engine call: computed once per program object)
+    @functools.cached_property
     def digest(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()[:20]
 
-    @property
-    def inputs(self) -> list[Decl]:
-        return [d for d in self.decls.values() if d.is_input]
+    @functools.cached_property
+    def inputs(self) -> tuple[Decl, ...]:
+        return tuple(d for d in self.decls.values() if d.is_input)
 
-    @property
-    def outputs(self) -> list[Decl]:
-        return [d for d in self.decls.values() if d.is_output]
+    @functools.cached_property
+    def outputs(self) -> tuple[Decl, ...]:
+        return tuple(d for d in self.decls.values() if d.is_output)
 
 
 def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
