@@ -124,15 +124,17 @@ def reshard_to_unreduced(reshard, meshes) -> bool:
     return True
 
 
-def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes) -> bool:
+def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes,
+                                  sharding=get_sharding) -> bool:
     """Shardy's ``insertAllReduceOnOpIfUnreducedToReplicated``: operands with
     unreduced axes the first result (its sharding: ``user``) does not keep
-    unreduced are all-reduced right before ``mop``."""
+    unreduced are all-reduced right before ``mop`` (``sharding(value)`` reads a
+    value's sharding)."""
     if len(mop.results) == 0:
         return False
     changed = False
-    for i in range(len(mop.operands)):
-        have = get_sharding(mop.operands[i])
+    for i, operand in enumerate(list(mop.operands)):   # (an all-reduce replaces operand i only)
+        have = sharding(operand)
         changed |= insert_all_reduce_if_unreduced_to_replicated(
             mop, i, have, user, meshes, lambda op: ir.InsertionPoint(mop).insert(op)) is not have
     return changed

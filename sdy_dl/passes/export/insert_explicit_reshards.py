@@ -108,6 +108,18 @@ def run(module: Module, options: PassOptions) -> Module:
         rules = op_rules(module, options)
         changed = False
         pendings: list[Pending] = []
+        # The walk inserts ops and rewires the operands of the op at hand, but
+        # stores no sharding: a value's sharding is read once.  (Its one erasure,
+        # a reshard's, empties the table: an erased value's place may be reused.)
+        known: dict = {}
+
+        def sharding(value):
+            try:
+                return known[value]
+            except KeyError:
+                found = known[value] = get_sharding(value)
+                return found
+
         for func in funcs(module):
             for mop in walk_post(func)[:-1]:
                 if mop.name in TERMINATORS:
@@ -120,10 +132,11 @@ def run(module: Module, options: PassOptions) -> Module:
                     changed |= reshard_call_operands(mop, table[callee_name(mop)], meshes)
                     continue
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
+                    known.clear()
                     changed = True
                     continue
-                first = get_sharding(mop.results[0]) if len(mop.results) else None
-                changed |= all_reduce_unreduced_operands(mop, first, meshes)
+                first = sharding(mop.results[0]) if len(mop.results) else None
+                changed |= all_reduce_unreduced_operands(mop, first, meshes, sharding)
                 pending = pending_op(mop, first, rules, meshes, on_full)
                 if pending is not None:
                     if any(tensor_info(v.type) == (True, None)
