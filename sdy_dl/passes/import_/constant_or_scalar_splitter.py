@@ -97,16 +97,23 @@ def op_kind(mop, legacy: bool, operands=None) -> str:
 
 # -- stablehlo.constant -> sdy.constant --------------------------------------------------
 
-def convert_constants(root) -> None:
+def convert_constants(root) -> set[str]:
+    """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the names of the
+    ops of ``root`` afterwards."""
     from jaxlib.mlir import ir
 
-    for mop in walk_pre(root):
+    ops = walk_pre(root)
+    names = {mop.name for mop in ops}
+    if "stablehlo.constant" in names:
+        names = (names - {"stablehlo.constant"}) | {"sdy.constant"}
+    for mop in ops:
         if mop.name != "stablehlo.constant":
             continue
         new = recreate_renamed(mop, "sdy.constant")  # complex values only travel as text
         ir.InsertionPoint(mop).insert(new)
         mop.results[0].replace_all_uses_with(new.results[0])
         mop.erase()
+    return names
 
 
 def body_walk(op) -> list:
@@ -139,8 +146,9 @@ def numbered(walks: list) -> list:
 
 
 class _Splitter:
-    def __init__(self, module: Module, options: PassOptions, legacy: bool):
+    def __init__(self, module: Module, options: PassOptions, legacy: bool, groups: bool = True):
         self.module = module
+        self.groups = groups   # whether the module may hold sharding groups
         self.options = options
         self.legacy = legacy
         self.namer = SymbolNamer(module)
@@ -255,6 +263,10 @@ class _Splitter:
 
     def erase(self, expansion_ops: list, constant_ops: list) -> None:
         for mop in expansion_ops + list(reversed(constant_ops)):
+            if not self.groups:   # no user can be a sharding group
+                if self.legacy or all(next(iter(r.uses), None) is None for r in mop.results):
+                    mop.erase()
+                continue
             us = [u for r in mop.results for u in users(r)]
             if self.legacy:
                 for u in us:
@@ -304,7 +316,7 @@ class _Splitter:
                 callee = func_table(self.module)[callee_name(clone)]
                 clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(
                     clone_func(self.module, self.namer, callee))
-            for user in users(value):
+            for user in users(value) if self.groups else ():
                 if user.name == "sdy.sharding_group":
                     group = user.clone(ip=ir.InsertionPoint(op))
                     group.operands[0] = mapping[key(value)]
@@ -314,8 +326,8 @@ def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        convert_constants(module.mlir.operation)
-        _Splitter(module, options, legacy).run()
+        names = convert_constants(module.mlir.operation)
+        _Splitter(module, options, legacy, "sdy.sharding_group" in names).run()
         return rebuild(module)
 
 
