@@ -65,12 +65,22 @@ def call_graph_post_order(module: Module) -> list:
     MLIR's CallGraph: DFS from the external node over functions in module
     order, callees in order of their first call).  A recursive call graph is
     an error (Shardy's passes recurse without end on one)."""
+    return call_graph(module)[0]
+
+
+def call_graph(module: Module, calls_of=None) -> tuple[list, dict]:
+    """:func:`call_graph_post_order` and the calls of each function in it (by
+    ``key``, in walk order), from one walk of each function (``calls_of(f)``:
+    the calls of function ``f`` in walk order, when the caller has them)."""
+    calls_of = calls_of or calls_in
     funcs = func_table(module)
     nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
     edges: dict = {}
+    calls: dict = {}
     for f in nodes:
         out: dict = {}
-        for mop in calls_in(f):
+        calls[key(f)] = calls_of(f)
+        for mop in calls[key(f)]:
             callee = funcs.get(callee_name(mop))
             if callee is not None and has_body(callee) and key(callee) not in out:
                 out[key(callee)] = (callee, mop)
@@ -99,7 +109,7 @@ def call_graph_post_order(module: Module) -> list:
                 seen.add(key(g))
                 on_path.add(key(g))
                 stack.append((g, iter(edges[key(g)])))
-    return order
+    return order, calls
 
 
 def _recursion_error(module: Module, call, path: list, callee):
@@ -109,12 +119,15 @@ def _recursion_error(module: Module, call, path: list, callee):
                                   "need an acyclic call graph")
 
 
-def clone_func(module: Module, namer: SymbolNamer, func) -> str:
+def clone_func(module: Module, namer: SymbolNamer, func, funcs: dict | None = None) -> str:
     """``cloneFuncRecursively`` then ``SymbolTable::insert``: the clone's name.
-    Nested callees are cloned first (iteratively: call chains are not bounded)."""
+    Nested callees are cloned first (iteratively: call chains are not bounded).
+    ``funcs``: the module's :func:`func_table`, kept current here (read anew
+    when not given)."""
     from jaxlib.mlir import ir
 
-    funcs = func_table(module)
+    if funcs is None:
+        funcs = func_table(module)
 
     def start(f):
         clone = f.clone(ip=False)
@@ -133,6 +146,7 @@ def clone_func(module: Module, namer: SymbolNamer, func) -> str:
         name = namer.insert(symbol_name(clone))
         clone.attributes["sym_name"] = ir.StringAttr.get(name)
         ir.InsertionPoint(module.mlir.body).insert(clone)
+        funcs[name] = clone
         if waiting:
             waiting.pop().attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
     return name

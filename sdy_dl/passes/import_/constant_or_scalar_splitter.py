@@ -44,8 +44,8 @@ from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
 from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
 from sdy_dl.passes import PassOptions, register, run_analysis
-from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, clone_func, func_table,
-                                      has_body, original_name)
+from sdy_dl.passes.call_graph import (call_graph, call_graph_post_order, callee_name, calls_in,
+                                      clone_func, func_table, has_body, original_name)
 
 
 def is_elementwise(mop) -> bool:
@@ -164,14 +164,23 @@ class _Splitter:
                 if f.name == "func.func" and has_body(f):
                     out.append((f, None, walk_post(f)[:-1]))
             return out
-        for f in call_graph_post_order(self.module):
-            body = body_walk(f)
-            # Named computations nested in others are found only by entering those.
-            if any(mop.name == "sdy.named_computation" for mop in body):
+        bodies = {key(f): body_walk(f) for f in module_ops(self.module)
+                  if f.name == "func.func" and has_body(f)}
+        # Named computations (those nested in others are found only by entering
+        # them) hold ops and calls the bodies miss.
+        holds_named = {k for k, body in bodies.items()
+                       if any(mop.name == "sdy.named_computation" for mop in body)}
+
+        def calls_of(f) -> list:
+            if key(f) in holds_named:
+                return calls_in(f)
+            return [mop for mop in bodies[key(f)] if mop.name == "func.call"]
+        for f in call_graph(self.module, calls_of)[0]:
+            if key(f) in holds_named:
                 for nc in walk_post(f):
                     if nc.name == "sdy.named_computation":
                         out.append((f, nc, body_walk(nc)))
-            out.append((f, None, body))
+            out.append((f, None, bodies[key(f)]))
         return out
 
     def analyse(self, walks: list) -> tuple[set, set, dict]:

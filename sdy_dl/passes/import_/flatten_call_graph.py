@@ -11,11 +11,10 @@ by the symbol table (``foo_0``, one counter for all names) and marked with
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import SymbolNamer
+from sdy_dl.ir.mlir_ops import SymbolNamer, key
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register, rewrite
-from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, clone_func,
-                                      func_table)
+from sdy_dl.passes.call_graph import call_graph, callee_name, clone_func, func_table
 
 
 @register("flatten-call-graph",
@@ -25,17 +24,18 @@ def run(module: Module, options: PassOptions) -> Module:
 
     def edit() -> bool:
         namer = SymbolNamer(module)
+        table = func_table(module)
         seen: set[str] = set()
         changed = False
-        for func in call_graph_post_order(module):
-            for call in calls_in(func):
+        order, calls = call_graph(module)   # (cloning adds functions, not calls to these)
+        for func in order:
+            for call in calls[key(func)]:
                 name = callee_name(call)
                 if name not in seen:
                     seen.add(name)
                     continue
-                callee = func_table(module)[name]
                 call.attributes["callee"] = ir.FlatSymbolRefAttr.get(
-                    clone_func(module, namer, callee))
+                    clone_func(module, namer, table[name], table))
                 changed = True
         return changed
     return rewrite(module, edit)

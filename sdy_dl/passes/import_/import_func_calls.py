@@ -21,13 +21,12 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, move_region_body, op_error, walk_post
+from sdy_dl.ir.mlir_ops import func_arg_types, key, move_region_body, op_error, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.passes import PassOptions, register, rewrite
-from sdy_dl.passes.call_graph import (call_graph_post_order, callee_name, calls_in, func_table,
-                                      has_body, original_name)
+from sdy_dl.passes.call_graph import call_graph, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.sharding import TensorSharding
 
@@ -100,8 +99,11 @@ def run(module: Module, options: PassOptions) -> Module:
         funcs = func_table(module)
         moved: dict = {}
         changed = False
-        for func in call_graph_post_order(module):
-            for call in calls_in(func):
+        order, calls = call_graph(module)
+        # (importing a call moves a callee's body, whose calls were imported
+        # before: the calls of a function do not change before its turn)
+        for func in order:
+            for call in calls[key(func)]:
                 callee = funcs[callee_name(call)]
                 if not has_body(callee):
                     raise op_error(module, call, f"call to @{callee_name(call)}, a function "
