@@ -53,9 +53,8 @@ def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
 
 def write_stored(mop, index: int, block_arg: bool, ranks, sharding: TensorSharding) -> None:
     """Store ``sharding`` for result (``block_arg``: body argument) ``index`` of ``mop``;
-    ``ranks`` (of all results, or of all body arguments; any iterable, read only on a
-    first per-value write) give the other entries of that write their open-empty
-    shardings."""
+    ``ranks`` (of all results, or of all body arguments; any iterable) give the other
+    entries of a first per-value write their open-empty shardings."""
     write_stored_entries(mop, block_arg, ranks, {index: sharding})
 
 
@@ -108,15 +107,17 @@ def set_shardings(module: Module, updates) -> None:
     """Store the shardings of ``updates`` (``(value, sharding)``, each value shardable
     and at most once), with one attribute write per op whose results or body
     arguments change (a func's arguments count as one op's)."""
-    by_owner: dict[tuple[int, bool], tuple[Op, dict]] = {}
+    # (owner oid, whether block arguments) -> (owner, its results or block arguments, changes)
+    by_owner: dict[tuple[int, bool], tuple[Op, list[Value], dict]] = {}
     for value, sharding in updates:
-        owner = value.block.region.owner if value.is_block_arg else value.defining_op
-        entry = by_owner.get((owner.oid, value.is_block_arg))
+        block_arg = value.is_block_arg
+        owner = value.block.region.owner if block_arg else value.defining_op
+        entry = by_owner.get((owner.oid, block_arg))
         if entry is None:
-            entry = by_owner[(owner.oid, value.is_block_arg)] = (owner, {})
-        entry[1][value.index] = sharding
-    for (_, block_arg), (owner, shardings) in by_owner.items():
-        values = owner.regions[0].blocks[0].args if block_arg else owner.results
+            entry = by_owner[(owner.oid, block_arg)] = (
+                owner, value.block.args if block_arg else owner.results, {})
+        entry[2][value.index] = sharding
+    for (_, block_arg), (owner, values, shardings) in by_owner.items():
         write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
 
 
