@@ -55,6 +55,7 @@ def _tag_all(module: Module, prefix: str) -> None:
     name = ir.Location.name
     for op in module.ops:
         op.mlir.location = name(f"sdy-dl.{prefix}:o{op.oid}", childLoc=op.mlir.location)
+        op.location_changed()
     for v in module.values:
         if v.is_block_arg:
             v.mlir.set_location(name(f"sdy-dl.{prefix}:a{v.vid}", childLoc=v.mlir.location))

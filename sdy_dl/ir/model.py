@@ -86,6 +86,7 @@ class Op:
     block: Block | None
     mlir: Any = field(repr=False)
     _position: tuple[int | None, int | None] | None = field(default=None, repr=False)
+    _location: str | None = field(default=None, repr=False)   # see location_text
 
     @property
     def line(self) -> int | None:
@@ -99,8 +100,20 @@ class Op:
 
     def _place(self) -> tuple[int | None, int | None]:
         if self._position is None:
-            self._position = op_position(self.mlir)
+            self._position = position_in(self.location_text())
         return self._position
+
+    def location_text(self) -> str:
+        """The op's location as printed (printed once: whoever changes the location
+        of a model op calls :meth:`location_changed`)."""
+        if self._location is None:
+            self._location = str(self.mlir.location)
+        return self._location
+
+    def location_changed(self) -> None:
+        """Forget the printed location (its line and column stay: a new location
+        keeps the old one inside it)."""
+        self._location = None
 
     def attr(self, name: str):
         """The MLIR attribute ``name`` or None."""
@@ -178,5 +191,10 @@ class Module:
 
 def op_position(op_mlir) -> tuple[int | None, int | None]:
     """(line, column) of an MLIR operation's location, when it has one."""
-    m = _LOC_RE.search(str(op_mlir.location))
+    return position_in(str(op_mlir.location))
+
+
+def position_in(location: str) -> tuple[int | None, int | None]:
+    """(line, column) of a printed location, when it has one."""
+    m = _LOC_RE.search(location)
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)

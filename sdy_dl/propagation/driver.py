@@ -111,6 +111,8 @@ class Propagator:
         self._quiet: dict[int, tuple] = {}
         #: oid -> (operands, results, kind, label, tracer keys) of a site, for provenance.
         self._described: dict[int, tuple] = {}
+        #: (rule of a step or None, strategy, phase) -> a visit's detail, for provenance.
+        self._details: dict[tuple, str] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`
@@ -373,9 +375,13 @@ class Propagator:
             described = self._described[op.oid] = (site.operands, site.results, kind,
                                                     f"{op.name}{where}", keys)
         _, _, kind, label, keys = described
-        detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
-        if kind == "step":
-            detail = f"rule {site.rule.to_text()}, {detail}"
+        rule = site.rule if kind == "step" else None
+        detail = self._details.get((rule, self.strategy, self.phase))
+        if detail is None:
+            detail = f"{self.strategy}" + (f", {self.phase}" if self.phase else "")
+            if rule is not None:
+                detail = f"rule {rule.to_text()}, {detail}"
+            self._details[(rule, self.strategy, self.phase)] = detail
         if site.before is None:
             shardings = step.operands + step.results
         else:
