@@ -55,7 +55,7 @@ class OpView(Op):
 
     def __init__(self, views: OpViews, mop, oid: int):
         self._views, self.mlir, self.oid, self.name = views, mop, oid, mop.name
-        self._position = None
+        self._position = self._location = None
 
     @cached_property
     def operands(self) -> list[Value]:
