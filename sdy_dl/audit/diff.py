@@ -65,7 +65,6 @@ def signatures(module: Module) -> tuple[dict, list]:
             for v in module.func_args(op):
                 sig[v.vid] = _h("arg", fname, v.index)
                 add(sig[v.vid], names[v.vid][0], v)
-            ret = module.func_return(op)
             for i in range(len(op.mlir.attributes["function_type"].value.results)):
                 s = get_result_sharding(op, i)
                 out.setdefault(_h("result", fname, i), []).append(
