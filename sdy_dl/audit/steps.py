@@ -41,7 +41,7 @@ class OpDescriber:
             return cached[1]
         from sdy_dl.audit.naming import place_in, tags
 
-        loc = op.location_text() if hasattr(op, "location_text") else str(op.mlir.location)
+        loc = op.location_text()
         found = tags(loc, "px")
         described = {"name": op.name, "place": place_in(loc, self.file),
                      "origin": self.rule_origin(op), "tag": found[0] if found else None}

@@ -55,17 +55,17 @@ def is_elementwise(mop) -> bool:
         tensor_info(mop.results[0].type)[1] if mop.results else None))
 
 
-def is_pure(mop, operands=None) -> bool:
+def is_pure(mop, operands: list) -> bool:
     """MLIR's ``isPure`` for the ops that matter here: no memory effects and
     speculatable (stablehlo's conditional speculatability needs static shapes);
-    ``operands``: ``mop``'s operand values, when the caller has them."""
+    ``operands``: ``mop``'s operand values."""
     name = mop.name
     if name in ("sdy.sharding_constraint",):
         return False
     if name.startswith("chlo.") or name.startswith("sdy."):
         return True
     if name.startswith("stablehlo."):
-        types = [v.type for v in (mop.operands if operands is None else operands)]
+        types = [v.type for v in operands]
         types += mop.results.types
         return all(tensor_info(t)[1] is not None for t in types)
     return False
@@ -77,9 +77,8 @@ _SHAPE_OPS = {False: ops_with("constant_preserving_shape"),
               True: ops_with("legacy_constant_preserving_shape")}
 
 
-def op_kind(mop, legacy: bool, operands=None) -> str:
-    """The ``in_kind`` fact of ``mop`` (``operands``: its operand values, when the
-    caller has them)."""
+def op_kind(mop, legacy: bool, operands: list) -> str:
+    """The ``in_kind`` fact of ``mop`` (``operands``: its operand values)."""
     name = mop.name
     if name in _ROOTS:
         return "constant"
