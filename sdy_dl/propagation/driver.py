@@ -157,19 +157,28 @@ class Propagator:
         self._worklist = worklist
         self._current = None
         visits = 0
-        erased, quiet_of, memo = self.erased, self._quiet, self._memo
+        erased, quiet_of, memo, live_uses = self.erased, self._quiet, self._memo, self.live_uses
         state = self.state   # (speculation swaps it and puts it back)
-        while (op := worklist.pop()) is not None:
+        # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
+        stack, pending = worklist._stack, worklist._pending
+        while stack:
+            op = stack.pop()
             oid = op.oid
+            pending.discard(oid)
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
             if oid in erased:
                 continue
-            if self._trivially_dead(op):
+            dies = may_die.get(oid)
+            if dies is None:
+                dies = self._may_die_of(op)
+            if dies and _unused(op.results, live_uses):
                 self._current = None
                 self._erase(op)
                 continue
+            if sites.get(oid, op) is None:
+                continue   # no site (and alive): nothing to do
             quiet = quiet_of.get(oid)
             if (quiet is not None and quiet[3] is None
                     and state.unchanged_since(quiet[0].tensors, quiet[2])):
@@ -452,16 +461,16 @@ class Propagator:
 
     def _trivially_dead(self, op: Op) -> bool:
         may_die = self._may_die.get(op.oid)
-        if may_die is None:   # fixed for an op: nested, not a terminator, no effects
-            may_die = self._may_die[op.oid] = (op.parent is not None and not op.is_terminator
-                                               and has_no_effects(op))
-        if not may_die:
-            return False
-        live_uses = self.live_uses
-        for r in op.results:
-            if live_uses[r.vid]:
-                return False
-        return True
+        if may_die is None:
+            may_die = self._may_die_of(op)
+        return may_die and _unused(op.results, self.live_uses)
+
+    def _may_die_of(self, op: Op) -> bool:
+        """Whether ``op`` is erased once its results are unused (fixed for an op:
+        nested, not a terminator, no effects)."""
+        may_die = self._may_die[op.oid] = (op.parent is not None and not op.is_terminator
+                                           and has_no_effects(op))
+        return may_die
 
     def _erase(self, op: Op) -> None:
         """Erase ``op`` (nested ops first, in reverse); enqueue operand definers left with ≤ 1 user."""
@@ -547,6 +556,14 @@ def manual_edge_transforms(op: Op, owner: Value):
     strip = lambda s: None if s is None else erase_manual_axes(s, manual)  # noqa: E731
     add = lambda s: None if s is None else add_free_axes(outer, s, manual)  # noqa: E731
     return (add, strip) if owner.is_block_arg else (strip, add)
+
+
+def _unused(results: list[Value], live_uses: dict) -> bool:
+    """No result of an op has a live use."""
+    for r in results:
+        if live_uses[r.vid]:
+            return False
+    return True
 
 
 def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:

@@ -59,7 +59,8 @@ class OpPriorities:
         self._signatures: dict[int, tuple] = {}   # oid -> signature (dropped when it may change)
         self._undecided: set[int] | None = None   # ops whose signature may be undecided (None: all)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
-        self._band_directions: dict[int, tuple[str, ...]] = {}   # oid -> in the current band
+        #: oid -> its signature's directions per band (dropped with the signature)
+        self._directions: dict[int, tuple[tuple[str, ...], ...]] = {}
 
     def band(self, band: int):
         """The direction function of ``band`` (new signatures of live ops decided first)."""
@@ -71,21 +72,21 @@ class OpPriorities:
         self._decide({self._signature(op) for op in candidates
                       if op.oid not in self.propagator.erased and self._static_part(op) is not None})
 
-        by_op = self._band_directions = {}
+        by_op, decided = self._directions, self._decided
         uses_changed = self.propagator.uses_changed
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
             if uses_changed:
                 self._forget_changed()
             try:
-                return by_op[op.oid]
+                return by_op[op.oid][band]
             except KeyError:
                 pass
             signature = self._signature(op)
-            if signature not in self._decided:
+            if signature not in decided:
                 self._decide({signature})
-            found = by_op[op.oid] = self._decided[signature][band]
-            return found
+            found = by_op[op.oid] = decided[signature]
+            return found[band]
         return directions
 
     def _static_part(self, op: Op) -> tuple | None:
@@ -128,7 +129,7 @@ class OpPriorities:
         changed = self.propagator.take_uses_changed()
         for oid in changed:
             self._signatures.pop(oid, None)
-            self._band_directions.pop(oid, None)
+            self._directions.pop(oid, None)
         if self._undecided is not None:
             self._undecided |= changed
 
