@@ -75,10 +75,9 @@ def _transform_op_shardings(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -
     if name in DATA_FLOW_OPS:
         _rewrite(mop, SHARDING_ATTR, per_value)
         return
-    if len(mop.results) == 1:
-        attr = ("sharding" if name in OWN_SHARDING_OPS
-                else "out_sharding" if name in COLLECTIVE_OPS else None)
-        if attr is not None:
-            _rewrite(mop, attr, own)
-            return
+    attr = ("sharding" if name in OWN_SHARDING_OPS
+            else "out_sharding" if name in COLLECTIVE_OPS else None)
+    if attr is not None and len(mop.results) == 1:
+        _rewrite(mop, attr, own)
+        return
     _rewrite(mop, SHARDING_ATTR, per_value)
