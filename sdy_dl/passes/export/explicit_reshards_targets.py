@@ -135,6 +135,8 @@ def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes,
     changed = False
     for i, operand in enumerate(list(mop.operands)):   # (an all-reduce replaces operand i only)
         have = sharding(operand)
+        if have is None or not have.unreduced:
+            continue   # nothing unreduced: nothing to all-reduce
         changed |= insert_all_reduce_if_unreduced_to_replicated(
             mop, i, have, user, meshes, lambda op: ir.InsertionPoint(mop).insert(op)) is not have
     return changed
