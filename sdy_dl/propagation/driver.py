@@ -466,8 +466,8 @@ class Propagator:
         return may_die and _unused(op.results, self.live_uses)
 
     def _may_die_of(self, op: Op) -> bool:
-        """Whether ``op`` is erased once its results are unused (fixed for an op:
-        nested, not a terminator, no effects)."""
+        """Decide and record whether ``op`` is erased once its results are unused
+        (fixed for an op: nested, not a terminator, no effects)."""
         may_die = self._may_die[op.oid] = (op.parent is not None and not op.is_terminator
                                            and has_no_effects(op))
         return may_die

@@ -13,7 +13,11 @@ from sdy_dl.ir import Op
 
 
 class Worklist:
-    """A LIFO stack of pending ops without duplicates."""
+    """A LIFO stack of pending ops without duplicates.
+
+    The propagation fixpoint (``driver.Propagator._fixpoint``, the hot loop)
+    pops inline: it takes the last op of ``_stack`` and discards it from
+    ``_pending`` exactly as :meth:`pop` does."""
 
     def __init__(self, ops: Iterable[Op]):
         self._stack = list(ops)[::-1]
