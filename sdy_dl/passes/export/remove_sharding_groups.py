@@ -3,7 +3,7 @@ every ``sdy.sharding_group`` op is erased."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import op_names, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import op_names, rebuild, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 
@@ -15,7 +15,6 @@ def run(module: Module, options: PassOptions) -> Module:
     if "sdy.sharding_group" not in op_names(module):
         return module
     with mlir_context():
-        for op in walk_post(module.mlir.operation):
-            if op.name == "sdy.sharding_group":
-                op.erase()
+        for op in walk_named(module.mlir, ("sdy.sharding_group",), post=True):
+            op.erase()
         return rebuild(module)

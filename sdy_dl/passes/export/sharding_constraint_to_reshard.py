@@ -7,7 +7,7 @@ input, with the same ``sharding``, location and discardable attributes
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PassOptions, register
 
@@ -36,7 +36,6 @@ def run(module: Module, options: PassOptions) -> Module:
         return module
     with mlir_context():
         for func in funcs(module):
-            for op in walk_post(func):
-                if op.name == "sdy.sharding_constraint":
-                    to_reshard(op)
+            for op in walk_named(func, ("sdy.sharding_constraint",), post=True):
+                to_reshard(op)
         return rebuild(module)

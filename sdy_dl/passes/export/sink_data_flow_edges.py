@@ -12,7 +12,7 @@ alone.  Every ``sdy.data_flow_edge`` is then replaced by its input.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, tensor_rank, walk_pre
+from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, tensor_rank, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_own
 from sdy_dl.ir.traits import DATA_FLOW_OPS
@@ -42,12 +42,10 @@ SINKS = DATA_FLOW_OPS | {"sdy.data_flow_edge"}
 
 
 def sink(func) -> None:
-    for op in walk_pre(func):
+    for op in walk_named(func, SINKS):
         if op.name == "sdy.data_flow_edge":
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
-            continue
-        if op.name not in DATA_FLOW_OPS:
             continue
         arg_shardings = shardings_from_edges(block_arg_owners(op))
         if arg_shardings:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_pre
+from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, update_func_shardings,
                                write_per_value)
@@ -82,7 +82,7 @@ def run(module: Module, options: PassOptions) -> Module:
                     up.even(s, types[i]) if tensor_info(types[i])[1] is not None else s))
         # Calls and manual computations are updated independently (each op
         # reads and writes only its own shardings), in one walk.
-        for op in walk_pre(module.mlir.operation):
+        for op in walk_named(module.mlir, ("func.call", "sdy.manual_computation")):
             if op.name == "func.call":
                 new = up.list(read_per_value(op, SHARDING_ATTR) or [], [r.type for r in op.results])
                 if new is not None:

@@ -15,7 +15,7 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import is_static_tensor, op_names, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import is_static_tensor, op_names, rebuild, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
@@ -60,7 +60,6 @@ def run(module: Module, options: PassOptions) -> Module:
     if not op_names(module) & DATA_FLOW_OPS:
         return module
     with mlir_context():
-        for mop in walk_post(module.mlir.operation):
-            if mop.name in DATA_FLOW_OPS:
-                add_edges(mop)
+        for mop in walk_named(module.mlir, DATA_FLOW_OPS, post=True):
+            add_edges(mop)
         return rebuild(module)

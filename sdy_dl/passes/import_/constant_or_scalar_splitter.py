@@ -37,8 +37,8 @@ in Shardy's order and clones.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, key,
-                                module_ops, owning_op, rebuild, tensor_info, users, walk_post,
-                                walk_pre, walk_pre_not_into)
+                                module_ops, owning_op, rebuild, tensor_info, users, walk_named,
+                                walk_post, walk_pre, walk_pre_not_into)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
@@ -176,9 +176,8 @@ class _Splitter:
             return [mop for mop in bodies[key(f)] if mop.name == "func.call"]
         for f in call_graph(self.module, calls_of)[0]:
             if key(f) in holds_named:
-                for nc in walk_post(f):
-                    if nc.name == "sdy.named_computation":
-                        out.append((f, nc, body_walk(nc)))
+                for nc in walk_named(f, ("sdy.named_computation",), post=True):
+                    out.append((f, nc, body_walk(nc)))
             out.append((f, None, bodies[key(f)]))
         return out
 

@@ -21,7 +21,7 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, key, move_region_body, op_error, walk_post
+from sdy_dl.ir.mlir_ops import func_arg_types, key, move_region_body, op_error, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
@@ -113,9 +113,8 @@ def run(module: Module, options: PassOptions) -> Module:
         for name in moved:
             funcs[name].erase()
         if options.option("add-data-flow-edges-on-named-computations"):
-            for mop in walk_post(module.mlir.operation):
-                if mop.name == "sdy.named_computation":
-                    add_edges(mop)
-                    changed = True
+            for mop in walk_named(module.mlir, ("sdy.named_computation",), post=True):
+                add_edges(mop)
+                changed = True
         return changed
     return rewrite(module, edit)

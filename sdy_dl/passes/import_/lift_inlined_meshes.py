@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, module_ops, rebuild, split_top_level, symbol_name,
-                                walk_post)
+                                walk_named)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.ir.storage import parse_attr
@@ -158,8 +158,7 @@ def run(module: Module, options: PassOptions) -> Module:
         transform_shardings(module, lifter.lift_sharding)
         # op name by op name, each in post-order; one walk finds them all (lifting
         # only edits attributes and adds meshes)
-        collectives = [mop for mop in walk_post(module.mlir.operation)
-                       if mop.name in _REPLICA_GROUP_OPS]
+        collectives = walk_named(module.mlir, _REPLICA_GROUP_OPS, post=True)
         for op_name in _REPLICA_GROUP_OPS:
             for mop in collectives:
                 if mop.name == op_name:

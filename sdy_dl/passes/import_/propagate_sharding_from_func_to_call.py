@@ -10,7 +10,7 @@ existing call sharding is never overwritten.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild, symbol_name, walk_post
+from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild, symbol_name, walk_named
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, write_per_value
 from sdy_dl.passes import PassOptions, register
@@ -28,9 +28,7 @@ def run(module: Module, options: PassOptions) -> Module:
         meshes = module_meshes(module)
         funcs = {symbol_name(op): op for op in module_ops(module) if op.name == "func.func"}
         changed = False
-        for mop in walk_post(module.mlir.operation):
-            if mop.name != "func.call":
-                continue
+        for mop in walk_named(module.mlir, ("func.call",), post=True):
             callee = ir.FlatSymbolRefAttr(mop.attributes["callee"]).value
             func = funcs.get(callee)
             if func is None:
