@@ -101,57 +101,68 @@ def build_model(mlir_module, file: str) -> Module:
 
     shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
 
-    def new_value(mv, defining_op, block, index) -> Value:
-        t = mv.type
-        try:
-            shape, static = shapes[t]
-        except KeyError:
-            shape, static = shapes[t] = _shape_and_static(t)
-        v = Value(vid=len(values), asm_state=state, shape=shape, static=static,
-                  defining_op=defining_op, block=block, index=index, mlir=mv, mlir_type=t)
-        values.append(v)
-        value_of[mv] = v
-        return v
+    def new_values(mvalues, defining_op: Op | None, block: Block | None) -> list[Value]:
+        out = []
+        for index, mv in enumerate(mvalues):
+            t = mv.type
+            try:
+                shape, static = shapes[t]
+            except KeyError:
+                shape, static = shapes[t] = _shape_and_static(t)
+            v = Value(len(values), state, shape, static, defining_op, block, index, mv, [], t)
+            values.append(v)
+            value_of[mv] = v
+            out.append(v)
+        return out
 
     def new_op(mop, parent: Op | None, block: Block | None) -> Op:
-        mop = mop.operation
-        op = Op(oid=len(ops), name=mop.name, operands=[value_of[o] for o in mop.operands],
-                results=[], regions=[], parent=parent, block=block, mlir=mop)
+        operands = [value_of[o] for o in mop.operands]
+        op = Op(len(ops), mop.name, operands, [], [], parent, block, mop)
         ops.append(op)
-        for k, value in enumerate(op.operands):
+        for k, value in enumerate(operands):
             value.uses.append((op, k))
         by_mlir[mop] = op
-        op.results = [new_value(r, op, None, i) for i, r in enumerate(mop.results)]
+        op.results = new_values(mop.results, op, None)
         return op
 
-    def nested(op: Op):
-        """Build ``op``'s regions and blocks as the walk reaches them; yield the
-        ops of each block with the block."""
+    def blocks_of(op: Op):
+        """``op``'s blocks with their ops, each block built (its arguments first)
+        when the walk reaches it."""
         for mregion in op.mlir.regions:
             region = Region(blocks=[], owner=op)
             op.regions.append(region)
             for mblock in mregion.blocks:
                 b = Block(args=[], ops=[], region=region)
                 region.blocks.append(b)
-                b.args = [new_value(a, None, b, i) for i, a in enumerate(mblock.arguments)]
-                for child in mblock.operations:
-                    yield child, b
+                b.args = new_values(mblock.arguments, None, b)
+                yield b, mblock.operations
 
     def visit(mop) -> Op:
         """``mop`` and everything nested in it, in pre-order (iterative: nesting
-        depth is not bounded by Python's recursion limit)."""
-        top = new_op(mop, None, None)
-        stack = [nested(top)]
+        depth is not bounded by Python's recursion limit).  A frame holds an op's
+        blocks, the block being built and the ops left in it; a block's ops are
+        built in one loop, left only to enter an op with regions first."""
+        top = new_op(mop.operation, None, None)
+        stack = [[blocks_of(top), None, None]]
         while stack:
-            item = next(stack[-1], None)
-            if item is None:
-                stack.pop()
-                continue
-            child, b = item
-            op = new_op(child, b.region.owner, b)
-            b.ops.append(op)
-            if len(child.regions):
-                stack.append(nested(op))
+            frame = stack[-1]
+            block = frame[1]
+            if block is None:
+                block, mops = next(frame[0], (None, None))
+                if block is None:
+                    stack.pop()
+                    continue
+                frame[1], frame[2] = block, iter(list(mops))  # (the bindings' iterator restarts in a for)
+            parent, append = block.region.owner, block.ops.append
+            for child in frame[2]:
+                child = child.operation
+                op = new_op(child, parent, block)
+                append(op)
+                if len(child.regions):
+                    stack.append([blocks_of(op), None, None])
+                    break
+            else:
+                frame[1] = None
         return top
 
     check_top_level(mlir_module, file)
