@@ -152,7 +152,8 @@ def build_model(mlir_module, file: str) -> Module:
                 if block is None:
                     stack.pop()
                     continue
-                frame[1], frame[2] = block, iter(list(mops))  # (the bindings' iterator restarts in a for)
+                # (a list: the bindings' op iterator starts again in each for loop)
+                frame[1], frame[2] = block, iter(list(mops))
             parent, append = block.region.owner, block.ops.append
             for child in frame[2]:
                 child = child.operation
