@@ -88,6 +88,23 @@ def test_round_trip_sdy_ops_and_nested_regions():
     assert set(module.meshes) == {"mesh", "maximal_mesh_0"}
 
 
+def test_model_lists_ops_in_mlir_pre_order_with_their_places():
+    """Every op once, in MLIR's own pre-order walk, each in the block and under the
+    op that holds it (ops after a region-holding op included)."""
+    from sdy_dl.ir.mlir_ops import walk_pre
+
+    module = parse_module_text(SDY_OPS)
+    with mlir_context():
+        expected = [mop.name for top in module.mlir.body.operations for mop in walk_pre(top)]
+    assert [op.name for op in module.ops] == expected
+    assert [op.oid for op in module.ops] == list(range(len(module.ops)))
+    for op in module.ops:
+        for region in op.regions:
+            for block in region.blocks:
+                assert all(child.parent is op and child.block is block for child in block.ops)
+                assert all(arg.block is block for arg in block.args)
+    assert [v.vid for v in module.values] == list(range(len(module.values)))
+
 def test_values_know_their_uses_and_owners():
     module = parse_module_text(SDY_OPS)
     add = next(op for op in module.ops if op.name == "stablehlo.add")
