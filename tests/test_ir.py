@@ -105,6 +105,7 @@ def test_model_lists_ops_in_mlir_pre_order_with_their_places():
                 assert all(arg.block is block for arg in block.args)
     assert [v.vid for v in module.values] == list(range(len(module.values)))
 
+
 def test_values_know_their_uses_and_owners():
     module = parse_module_text(SDY_OPS)
     add = next(op for op in module.ops if op.name == "stablehlo.add")

@@ -126,8 +126,8 @@ def build_model(mlir_module, file: str) -> Module:
         return op
 
     def blocks_of(op: Op):
-        """``op``'s blocks with their ops, each block built (its arguments first)
-        when the walk reaches it."""
+        """``op``'s blocks, each with an iterator over its ops, each block built
+        (its arguments first) when the walk reaches it."""
         for mregion in op.mlir.regions:
             region = Region(blocks=[], owner=op)
             op.regions.append(region)
@@ -135,7 +135,8 @@ def build_model(mlir_module, file: str) -> Module:
                 b = Block(args=[], ops=[], region=region)
                 region.blocks.append(b)
                 b.args = new_values(mblock.arguments, None, b)
-                yield b, mblock.operations
+                # (a list: the bindings' op iterator starts again in each for loop)
+                yield b, iter(list(mblock.operations))
 
     def visit(mop) -> Op:
         """``mop`` and everything nested in it, in pre-order (iterative: nesting
@@ -152,8 +153,7 @@ def build_model(mlir_module, file: str) -> Module:
                 if block is None:
                     stack.pop()
                     continue
-                # (a list: the bindings' op iterator starts again in each for loop)
-                frame[1], frame[2] = block, iter(list(mops))
+                frame[1], frame[2] = block, mops
             parent, append = block.region.owner, block.ops.append
             for child in frame[2]:
                 child = child.operation
