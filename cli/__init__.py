@@ -75,7 +75,14 @@ def run(**click_options) -> None:
     """The ``sdy-dl`` command as a process: :func:`main`, then the exit without the
     interpreter's teardown.  Every file the command writes is closed by then;
     freeing the module index, the MLIR module and the caches object by object
-    would cost ~5% of a run (compilers skip it the same way)."""
+    would cost ~5% of a run (compilers skip it the same way).
+
+    The process collects no garbage cycles either: a collection only frees
+    cycles, a command leaves few (peak RSS at 200k ops: 794 MB collecting, 800
+    MB not), and each young collection re-scans the million objects allocated
+    since the last (0.2 s per collection, 4 at 200k ops).  :func:`main` alone
+    (in-process callers, the tests) keeps collecting."""
+    gc.disable()
     try:
         main(**click_options)
         code = 0
