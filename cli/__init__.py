@@ -78,10 +78,10 @@ def run(**click_options) -> None:
     would cost ~5% of a run (compilers skip it the same way).
 
     The process collects no garbage cycles either: a collection only frees
-    cycles, a command leaves few (peak RSS at 200k ops: 794 MB collecting, 800
-    MB not), and each young collection re-scans the million objects allocated
-    since the last (0.2 s per collection, 4 at 200k ops).  :func:`main` alone
-    (in-process callers, the tests) keeps collecting."""
+    cycles, a command leaves few (peak RSS at 200k ops: 775 MiB collecting,
+    781 MiB not), and each young collection re-scans the million objects
+    allocated since the last (0.2 s per collection, 4 at 200k ops).
+    :func:`main` alone (in-process callers, the tests) keeps collecting."""
     gc.disable()
     try:
         main(**click_options)
