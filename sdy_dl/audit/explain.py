@@ -87,6 +87,7 @@ class Explainer:
         self.propagated = propagated
         self.outputs = outputs
         self._details: dict[int, list] = {}
+        self._steps_reading: dict | None = None
 
     # -- names ------------------------------------------------------------
 
@@ -101,6 +102,18 @@ class Explainer:
             if record.origin is not None and not record.is_edge:
                 return f"{record.origin.names[0]} (input; erased by the pipeline)"
         return "(a value the pipeline created and erased)"
+
+    def steps_reading(self, key) -> list:
+        """The op steps (tracer causes, in order) that read tracer key ``key``: one
+        index over every step, built when first asked for (``report`` asks once
+        per value)."""
+        if self._steps_reading is None:
+            index: dict = {}
+            for cause in self.tracer.steps:
+                for k in dict.fromkeys(k for k, _ in cause.inputs):
+                    index.setdefault(k, []).append(cause)
+            self._steps_reading = index
+        return self._steps_reading.get(key, [])
 
     def step_records(self):
         """The factor records of every op step the propagation applied (one evaluation)."""

@@ -21,9 +21,8 @@ def unsharded_reasons(explainer, out) -> list[str]:
         return [f"{out.op} was created by the export passes"]
     empty = _empty_dims(out)
     last = {}
-    for cause in explainer.tracer.steps:
-        if any(k == key for k, _ in cause.inputs):
-            last[(cause.op or {}).get("tag") or id(cause)] = cause
+    for cause in explainer.steps_reading(key):
+        last[(cause.op or {}).get("tag") or id(cause)] = cause
     reasons = []
     if last:
         from sdy_dl.audit.conflicts import _step_conflicts
