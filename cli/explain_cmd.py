@@ -37,11 +37,29 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
         trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
         if proof:
             audit.attach_proofs(trees)
-    if fmt == "json":
-        data = [t.to_json() for t in trees]
-        click.echo(json.dumps(data if all_values else data[0], indent=2))
+    if fmt == "json" and all_values:
+        _echo_json_list(trees)
+    elif fmt == "json":
+        click.echo(json.dumps(trees[0].to_json(), indent=2))
     elif fmt in ("dot", "svg"):
         dot = to_dot(trees)
         click.echo(dot_to_svg(dot) if fmt == "svg" else dot, nl=False)
     else:
-        click.echo("\n\n".join("\n".join(text_lines(t)) for t in trees))
+        for i, tree in enumerate(trees):   # (tree by tree: see _echo_json_list)
+            click.echo(("\n\n" if i else "") + "\n".join(text_lines(tree)), nl=False)
+        click.echo("")
+
+
+def _echo_json_list(trees) -> None:
+    """The trees as one JSON list, exactly as ``json.dumps(list, indent=2)`` prints
+    it, written tree by tree (every value's tree of a large module is hundreds
+    of MB of JSON: it is never held whole)."""
+    if not trees:
+        click.echo("[]")
+        return
+    click.echo("[")
+    for i, tree in enumerate(trees):
+        text = json.dumps(tree.to_json(), indent=2)
+        end = "," if i + 1 < len(trees) else ""
+        click.echo("  " + text.replace("\n", "\n  ") + end)
+    click.echo("]")
