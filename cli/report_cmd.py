@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sdy_dl.audit import Audit
-from sdy_dl.audit.render import to_html
+from sdy_dl.audit.render import html_chunks
 from sdy_dl.cli import main
 from sdy_dl.cli.options import make_pass_options, pass_options
 from sdy_dl.ir import load_module
@@ -23,4 +23,4 @@ def report(module: str, output: str, depth: int, **opts) -> None:
     """One self-contained HTML page: every value of the propagated MODULE, its
     sharding, its derivation (linked along derivations) and the conflicts."""
     audit = Audit(load_module(module), make_pass_options(**opts))
-    write_atomic(output, to_html(audit, depth))
+    write_atomic(output, html_chunks(audit, depth))

@@ -17,12 +17,14 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 
 from sdy_dl.errors import SdyError
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` (``-`` is stdout) as described above."""
+def write_atomic(path: str, text: str | Iterable[str]) -> None:
+    """Write ``text`` to ``path`` (``-`` is stdout) as described above; ``text`` may
+    come in pieces (written as they come: a piece that fails leaves no file)."""
     if path == "-":
         _write_stdout(text)
         return
@@ -41,9 +43,14 @@ def write_atomic(path: str, text: str) -> None:
     _replace(path, target, text, None if st is None else stat.S_IMODE(st.st_mode))
 
 
-def _write_stdout(text: str) -> None:
+def _pieces(text: str | Iterable[str]) -> Iterable[str]:
+    return (text,) if isinstance(text, str) else text
+
+
+def _write_stdout(text: str | Iterable[str]) -> None:
     try:
-        sys.stdout.write(text)
+        for piece in _pieces(text):
+            sys.stdout.write(piece)
         sys.stdout.flush()
     except BrokenPipeError:
         # Nobody reads the rest; keep Python from complaining again at exit.
@@ -51,15 +58,16 @@ def _write_stdout(text: str) -> None:
         raise SdyError("cannot write output: broken pipe", file="<stdout>") from None
 
 
-def _write_through(path: str, text: str) -> None:
+def _write_through(path: str, text: str | Iterable[str]) -> None:
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+            for piece in _pieces(text):
+                f.write(piece)
     except OSError as e:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
 
 
-def _replace(path: str, target: str, text: str, mode: int | None) -> None:
+def _replace(path: str, target: str, text: str | Iterable[str], mode: int | None) -> None:
     directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".sdy-dl-", dir=directory)
@@ -67,7 +75,8 @@ def _replace(path: str, target: str, text: str, mode: int | None) -> None:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            for piece in _pieces(text):
+                f.write(piece)
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as e:

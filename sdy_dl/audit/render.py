@@ -101,10 +101,17 @@ def anchor(name: str) -> str:
 
 def to_html(audit, depth: int = 8) -> str:
     """One self-contained page: every value, its sharding, its derivation, the conflicts."""
+    return "".join(html_chunks(audit, depth))
+
+
+def html_chunks(audit, depth: int = 8):
+    """:func:`to_html`'s page in pieces, a value's row at a time: each value's tree
+    is made when its row is written and dropped after (every tree of a large
+    module at once is gigabytes)."""
     esc = html.escape
-    trees = audit.explain_all(depth)
     known = {out.name for out in audit.outputs.values}
     conflicts = audit.conflicts()
+    audit.explainer.prepare_all()
 
     def link(name: str) -> str:
         return f'<a href="#{anchor(name)}">{esc(name)}</a>' if name in known else esc(name)
@@ -122,13 +129,21 @@ def to_html(audit, depth: int = 8) -> str:
         parts.append("</li>")
         return "".join(parts)
 
-    rows = []
-    for out, t in zip(audit.outputs.values, trees):
-        rows.append(f'<tr id="{anchor(out.name)}"><td><code>{esc(out.name)}</code></td>'
-                    f"<td>{esc(out.func)}</td><td>{esc(out.op)}</td>"
-                    f"<td class=s>{esc(t.sharding)}</td>"
-                    f"<td><details><summary>{esc(t.because[:100])}</summary>"
-                    f"<ul class=t>{tree(t)}</ul></details></td></tr>")
+    yield ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+           f"<title>sdy-dl report: {esc(audit.file)}</title><style>{_CSS}</style></head><body>"
+           f"<h1>sdy-dl report: <code>{esc(audit.file)}</code></h1>"
+           f"<p>{len(audit.outputs.values)} values, {len(conflicts)} conflicts. Every value of "
+           "the propagated module with the sharding it prints and why; names link along "
+           "derivations.</p>"
+           "<h2>Values</h2><table id=values><tr><th>value</th><th>function</th><th>op</th>"
+           "<th>sharding</th><th>derivation</th></tr>")
+    for out in audit.outputs.values:
+        t = audit.explainer.explain(out, depth)
+        yield (f'<tr id="{anchor(out.name)}"><td><code>{esc(out.name)}</code></td>'
+               f"<td>{esc(out.func)}</td><td>{esc(out.op)}</td>"
+               f"<td class=s>{esc(t.sharding)}</td>"
+               f"<td><details><summary>{esc(t.because[:100])}</summary>"
+               f"<ul class=t>{tree(t)}</ul></details></td></tr>")
     crow = []
     for c in conflicts:
         comps = "<br>".join(
@@ -143,13 +158,7 @@ def to_html(audit, depth: int = 8) -> str:
                       "<table id=conflicts><tr><th>op</th><th>place</th><th>factor</th><th>kind</th>"
                       "<th>competitors</th><th>kept</th><th>decided by</th><th>reshard</th></tr>"
                       + "".join(crow) + "</table>")
-    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>sdy-dl report: {esc(audit.file)}</title><style>{_CSS}</style></head><body>"
-            f"<h1>sdy-dl report: <code>{esc(audit.file)}</code></h1>"
-            f"<p>{len(trees)} values, {len(conflicts)} conflicts. Every value of the propagated "
-            "module with the sharding it prints and why; names link along derivations.</p>"
-            "<h2>Values</h2><table id=values><tr><th>value</th><th>function</th><th>op</th>"
-            "<th>sharding</th><th>derivation</th></tr>" + "".join(rows) + "</table>"
-            f"<h2>Conflicts</h2>{conflict_table}"
-            f"<h2>Propagated module</h2><pre id=module>{esc(audit.text)}</pre>"
-            "</body></html>\n")
+    yield ("</table>"
+           f"<h2>Conflicts</h2>{conflict_table}"
+           f"<h2>Propagated module</h2><pre id=module>{esc(audit.text)}</pre>"
+           "</body></html>\n")
