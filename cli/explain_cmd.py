@@ -34,32 +34,32 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
         raise click.UsageError("give either VALUE or --all")
     with errors_in(module):
         audit = Audit(load_module(module), make_pass_options(**opts))
-        trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
+        if all_values and not proof and fmt in ("json", "text"):
+            trees = audit.iter_explain_all(depth)   # written as they come
+        else:
+            trees = audit.explain_all(depth) if all_values else [audit.explain(value, depth)]
         if proof:
             audit.attach_proofs(trees)
-    if fmt == "json" and all_values:
-        _echo_json_list(trees)
-    elif fmt == "json":
-        click.echo(json.dumps(trees[0].to_json(), indent=2))
-    elif fmt in ("dot", "svg"):
-        dot = to_dot(trees)
-        click.echo(dot_to_svg(dot) if fmt == "svg" else dot, nl=False)
-    else:
-        for i, tree in enumerate(trees):   # (tree by tree: see _echo_json_list)
-            click.echo(("\n\n" if i else "") + "\n".join(text_lines(tree)), nl=False)
-        click.echo("")
+        if fmt == "json" and all_values:
+            _echo_json_list(trees)
+        elif fmt == "json":
+            click.echo(json.dumps(trees[0].to_json(), indent=2))
+        elif fmt in ("dot", "svg"):
+            dot = to_dot(trees)
+            click.echo(dot_to_svg(dot) if fmt == "svg" else dot, nl=False)
+        else:
+            for i, tree in enumerate(trees):   # (tree by tree: see _echo_json_list)
+                click.echo(("\n\n" if i else "") + "\n".join(text_lines(tree)), nl=False)
+            click.echo("")
 
 
 def _echo_json_list(trees) -> None:
-    """The trees as one JSON list, exactly as ``json.dumps(list, indent=2)`` prints
-    it, written tree by tree (every value's tree of a large module is hundreds
-    of MB of JSON: it is never held whole)."""
-    if not trees:
-        click.echo("[]")
-        return
-    click.echo("[")
-    for i, tree in enumerate(trees):
+    """The trees (any iterable) as one JSON list, exactly as ``json.dumps(list,
+    indent=2)`` prints it, written tree by tree (every value's tree of a large
+    module is hundreds of MB of JSON: it is never held whole)."""
+    opened = False
+    for tree in trees:
         text = json.dumps(tree.to_json(), indent=2)
-        end = "," if i + 1 < len(trees) else ""
-        click.echo("  " + text.replace("\n", "\n  ") + end)
-    click.echo("]")
+        click.echo((",\n  " if opened else "[\n  ") + text.replace("\n", "\n  "), nl=False)
+        opened = True
+    click.echo("\n]" if opened else "[]")

@@ -86,8 +86,14 @@ class Audit:
 
     def explain_all(self, depth: int = 8) -> list[Node]:
         """The trees of every value of the output module, in module order."""
+        return list(self.iter_explain_all(depth))
+
+    def iter_explain_all(self, depth: int = 8):
+        """:meth:`explain_all`'s trees one at a time, each made when asked for (the
+        trees of every value of a large module at once are gigabytes)."""
         self.explainer.prepare_all()
-        return [self.explainer.explain(out, depth) for out in self.outputs.values]
+        for out in self.outputs.values:
+            yield self.explainer.explain(out, depth)
 
 
 __all__ = ["Audit", "Node"]

@@ -111,7 +111,6 @@ def html_chunks(audit, depth: int = 8):
     esc = html.escape
     known = {out.name for out in audit.outputs.values}
     conflicts = audit.conflicts()
-    audit.explainer.prepare_all()
 
     def link(name: str) -> str:
         return f'<a href="#{anchor(name)}">{esc(name)}</a>' if name in known else esc(name)
@@ -137,8 +136,7 @@ def html_chunks(audit, depth: int = 8):
            "derivations.</p>"
            "<h2>Values</h2><table id=values><tr><th>value</th><th>function</th><th>op</th>"
            "<th>sharding</th><th>derivation</th></tr>")
-    for out in audit.outputs.values:
-        t = audit.explainer.explain(out, depth)
+    for out, t in zip(audit.outputs.values, audit.iter_explain_all(depth)):
         yield (f'<tr id="{anchor(out.name)}"><td><code>{esc(out.name)}</code></td>'
                f"<td>{esc(out.func)}</td><td>{esc(out.op)}</td>"
                f"<td class=s>{esc(t.sharding)}</td>"
