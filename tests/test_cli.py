@@ -102,6 +102,27 @@ def test_failing_commands_leave_no_output_file(tmp_path, command, content, messa
     assert [p.name for p in tmp_path.iterdir()] == ["in.mlir"]
 
 
+def test_output_written_in_pieces_is_whole_or_absent(tmp_path):
+    """``report`` writes its page in pieces: a piece that fails leaves no file (and
+    an existing file as it was)."""
+    from sdy_dl.errors import SdyError
+    from sdy_dl.output import write_atomic
+
+    out = tmp_path / "page.html"
+    write_atomic(str(out), (piece for piece in ["<p>", "value", "</p>\n"]))
+    assert out.read_text() == "<p>value</p>\n"
+
+    def failing():
+        yield "<p>partial"
+        raise SdyError("no tree")
+    with pytest.raises(SdyError):
+        write_atomic(str(out), failing())
+    assert out.read_text() == "<p>value</p>\n"
+    with pytest.raises(SdyError):
+        write_atomic(str(tmp_path / "new.html"), failing())
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
 def test_bad_pass_option_is_a_usage_error(tmp_path):
     source = tmp_path / "in.mlir"
     source.write_text(lowered("mlp"))

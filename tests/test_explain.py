@@ -160,6 +160,32 @@ def test_explain_cli_json_and_all(tmp_path):
     assert names == ["%arg0", "%arg1", "%0", "%1", "result:0"]
 
 
+def test_explain_all_writes_explain_alls_trees_as_one_document(tmp_path):
+    """``--all`` writes tree by tree: the same bytes as the whole list printed at once."""
+    from sdy_dl.audit.render import text_lines
+    from sdy_dl.ir import load_module
+
+    path = tmp_path / "m.mlir"
+    path.write_text(CHAIN)
+    trees = Audit(load_module(str(path)), CLINGO).explain_all()
+    for fmt, expected in (("json", json.dumps([t.to_json() for t in trees], indent=2)),
+                          ("text", "\n\n".join("\n".join(text_lines(t)) for t in trees))):
+        result = CliRunner().invoke(main, ["explain", str(path), "--all", "--format", fmt,
+                                           "--engine", "clingo", "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert result.output == expected + "\n"
+
+
+def test_steps_reading_a_value_are_the_steps_whose_inputs_hold_it(chain):
+    steps = chain.tracer.steps
+    keys = {k for c in steps for k, _ in c.inputs}
+    assert keys
+    for key in keys:
+        assert chain.explainer.steps_reading(key) == [
+            c for c in steps if any(k == key for k, _ in c.inputs)]
+    assert chain.explainer.steps_reading(("result", 99)) == []
+
+
 def test_ambiguous_name_lists_the_values_by_line():
     audit = Audit(parse_module_text(jax_programs.lowered("while_loop")), CLINGO)
     with pytest.raises(SdyError, match=r"'%2' names several values.*%2@\d+, %2@\d+"):
