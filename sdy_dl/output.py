@@ -44,6 +44,7 @@ def write_atomic(path: str, text: str | Iterable[str]) -> None:
 
 
 def _pieces(text: str | Iterable[str]) -> Iterable[str]:
+    """``text`` as a sequence of pieces to write."""
     return (text,) if isinstance(text, str) else text
 
 

@@ -99,15 +99,11 @@ def anchor(name: str) -> str:
     return "v-" + re.sub(r"[^A-Za-z0-9_-]", lambda m: f"_{ord(m.group()):x}", name)
 
 
-def to_html(audit, depth: int = 8) -> str:
-    """One self-contained page: every value, its sharding, its derivation, the conflicts."""
-    return "".join(html_chunks(audit, depth))
-
-
 def html_chunks(audit, depth: int = 8):
-    """:func:`to_html`'s page in pieces, a value's row at a time: each value's tree
-    is made when its row is written and dropped after (every tree of a large
-    module at once is gigabytes)."""
+    """One self-contained page: every value, its sharding, its derivation, the
+    conflicts; in pieces, a value's row at a time: each value's tree is made when
+    its row is written and dropped after (every tree of a large module at once is
+    gigabytes)."""
     esc = html.escape
     known = {out.name for out in audit.outputs.values}
     conflicts = audit.conflicts()
