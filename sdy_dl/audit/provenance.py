@@ -47,7 +47,7 @@ class Cause:
 
     index: int
     kind: str                      # "step", "edge", "barrier", "result", "group", "priority", "sync"
-    label: str                     # e.g. "stablehlo.add (line 4)"
+    title: str                     # e.g. "stablehlo.add" (see ``label``)
     detail: str = ""               # rule text, strategy, band
     inputs: Sequence[tuple[object, TensorSharding | None]] = field(default_factory=list)
     op: dict | None = None         # the op (name, location, rule, rule origin), for steps
@@ -57,6 +57,12 @@ class Cause:
     phase: str = ""
     first: int = -1                # index of the cause's first write
     at: int = 0                    # how many writes came before the cause began
+
+    @property
+    def label(self) -> str:
+        """The title, with the line of the op for an op's step: ``stablehlo.add (line 4)``."""
+        line = getattr(self.op, "line", None)
+        return self.title if line is None else f"{self.title} (line {line})"
 
 
 @dataclass(slots=True)
@@ -85,7 +91,7 @@ class ProvenanceTracer:
     def __init__(self, describe_op=None):
         self.writes: list[Write] = []
         self.initial: dict[object, TensorSharding | None] = {}
-        self.describe_op = describe_op   # op -> dict (name, location, rule origin), optional
+        self.describe_op = describe_op   # op -> audit.steps.OpInfo, optional
         self._cause: Cause | None = None
         self._count = 0
         self._by_key: dict[object, list[int]] = {}
@@ -93,16 +99,17 @@ class ProvenanceTracer:
 
     # -- recording (called by the driver and the sharding state) ----------
 
-    def begin(self, kind: str, label: str, detail: str = "", inputs=(), op=None, step=None,
+    def begin(self, kind: str, title: str, detail: str = "", inputs=(), op=None, step=None,
               output=None, strategy: str = "", phase: str = "", keys=None, shardings=None) -> None:
         """A cause begins: ``inputs`` are the ``(key, sharding)`` pairs it read, or
-        ``keys`` and ``shardings`` give them as two parallel tuples."""
+        ``keys`` and ``shardings`` give them as two parallel tuples; ``op``, the op
+        of a step, is described by ``describe_op`` (its line joins the label)."""
         self._count += 1
         inputs = _Pairs(keys, shardings) if keys is not None else list(inputs)
         info = None
         if op is not None:
             info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
-        self._cause = Cause(self._count, kind, label, detail, inputs, info, step, output,
+        self._cause = Cause(self._count, kind, title, detail, inputs, info, step, output,
                             strategy, phase, at=len(self.writes))
         if kind == "step" and step is not None:
             self.steps.append(self._cause)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,8 +24,57 @@ from sdy_dl.rules.instance import factor_name
 DETAIL_RELATIONS = ("rec_axis", "fin_axis", "ag_src", "step_updated", "step_mesh", "fdir")
 
 
+class OpInfo(Mapping):
+    """An op a step ran on, as the audit names it: ``name``, ``place`` (its
+    source), ``origin`` (of its rule) and ``tag`` (its ``px:`` tag, which links it
+    to the output module), plus its ``line``.  The place, tag and line are read
+    from the op's location when first asked for: a location outlives its op, so
+    this is safe after the op is erased, and most ops are never asked about."""
+
+    __slots__ = ("name", "origin", "_loc", "_file", "_read")
+    _KEYS = ("name", "place", "origin", "tag")
+
+    def __init__(self, name: str, origin: str, loc, file: str):
+        self.name, self.origin, self._loc, self._file = name, origin, loc, file
+        self._read = None
+
+    def _from_location(self) -> tuple:
+        """(place, tag, line), read once from the location."""
+        if self._read is None:
+            from sdy_dl.audit.naming import place_in, tags
+            from sdy_dl.ir.model import position_in
+
+            text = str(self._loc)
+            found = tags(text, "px")
+            self._read = (place_in(text, self._file), found[0] if found else None,
+                          position_in(text)[0])
+        return self._read
+
+    @property
+    def line(self) -> int | None:
+        """The op's line in the module text (None when unknown)."""
+        return self._from_location()[2]
+
+    def __getitem__(self, key: str):
+        if key == "name":
+            return self.name
+        if key == "origin":
+            return self.origin
+        if key == "place":
+            return self._from_location()[0]
+        if key == "tag":
+            return self._from_location()[1]
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+
 class OpDescriber:
-    """``op -> dict``: the op's name, source place, rule origin (for the tracer)."""
+    """``op -> OpInfo``: the op's name, source place, rule origin (for the tracer)."""
 
     def __init__(self, file: str, rule_files=(), conservative: bool = False):
         from sdy_dl.rules.db import load_rule_db
@@ -34,17 +84,13 @@ class OpDescriber:
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
         self._described: dict[int, tuple] = {}   # id(op) -> (op, description)
 
-    def __call__(self, op) -> dict:
-        """The op's name, place, rule origin and tag (worked out once per op)."""
+    def __call__(self, op) -> OpInfo:
+        """The op's :class:`OpInfo` (made once per op; its rule origin read now, as the
+        op's attributes may be gone later)."""
         cached = self._described.get(id(op))
         if cached is not None and cached[0] is op:
             return cached[1]
-        from sdy_dl.audit.naming import place_in, tags
-
-        loc = op.location_text()
-        found = tags(loc, "px")
-        described = {"name": op.name, "place": place_in(loc, self.file),
-                     "origin": self.rule_origin(op), "tag": found[0] if found else None}
+        described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.file)
         self._described[id(op)] = (op, described)
         return described
 

@@ -192,8 +192,8 @@ class Propagator:
                 # The same step input as when it last changed nothing: the same
                 # (empty) output.  Provenance still records the visit.
                 if tracer is not None and quiet[3] is not None:
-                    kind, label, detail, keys, shardings = self._describe(op, site, quiet[3])
-                    tracer.begin(kind, label, detail, keys=keys, shardings=shardings, op=op,
+                    kind, title, detail, keys, shardings = self._describe(op, site, quiet[3])
+                    tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
                                  step=quiet[3], output=memo[quiet[3]],
                                  strategy=self.strategy, phase=self.phase)
                     tracer.end()
@@ -210,8 +210,8 @@ class Propagator:
                 quiet_of[oid] = (site, self.strategy, state.clock, step)
             self._current = op
             if tracer is not None:
-                kind, label, detail, keys, shardings = self._describe(op, site, step)
-                tracer.begin(kind, label, detail, keys=keys, shardings=shardings, op=op,
+                kind, title, detail, keys, shardings = self._describe(op, site, step)
+                tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
                              step=step, output=output, strategy=self.strategy, phase=self.phase)
             self._apply(site, output)
             if tracer is not None:
@@ -370,7 +370,7 @@ class Propagator:
                             self._notify_sharding_modified(member)
 
     def _describe(self, op: Op, site: _Site, step: StepInput) -> tuple:
-        """(kind, label, detail, keys, shardings) of a step, for provenance: the
+        """(kind, title, detail, keys, shardings) of a step, for provenance: the
         tracer keys of the step's tensors and the shardings it read.  ``step``
         read them through the state (``_step_input``), so they are its own
         operands and results, except where the site transforms the results."""
@@ -379,11 +379,10 @@ class Propagator:
                 or described[1] is not site.results):
             kind = {"sdy.data_flow_edge": "edge", "sdy.func_data_flow_edge": "edge",
                     "sdy.propagation_barrier": "barrier"}.get(op.name, "step")
-            where = f" (line {op.line})" if op.line is not None else ""
             keys = tuple([value_key(self.state.slot(v)) for v in site.tensors])
             described = self._described[op.oid] = (site.operands, site.results, kind,
-                                                    f"{op.name}{where}", keys)
-        _, _, kind, label, keys = described
+                                                    op.name, keys)
+        _, _, kind, title, keys = described
         rule = site.rule if kind == "step" else None
         detail = self._details.get((rule, self.strategy, self.phase))
         if detail is None:
@@ -395,7 +394,7 @@ class Propagator:
             shardings = step.operands + step.results
         else:
             shardings = step.operands + tuple([self.state.get(v) for v in site.results])
-        return kind, label, detail, keys, shardings
+        return kind, title, detail, keys, shardings
 
     # -- notifications (§7.3 item 4; research notes section 4) ----------------
 
