@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir.mlir_ops import key as pointer_of
 from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 from sdy_dl.sharding import TensorSharding
 
@@ -48,17 +49,26 @@ def tags(loc, prefix: str) -> list[str]:
     return _TAG_RES[prefix].findall(str(loc))
 
 
-def _tag_all(module: Module, prefix: str) -> None:
-    """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``."""
+def _tag_all(module: Module, prefix: str) -> dict[int, str]:
+    """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``;
+    the tag of each location made, by the location's pointer (locations are uniqued
+    and never freed: a value whose location is still the one made here has that
+    tag, without printing the location)."""
     from jaxlib.mlir import ir
 
     name = ir.Location.name
+    made = {}
     for op in module.ops:
-        op.mlir.location = name(f"sdy-dl.{prefix}:o{op.oid}", childLoc=op.mlir.location)
+        tag = f"o{op.oid}"
+        op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", childLoc=op.mlir.location)
+        made[pointer_of(loc)] = tag
         op.location_changed()
     for v in module.values:
         if v.is_block_arg:
-            v.mlir.set_location(name(f"sdy-dl.{prefix}:a{v.vid}", childLoc=v.mlir.location))
+            tag = f"a{v.vid}"
+            v.mlir.set_location(loc := name(f"sdy-dl.{prefix}:{tag}", childLoc=v.mlir.location))
+            made[pointer_of(loc)] = tag
+    return made
 
 
 def place_in(loc: str, file: str) -> str:
@@ -298,14 +308,17 @@ def _tag_site(value: Value) -> tuple:
     return op.mlir.location, value.index, op.name
 
 
-def _tagged_record(loc, index: int, op_name: str | None, by_tag: dict, prefix: str, same_op):
+def _tagged_record(loc, index: int, op_name: str | None, by_tag: dict, prefix: str, same_op,
+                   made: dict | None = None):
     """The record ``by_tag`` holds for a value under the tags ``prefix`` of ``loc``
     (see :func:`_tag_site`): a block argument's own tag, or an op result's tag and
-    index whose recorded op name ``same_op(recorded, op_name)`` accepts."""
+    index whose recorded op name ``same_op(recorded, op_name)`` accepts.  ``made``:
+    the tags by location that :func:`_tag_all` gave."""
+    found = made.get(pointer_of(loc)) if made is not None else None
+    found = [found] if found is not None else tags(loc, prefix)
     if index < 0:
-        found = tags(loc, prefix)
         return by_tag.get((found[0], -1)) if found else None
-    for tag in tags(loc, prefix):
+    for tag in found:
         record = by_tag.get((tag, index))
         if record is not None and same_op(record.op, op_name):
             return record
@@ -357,12 +370,12 @@ class PropagationIndex:
                 self.by_key.setdefault(record.key, []).append(record)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
-            _tag_all(module, "px")
+            self._made = _tag_all(module, "px")
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
         return _tagged_record(*_tag_site(value), self.by_tag, "px", lambda recorded, name: (
-            recorded == name or (recorded, name) in EXPORT_RENAMES))
+            recorded == name or (recorded, name) in EXPORT_RENAMES), self._made)
 
 
 @dataclass
