@@ -7,7 +7,7 @@ import sys
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.model import Block, Module, Op, Region, Value, op_position
+from sdy_dl.ir.model import AsmNames, Block, Module, Op, Region, Value, op_position
 
 _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 
@@ -95,7 +95,7 @@ def build_model(mlir_module, file: str) -> Module:
     from sdy_dl.sharding import parse_mesh
 
     module = Module(file=file, mlir=mlir_module)
-    state = ir.AsmState(mlir_module.operation)
+    state = AsmNames(mlir_module.operation)
     by_mlir = {}
     ops, values, value_of = module.ops, module.values, module._by_mlir
 

@@ -19,12 +19,29 @@ from sdy_dl.ir.traits import TERMINATORS
 _LOC_RE = re.compile(r':(\d+):(\d+)')
 
 
+class AsmNames:
+    """The ``AsmState`` that names the values of a module as jaxlib prints them,
+    made when a value is first named (making one walks the whole module, and
+    most passes name no value)."""
+
+    __slots__ = ("_top", "_state")
+
+    def __init__(self, top):
+        self._top, self._state = top, None
+
+    def get(self):
+        if self._state is None:
+            from jaxlib.mlir import ir
+            self._state = ir.AsmState(self._top)
+        return self._state
+
+
 @dataclass(eq=False, slots=True)
 class Value:
     """An SSA value: a block argument or an op result."""
 
     vid: int
-    asm_state: Any = field(repr=False)  # names values as jaxlib prints them
+    asm_state: AsmNames = field(repr=False)  # names values as jaxlib prints them
     shape: tuple[int, ...] | None  # None: not a ranked tensor (token, tuple, unranked)
     static: bool                    # a ranked tensor with a static shape
     defining_op: "Op | None"        # None for block arguments
@@ -42,7 +59,7 @@ class Value:
     @property
     def name(self) -> str:
         """The SSA name as printed (``%arg0``, ``%3``, ``%5#1``), computed on demand."""
-        return self.mlir.get_name(self.asm_state)
+        return self.mlir.get_name(self.asm_state.get())
 
     @property
     def rank(self) -> int | None:

@@ -20,7 +20,7 @@ from functools import cached_property
 from jaxlib.mlir import ir
 
 from sdy_dl.ir.mlir_ops import key, parent_op
-from sdy_dl.ir.model import Block, Op, Region, Value
+from sdy_dl.ir.model import AsmNames, Block, Op, Region, Value
 
 
 class OpViews:
@@ -140,4 +140,4 @@ class ValueView(Value):
         top = (self._owner.owner if self._is_arg else self._owner).operation
         while top.parent is not None:
             top = top.parent.operation
-        return ir.AsmState(top)
+        return AsmNames(top)
