@@ -49,25 +49,27 @@ def tags(loc, prefix: str) -> list[str]:
     return _TAG_RES[prefix].findall(str(loc))
 
 
-def _tag_all(module: Module, prefix: str) -> dict[int, str]:
+def _tag_all(module: Module, prefix: str, remember: bool = False) -> dict[int, str]:
     """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``;
-    the tag of each location made, by the location's pointer (locations are uniqued
-    and never freed: a value whose location is still the one made here has that
-    tag, without printing the location)."""
+    with ``remember``, the tag of each location made, by the location's pointer
+    (locations are uniqued and never freed: a value whose location is still the
+    one made here has that tag, without printing the location)."""
     from jaxlib.mlir import ir
 
     name = ir.Location.name
     made = {}
     for op in module.ops:
         tag = f"o{op.oid}"
-        op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", childLoc=op.mlir.location)
-        made[pointer_of(loc)] = tag
+        op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", op.mlir.location)
+        if remember:
+            made[pointer_of(loc)] = tag
         op.location_changed()
     for v in module.values:
         if v.is_block_arg:
             tag = f"a{v.vid}"
-            v.mlir.set_location(loc := name(f"sdy-dl.{prefix}:{tag}", childLoc=v.mlir.location))
-            made[pointer_of(loc)] = tag
+            v.mlir.set_location(loc := name(f"sdy-dl.{prefix}:{tag}", v.mlir.location))
+            if remember:
+                made[pointer_of(loc)] = tag
     return made
 
 
@@ -370,7 +372,7 @@ class PropagationIndex:
                 self.by_key.setdefault(record.key, []).append(record)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
-            self._made = _tag_all(module, "px")
+            self._made = _tag_all(module, "px", remember=True)
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""

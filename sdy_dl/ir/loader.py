@@ -100,27 +100,32 @@ def build_model(mlir_module, file: str) -> Module:
     ops, values, value_of = module.ops, module.values, module._by_mlir
 
     shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
+    shape_and_static, value_at = _shape_and_static, value_of.__getitem__
+    add_op, add_value = ops.append, values.append
 
     def new_values(mvalues, defining_op: Op | None, block: Block | None) -> list[Value]:
         out = []
-        for index, mv in enumerate(mvalues):
+        index = 0
+        for mv in mvalues:
             t = mv.type
-            try:
-                shape, static = shapes[t]
-            except KeyError:
-                shape, static = shapes[t] = _shape_and_static(t)
-            v = Value(len(values), state, shape, static, defining_op, block, index, mv, [], t)
-            values.append(v)
+            known = shapes.get(t)
+            if known is None:
+                known = shapes[t] = shape_and_static(t)
+            v = Value(len(values), state, known[0], known[1], defining_op, block, index, mv, [], t)
+            add_value(v)
             value_of[mv] = v
             out.append(v)
+            index += 1
         return out
 
     def new_op(mop, parent: Op | None, block: Block | None) -> Op:
-        operands = [value_of[o] for o in mop.operands]
+        operands = list(map(value_at, mop.operands))
         op = Op(len(ops), mop.name, operands, [], [], parent, block, mop)
-        ops.append(op)
-        for k, value in enumerate(operands):
+        add_op(op)
+        k = 0
+        for value in operands:
             value.uses.append((op, k))
+            k += 1
         by_mlir[mop] = op
         op.results = new_values(mop.results, op, None)
         return op
