@@ -83,6 +83,7 @@ class OpDescriber:
         self.rule_files = frozenset(str(Path(f).resolve()) for f in rule_files)
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
         self._described: dict[int, tuple] = {}   # id(op) -> (op, description)
+        self._file_labels: dict[str, str] = {}   # rule file -> its label
 
     def __call__(self, op) -> OpInfo:
         """The op's :class:`OpInfo` (made once per op; its rule origin read now, as the
@@ -108,8 +109,12 @@ class OpDescriber:
         return self.file_label(entry.loc.file, entry.loc.line)
 
     def file_label(self, path: str, line: int | None) -> str:
-        where = f":{line}" if line else ""
-        return _file_label(path, self.rule_files) + where
+        """``rules/FILE:LINE`` (or ``--rules FILE:LINE``, ...): the rule file named once
+        per file (naming it resolves the path on disk)."""
+        label = self._file_labels.get(path)
+        if label is None:
+            label = self._file_labels[path] = _file_label(path, self.rule_files)
+        return label + (f":{line}" if line else "")
 
 
 @dataclass
