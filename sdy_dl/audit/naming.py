@@ -142,8 +142,11 @@ class SsaNames:
         if self.pending and text is None and copy:
             clone = module.mlir.operation.clone()   # printed as the module prints
             self._text = lambda: str(clone)
-        # (first result's name, result ids) of each op in order, for the lines.
-        self._defs = [(op.results[0].name.split("#")[0], [r.vid for r in op.results])
+        # (first result's name, result ids) of each op in order, for the lines (the
+        # name as printed: what follows the function's prefix, which ends in ``:``
+        # before the ``%`` that begins an SSA name, the only ``%`` in it).
+        names = self.names
+        self._defs = [(_printed(names[op.results[0].vid][0]), [r.vid for r in op.results])
                       for op in module.ops
                       if op.results and op.parent is not None] if self.pending else []
         # pending block argument -> the first result of its region op (on that op's line)
@@ -172,6 +175,12 @@ class SsaNames:
                 ns[0] = f"{ns[0]}@{lines[vid]}"
         self.pending = set()
         self._defs, self._text, self._arg_owner = [], None, {}
+
+
+def _printed(name: str) -> str:
+    """The SSA name of a value's first name, as its defining line prints it
+    (``@f:%3#1`` -> ``%3``)."""
+    return name[name.rfind("%"):].split("#")[0]
 
 
 #: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
