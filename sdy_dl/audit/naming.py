@@ -36,7 +36,8 @@ from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 from sdy_dl.sharding import TensorSharding
 
 #: The tags of each prefix in a printed location.
-_TAG_RES = {prefix: re.compile(rf'loc\("sdy-dl\.{prefix}:([ao]\d+)"') for prefix in ("in", "px")}
+_TAG_RES = {prefix: re.compile(rf'loc\("sdy-dl\.{prefix}:([ao]\d+(?:\.\d+)?)"')
+            for prefix in ("in", "px")}
 _FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 #: Op renames the export passes make while keeping the op's location (and tag).
@@ -133,11 +134,7 @@ class SsaNames:
 
     def __init__(self, module: Module, text=None, copy: bool = False):
         main = module.main_func()
-        self.names = {v.vid: value_names(module, v, main) for v in module.values}
-        count: dict[str, int] = {}
-        for ns in self.names.values():
-            count[ns[0]] = count.get(ns[0], 0) + 1
-        self.pending = {vid for vid, ns in self.names.items() if count[ns[0]] > 1}
+        self._count({v.vid: value_names(module, v, main) for v in module.values})
         self._text = text if text is not None else module.print
         if self.pending and text is None and copy:
             clone = module.mlir.operation.clone()   # printed as the module prints
@@ -155,6 +152,27 @@ class SsaNames:
             v = module.values[vid]
             if v.is_block_arg and v.block.region.owner.results:
                 self._arg_owner[vid] = v.block.region.owner.results[0].vid
+
+    @classmethod
+    def of_table(cls, names: dict, defs: list, arg_owner: dict, text) -> "SsaNames":
+        """The names of values read without the model: ``names`` (key -> names, as
+        :func:`value_names` gives them), ``defs`` (the ``_defs`` below: per op in
+        order, its first result's printed name and its result keys), ``arg_owner``
+        (block argument key -> its region op's first result key) and ``text``."""
+        self = cls.__new__(cls)
+        self._count(names)
+        self._text = text
+        self._defs = defs if self.pending else []
+        self._arg_owner = {k: arg_owner[k] for k in self.pending if k in arg_owner}
+        return self
+
+    def _count(self, names: dict) -> None:
+        """Take ``names`` (key -> names); those whose first name others share are pending."""
+        count: dict[str, int] = {}
+        for ns in names.values():
+            count[ns[0]] = count.get(ns[0], 0) + 1
+        self.names = names
+        self.pending = {k for k, ns in names.items() if count[ns[0]] > 1}
 
     def resolve(self) -> None:
         """Give every pending name its definition line (in place; once)."""
@@ -229,14 +247,19 @@ class InputValue(_Named):
     sharding: str | None
     op: str               # defining op name, or the owner of the block argument
     where: object = field(repr=False)   # its place, or the owner's location and the file
-    # Annotations of the input that the import passes move onto this value: the
-    # constraints on it, the in_shardings of computations it enters, its sharding group.
-    related: list["InputValue"] = field(default_factory=list, repr=False)
     ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
+    index: "InputIndex | None" = field(default=None, repr=False)
+    key: tuple | None = field(default=None, repr=False)        # its key in the index
 
     @functools.cached_property
     def place(self) -> str:
         return _place(self.where)
+
+    @property
+    def related(self) -> list["InputValue"]:
+        """Annotations of the input that the import passes move onto this value: the
+        constraints on it, the in_shardings of computations it enters, its sharding group."""
+        return self.index.related(self.key) if self.index is not None else []
 
 
 def _place(where) -> str:
@@ -245,60 +268,240 @@ def _place(where) -> str:
     return where if isinstance(where, str) else place_in(str(where[0]), where[1])
 
 
+def _tag_input(top) -> None:
+    """Tag the ops (``in:oN``, N their place in pre-order) and block arguments
+    (``in:aN.K``) nested in the module op ``top``."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.mlir_ops import walk_pre
+
+    name = ir.Location.name
+    for n, mop in enumerate(walk_pre(top)[1:]):
+        mop.location = name(f"sdy-dl.in:o{n}", mop.location)
+        if len(mop.regions):
+            k = 0
+            for region in mop.regions:
+                for block in region.blocks:
+                    for arg in block.arguments:
+                        arg.set_location(name(f"sdy-dl.in:a{n}.{k}", arg.location))
+                        k += 1
+
+
+class _InputTable:
+    """The ops of the input's snapshot in pre-order (``ops``) and the names of its
+    values by key (``names``: an :class:`SsaNames`, as :class:`SsaNames` names a
+    model's values), read in one pass."""
+
+    def __init__(self, snapshot):
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.model import AsmNames
+
+        self.ops: list = []
+        names: dict[tuple, list[str]] = {}
+        defs: list = []
+        arg_owner: dict = {}
+        with mlir_context():
+            state = AsmNames(snapshot).get()
+            tops = [op.operation for op in snapshot.regions[0].blocks[0].operations]
+            funcs = [op for op in tops if op.name == "func.func"]
+            self.main = funcs[0] if len(funcs) == 1 else next(
+                (f for f in funcs if ir_symbol(f) == "main"), None)
+            ops = self.ops
+            # Pre-order, iteratively: a frame is the ops left in a block and the
+            # names' prefix there (None at the top level).
+            stack = [(iter(tops), None)]
+            while stack:
+                frame, prefix = stack[-1]
+                mop = next(frame, None)
+                if mop is None:
+                    stack.pop()
+                    continue
+                mop = mop.operation
+                n = len(ops)
+                ops.append(mop)
+                name = mop.name
+                if name == "func.func":   # a function gives its values' prefix
+                    inner = "" if mop == self.main else f"@{ir_symbol(mop)}:"
+                else:
+                    inner = prefix or ""
+                results = mop.results
+                first = None
+                if len(results):
+                    tag = f"o{n}"
+                    first = (tag, 0)
+                    keys = [(tag, i) for i in range(len(results))]
+                    for key, r in zip(keys, results):
+                        names[key] = [inner + r.get_name(state)]
+                    if prefix is not None:
+                        defs.append((_printed(names[first][0]), keys))
+                regions = mop.regions
+                if len(regions):
+                    k = 0
+                    blocks = []
+                    for region in regions:
+                        for block in region.blocks:
+                            for arg in block.arguments:
+                                key = (f"a{n}.{k}", -1)
+                                ns = names[key] = [inner + arg.get_name(state)]
+                                if name == "func.func":
+                                    ns.append(f"{inner}arg:{arg.arg_number}")
+                                if first is not None:
+                                    arg_owner[key] = first
+                                k += 1
+                            blocks.append(block)
+                    # the blocks' ops, in order, before the ops after this one
+                    stack.append((_ops_of(blocks), inner))
+        self.names = SsaNames.of_table(names, defs, arg_owner, lambda: str(snapshot))
+
+    def place(self, key: tuple) -> tuple | None:
+        """(owner op, value, result or argument number, is a block argument) of the
+        value ``key`` (None: no such value)."""
+        if key not in self.names.names:
+            return None
+        tag, index = key
+        if index >= 0:
+            mop = self.ops[int(tag[1:])]
+            return mop, mop.results[index], index, False
+        n, k = (int(x) for x in tag[1:].split("."))
+        mop = self.ops[n]
+        for region in mop.regions:
+            for block in region.blocks:
+                args = block.arguments
+                if k < len(args):
+                    return mop, args[k], k, True
+                k -= len(args)
+        return None
+
+    def key_of(self, value) -> tuple:
+        """The key of an MLIR value of the snapshot."""
+        from sdy_dl.ir.mlir_ops import value_place
+
+        owner, index, is_arg = value_place(value)
+        n = self._op_index[owner]
+        if not is_arg:
+            return (f"o{n}", index)
+        k = 0
+        for region in owner.regions:
+            for block in region.blocks:
+                if block == value.owner:
+                    return (f"a{n}.{k + index}", -1)
+                k += len(block.arguments)
+        raise KeyError(value)
+
+    def relations(self) -> dict[tuple, list[tuple]]:
+        """value key -> the keys of the annotations moved onto it (see
+        :attr:`InputValue.related`), in the order the import passes meet them."""
+        from sdy_dl.ir.context import mlir_context
+
+        related: dict[tuple, list[tuple]] = {}
+        groups: dict[str, list[tuple]] = {}
+        self._op_index = {mop: n for n, mop in enumerate(self.ops)}
+        key_of = self.key_of
+        with mlir_context():
+            for mop in self.ops:
+                name = mop.name
+                if name == "sdy.sharding_constraint":
+                    related.setdefault(key_of(mop.operands[0]), []).append(key_of(mop.results[0]))
+                elif name in ("sdy.manual_computation", "sdy.named_computation") and len(mop.regions):
+                    blocks = mop.regions[0].blocks
+                    args = list(blocks[0].arguments) if len(blocks) else []
+                    for operand, arg in zip(mop.operands, args):
+                        related.setdefault(key_of(operand), []).append(key_of(arg))
+                elif name == "sdy.sharding_group":
+                    group = str(mop.attributes["group_id"]) if "group_id" in mop.attributes else ""
+                    groups.setdefault(group, []).append(key_of(mop.operands[0]))
+        for members in groups.values():
+            for m in members:
+                related.setdefault(m, []).extend(x for x in members if x != m)
+        return related
+
+
+def _ops_of(blocks):
+    """The ops of ``blocks``, one after another."""
+    for block in blocks:
+        yield from block.operations
+
+
+def ir_symbol(mop) -> str:
+    """The symbol name of a raw op."""
+    from jaxlib.mlir import ir
+    return ir.StringAttr(mop.attributes["sym_name"]).value
+
+
 class InputIndex:
-    """The input module's values, tagged ``in:`` (call before running passes)."""
+    """The input module's values, tagged ``in:`` (call before running passes).
+
+    The passes edit the module, so the values are read from a snapshot of it
+    (a copy taken now, never edited), when first asked for: making the index
+    costs a copy and one walk that tags the module, and an explanation reads a
+    few input values only.  Ops are tagged ``in:oN`` by their place in
+    pre-order, block arguments ``in:aN.K`` (the K-th of op N's regions' blocks'
+    arguments); the snapshot's walk in the same order finds them again.
+    """
 
     def __init__(self, module: Module):
         from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.mlir_ops import main_func
+        from sdy_dl.ir.storage import read_func_attr
 
         self.file = module.file
-        self.by_tag: dict[tuple[str, int], InputValue] = {}
         self.results: dict[int, str | None] = {}
-        main = module.main_func()
+        self._records: dict[tuple, InputValue | None] = {}
+        self._table: _InputTable | None = None
+        self._related: dict[tuple, list[tuple]] | None = None
         with mlir_context():
-            ssa = SsaNames(module, copy=True)   # the passes change the module
-            names = ssa.names
-            for v in module.values:
-                owner = v.block.region.owner if v.is_block_arg else v.defining_op
-                sharding = get_sharding(v) if is_shardable(v) else None
-                text = sharding.to_text() if sharding is not None else None
-                paths = _arg_paths(v) if v.is_block_arg and owner is main else []
-                where = f"argument {paths[0]}" if paths else (owner.mlir.location, module.file)
-                record = InputValue(names[v.vid], text, owner.name, where,
-                                    ssa=ssa if v.vid in ssa.pending else None)
-                self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
-                            else (f"o{owner.oid}", v.index)] = record
+            top = module.mlir.operation
+            self._snapshot = top.clone()
+            main = main_func(module)
             if main is not None:
-                for i in range(len(main.mlir.attributes["function_type"].value.results)):
-                    s = get_result_sharding(main, i)
+                for i in range(len(main.attributes["function_type"].value.results)):
+                    s = read_func_attr(main, "res_attrs", i)
                     self.results[i] = s.to_text() if s is not None else None
-            self._relate(module)
-            _tag_all(module, "in")
+            _tag_input(top)
 
     @property
     def annotations(self) -> set[str]:
         """Every annotation of the input: the shardings of its values and main results."""
-        return ({r.sharding for r in self.by_tag.values() if r.sharding is not None}
+        records = [self.get(k) for k in self._read().names.names]
+        return ({r.sharding for r in records if r.sharding is not None}
                 | {s for s in self.results.values() if s is not None})
 
-    def _record(self, v: Value) -> InputValue:
-        return self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg else (f"o{v.defining_op.oid}", v.index)]
+    def _read(self) -> "_InputTable":
+        if self._table is None:
+            self._table = _InputTable(self._snapshot)
+        return self._table
 
-    def _relate(self, module: Module) -> None:
-        groups: dict[str, list[InputValue]] = {}
-        for op in module.ops:
-            if op.name == "sdy.sharding_constraint":
-                self._record(op.operands[0]).related.append(self._record(op.results[0]))
-            elif op.name in ("sdy.manual_computation", "sdy.named_computation") and op.regions:
-                args = op.regions[0].blocks[0].args if op.regions[0].blocks else []
-                for operand, arg in zip(op.operands, args):
-                    self._record(operand).related.append(self._record(arg))
-            elif op.name == "sdy.sharding_group":
-                groups.setdefault(op.attr_text("group_id") or "", []).append(
-                    self._record(op.operands[0]))
-        for members in groups.values():
-            for m in members:
-                m.related.extend(x for x in members if x is not m)
+    def get(self, key: tuple) -> InputValue | None:
+        """The input value tagged ``key`` (``(oN, result)`` or ``(aN.K, -1)``), if any."""
+        try:
+            return self._records[key]
+        except KeyError:
+            pass
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.storage import read_stored
+
+        table = self._read()
+        record = None
+        with mlir_context():
+            place = table.place(key)
+            if place is not None:
+                owner, value, index, is_arg = place
+                stored = read_stored(owner, index, is_arg)
+                paths = _arg_paths(value.location) if is_arg and owner == table.main else []
+                where = f"argument {paths[0]}" if paths else (owner.location, self.file)
+                record = InputValue(table.names.names[key],
+                                    stored.to_text() if stored is not None else None,
+                                    owner.name, where,
+                                    ssa=table.names if key in table.names.pending else None,
+                                    index=self, key=key)
+        self._records[key] = record
+        return record
+
+    def related(self, key: tuple) -> list[InputValue]:
+        """:attr:`InputValue.related` of the value ``key``."""
+        if self._related is None:
+            self._related = self._read().relations()
+        return [self.get(k) for k in self._related.get(key, ())]
 
     def origin(self, value: Value) -> InputValue | None:
         """The input value ``value`` descends from (same op kind), if any."""
@@ -306,7 +509,7 @@ class InputIndex:
 
     def origin_at(self, loc, index: int, op_name: str) -> InputValue | None:
         """:meth:`origin` of the value at ``_tag_site``'s (``loc``, ``index``, ``op_name``)."""
-        return _tagged_record(loc, index, op_name, self.by_tag, "in",
+        return _tagged_record(loc, index, op_name, self, "in",
                               lambda recorded, name: recorded == name)
 
 
@@ -441,7 +644,7 @@ class OutputIndex:
                                   ssa=self._ssa if v.vid in self._ssa.pending else None)
                 by_vid[v.vid] = out
                 if v.is_block_arg and owner is main:
-                    out._names += _arg_paths(v)
+                    out._names += _arg_paths(v.mlir.location)
                 self._add(out)
             for func in module.funcs.values():
                 ret = module.func_return(func)
@@ -528,9 +731,10 @@ class OutputIndex:
 _NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"(?!:)')
 
 
-def _arg_paths(value: Value) -> list[str]:
-    """The argument path JAX's debug info gives a main argument (``params[0]``), if any."""
-    text = str(value.mlir.location)
+def _arg_paths(loc) -> list[str]:
+    """The argument path JAX's debug info gives a main argument (``params[0]``), if
+    any: from its location ``loc``."""
+    text = str(loc)
     while True:
         m = _NAME_LOC_RE.match(text)
         if m is None:
