@@ -64,3 +64,24 @@ def test_conflicts_cli_text(tmp_path):
     assert result.exit_code == 0, result.output
     assert "stablehlo.dot_general at" in result.output and "across-factor conflict" in result.output
     assert "decided by: aggressive strategy" in result.output
+
+
+CONSTRAINED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{}, {"b"}]> : tensor<8x8xf32>
+  %2 = stablehlo.multiply %1, %arg1 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+'''
+
+
+def test_conflict_says_whether_the_output_reshards_there():
+    """The add's result goes through a constraint, printed as an ``sdy.reshard``
+    by the export passes: the add's conflict says so; the unconstrained one not."""
+    constrained = Audit(parse_module_text(CONSTRAINED), CLINGO)
+    assert "sdy.reshard" in constrained.text
+    adds = [c for c in constrained.conflicts() if c.op == "stablehlo.add"]
+    assert adds and all(c.reshard for c in adds)
+    plain = Audit(parse_module_text(WITHIN), CLINGO).conflicts()
+    assert plain and not any(c.reshard for c in plain)

@@ -195,6 +195,8 @@ class Explainer:
         return self._node(d)
 
     def _export_created(self, out: OutputValue, depth: int) -> Node:
+        from jaxlib.mlir.ir import OpResult
+
         value = out.value
         node = Node(out.name, _text(out.sharding), f"{out.op} created by the export passes",
                     kind="export", op={"name": out.op, "place": out.place})
@@ -202,9 +204,10 @@ class Explainer:
             node.because = ("sdy.reshard inserted by the export passes (insert-explicit-reshards, "
                             "insert-func-call-reshards): the operand is resharded to what its user "
                             "needs")
-        if value is not None and value.defining_op is not None:
-            for operand in value.defining_op.operands:
-                src = next((o for o in self.outputs.values if o.value is operand), None)
+        if value is not None and isinstance(value, OpResult):
+            for operand in value.owner.operands:
+                src = next((o for o in self.outputs.values
+                            if o.value is not None and o.value == operand), None)
                 if src is not None and depth > 1:
                     node.children.append(self.explain(src, depth - 1))
         return node

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.mlir_ops import key as pointer_of
-from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 from sdy_dl.sharding import TensorSharding
 
 #: The tags of each prefix in a printed location.
@@ -287,95 +286,93 @@ def _tag_input(top) -> None:
                         k += 1
 
 
-class _InputTable:
-    """The ops of the input's snapshot in pre-order (``ops``) and the names of its
-    values by key (``names``: an :class:`SsaNames`, as :class:`SsaNames` names a
-    model's values), read in one pass."""
+class ValueTable:
+    """The values of a module read straight from its MLIR, in one pass: its ops in
+    pre-order (``ops``; op N is tagged ``oN``), every value's place by key
+    (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
+    regions' blocks -> (owner op, value, result or argument number, whether a
+    block argument)), in the order :func:`~sdy_dl.ir.loader.build_model` numbers
+    values, the function holding each op (``funcs``) and the values' names
+    (``names``: an :class:`SsaNames`, as it names a model's values; ``text``: the
+    module as printed, or a function giving it).  The audit's indexes read it in
+    place of a model of the module (building one costs several times more)."""
 
-    def __init__(self, snapshot):
+    def __init__(self, top, text):
+        from jaxlib.mlir import ir
+
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.model import AsmNames
 
         self.ops: list = []
+        self.funcs: list = []
+        self.places: dict[tuple, tuple] = {}
         names: dict[tuple, list[str]] = {}
         defs: list = []
         arg_owner: dict = {}
         with mlir_context():
-            state = AsmNames(snapshot).get()
-            tops = [op.operation for op in snapshot.regions[0].blocks[0].operations]
+            state = AsmNames(top).get()
+            tops = [op.operation for op in top.regions[0].blocks[0].operations]
             funcs = [op for op in tops if op.name == "func.func"]
+            self.functions = funcs
             self.main = funcs[0] if len(funcs) == 1 else next(
                 (f for f in funcs if ir_symbol(f) == "main"), None)
-            ops = self.ops
-            # Pre-order, iteratively: a frame is the ops left in a block and the
-            # names' prefix there (None at the top level).
-            stack = [(iter(tops), None)]
+            ops, places, block_type = self.ops, self.places, ir.Block
+            # Pre-order, iteratively.  A frame: the items left (the ops of a block;
+            # in an op's frame, each of its blocks and then the block's ops), the
+            # names' prefix and the function there, the op (its index) and the
+            # count of its block arguments so far.
+            stack = [[iter(tops), None, None, -1, 0]]
             while stack:
-                frame, prefix = stack[-1]
-                mop = next(frame, None)
-                if mop is None:
+                frame = stack[-1]
+                item = next(frame[0], None)
+                if item is None:
                     stack.pop()
                     continue
-                mop = mop.operation
+                prefix, func = frame[1], frame[2]
+                if isinstance(item, block_type):   # a block of op frame[3]: its arguments
+                    n = frame[3]
+                    owner = ops[n]
+                    first = (f"o{n}", 0) if len(owner.results) else None
+                    is_func = owner.name == "func.func"
+                    for arg in item.arguments:
+                        key = (f"a{n}.{frame[4]}", -1)
+                        frame[4] += 1
+                        ns = names[key] = [prefix + arg.get_name(state)]
+                        if is_func:
+                            ns.append(f"{prefix}arg:{arg.arg_number}")
+                        places[key] = (owner, arg, arg.arg_number, True)
+                        if first is not None:
+                            arg_owner[key] = first
+                    continue
+                mop = item.operation
                 n = len(ops)
                 ops.append(mop)
                 name = mop.name
                 if name == "func.func":   # a function gives its values' prefix
-                    inner = "" if mop == self.main else f"@{ir_symbol(mop)}:"
-                else:
-                    inner = prefix or ""
+                    func = mop
+                    prefix = "" if mop == self.main else f"@{ir_symbol(mop)}:"
+                elif prefix is None:
+                    prefix = ""
+                self.funcs.append(func)
                 results = mop.results
-                first = None
                 if len(results):
                     tag = f"o{n}"
-                    first = (tag, 0)
                     keys = [(tag, i) for i in range(len(results))]
-                    for key, r in zip(keys, results):
-                        names[key] = [inner + r.get_name(state)]
-                    if prefix is not None:
-                        defs.append((_printed(names[first][0]), keys))
-                regions = mop.regions
-                if len(regions):
-                    k = 0
-                    blocks = []
-                    for region in regions:
-                        for block in region.blocks:
-                            for arg in block.arguments:
-                                key = (f"a{n}.{k}", -1)
-                                ns = names[key] = [inner + arg.get_name(state)]
-                                if name == "func.func":
-                                    ns.append(f"{inner}arg:{arg.arg_number}")
-                                if first is not None:
-                                    arg_owner[key] = first
-                                k += 1
-                            blocks.append(block)
-                    # the blocks' ops, in order, before the ops after this one
-                    stack.append((_ops_of(blocks), inner))
-        self.names = SsaNames.of_table(names, defs, arg_owner, lambda: str(snapshot))
-
-    def place(self, key: tuple) -> tuple | None:
-        """(owner op, value, result or argument number, is a block argument) of the
-        value ``key`` (None: no such value)."""
-        if key not in self.names.names:
-            return None
-        tag, index = key
-        if index >= 0:
-            mop = self.ops[int(tag[1:])]
-            return mop, mop.results[index], index, False
-        n, k = (int(x) for x in tag[1:].split("."))
-        mop = self.ops[n]
-        for region in mop.regions:
-            for block in region.blocks:
-                args = block.arguments
-                if k < len(args):
-                    return mop, args[k], k, True
-                k -= len(args)
-        return None
+                    for i, (key, r) in enumerate(zip(keys, results)):
+                        names[key] = [prefix + r.get_name(state)]
+                        places[key] = (mop, r, i, False)
+                    if frame[1] is not None:   # not at the top level
+                        defs.append((_printed(names[keys[0]][0]), keys))
+                if len(mop.regions):
+                    stack.append([_blocks_and_ops(mop), prefix, func, n, 0])
+        self.names = SsaNames.of_table(names, defs, arg_owner, text)
 
     def key_of(self, value) -> tuple:
-        """The key of an MLIR value of the snapshot."""
+        """The key of an MLIR value of the module."""
         from sdy_dl.ir.mlir_ops import value_place
 
+        if not hasattr(self, "_op_index"):
+            self._op_index = {mop: n for n, mop in enumerate(self.ops)}
         owner, index, is_arg = value_place(value)
         n = self._op_index[owner]
         if not is_arg:
@@ -395,7 +392,6 @@ class _InputTable:
 
         related: dict[tuple, list[tuple]] = {}
         groups: dict[str, list[tuple]] = {}
-        self._op_index = {mop: n for n, mop in enumerate(self.ops)}
         key_of = self.key_of
         with mlir_context():
             for mop in self.ops:
@@ -416,10 +412,12 @@ class _InputTable:
         return related
 
 
-def _ops_of(blocks):
-    """The ops of ``blocks``, one after another."""
-    for block in blocks:
-        yield from block.operations
+def _blocks_and_ops(mop):
+    """Each block of ``mop``'s regions, followed by its ops."""
+    for region in mop.regions:
+        for block in region.blocks:
+            yield block
+            yield from block.operations
 
 
 def ir_symbol(mop) -> str:
@@ -447,7 +445,7 @@ class InputIndex:
         self.file = module.file
         self.results: dict[int, str | None] = {}
         self._records: dict[tuple, InputValue | None] = {}
-        self._table: _InputTable | None = None
+        self._table: ValueTable | None = None
         self._related: dict[tuple, list[tuple]] | None = None
         with mlir_context():
             top = module.mlir.operation
@@ -466,9 +464,10 @@ class InputIndex:
         return ({r.sharding for r in records if r.sharding is not None}
                 | {s for s in self.results.values() if s is not None})
 
-    def _read(self) -> "_InputTable":
+    def _read(self) -> ValueTable:
         if self._table is None:
-            self._table = _InputTable(self._snapshot)
+            snapshot = self._snapshot
+            self._table = ValueTable(snapshot, lambda: str(snapshot))
         return self._table
 
     def get(self, key: tuple) -> InputValue | None:
@@ -483,7 +482,7 @@ class InputIndex:
         table = self._read()
         record = None
         with mlir_context():
-            place = table.place(key)
+            place = table.places.get(key)
             if place is not None:
                 owner, value, index, is_arg = place
                 stored = read_stored(owner, index, is_arg)
@@ -588,7 +587,11 @@ class PropagationIndex:
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
-        return _tagged_record(*_tag_site(value), self.by_tag, "px", lambda recorded, name: (
+        return self.lookup_at(*_tag_site(value))
+
+    def lookup_at(self, loc, index: int, op_name: str | None) -> PropagatedValue | None:
+        """:meth:`lookup` of the value at ``_tag_site``'s (``loc``, ``index``, ``op_name``)."""
+        return _tagged_record(loc, index, op_name, self.by_tag, "px", lambda recorded, name: (
             recorded == name or (recorded, name) in EXPORT_RENAMES), self._made)
 
 
@@ -601,7 +604,7 @@ class OutputValue(_Named):
     op: str
     where: object = field(repr=False)    # its place (see _place)
     key: object | None                   # tracer key (None: created by the export passes)
-    value: Value | None = field(default=None, repr=False)
+    value: object = field(default=None, repr=False)   # its MLIR value (None: a function result)
     func: str = ""
     result_of: "OutputValue | None" = field(default=None, repr=False)  # function results: the returned value
     ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
@@ -619,8 +622,11 @@ class OutputIndex:
     """Every value of the output module with its names, printed sharding and tracer key."""
 
     def __init__(self, module: Module, propagated: PropagationIndex, text=None):
-        """``text``: ``module`` as printed, or a function giving it (see :func:`_ssa_names`)."""
+        """``text``: ``module`` as printed, or a function giving it (see :class:`SsaNames`).
+        The module is read straight from its MLIR (a :class:`ValueTable`)."""
         from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.storage import read_func_attr, read_stored
+        from sdy_dl.ir.traits import COMPUTATION_OPS
 
         self.module = module
         self.values: list[OutputValue] = []
@@ -628,54 +634,72 @@ class OutputIndex:
         self.by_key: dict[object, list[OutputValue]] = {}
         self._ambiguous: dict[str, list[str]] | None = None
         self._pending: list[OutputValue] = []   # values whose first name is not in by_name yet
-        main = module.main_func()
+        table = self._table = ValueTable(module.mlir.operation, text if text is not None
+                                         else module.print)
+        self._ssa = ssa = table.names
+        names, pending, file, main = ssa.names, ssa.pending, module.file, table.main
         with mlir_context():
-            self._ssa = SsaNames(module, text)
-            names = self._ssa.names
-            by_vid = {}
-            for v in module.values:
-                owner = v.block.region.owner if v.is_block_arg else v.defining_op
-                record = propagated.lookup(v)
-                sharding = get_sharding(v) if is_shardable(v) else None
-                out = OutputValue(names[v.vid], sharding, owner.name,
-                                  (owner.mlir.location, module.file),
-                                  record.key if record is not None else None, v,
-                                  func=_func_label(func_of(owner), main),
-                                  ssa=self._ssa if v.vid in self._ssa.pending else None)
-                by_vid[v.vid] = out
-                if v.is_block_arg and owner is main:
-                    out._names += _arg_paths(v.mlir.location)
+            by_value = {}
+            labels: dict = {}     # function -> its label
+            last, loc = None, None
+            for key, (mop, value, index, is_arg) in table.places.items():
+                if mop is not last:
+                    last, loc, name = mop, mop.location, mop.name
+                    func = table.funcs[int(key[0][1:].split(".")[0])]
+                    label = labels.get(func)
+                    if label is None:
+                        label = labels[func] = _func_label(func, main)
+                if is_arg:
+                    record = propagated.lookup_at(value.location, -1, None)
+                    shardable = name == "func.func" or name in COMPUTATION_OPS
+                else:
+                    record = propagated.lookup_at(loc, index, name)
+                    shardable = True
+                sharding = read_stored(mop, index, is_arg) if shardable else None
+                out = OutputValue(names[key], sharding, name, (loc, file),
+                                  record.key if record is not None else None, value,
+                                  func=label, ssa=ssa if key in pending else None)
+                by_value[value] = out
+                if is_arg and mop == main:
+                    out._names += _arg_paths(value.location)
                 self._add(out)
-            for func in module.funcs.values():
-                ret = module.func_return(func)
-                prefix = "" if func is main else f"@{func_name(func)}:"
-                n = len(func.mlir.attributes["function_type"].value.results)
-                for i in range(n):
-                    returned = by_vid.get(ret.operands[i].vid) if ret is not None and i < len(ret.operands) else None
-                    key = ("result", i) if func is main else (returned.key if returned else None)
+            for func in table.functions:
+                body = func.regions[0].blocks
+                last_ops = body[len(body) - 1].operations if len(body) else ()
+                ret = last_ops[len(last_ops) - 1] if len(last_ops) else None
+                is_main = func == main
+                prefix = "" if is_main else f"@{ir_symbol(func)}:"
+                returned_values = list(ret.operands) if ret is not None else []
+                for i in range(len(func.attributes["function_type"].value.results)):
+                    returned = by_value.get(returned_values[i]) if i < len(returned_values) else None
+                    key = ("result", i) if is_main else (returned.key if returned else None)
                     result_names = [f"{prefix}result:{i}"]
-                    if func is main:
+                    if is_main:
                         result_names += _result_info(func, i)
-                    out = OutputValue(result_names, get_result_sharding(func, i),
-                                      "func.func", (func.mlir.location, module.file), key,
+                    out = OutputValue(result_names, read_func_attr(func, "res_attrs", i),
+                                      "func.func", (func.location, file), key,
                                       func=_func_label(func, main), result_of=returned)
                     self._add(out)
 
     def has_reshard(self, tag: str | None) -> bool:
         """Whether the output op tagged ``tag`` has a ``sdy.reshard`` on an operand or result."""
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.mlir_ops import value_place
+
         if tag is None:
             return False
-        if not hasattr(self, "_ops_by_tag"):
-            self._ops_by_tag = {}
-            for op in self.module.ops:
-                for t in tags(op.mlir.location, "px")[:1]:
-                    self._ops_by_tag.setdefault(t, op)
-        op = self._ops_by_tag.get(tag)
-        if op is None:
-            return False
-        return (any(v.defining_op is not None and v.defining_op.name == "sdy.reshard"
-                    for v in op.operands)
-                or any(u.name == "sdy.reshard" for r in op.results for u, _ in r.uses))
+        with mlir_context():
+            if not hasattr(self, "_ops_by_tag"):
+                self._ops_by_tag = {}
+                for mop in self._table.ops:
+                    for t in tags(mop.location, "px")[:1]:
+                        self._ops_by_tag.setdefault(t, mop)
+            op = self._ops_by_tag.get(tag)
+            if op is None:
+                return False
+            return (any(not is_arg and owner.name == "sdy.reshard"
+                        for owner, _, is_arg in map(value_place, op.operands))
+                    or any(u.owner.name == "sdy.reshard" for r in op.results for u in r.uses))
 
     def _add(self, out: OutputValue) -> None:
         self.values.append(out)
@@ -745,20 +769,20 @@ def _arg_paths(loc) -> list[str]:
         text = text[m.end() + 1:]   # the child location
 
 
-def _result_info(func: Op, index: int) -> list[str]:
-    """JAX's name of main result ``index`` (``jax.result_info``), if any."""
+def _result_info(func, index: int) -> list[str]:
+    """JAX's name of main result ``index`` (``jax.result_info``) of the raw ``func``, if any."""
     from jaxlib.mlir import ir
 
-    attrs = func.attr("res_attrs")
-    if attrs is None:
+    if "res_attrs" not in func.attributes:
         return []
-    entry = ir.DictAttr(ir.ArrayAttr(attrs)[index])
+    entry = ir.DictAttr(ir.ArrayAttr(func.attributes["res_attrs"])[index])
     if "jax.result_info" not in entry:
         return []
     return [ir.StringAttr(entry["jax.result_info"]).value]
 
 
-def _func_label(func: Op | None, main: Op | None) -> str:
+def _func_label(func, main) -> str:
+    """``main``, ``@name`` or nothing: how the output index names the raw function ``func``."""
     if func is None:
         return ""
-    return "main" if func is main else "@" + func_name(func)
+    return "main" if func == main else "@" + ir_symbol(func)
