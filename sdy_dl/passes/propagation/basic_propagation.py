@@ -67,13 +67,17 @@ SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_sha
 def check_static_shapes(module: Module) -> None:
     """Propagation supports only ranked tensors with a static shape (§5.5 step 1),
     and shardings that name their mesh by symbol (§8.5)."""
+    inlined: dict = {}   # attribute -> whether it inlines a mesh (attributes are uniqued)
     for op in module.ops:
         attrs = op.mlir.attributes
-        for name in attrs:
-            if name not in SHARDING_ATTRS:
+        for name in SHARDING_ATTRS if len(attrs) else ():
+            if name not in attrs:
                 continue
-            text = str(attrs[name])
-            if "mesh<[" in text:
+            attr = attrs[name]
+            found = inlined.get(attr)
+            if found is None:
+                found = inlined[attr] = "mesh<[" in str(attr)
+            if found:
                 raise SdyError(f"a sharding on this {op.name} has an inlined mesh; propagation needs "
                                "mesh symbols (run the lift-inlined-meshes pass or sdy-dl propagate)",
                                file=module.file, line=op.line, col=op.col)
