@@ -126,11 +126,12 @@ def _signature(op) -> tuple:
     regions (a scatter's update computation decides its factor kinds).  Types
     and attributes are uniqued in sdy-dl's one MLIR context, so they are
     compared as objects, without printing them."""
+    attrs = op.mlir.attributes
     return (op.name,
-            tuple(v.mlir_type for v in op.operands), tuple(v.mlir_type for v in op.results),
-            tuple(sorted(item for item in op.mlir.attributes.items()
-                         if not item[0].startswith("sdy."))),
-            _region_structure(op))
+            tuple([v.mlir_type for v in op.operands]), tuple([v.mlir_type for v in op.results]),
+            tuple(sorted([item for item in attrs.items() if not item[0].startswith("sdy.")]))
+            if len(attrs) else (),
+            _region_structure(op) if op.regions else ())
 
 
 def _region_structure(op) -> tuple:
