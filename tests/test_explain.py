@@ -14,7 +14,6 @@ import import_programs
 import jax_programs
 import rules_programs
 from sdy_dl.audit import Audit
-from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.cli import main
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
@@ -73,16 +72,30 @@ def test_names_are_those_of_the_printed_module(chain):
     assert chain.explain("1").what == "%1"
 
 
+def _model_names(module, value, main) -> list[str]:
+    """The names of ``value`` read from the model (not through the audit's value
+    table): ``%x`` in main, ``@f:%x`` elsewhere, plus ``arg:N`` for a function's
+    arguments."""
+    owner = value.block.region.owner if value.is_block_arg else value.defining_op
+    func = owner
+    while func is not None and func.name != "func.func":
+        func = func.parent
+    prefix = "" if func is None or func is main else f"@{func.attr_text('sym_name')[1:-1]}:"
+    names = [prefix + value.name]
+    if value.is_block_arg and owner is func:
+        names.append(f"{prefix}arg:{value.index}")
+    return names
+
+
 def _printed_in_order(text: str) -> list[tuple[list[str], str]]:
     """(names, printed sharding) of every value, then of every function result, in
     the order of the module, read independently."""
     module = parse_module_text(text)
     main_func = module.main_func()
-    names = _ssa_names(module, text)
     out = []
     for v in module.values:
         s = get_sharding(v) if is_shardable(v) else None
-        out.append((names[v.vid], "(none)" if s is None else s.to_text()))
+        out.append((_model_names(module, v, main_func), "(none)" if s is None else s.to_text()))
     for fname, func in module.funcs.items():
         prefix = "" if func is main_func else f"@{fname}:"
         for i in range(len(func.mlir.attributes["function_type"].value.results)):
@@ -119,9 +132,16 @@ def _check_every_value(kind: str, name: str) -> None:
     # while's %iterArg, stand for several values).
     expected = _printed_in_order(audit.text)
     assert len(trees) == len(audit.outputs.values) == len(expected) > 0
+    lines = audit.text.splitlines()
     for out, tree, (names, sharding) in zip(audit.outputs.values, trees, expected):
         assert tree.what == out.name
-        assert out.name in names, (out.name, names)
+        if "@" in out.name[1:] and out.name.split("@")[-1].isdigit():
+            # a name sibling regions share, with the line that defines it (or its region op's)
+            name, line = out.name.rsplit("@", 1)
+            assert name == names[0], (out.name, names)
+            assert re.match(r"\s*%[\w$.\-]+(:\d+)? = ", lines[int(line) - 1]), out.name
+        else:
+            assert out.name in names, (out.name, names)
         assert tree.sharding == sharding, out.name
         for node in tree.walk():
             assert "created and erased" not in node.what, (out.name, node.what)
@@ -359,3 +379,23 @@ def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
     monkeypatch.setattr(steps_module, "DETAIL_BATCH", 1)
     batched = steps_module.StepRecords(steps, chain.propagated.meshes)
     assert len(whole.steps) > 1 and whole.rec and (whole.rec, whole.fin) == (batched.rec, batched.fin)
+
+
+@pytest.mark.parametrize("kind,name", DEFAULT_PROGRAMS)
+def test_value_table_lists_values_as_the_model_does(kind, name):
+    """The audit's value table, read straight from the MLIR, lists the values in the
+    order the model numbers them (``_ssa_names`` relies on it), each with its owner,
+    its number and the names the model gives it."""
+    from sdy_dl.audit.naming import ValueTable
+    from sdy_dl.ir.context import mlir_context
+
+    module = parse_module_text(_text(kind, name))
+    main = module.main_func()
+    with mlir_context():
+        table = ValueTable(module.mlir.operation, module.print)
+        assert len(table.places) == len(module.values) > 0
+        for v, (key, (owner, value, index, is_arg)) in zip(module.values, table.places.items()):
+            model_owner = v.block.region.owner if v.is_block_arg else v.defining_op
+            assert (is_arg, index, owner) == (v.is_block_arg, v.index, model_owner.mlir), key
+            assert value == v.mlir, key
+            assert table.names.names[key] == _model_names(module, v, main), key

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
-from sdy_dl.ir import Module, Op, Value
+from sdy_dl.ir import Module, Value
 from sdy_dl.ir.mlir_ops import key as pointer_of
 from sdy_dl.sharding import TensorSharding
 
@@ -85,38 +85,19 @@ def place_in(loc: str, file: str) -> str:
     return f"{file}"
 
 
-def func_of(op: Op | None) -> Op | None:
-    """The ``func.func`` enclosing ``op`` (or ``op`` itself)."""
-    while op is not None and op.name != "func.func":
-        op = op.parent
-    return op
-
-
-def func_name(func: Op) -> str:
-    from jaxlib.mlir import ir
-    return ir.StringAttr(func.attr("sym_name")).value
-
-
-def value_names(module: Module, value: Value, main: Op | None) -> list[str]:
-    """The names of ``value``: ``%x`` (main) or ``@f:%x``, plus ``arg:N`` for function arguments."""
-    owner = value.defining_op if not value.is_block_arg else value.block.region.owner
-    func = func_of(owner)
-    prefix = "" if func is None or func is main else f"@{func_name(func)}:"
-    names = [prefix + value.name]
-    if value.is_block_arg and owner is func:
-        names.append(f"{prefix}arg:{value.index}")
-    return names
-
-
 def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
-    """value id -> names, for every value of ``module`` (see :class:`SsaNames`)."""
-    names = SsaNames(module, text)
-    names.resolve()
-    return names.names
+    """value id -> names, for every value of ``module``'s model (see :class:`SsaNames`;
+    ``text``: the module as printed, None: printed when needed).  A
+    :class:`ValueTable` lists the values in the order the model numbers them."""
+    table = ValueTable(module.mlir.operation, text if text is not None else module.print)
+    table.names.resolve()
+    return {vid: table.names.names[key] for vid, key in enumerate(table.places)}
 
 
 class SsaNames:
-    """value id -> names, for every value of ``module`` (one AsmState for the module).
+    """key -> names, for every value of a module, as :class:`ValueTable` reads them:
+    ``%x`` in main, ``@f:%x`` in function ``f``, plus ``arg:N`` (``@f:arg:N``) for
+    a function's arguments.
 
     The printer reuses numbers in sibling regions (a while's ``cond`` and
     ``do`` both start at the same ``%N``); a name held by several values is
@@ -126,52 +107,21 @@ class SsaNames:
     on one line (a while's ``%iterArg``, in ``cond`` and ``do``) keep the plain
     name, which stands for them all.
     Those values are *pending* until :meth:`resolve` reads the lines (``text``:
-    the module as printed, or a function giving it, called only then; None: the
-    module is printed then, or with ``copy`` a copy of it made now, when the
-    module may change before).
+    the module as printed, or a function giving it, called only then).
     """
 
-    def __init__(self, module: Module, text=None, copy: bool = False):
-        main = module.main_func()
-        self._count({v.vid: value_names(module, v, main) for v in module.values})
-        self._text = text if text is not None else module.print
-        if self.pending and text is None and copy:
-            clone = module.mlir.operation.clone()   # printed as the module prints
-            self._text = lambda: str(clone)
-        # (first result's name, result ids) of each op in order, for the lines (the
-        # name as printed: what follows the function's prefix, which ends in ``:``
-        # before the ``%`` that begins an SSA name, the only ``%`` in it).
-        names = self.names
-        self._defs = [(_printed(names[op.results[0].vid][0]), [r.vid for r in op.results])
-                      for op in module.ops
-                      if op.results and op.parent is not None] if self.pending else []
-        # pending block argument -> the first result of its region op (on that op's line)
-        self._arg_owner = {}
-        for vid in self.pending:
-            v = module.values[vid]
-            if v.is_block_arg and v.block.region.owner.results:
-                self._arg_owner[vid] = v.block.region.owner.results[0].vid
-
-    @classmethod
-    def of_table(cls, names: dict, defs: list, arg_owner: dict, text) -> "SsaNames":
-        """The names of values read without the model: ``names`` (key -> names, as
-        :func:`value_names` gives them), ``defs`` (the ``_defs`` below: per op in
-        order, its first result's printed name and its result keys), ``arg_owner``
-        (block argument key -> its region op's first result key) and ``text``."""
-        self = cls.__new__(cls)
-        self._count(names)
-        self._text = text
-        self._defs = defs if self.pending else []
-        self._arg_owner = {k: arg_owner[k] for k in self.pending if k in arg_owner}
-        return self
-
-    def _count(self, names: dict) -> None:
-        """Take ``names`` (key -> names); those whose first name others share are pending."""
+    def __init__(self, names: dict, defs: list, arg_owner: dict, text):
+        """``names``: key -> names; ``defs``: per op with results below the top level,
+        in order, its first result's name as printed and its result keys;
+        ``arg_owner``: block argument key -> its region op's first result key."""
         count: dict[str, int] = {}
         for ns in names.values():
             count[ns[0]] = count.get(ns[0], 0) + 1
         self.names = names
         self.pending = {k for k, ns in names.items() if count[ns[0]] > 1}
+        self._text = text
+        self._defs = defs if self.pending else []
+        self._arg_owner = {k: arg_owner[k] for k in self.pending if k in arg_owner}
 
     def resolve(self) -> None:
         """Give every pending name its definition line (in place; once)."""
@@ -179,17 +129,17 @@ class SsaNames:
             return
         text = self._text() if callable(self._text) else self._text
         lines = _definition_lines(self._defs, text)
-        for vid, owner in self._arg_owner.items():
+        for key, owner in self._arg_owner.items():
             if owner in lines:
-                lines[vid] = lines[owner]
+                lines[key] = lines[owner]
         arg_lines: dict[str, set[int]] = {}
-        for vid in self._arg_owner:
-            if vid in lines:
-                arg_lines.setdefault(self.names[vid][0], set()).add(lines[vid])
-        for vid in self.pending:
-            ns = self.names[vid]
-            if vid in lines and (vid not in self._arg_owner or len(arg_lines[ns[0]]) > 1):
-                ns[0] = f"{ns[0]}@{lines[vid]}"
+        for key in self._arg_owner:
+            if key in lines:
+                arg_lines.setdefault(self.names[key][0], set()).add(lines[key])
+        for key in self.pending:
+            ns = self.names[key]
+            if key in lines and (key not in self._arg_owner or len(arg_lines[ns[0]]) > 1):
+                ns[0] = f"{ns[0]}@{lines[key]}"
         self.pending = set()
         self._defs, self._text, self._arg_owner = [], None, {}
 
@@ -206,9 +156,9 @@ def _printed(name: str) -> str:
 _DEFINES = re.compile(r"^[ \t]*(%[\w$.\-]+)(?: =|:)", re.MULTILINE)
 
 
-def _definition_lines(defs: list[tuple[str, list[int]]], text: str) -> dict[int, int]:
-    """value id -> the (1-based) line of ``text`` that defines it, for op results: for
-    each op in order (``defs``: its first result's name and its result ids), the first
+def _definition_lines(defs: list[tuple[str, list]], text: str) -> dict:
+    """value key -> the (1-based) line of ``text`` that defines it, for op results: for
+    each op in order (``defs``: its first result's name and its result keys), the first
     line after the previous match that defines that name (``%N = ...`` or ``%N:2 = ...``)."""
     starts: dict[str, list[int]] = {}
     line, at = 0, 0
@@ -217,12 +167,12 @@ def _definition_lines(defs: list[tuple[str, list[int]]], text: str) -> dict[int,
         at = m.start()
         starts.setdefault(m.group(1), []).append(line)
     out, cursor = {}, 0
-    for name, vids in defs:
+    for name, keys in defs:
         found = starts.get(name, ())
         k = bisect.bisect_left(found, cursor)
         if k < len(found):
-            for vid in vids:
-                out[vid] = found[k] + 1
+            for key in keys:
+                out[key] = found[k] + 1
             cursor = found[k] + 1
     return out
 
@@ -365,7 +315,7 @@ class ValueTable:
                         defs.append((_printed(names[keys[0]][0]), keys))
                 if len(mop.regions):
                     stack.append([_blocks_and_ops(mop), prefix, func, n, 0])
-        self.names = SsaNames.of_table(names, defs, arg_owner, text)
+        self.names = SsaNames(names, defs, arg_owner, text)
 
     def key_of(self, value) -> tuple:
         """The key of an MLIR value of the module."""
