@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
-from sdy_dl.audit.naming import _ssa_names, ir_symbol
+from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.ir import Module
+from sdy_dl.ir.mlir_ops import symbol_name
 from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
 
 #: Attributes that hold shardings or rules (what a diff compares, not what it aligns by).
@@ -60,7 +61,7 @@ def signatures(module: Module) -> tuple[dict, list]:
     for op in module.ops:
         parent = region_sig.get(op.parent.oid, "") if op.parent is not None else ""
         if op.name == "func.func":
-            fname = ir_symbol(op.mlir)
+            fname = symbol_name(op.mlir)
             region_sig[op.oid] = _h("func", fname)
             for v in module.func_args(op):
                 sig[v.vid] = _h("arg", fname, v.index)
@@ -94,7 +95,7 @@ def signatures(module: Module) -> tuple[dict, list]:
 
 def names_result(func, index: int, module: Module) -> str:
     main = module.main_func()
-    return f"result:{index}" if func is main else f"@{ir_symbol(func.mlir)}:result:{index}"
+    return f"result:{index}" if func is main else f"@{symbol_name(func.mlir)}:result:{index}"
 
 
 def diff_modules(a: Module, b: Module) -> tuple[int, list[Difference]]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Value
-from sdy_dl.ir.mlir_ops import key as pointer_of
+from sdy_dl.ir.mlir_ops import key as pointer_of, main_of, symbol_name
 from sdy_dl.sharding import TensorSharding
 
 #: The tags of each prefix in a printed location.
@@ -264,8 +264,7 @@ class ValueTable:
             tops = [op.operation for op in top.regions[0].blocks[0].operations]
             funcs = [op for op in tops if op.name == "func.func"]
             self.functions = funcs
-            self.main = funcs[0] if len(funcs) == 1 else next(
-                (f for f in funcs if ir_symbol(f) == "main"), None)
+            self.main = main_of(funcs)
             ops, places, block_type = self.ops, self.places, ir.Block
             # Pre-order, iteratively.  A frame: the items left (the ops of a block;
             # in an op's frame, each of its blocks and then the block's ops), the
@@ -300,7 +299,7 @@ class ValueTable:
                 name = mop.name
                 if name == "func.func":   # a function gives its values' prefix
                     func = mop
-                    prefix = "" if mop == self.main else f"@{ir_symbol(mop)}:"
+                    prefix = "" if mop == self.main else f"@{symbol_name(mop)}:"
                 elif prefix is None:
                     prefix = ""
                 self.funcs.append(func)
@@ -368,12 +367,6 @@ def _blocks_and_ops(mop):
         for block in region.blocks:
             yield block
             yield from block.operations
-
-
-def ir_symbol(mop) -> str:
-    """The symbol name of a raw op."""
-    from jaxlib.mlir import ir
-    return ir.StringAttr(mop.attributes["sym_name"]).value
 
 
 class InputIndex:
@@ -618,7 +611,7 @@ class OutputIndex:
                 last_ops = body[len(body) - 1].operations if len(body) else ()
                 ret = last_ops[len(last_ops) - 1] if len(last_ops) else None
                 is_main = func == main
-                prefix = "" if is_main else f"@{ir_symbol(func)}:"
+                prefix = "" if is_main else f"@{symbol_name(func)}:"
                 returned_values = list(ret.operands) if ret is not None else []
                 for i in range(len(func.attributes["function_type"].value.results)):
                     returned = by_value.get(returned_values[i]) if i < len(returned_values) else None
@@ -735,4 +728,4 @@ def _func_label(func, main) -> str:
     """``main``, ``@name`` or nothing: how the output index names the raw function ``func``."""
     if func is None:
         return ""
-    return "main" if func == main else "@" + ir_symbol(func)
+    return "main" if func == main else "@" + symbol_name(func)

@@ -14,7 +14,7 @@ started from.  Keys are the tracer's (``value_key`` of a sharding slot, or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sdy_dl.sharding import TensorSharding
@@ -50,7 +50,7 @@ class Cause:
     title: str                     # e.g. "stablehlo.add" (see ``label``)
     detail: str = ""               # rule text, strategy, band
     inputs: Sequence[tuple[object, TensorSharding | None]] = field(default_factory=list)
-    op: dict | None = None         # the op (name, location, rule, rule origin), for steps
+    op: Mapping | None = None      # the op, for steps: name, place, origin, tag (steps.OpInfo)
     step: object | None = None     # the StepInput evaluated (steps, edges, barriers)
     output: object | None = None   # its StepOutput
     strategy: str = ""

@@ -188,10 +188,14 @@ def funcs(module: Module) -> list:
 def main_func(module: Module):
     """Shardy's ``getMainFuncOrDie(useSingleFunc=true)``: the only function,
     else the one named ``main`` (None when there is neither)."""
-    fs = funcs(module)
-    if len(fs) == 1:
-        return fs[0]
-    return next((f for f in fs if symbol_name(f) == "main"), None)
+    return main_of(funcs(module))
+
+
+def main_of(functions: list):
+    """:func:`main_func` among ``functions`` (a module's top-level ``func.func`` ops)."""
+    if len(functions) == 1:
+        return functions[0]
+    return next((f for f in functions if symbol_name(f) == "main"), None)
 
 
 def parent_op(mop):
