@@ -242,10 +242,11 @@ class ValueTable:
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
     block argument)), in the order :func:`~sdy_dl.ir.loader.build_model` numbers
-    values, the function holding each op (``funcs``) and the values' names
-    (``names``: an :class:`SsaNames`, as it names a model's values; ``text``: the
-    module as printed, or a function giving it).  The audit's indexes read it in
-    place of a model of the module (building one costs several times more)."""
+    values, the function holding each op (``enclosing``), the top-level
+    functions (``functions``, ``main``) and the values' names (``names``, an
+    :class:`SsaNames`; ``text``: the module as printed, or a function giving
+    it).  The audit's indexes read it in place of a model of the module
+    (building one costs several times more)."""
 
     def __init__(self, top, text):
         from jaxlib.mlir import ir
@@ -254,7 +255,7 @@ class ValueTable:
         from sdy_dl.ir.model import AsmNames
 
         self.ops: list = []
-        self.funcs: list = []
+        self.enclosing: list = []
         self.places: dict[tuple, tuple] = {}
         names: dict[tuple, list[str]] = {}
         defs: list = []
@@ -302,7 +303,7 @@ class ValueTable:
                     prefix = "" if mop == self.main else f"@{symbol_name(mop)}:"
                 elif prefix is None:
                     prefix = ""
-                self.funcs.append(func)
+                self.enclosing.append(func)
                 results = mop.results
                 if len(results):
                     tag = f"o{n}"
@@ -588,7 +589,7 @@ class OutputIndex:
             for key, (mop, value, index, is_arg) in table.places.items():
                 if mop is not last:
                     last, loc, name = mop, mop.location, mop.name
-                    func = table.funcs[int(key[0][1:].split(".")[0])]
+                    func = table.enclosing[int(key[0][1:].split(".")[0])]
                     label = labels.get(func)
                     if label is None:
                         label = labels[func] = _func_label(func, main)
