@@ -206,8 +206,7 @@ class Explainer:
                             "needs")
         if value is not None and isinstance(value, OpResult):
             for operand in value.owner.operands:
-                src = next((o for o in self.outputs.values
-                            if o.value is not None and o.value == operand), None)
+                src = self.outputs.by_value.get(operand)
                 if src is not None and depth > 1:
                     node.children.append(self.explain(src, depth - 1))
         return node

@@ -49,11 +49,11 @@ def tags(loc, prefix: str) -> list[str]:
     return _TAG_RES[prefix].findall(str(loc))
 
 
-def _tag_all(module: Module, prefix: str, remember: bool = False) -> dict[int, str]:
+def _tag_all(module: Module, prefix: str) -> dict[int, str]:
     """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``;
-    with ``remember``, the tag of each location made, by the location's pointer
-    (locations are uniqued and never freed: a value whose location is still the
-    one made here has that tag, without printing the location)."""
+    the tag of each location made, by the location's pointer (locations are
+    uniqued and never freed: a value whose location is still the one made here
+    has that tag, without printing the location)."""
     from jaxlib.mlir import ir
 
     name = ir.Location.name
@@ -61,15 +61,13 @@ def _tag_all(module: Module, prefix: str, remember: bool = False) -> dict[int, s
     for op in module.ops:
         tag = f"o{op.oid}"
         op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", op.mlir.location)
-        if remember:
-            made[pointer_of(loc)] = tag
+        made[pointer_of(loc)] = tag
         op.location_changed()
     for v in module.values:
         if v.is_block_arg:
             tag = f"a{v.vid}"
             v.mlir.set_location(loc := name(f"sdy-dl.{prefix}:{tag}", v.mlir.location))
-            if remember:
-                made[pointer_of(loc)] = tag
+            made[pointer_of(loc)] = tag
     return made
 
 
@@ -242,11 +240,11 @@ class ValueTable:
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
     block argument)), in the order :func:`~sdy_dl.ir.loader.build_model` numbers
-    values, the function holding each op (``enclosing``), the top-level
-    functions (``functions``, ``main``) and the values' names (``names``, an
-    :class:`SsaNames`; ``text``: the module as printed, or a function giving
-    it).  The audit's indexes read it in place of a model of the module
-    (building one costs several times more)."""
+    values, the function holding each op (``enclosing``: op -> function), the
+    top-level functions (``functions``, ``main``) and the values' names
+    (``names``, an :class:`SsaNames`; ``text``: the module as printed, or a
+    function giving it).  The audit's indexes read it in place of a model of
+    the module (building one costs several times more)."""
 
     def __init__(self, top, text):
         from jaxlib.mlir import ir
@@ -255,7 +253,7 @@ class ValueTable:
         from sdy_dl.ir.model import AsmNames
 
         self.ops: list = []
-        self.enclosing: list = []
+        self.enclosing: dict = {}
         self.places: dict[tuple, tuple] = {}
         names: dict[tuple, list[str]] = {}
         defs: list = []
@@ -303,7 +301,7 @@ class ValueTable:
                     prefix = "" if mop == self.main else f"@{symbol_name(mop)}:"
                 elif prefix is None:
                     prefix = ""
-                self.enclosing.append(func)
+                self.enclosing[mop] = func
                 results = mop.results
                 if len(results):
                     tag = f"o{n}"
@@ -318,22 +316,10 @@ class ValueTable:
         self.names = SsaNames(names, defs, arg_owner, text)
 
     def key_of(self, value) -> tuple:
-        """The key of an MLIR value of the module."""
-        from sdy_dl.ir.mlir_ops import value_place
-
-        if not hasattr(self, "_op_index"):
-            self._op_index = {mop: n for n, mop in enumerate(self.ops)}
-        owner, index, is_arg = value_place(value)
-        n = self._op_index[owner]
-        if not is_arg:
-            return (f"o{n}", index)
-        k = 0
-        for region in owner.regions:
-            for block in region.blocks:
-                if block == value.owner:
-                    return (f"a{n}.{k + index}", -1)
-                k += len(block.arguments)
-        raise KeyError(value)
+        """The key of an MLIR value of the module (``places`` read backwards)."""
+        if not hasattr(self, "_keys"):
+            self._keys = {place[1]: key for key, place in self.places.items()}
+        return self._keys[value]
 
     def relations(self) -> dict[tuple, list[tuple]]:
         """value key -> the keys of the annotations moved onto it (see
@@ -527,7 +513,7 @@ class PropagationIndex:
                 self.by_key.setdefault(record.key, []).append(record)
                 self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
                             else (f"o{owner.oid}", v.index)] = record
-            self._made = _tag_all(module, "px", remember=True)
+            self._made = _tag_all(module, "px")
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
@@ -570,7 +556,6 @@ class OutputIndex:
         The module is read straight from its MLIR (a :class:`ValueTable`)."""
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.storage import read_func_attr, read_stored
-        from sdy_dl.ir.traits import COMPUTATION_OPS
 
         self.module = module
         self.values: list[OutputValue] = []
@@ -582,24 +567,21 @@ class OutputIndex:
                                          else module.print)
         self._ssa = ssa = table.names
         names, pending, file, main = ssa.names, ssa.pending, module.file, table.main
+        self.by_value: dict = {}   # MLIR value -> its OutputValue
+        by_value = self.by_value
         with mlir_context():
-            by_value = {}
             labels: dict = {}     # function -> its label
             last, loc = None, None
             for key, (mop, value, index, is_arg) in table.places.items():
                 if mop is not last:
                     last, loc, name = mop, mop.location, mop.name
-                    func = table.enclosing[int(key[0][1:].split(".")[0])]
+                    func = table.enclosing[mop]
                     label = labels.get(func)
                     if label is None:
                         label = labels[func] = _func_label(func, main)
-                if is_arg:
-                    record = propagated.lookup_at(value.location, -1, None)
-                    shardable = name == "func.func" or name in COMPUTATION_OPS
-                else:
-                    record = propagated.lookup_at(loc, index, name)
-                    shardable = True
-                sharding = read_stored(mop, index, is_arg) if shardable else None
+                record = (propagated.lookup_at(value.location, -1, None) if is_arg
+                          else propagated.lookup_at(loc, index, name))
+                sharding = read_stored(mop, index, is_arg)   # (None: no place for one)
                 out = OutputValue(names[key], sharding, name, (loc, file),
                                   record.key if record is not None else None, value,
                                   func=label, ssa=ssa if key in pending else None)
