@@ -197,16 +197,15 @@ class _Splitter:
         # the number of the op defining each value (an op result's hash and
         # equality are its MLIR value's)
         defs = {result: i for _, _, items in walks for i, mop in items for result in mop.results}
+        def_of = defs.get
         funcs = func_table(self.module)
-        facts = {k: [] for k in ("in_proc", "in_kind", "in_operand_def", "in_num_operands",
-                                 "in_scalar_broadcast")}
-        if not self.legacy:
-            facts.update({k: [] for k in ("in_call_target", "in_named_name", "in_member_func",
-                                          "in_member_named")})
-        member_f: dict = {}
-        member_n: dict = {}
-        fnames: dict = {}      # function original name -> id
-        nnames: dict = {}      # named computation name -> id
+        legacy = self.legacy
+        kinds, num_operands, operand_def, scalar_broadcast = [], [], [], []
+        calls, named = [], []
+        func_members: dict = {}    # function id -> its ops, in time order
+        named_members: dict = {}   # named computation id -> its ops, in time order
+        fnames: dict = {}          # function original name -> id
+        nnames: dict = {}          # named computation name -> id
 
         def fid(name: str) -> int:
             return fnames.setdefault(name, len(fnames))
@@ -214,40 +213,44 @@ class _Splitter:
         def nid(name: str) -> int:
             return nnames.setdefault(name, len(nnames))
 
-        proc, kinds, num_operands = facts["in_proc"], facts["in_kind"], facts["in_num_operands"]
-        operand_def, scalar_broadcast = facts["in_operand_def"], facts["in_scalar_broadcast"]
         for f, nc, items in walks:
-            fname = fid(original_name(f))
-            n = nid(named_name(nc)) if nc is not None and not self.legacy else None
+            members = func_members.setdefault(fid(original_name(f)), [])
+            nested = (named_members.setdefault(nid(named_name(nc)), [])
+                      if nc is not None and not legacy else None)
             for i, mop in items:
-                proc.append((i, i))
                 operands = list(mop.operands)
-                kind = op_kind(mop, self.legacy, operands)
+                kind = op_kind(mop, legacy, operands)
                 kinds.append((i, kind))
                 num_operands.append((i, len(operands)))
                 for k, v in enumerate(operands):
-                    d = defs.get(v)
+                    d = def_of(v)
                     if d is not None:
                         operand_def.append((i, k, d))
                     elif not is_block_arg(v):
                         operand_def.append((i, k, -1))
-                if self.legacy:
+                if legacy:
                     continue
                 if mop.name == "stablehlo.broadcast_in_dim" and is_scalar(operands[0]):
                     scalar_broadcast.append((i,))
                 if kind == "call":
                     callee = funcs.get(callee_name(mop))
                     target = original_name(callee) if callee is not None else callee_name(mop)
-                    facts["in_call_target"].append((i, fid(target)))
+                    calls.append((i, fid(target)))
                 elif kind == "named":
-                    facts["in_named_name"].append((i, nid(named_name(mop))))
-                j = member_f.get(fname, 0)
-                member_f[fname] = j + 1
-                facts["in_member_func"].append((fname, j, i))
-                if n is not None:
-                    j = member_n.get(n, 0)
-                    member_n[n] = j + 1
-                    facts["in_member_named"].append((n, j, i))
+                    named.append((i, nid(named_name(mop))))
+                members.append(i)
+                if nested is not None:
+                    nested.append(i)
+        facts = {"in_proc": [(i, i) for i, _ in kinds], "in_kind": kinds,
+                 "in_operand_def": operand_def, "in_num_operands": num_operands,
+                 "in_scalar_broadcast": scalar_broadcast}
+        if not legacy:
+            facts.update({
+                "in_call_target": calls, "in_named_name": named,
+                "in_member_func": [(f, j, i) for f, members in func_members.items()
+                                   for j, i in enumerate(members)],
+                "in_member_named": [(n, j, i) for n, members in named_members.items()
+                                    for j, i in enumerate(members)]})
         return facts
 
     def run(self) -> None:
