@@ -15,16 +15,22 @@ counts of ``SIZES``, then times whole processes on each module file:
   how long until the binaries it started compiling in the background are
   ready; the timed runs then use them);
 * a Python process that imports jaxlib, parses the module, runs Shardy's
-  ``sdy-propagation-pipeline`` and prints the module (the reference).
+  ``sdy-propagation-pipeline`` and prints the module (the reference);
+* with ``--explain``, ``sdy-dl explain MODULE result:0 --engine python``, timed
+  against the python engine's ``propagate`` (issue 9's explain target); its
+  output must be the same in every run.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
-machine inflates less than wall time), the ratios to Shardy's process, peak
-RSS of the process and ms (wall) per op.  Every output is compared byte for byte with Shardy's.
+machine inflates less than wall time), the ratios to Shardy's process (of the
+medians, and the median of the rounds' own ratios: a round runs the tools
+back to back, so its ratio compares them under the same load), peak RSS of
+the process and ms (wall) per op.  Every output is compared byte for byte with Shardy's.
 sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
 
     python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
+    python benchmarks/pipeline.py --sizes 51k --runs 7 --explain
     git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
     python benchmarks/pipeline.py --compare-tree /tmp/old
 
@@ -200,6 +206,7 @@ class Tool:
     name: str
     argv: object
     env: dict | None = None
+    stdout: bool = False   # its output is what it prints (not a file it writes)
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     rss_kb: list[int] = field(default_factory=list)
@@ -210,7 +217,7 @@ def sdy_dl_argv() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "sdy_dl.cli"]
 
 
-def tools(souffle: bool, clingo: bool, trees: list[str]) -> list[Tool]:
+def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False) -> list[Tool]:
     base = sdy_dl_argv()
 
     def engine(name: str, *flags: str):
@@ -222,6 +229,9 @@ def tools(souffle: bool, clingo: bool, trees: list[str]) -> list[Tool]:
         out.append(Tool("clingo", engine("clingo")))
     if souffle:
         out.append(Tool("souffle", engine("souffle", "--compiled")))
+    if explain:
+        out.append(Tool("explain", lambda m, o: base + ["explain", "--quiet", "--engine", "python",
+                                                        m, "result:0"], stdout=True))
     for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), clingo engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
         out.append(Tool(f"clingo@{os.path.basename(os.path.normpath(tree))}",
@@ -250,11 +260,14 @@ def compile_bytecode(trees: list[str]) -> None:
             compileall.compile_dir(path, quiet=1)
 
 
-def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+def run_process(argv: list[str], env: dict | None = None,
+                stdout: str | None = None) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in KiB) of one process run to completion;
+    ``stdout``: the file its standard output goes to (else it is dropped)."""
+    with open(stdout or os.devnull, "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace")
@@ -281,61 +294,84 @@ def wait_for_builds(cache: str) -> None:
 
 
 def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
-               trees: list[str]) -> dict:
+               trees: list[str], explain: bool = False) -> dict:
     """One row of the table; ``caches``: the sdy-dl cache of the python runs and,
     when Soufflé runs, of the souffle runs (each fresh: the first size runs cold)."""
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools("souffle" in caches, clingo, trees)
+    procs = tools("souffle" in caches, clingo, trees, explain)
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
     cold = {}
     for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
-        if tool.name not in caches:
+        cache = caches.get("python" if tool.name == "explain" else tool.name)
+        if cache is None:
             continue
-        tool.env = dict(os.environ, SDY_DL_CACHE=caches[tool.name])
+        tool.env = dict(os.environ, SDY_DL_CACHE=cache)
+        if tool.name not in caches:
+            continue   # (explain uses the cache the python engine's first run filled)
         before = cached_entries(caches[tool.name])
         start = time.perf_counter()
-        first, _, _ = run_process(tool.argv(module, outputs[tool.name]), tool.env)
+        first, _, _ = run_process(tool.argv(module, outputs[tool.name]), tool.env,
+                                  outputs[tool.name] if tool.stdout else None)
         if tool.name == "souffle":
             wait_for_builds(caches[tool.name])
         built = len(cached_entries(caches[tool.name]) - before)
         cold[tool.name] = (first, time.perf_counter() - start, built)
+    same = {}
+    printed: dict[str, set[str]] = {}   # tools whose output is what they print: every run's
     for _ in range(runs):
         for tool in procs:
-            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]), tool.env)
+            elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]), tool.env,
+                                            outputs[tool.name] if tool.stdout else None)
             tool.times.append(elapsed)
             tool.cpu.append(cpu)
             tool.rss_kb.append(rss)
+            if tool.stdout:
+                with open(outputs[tool.name], encoding="utf-8") as f:
+                    printed.setdefault(tool.name, set()).add(f.read())
     with open(outputs["shardy"], encoding="utf-8") as f:
         expected = f.read()
-    same = {}
     for tool in procs[1:]:
+        if tool.stdout:   # the same (non-empty) output in every run
+            same[tool.name] = len(printed[tool.name]) == 1 and "" not in printed[tool.name]
+            continue
         with open(outputs[tool.name], encoding="utf-8") as f:
             same[tool.name] = f.read() == expected
     return {"label": label, "layers": SIZES[label], "ops": ops, "tools": procs,
             "same": same, "cold": cold}
 
 
+def ratios(tool: Tool, ref: Tool) -> tuple[float, float, float]:
+    """``tool`` against ``ref``: (ratio of the median wall times, of the median CPU
+    times, median of the rounds' wall-time ratios)."""
+    return (statistics.median(tool.times) / statistics.median(ref.times),
+            statistics.median(tool.cpu) / statistics.median(ref.cpu),
+            statistics.median(t / r for t, r in zip(tool.times, ref.times)))
+
+
 def table(rows: list[dict]) -> str:
+    """The markdown table of ``rows``: ratios to Shardy's process (``explain``'s to the
+    python engine's ``propagate``)."""
     names = [t.name for t in rows[0]["tools"]]
     head = ["module", "ops"]
     for name in names:
         head += [f"{name} s", f"{name} CPU s", f"{name} MB", f"{name} ms/op"]
-        head += [f"{name} ratio", f"{name} CPU ratio"] if name != "shardy" else []
+        if name != "shardy":
+            of = " / python" if name == "explain" else ""
+            head += [f"{name}{of} ratio", f"{name}{of} CPU ratio", f"{name}{of} ratio of rounds"]
     head.append("identical")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for row in rows:
         tools_ = {t.name: t for t in row["tools"]}
-        ref = statistics.median(tools_["shardy"].times)
-        ref_cpu = statistics.median(tools_["shardy"].cpu)
         cells = [f"{row['layers']}-layer GPT ({row['label']})", f"{row['ops']:,}"]
         for name in names:
             t, cpu = statistics.median(tools_[name].times), statistics.median(tools_[name].cpu)
             cells += [f"{t:.2f}", f"{cpu:.2f}", f"{statistics.median(tools_[name].rss_kb) / 1024:.0f}",
                       f"{1000 * t / row['ops']:.3f}"]
             if name != "shardy":
-                cells += [f"{t / ref:.1f}x", f"{cpu / ref_cpu:.1f}x"]
+                ref = tools_["python" if name == "explain" else "shardy"]
+                cells += [f"{r:.2f}x" for r in ratios(tools_[name], ref)]
         cells.append(", ".join(f"{n}: {'yes' if s else 'NO'}" for n, s in row["same"].items()))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -349,6 +385,8 @@ def main(argv=None) -> int:
                         help="where lowered modules (kept between runs) and outputs go")
     parser.add_argument("--no-souffle", action="store_true", help="skip Soufflé even if on PATH")
     parser.add_argument("--clingo", action="store_true", help="also time --engine clingo")
+    parser.add_argument("--explain", action="store_true",
+                        help="also time 'sdy-dl explain MODULE result:0' (python engine)")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -364,7 +402,8 @@ def main(argv=None) -> int:
                                                                    dir=args.workdir)
     rows = []
     for label in args.sizes:
-        row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree)
+        row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree,
+                         args.explain)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
         if "python" in row["cold"]:
