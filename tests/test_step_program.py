@@ -71,3 +71,32 @@ def test_souffle_accepts_step_program(tmp_path, basic, aggressive):
     proc = subprocess.run(["souffle", "-w", "-F", str(tmp_path), "-D", str(tmp_path), str(src)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("factors,default,compiled,exact", [
+    (3, 4, 8, 3), (4, 4, 8, 4), (5, 8, 8, 5), (8, 8, 8, 8), (9, 16, 16, 9), (0, 4, 8, 1)])
+def test_unrolling_bound_by_engine(factors, default, compiled, exact):
+    """Powers of two from 4 in general, from 8 for an engine that compiles each
+    program (one compiled step program covers rules of up to 8 factors), the
+    least number for one that grounds it."""
+    from sdy_dl.propagation.driver import identity_rule
+    from sdy_dl.propagation.step import StepInput
+    from sdy_dl.propagation.step_eval import layers_for
+
+    rule = identity_rule((2,) * factors, 1, 1)
+    steps = [StepInput(rule, (None,), (None,), ("BOTH",) * factors, "aggressive", False, True)]
+    assert len(rule.factors) == factors
+    assert layers_for(steps) == default
+    assert layers_for(steps, compiled=True) == compiled
+    assert layers_for(steps, exact=True) == exact
+
+
+def test_engines_say_whether_they_compile_each_program():
+    from sdy_dl.engines import AutoEngine, get_engine
+
+    assert not get_engine("python").compiles()
+    assert not get_engine("clingo").compiles()
+    assert AutoEngine().compiles() == (shutil.which("souffle") is not None)
+    if shutil.which("souffle") is not None:
+        assert get_engine("souffle", compiled=True).compiles()
+        assert not get_engine("souffle").compiles()

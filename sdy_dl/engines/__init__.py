@@ -51,6 +51,9 @@ class AutoEngine:
     def grounds(self, program) -> bool:
         return False
 
+    def compiles(self) -> bool:
+        return self.souffle   # it runs the binaries a compiled run leaves in the cache
+
     def run(self, program, facts):
         from sdy_dl.engines.souffle_engine import run_binary
         from sdy_dl.engines.souffle_server import server

@@ -24,3 +24,8 @@ class Engine(Protocol):
         call (clingo grounds it), rather than once per distinct program (a
         compiled Soufflé binary)."""
         ...
+
+    def compiles(self) -> bool:
+        """Whether each distinct program costs a compilation (compiled Soufflé
+        binaries): callers then prefer fewer, larger programs."""
+        ...

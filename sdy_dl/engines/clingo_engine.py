@@ -74,6 +74,9 @@ class ClingoEngine:
     def grounds(self, program: Program) -> bool:
         return True
 
+    def compiles(self) -> bool:
+        return False
+
     def run(self, program: Program, facts: Facts) -> Relations:
         ctl = clingo.Control(["--warn=none"])
         with clingo.ast.ProgramBuilder(ctl) as builder:

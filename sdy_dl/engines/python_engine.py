@@ -35,6 +35,9 @@ class PythonEngine:
     def grounds(self, program: Program) -> bool:
         return False
 
+    def compiles(self) -> bool:
+        return False
+
     def run(self, program: Program, facts: Facts) -> Relations:
         plan = _plan(program)
         rel: dict[str, set] = {name: set() for name in program.decls}

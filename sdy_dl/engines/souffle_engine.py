@@ -102,6 +102,9 @@ class SouffleEngine:
     def grounds(self, program: Program) -> bool:
         return False
 
+    def compiles(self) -> bool:
+        return self.compiled
+
     def _embedded(self):
         if self._fallback is None:
             from sdy_dl.engines.python_engine import PythonEngine

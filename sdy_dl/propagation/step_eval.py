@@ -3,11 +3,12 @@
 ``evaluate_steps`` renders the ``step`` program for the batch, converts the
 StepInputs to facts, runs the engine once and turns the output relations back
 into StepOutputs.  The program's unrolling bound ``max_factors`` is the
-batch's largest factor count rounded up to a power of two, so that few
-distinct programs exist (each compiled Soufflé program is a binary) — except
-on an engine that grounds the program (clingo), which pays for every rule on
-every call and gets exactly as many layers as the batch needs.  Any bound at
-least the factor count gives the same outputs.
+batch's largest factor count rounded up to a power of two, at least
+:data:`MIN_LAYERS` (:data:`COMPILED_MIN_LAYERS` on an engine that compiles
+each program: a compiled Soufflé binary), so that few distinct programs
+exist — except on an engine that grounds the program (clingo), which pays
+for every rule on every call and gets exactly as many layers as the batch
+needs.  Any bound at least the factor count gives the same outputs.
 """
 
 from __future__ import annotations
@@ -21,26 +22,37 @@ from sdy_dl.propagation.step import StepInput, StepOutput
 from sdy_dl.propagation.step_facts import step_facts, triple_ref
 from sdy_dl.sharding import DimSharding, Mesh, TensorSharding, interned
 
-#: The smallest unrolling bound used.
+#: The smallest unrolling bound used.  An unused layer still costs the Python
+#: engine and Soufflé's interpreter (and its provenance) time on every call.
 MIN_LAYERS = 4
 
+#: The smallest bound on an engine that compiles each program.  Rules of JAX
+#: programs have up to 8 factors (a batched dot_general), so with a bound of 4
+#: a module needs two step programs (4 and 8 layers), at 8 only one: on a cold
+#: Soufflé binary cache one compilation less (the 4-layer program is ~28% of
+#: the compile CPU), while a binary's call costs the same with 8 layers.
+COMPILED_MIN_LAYERS = 8
 
-def layers_for(steps: Sequence[StepInput], exact: bool = False) -> int:
-    """The unrolling bound for ``steps``: a power of two (``exact``: the least
-    number, at least 1) >= every rule's factor count."""
+
+def layers_for(steps: Sequence[StepInput], exact: bool = False, compiled: bool = False) -> int:
+    """The unrolling bound for ``steps``: a power of two, at least
+    :data:`MIN_LAYERS` (``compiled``: :data:`COMPILED_MIN_LAYERS`), or with
+    ``exact`` the least number (at least 1), >= every rule's factor count."""
     need = max((len(s.rule.factors) for s in steps), default=0)
     if exact:
         return max(need, 1)
-    layers = MIN_LAYERS
+    layers = COMPILED_MIN_LAYERS if compiled else MIN_LAYERS
     while layers < need:
         layers *= 2
     return layers
 
 
-def step_program(steps: Sequence[StepInput], exact: bool = False) -> Program:
-    """The ``step`` program able to evaluate ``steps`` (only the strategies they use)."""
+def step_program(steps: Sequence[StepInput], exact: bool = False,
+                 compiled: bool = False) -> Program:
+    """The ``step`` program able to evaluate ``steps`` (only the strategies they use;
+    ``exact`` and ``compiled``: see :func:`layers_for`)."""
     used = {s.strategy for s in steps}
-    return compile_stage("step", max_factors=layers_for(steps, exact),
+    return compile_stage("step", max_factors=layers_for(steps, exact, compiled),
                          basic="basic" in used, aggressive="aggressive" in used)
 
 
@@ -49,7 +61,7 @@ def evaluate_steps(engine, steps: Sequence[StepInput],
     """One StepOutput per StepInput, computed in one engine call."""
     if not steps:
         return []
-    program = step_program(steps)
+    program = step_program(steps, compiled=engine.compiles())
     if engine.grounds(program):
         program = step_program(steps, exact=True)
     out = engine.run(program, step_facts(steps, meshes))
