@@ -50,6 +50,7 @@ class Value:
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
     mlir_type: Any = field(default=None, repr=False)   # the MLIR type (uniqued: compares as an object)
+    pointer: int | None = field(default=None, repr=False)   # its C++ pointer, once read (value_key)
 
     @property
     def type_text(self) -> str:

@@ -19,8 +19,12 @@ from sdy_dl.sharding import TensorSharding
 
 
 def value_key(value: Value) -> int:
-    """A key for a value that survives IR changes and re-indexing (its C++ pointer)."""
-    return key(value.mlir)
+    """A key for a value that survives IR changes and re-indexing (its C++ pointer,
+    read once per model value: provenance asks for it at every traced step)."""
+    found = value.pointer
+    if found is None:
+        found = value.pointer = key(value.mlir)
+    return found
 
 
 def _manual_block_arg(value: Value) -> list[str] | None:
