@@ -92,10 +92,11 @@ class RuleDB:
     def rule_for(self, op, module=None) -> RuleInstance | None:
         """The rule of ``op``: its own ``sdy.sharding_rule`` attribute, else the
         database's; None when the op has no rule (semantics §3.7)."""
-        own = op.attr_text(RULE_ATTR) if hasattr(op, "attr_text") else None
-        if own is not None:
+        # (the op's attributes are read once, for its own rule and its signature)
+        attrs = op.mlir.attributes if hasattr(op, "attr_text") else None
+        if attrs is not None and RULE_ATTR in attrs:
             try:
-                return parse_rule_text(own)
+                return parse_rule_text(str(attrs[RULE_ATTR]))
             except SdyError as e:
                 file = getattr(module, "file", None)
                 raise e.located(file, op.line, op.col) from None
@@ -104,7 +105,7 @@ class RuleDB:
             return None
         if not self._local[id(entry)]:
             return instantiate(entry, op, self.conservative, self.templates, self.generators)
-        key = _signature(op)
+        key = _signature(op, attrs)
         if key not in self._cache:
             self._cache[key] = instantiate(entry, op, self.conservative, self.templates,
                                            self.generators)
@@ -121,12 +122,14 @@ class RuleDB:
 NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
 
 
-def _signature(op) -> tuple:
+def _signature(op, attrs=None) -> tuple:
     """What a local rule can depend on: the op's name, types, attributes and
     regions (a scatter's update computation decides its factor kinds).  Types
     and attributes are uniqued in sdy-dl's one MLIR context, so they are
-    compared as objects, without printing them."""
-    attrs = op.mlir.attributes
+    compared as objects, without printing them.  ``attrs``: the op's
+    attributes, when the caller has them."""
+    if attrs is None:
+        attrs = op.mlir.attributes
     return (op.name,
             tuple([v.mlir_type for v in op.operands]), tuple([v.mlir_type for v in op.results]),
             tuple(sorted([item for item in attrs.items() if not item[0].startswith("sdy.")]))
