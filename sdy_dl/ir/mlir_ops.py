@@ -115,6 +115,13 @@ def op_names(module: Module) -> frozenset[str]:
     return names
 
 
+def may_hold(module: Module, name: str) -> bool:
+    """Whether ``module`` may hold ops called ``name``: False only when its op names
+    are known already (:func:`op_names` walked this module object) and lack it."""
+    names = module._op_names
+    return names is None or name in names
+
+
 def walk_pre(root) -> list:
     """Every operation nested in ``root`` (itself included) in pre-order (MLIR's
     own walk, which nests as deep as the parser does)."""

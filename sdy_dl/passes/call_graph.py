@@ -10,7 +10,7 @@ call graph is an error) and cloning a function with its callees.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types, key,
-                                module_ops, op_error, symbol_name, walk_named)
+                                may_hold, module_ops, op_error, symbol_name, walk_named)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
@@ -72,7 +72,8 @@ def call_graph(module: Module, calls_of=None) -> tuple[list, dict]:
     """:func:`call_graph_post_order` and the calls of each function in it (by
     ``key``, in walk order), from one walk of each function (``calls_of(f)``:
     the calls of function ``f`` in walk order, when the caller has them)."""
-    calls_of = calls_of or calls_in
+    if calls_of is None:   # (no walk for calls where the module's op names hold none)
+        calls_of = calls_in if may_hold(module, "func.call") else (lambda f: [])
     funcs = func_table(module)
     nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
     edges: dict = {}
