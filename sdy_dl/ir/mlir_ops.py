@@ -32,9 +32,13 @@ ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
 
 # -- module plumbing -----------------------------------------------------------
 
-def rebuild(module: Module) -> Module:
-    """``module`` after its MLIR was mutated: re-indexed when the index is next read."""
-    return index_on_demand(module.mlir, module.file)
+def rebuild(module: Module, names: frozenset[str] | None = None) -> Module:
+    """``module`` after its MLIR was mutated: re-indexed when the index is next read.
+    ``names``: the names its ops may have, when the pass knows them (see
+    :func:`op_names`: names of ops erased since may stay among them)."""
+    new = index_on_demand(module.mlir, module.file)
+    new._op_names = names
+    return new
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:
@@ -100,7 +104,9 @@ def op_names(module: Module) -> frozenset[str]:
     Passes that edit the MLIR hand on a new module object (:func:`rebuild`), so
     the names stay those of the module as long as the object lives; a pass
     looking for ops of some names returns at once, unchanged, when none is
-    there (and the next such pass reads the same names).
+    there (and the next such pass reads the same names).  A pass that only
+    erases ops or copies existing ones may hand its names on: they may then
+    name ops no longer there, never miss one, which is all such a test needs.
     """
     names = module._op_names
     if names is None:

@@ -338,7 +338,7 @@ def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
     with mlir_context():
         names = convert_constants(module.mlir.operation)
         _Splitter(module, options, legacy, "sdy.sharding_group" in names).run()
-        return rebuild(module)
+        return rebuild(module, frozenset(names))   # (clones of ops there, and erasures)
 
 
 @register("constant-or-scalar-splitter",

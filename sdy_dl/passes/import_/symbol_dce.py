@@ -127,4 +127,4 @@ def run(module: Module, options: PassOptions) -> Module:
             return module
         for op in dead:
             op.erase()
-        return rebuild(module)
+        return rebuild(module, module._op_names)   # (erased ops only)
