@@ -47,3 +47,47 @@ def test_an_edit_hands_on_a_module_with_the_new_names():
     assert edged is not module and "sdy.data_flow_edge" in op_names(edged)
     sunk = get_pass("sink-data-flow-edges").run(edged, PassOptions())
     assert sunk is not edged and "sdy.data_flow_edge" not in op_names(sunk)
+
+
+CALLS = """
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %c = stablehlo.constant dense<1.0> : tensor<8xf32>
+  %0 = call @f(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = stablehlo.add %0, %c : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
+func.func private @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+func.func private @unused(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+"""
+
+
+def test_erasing_passes_hand_on_names_that_may_name_erased_ops_but_miss_none():
+    module = parse_module_text(CALLS)
+    names = op_names(module)
+    kept = get_pass("symbol-dce").run(module, PassOptions())
+    assert kept is not module and kept._op_names == names   # @unused erased, names kept
+    split = get_pass("constant-or-scalar-splitter").run(kept, PassOptions())
+    after = split._op_names
+    assert after is not None and "sdy.constant" in after and "stablehlo.constant" not in after
+    fresh = parse_module_text(str(split.mlir))
+    assert op_names(fresh) <= after
+
+
+def test_may_hold_is_true_unless_the_known_names_lack_the_op():
+    from sdy_dl.ir.mlir_ops import may_hold
+    from sdy_dl.passes.call_graph import call_graph
+
+    module = parse_module_text(CALLS)
+    assert may_hold(module, "func.call") and may_hold(module, "sdy.reshard")   # names unread
+    order, calls = call_graph(module)
+    assert [len(c) for c in calls.values()] == [1, 0, 0]
+    op_names(module)
+    assert may_hold(module, "func.call") and not may_hold(module, "sdy.reshard")
+    assert [len(c) for c in call_graph(module)[1].values()] == [1, 0, 0]
+    imported = get_pass("import-func-calls").run(module, PassOptions())
+    assert "func.call" not in op_names(imported) and not may_hold(imported, "func.call")
+    assert all(not c for c in call_graph(imported)[1].values())
