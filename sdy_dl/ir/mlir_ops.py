@@ -41,6 +41,12 @@ def rebuild(module: Module, names: frozenset[str] | None = None) -> Module:
     return new
 
 
+def rebuild_after_erasing(module: Module) -> Module:
+    """:func:`rebuild` after a pass that only erased ops: the op names of
+    ``module``, when known, are handed on."""
+    return rebuild(module, module._op_names)
+
+
 def op_error(module: Module, mop, message: str) -> SdyError:
     """An :class:`SdyError` located at the MLIR operation ``mop``."""
     from sdy_dl.ir.model import op_position

@@ -10,7 +10,7 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild, region_key, walk_post
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild_after_erasing, region_key, walk_post
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
@@ -66,4 +66,4 @@ def run(module: Module, options: PassOptions) -> Module:
             for old, new in zip(op.results, first.results):
                 old.replace_all_uses_with(new)
             op.erase()
-        return rebuild(module)
+        return rebuild_after_erasing(module)

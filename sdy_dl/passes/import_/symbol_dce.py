@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from sdy_dl.ir.mlir_ops import module_ops, rebuild, symbol_name
+from sdy_dl.ir.mlir_ops import module_ops, rebuild_after_erasing, symbol_name
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.opaque import readable_attributes
 from sdy_dl.passes import PassOptions, register
@@ -127,4 +127,4 @@ def run(module: Module, options: PassOptions) -> Module:
             return module
         for op in dead:
             op.erase()
-        return rebuild(module, module._op_names)   # (erased ops only)
+        return rebuild_after_erasing(module)
