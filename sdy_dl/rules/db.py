@@ -93,7 +93,8 @@ class RuleDB:
         """The rule of ``op``: its own ``sdy.sharding_rule`` attribute, else the
         database's; None when the op has no rule (semantics §3.7)."""
         # (the op's attributes are read once, for its own rule and its signature)
-        attrs = op.mlir.attributes if hasattr(op, "attr_text") else None
+        mlir = getattr(op, "mlir", None)
+        attrs = mlir.attributes if mlir is not None else None
         if attrs is not None and RULE_ATTR in attrs:
             try:
                 return parse_rule_text(str(attrs[RULE_ATTR]))
