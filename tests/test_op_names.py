@@ -1,11 +1,11 @@
-"""The op-name census of a module object (``mlir_ops.op_names``) that lets passes
+"""The op-name census of a module object (``op_index.op_names``) that lets passes
 looking for rare ops return at once: read once per object, renewed by every
 edit that hands on a new module."""
 
 from __future__ import annotations
 
 from sdy_dl.ir.loader import parse_module_text
-from sdy_dl.ir.mlir_ops import op_names
+from sdy_dl.ir.op_index import op_names
 from sdy_dl.passes import PassOptions, get_pass
 
 WHILE = """
@@ -78,7 +78,7 @@ def test_erasing_passes_hand_on_names_that_may_name_erased_ops_but_miss_none():
 
 
 def test_may_hold_is_true_unless_the_known_names_lack_the_op():
-    from sdy_dl.ir.mlir_ops import may_hold
+    from sdy_dl.ir.op_index import may_hold
     from sdy_dl.passes.call_graph import call_graph
 
     module = parse_module_text(CALLS)

@@ -32,19 +32,33 @@ ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
 
 # -- module plumbing -----------------------------------------------------------
 
-def rebuild(module: Module, names: frozenset[str] | None = None) -> Module:
+def rebuild(module: Module, names: frozenset[str] | None = None,
+            keep_ops: bool = False) -> Module:
     """``module`` after its MLIR was mutated: re-indexed when the index is next read.
     ``names``: the names its ops may have, when the pass knows them (see
-    :func:`op_names`: names of ops erased since may stay among them)."""
+    :func:`op_names`: names of ops erased since may stay among them).
+    ``keep_ops``: the op index of ``module`` (:mod:`sdy_dl.ir.op_index`) is
+    still valid: the pass erased, inserted or moved no op under a top-level op
+    whose walks it holds (see there)."""
     new = index_on_demand(module.mlir, module.file)
     new._op_names = names
+    new._op_index = module._op_index if keep_ops else None
     return new
 
 
-def rebuild_after_erasing(module: Module) -> Module:
+def rebuild_attributes_only(module: Module) -> Module:
+    """:func:`rebuild` after a pass that changed attributes only (or also added
+    top-level copies of its ops, erasing nothing): the op index and op names
+    of ``module`` are handed on."""
+    return rebuild(module, module._op_names, keep_ops=True)
+
+
+def rebuild_after_erasing(module: Module, index_updated: bool = False) -> Module:
     """:func:`rebuild` after a pass that only erased ops: the op names of
-    ``module``, when known, are handed on."""
-    return rebuild(module, module._op_names)
+    ``module``, when known, are handed on, and its op index too when the pass
+    took the erased ops out of it (``index_updated``, see
+    :meth:`~sdy_dl.ir.op_index.OpIndex.forget`)."""
+    return rebuild(module, module._op_names, keep_ops=index_updated)
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:
@@ -102,36 +116,6 @@ def nested_ops(op) -> list:
     op = getattr(op, "operation", op)
     return [child.operation for region in op.regions for block in region.blocks
             for child in block.operations]
-
-
-def op_names(module: Module) -> frozenset[str]:
-    """The names of the ops in ``module``, read by one walk per module object.
-
-    Passes that edit the MLIR hand on a new module object (:func:`rebuild`), so
-    the names stay those of the module as long as the object lives; a pass
-    looking for ops of some names returns at once, unchanged, when none is
-    there (and the next such pass reads the same names).  A pass that only
-    erases ops or copies existing ones may hand its names on: they may then
-    name ops no longer there, never miss one, which is all such a test needs.
-    """
-    names = module._op_names
-    if names is None:
-        found: set[str] = set()
-        add, advance = found.add, ir.WalkResult.ADVANCE
-
-        def visit(op):
-            add(op.name)
-            return advance
-        module.mlir.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-        names = module._op_names = frozenset(found)
-    return names
-
-
-def may_hold(module: Module, name: str) -> bool:
-    """Whether ``module`` may hold ops called ``name``: False only when its op names
-    are known already (:func:`op_names` walked this module object) and lack it."""
-    names = module._op_names
-    return names is None or name in names
 
 
 def walk_pre(root) -> list:

@@ -179,8 +179,10 @@ class Module:
     ops: list[Op] = field(default_factory=list)
     values: list[Value] = field(default_factory=list)
     _by_mlir: dict = field(default_factory=dict, repr=False)
-    #: The names of its ops, once read (``mlir_ops.op_names``; maybe more, see there).
+    #: The names of its ops, once read (``op_index.op_names``; maybe more, see there).
     _op_names: frozenset[str] | None = field(default=None, repr=False)
+    #: Its ops in walk order, once read (:mod:`sdy_dl.ir.op_index`).
+    _op_index: Any = field(default=None, repr=False)
 
     def value_of(self, mlir_value) -> Value:
         """The model value of an MLIR value."""

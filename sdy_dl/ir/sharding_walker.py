@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sdy_dl.ir.mlir_ops import walk_pre
+from sdy_dl.ir.mlir_ops import module_ops
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.storage import (SHARDING_ATTR, parse_attr, per_value_attr, per_value_of,
                                sharding_of, update_func_shardings)
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
@@ -16,15 +17,20 @@ from sdy_dl.sharding import TensorSharding
 ShardingFn = Callable[[TensorSharding], TensorSharding]
 
 
-def transform_shardings(module: Module, fn: ShardingFn) -> None:
+def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False) -> None:
     """Apply ``fn`` (the same answer for equal shardings) to every stored sharding,
     visiting ops in pre-order exactly where Shardy's sharding walker looks, and
     store changed results.  Attributes are uniqued, so ``fn`` runs once per
-    distinct attribute."""
+    distinct attribute.  ``any_order``: ``fn`` is a plain function of the
+    sharding (it keeps no state), so ops are visited in whichever order the
+    op index has read already."""
     per_value = _Memo(lambda attr: _new_per_value(attr, fn))
     own = _Memo(lambda attr: _new_own(attr, fn))
-    for mop in walk_pre(module.mlir.operation)[1:]:
-        _transform_op_shardings(mop, fn, per_value, own)
+    index = op_index(module)
+    for top in module_ops(module):
+        post = any_order and index.known(top, True) and not index.known(top, False)
+        for mop in index.walk(top, post)[0]:
+            _transform_op_shardings(mop, fn, per_value, own)
 
 
 class _Memo(dict):

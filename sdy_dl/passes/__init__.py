@@ -86,14 +86,18 @@ def get_pass(name: str) -> PassSpec:
     return spec
 
 
-def rewrite(module: Module, edit: Callable[[], bool]) -> Module:
+def rewrite(module: Module, edit: Callable[[], bool], attributes_only: bool = False) -> Module:
     """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
-    changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did."""
+    changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did
+    (``attributes_only``: ``edit`` changes attributes only, or adds top-level
+    copies of ops too, see :func:`~sdy_dl.ir.mlir_ops.rebuild_attributes_only`)."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import rebuild
+    from sdy_dl.ir.mlir_ops import rebuild, rebuild_attributes_only
 
     with mlir_context():
-        return rebuild(module) if edit() else module
+        if not edit():
+            return module
+        return rebuild_attributes_only(module) if attributes_only else rebuild(module)
 
 
 def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:

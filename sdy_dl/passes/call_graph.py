@@ -10,8 +10,9 @@ call graph is an error) and cloning a function with its callees.
 from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types, key,
-                                may_hold, module_ops, op_error, symbol_name, walk_named)
+                                module_ops, op_error, symbol_name, walk_named)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import may_hold, ops_named
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.sharding import TensorSharding
 
@@ -44,7 +45,7 @@ def has_body(func) -> bool:
 
 
 def calls_in(func) -> list:
-    """The ``func.call`` ops nested in ``func`` in walk order."""
+    """The ``func.call`` ops nested in ``func`` in walk order (walked now)."""
     return walk_named(func, ("func.call",))
 
 
@@ -52,7 +53,7 @@ def calls_with_callees(module: Module) -> list[tuple]:
     """``(call, callee)`` for every ``func.call`` of the module, in post-order."""
     table = func_table(module)
     return [(op, table[callee_name(op)])
-            for op in walk_named(module.mlir, ("func.call",), post=True)]
+            for op in ops_named(module, ("func.call",), post=True)]
 
 
 def func_result_shardings(func, meshes) -> list[TensorSharding] | None:
@@ -70,10 +71,11 @@ def call_graph_post_order(module: Module) -> list:
 
 def call_graph(module: Module, calls_of=None) -> tuple[list, dict]:
     """:func:`call_graph_post_order` and the calls of each function in it (by
-    ``key``, in walk order), from one walk of each function (``calls_of(f)``:
-    the calls of function ``f`` in walk order, when the caller has them)."""
+    ``key``, in walk order), from the op index (``calls_of(f)``: the calls of
+    function ``f`` in walk order, when the caller has them)."""
     if calls_of is None:   # (no walk for calls where the module's op names hold none)
-        calls_of = calls_in if may_hold(module, "func.call") else (lambda f: [])
+        calls_of = ((lambda f: ops_named(module, ("func.call",), top=f))
+                    if may_hold(module, "func.call") else (lambda f: []))
     funcs = func_table(module)
     nodes = [op for op in module_ops(module) if op.name == "func.func" and has_body(op)]
     edges: dict = {}

@@ -10,8 +10,9 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild_after_erasing, region_key, walk_post
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild_after_erasing, region_key
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_index, ops_of
 from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
@@ -33,7 +34,7 @@ def collect(module: Module) -> tuple[list, dict]:
     keys, values, regions = _Ids(), _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
     for func in funcs(module):
-        for op in walk_post(func)[:-1]:
+        for op in ops_of(module, func, post=True)[:-1]:
             n = len(ops)
             ops.append(op)
             if op.name in CONSTANT_OPS:
@@ -66,4 +67,5 @@ def run(module: Module, options: PassOptions) -> Module:
             for old, new in zip(op.results, first.results):
                 old.replace_all_uses_with(new)
             op.erase()
-        return rebuild_after_erasing(module)
+        op_index(module).drop_erased([ops[n] for n in replaced], post=True)
+        return rebuild_after_erasing(module, index_updated=True)

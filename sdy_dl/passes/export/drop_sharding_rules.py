@@ -3,8 +3,9 @@ every ``sdy.sharding_rule`` that is not a custom rule is removed."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild, walk_post
+from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild_attributes_only
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_of
 from sdy_dl.ir.storage import attr_text
 from sdy_dl.passes import PassOptions, register
 
@@ -16,8 +17,8 @@ def run(module: Module, options: PassOptions) -> Module:
 
     with mlir_context():
         for func in funcs(module):
-            for op in walk_post(func):
+            for op in ops_of(module, func, post=True):
                 text = attr_text(op, SHARDING_RULE_ATTR)
                 if text is not None and not parse_rule_text(text).is_custom:
                     del op.attributes[SHARDING_RULE_ATTR]
-        return rebuild(module)
+        return rebuild_attributes_only(module)

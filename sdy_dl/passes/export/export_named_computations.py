@@ -17,9 +17,9 @@ are removed.  Function results get no sharding here
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body, rebuild,
-                                walk_named)
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attrs, write_per_value
 from sdy_dl.ir.value_sharding import data_flow_edge_user
 from sdy_dl.passes import PassOptions, register
@@ -91,7 +91,7 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         namer = SymbolNamer(module)
         results: list = []
-        nameds = walk_named(module.mlir, ("sdy.named_computation",), post=True)
+        nameds = ops_named(module, ("sdy.named_computation",), post=True)
         if not nameds:
             return module
         for named in nameds:

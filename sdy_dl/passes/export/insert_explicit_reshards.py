@@ -49,8 +49,9 @@ its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info, walk_post
+from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_of
 from sdy_dl.ir.op_view import OpViews
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding
@@ -121,7 +122,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 return found
 
         for func in funcs(module):
-            for mop in walk_post(func)[:-1]:
+            for mop in ops_of(module, func, post=True)[:-1]:
                 if mop.name in TERMINATORS:
                     continue
                 on_full = is_on_full_version(mop, full)

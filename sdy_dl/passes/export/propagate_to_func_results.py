@@ -8,7 +8,7 @@ none.  Call-free modules have only the main function, so nothing changes.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, key, main_func, rebuild
+from sdy_dl.ir.mlir_ops import funcs, key, main_func, rebuild_attributes_only
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_func_attr, write_func_attr
 from sdy_dl.ir.value_sharding import get_sharding
@@ -36,4 +36,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 if sharding is None and read_func_attr(func, "res_attrs", i) is None:
                     continue
                 write_func_attr(func, "res_attrs", i, sharding)
-        return rebuild(module)
+        return rebuild_attributes_only(module)

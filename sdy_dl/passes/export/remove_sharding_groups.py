@@ -3,8 +3,9 @@ every ``sdy.sharding_group`` op is erased."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import op_names, rebuild, walk_named
+from sdy_dl.ir.mlir_ops import rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.passes import PassOptions, register
 
 
@@ -15,6 +16,6 @@ def run(module: Module, options: PassOptions) -> Module:
     if "sdy.sharding_group" not in op_names(module):
         return module
     with mlir_context():
-        for op in walk_named(module.mlir, ("sdy.sharding_group",), post=True):
+        for op in ops_named(module, ("sdy.sharding_group",), post=True):
             op.erase()
         return rebuild(module)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info, walk_named
+from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register, run_analysis
@@ -173,7 +174,8 @@ def run(module: Module, options: PassOptions) -> Module:
 
     with mlir_context():
         meshes = module_meshes(module)
-        reshards = [mop for func in funcs(module) for mop in walk_named(func, ("sdy.reshard",))]
+        reshards = [mop for func in funcs(module)
+                    for mop in ops_named(module, ("sdy.reshard",), top=func)]
         if not reshards:
             return module
         decided = run_analysis("reshard_to_collectives",

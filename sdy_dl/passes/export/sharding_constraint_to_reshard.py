@@ -7,8 +7,9 @@ input, with the same ``sharding``, location and discardable attributes
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, walk_named
+from sdy_dl.ir.mlir_ops import funcs, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.passes import PassOptions, register
 
 
@@ -36,6 +37,6 @@ def run(module: Module, options: PassOptions) -> Module:
         return module
     with mlir_context():
         for func in funcs(module):
-            for op in walk_named(func, ("sdy.sharding_constraint",), post=True):
+            for op in ops_named(module, ("sdy.sharding_constraint",), post=True, top=func):
                 to_reshard(op)
         return rebuild(module)

@@ -12,8 +12,9 @@ alone.  Every ``sdy.data_flow_edge`` is then replaced by its input.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, op_names, rebuild, tensor_rank, walk_named
+from sdy_dl.ir.mlir_ops import funcs, rebuild, tensor_rank
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.ir.storage import read_own
 from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.ir.value_sharding import (block_arg_owners, data_flow_edge_user, result_owners,
@@ -41,8 +42,8 @@ def shardings_from_edges(owners: list) -> list[TensorSharding]:
 SINKS = DATA_FLOW_OPS | {"sdy.data_flow_edge"}
 
 
-def sink(func) -> None:
-    for op in walk_named(func, SINKS):
+def sink(module: Module, func) -> None:
+    for op in ops_named(module, SINKS, top=func):
         if op.name == "sdy.data_flow_edge":
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
@@ -64,5 +65,5 @@ def run(module: Module, options: PassOptions) -> Module:
         return module
     with mlir_context():
         for func in funcs(module):
-            sink(func)
+            sink(module, func)
         return rebuild(module)

@@ -15,8 +15,9 @@ key is called most often (first to reach that count).
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, walk_named
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.passes import PassOptions, register, rewrite, run_analysis
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
@@ -55,7 +56,7 @@ def run(module: Module, options: PassOptions) -> Module:
         key_ids: dict[str, int] = {}
         facts: dict[str, set] = {"in_call": set(), "in_func_key": set(), "in_func_group": set()}
         group_ids: dict[str, int] = {}
-        calls = walk_named(module.mlir, ("func.call",), post=True)
+        calls = ops_named(module, ("func.call",), post=True)
         for c, call in enumerate(calls):
             facts["in_call"].add((c, func_ids[callee_name(call)]))
         for name in {callee_name(call) for call in calls}:
@@ -78,4 +79,4 @@ def run(module: Module, options: PassOptions) -> Module:
                     del func.attributes[attr]
                     changed = True
         return changed
-    return rewrite(module, edit)
+    return rewrite(module, edit, attributes_only=True)

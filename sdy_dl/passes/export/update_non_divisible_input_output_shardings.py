@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, rebuild, tensor_info, walk_named
+from sdy_dl.ir.mlir_ops import (func_arg_types, func_result_types, funcs, rebuild_attributes_only,
+                                tensor_info)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, update_func_shardings,
                                write_per_value)
 from sdy_dl.ir.value_sharding import (block_arg_owners, get_block_arg_owner_shardings,
@@ -82,7 +84,7 @@ def run(module: Module, options: PassOptions) -> Module:
                     up.even(s, types[i]) if tensor_info(types[i])[1] is not None else s))
         # Calls and manual computations are updated independently (each op
         # reads and writes only its own shardings), in one walk.
-        for op in walk_named(module.mlir, ("func.call", "sdy.manual_computation")):
+        for op in ops_named(module, ("func.call", "sdy.manual_computation")):
             if op.name == "func.call":
                 new = up.list(read_per_value(op, SHARDING_ATTR) or [], [r.type for r in op.results])
                 if new is not None:
@@ -95,4 +97,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 new = up.list(get_result_owner_shardings(op), [r.type for r in result_owners(op)])
                 if new is not None:
                     set_result_owner_shardings(op, new)
-        return rebuild(module)
+        return rebuild_attributes_only(module)

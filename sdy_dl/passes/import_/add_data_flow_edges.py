@@ -15,8 +15,9 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import is_static_tensor, op_names, rebuild, walk_named
+from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
 from sdy_dl.ir.value_sharding import block_arg_owners, get_edge_owner_sharding, result_owners
@@ -60,6 +61,6 @@ def run(module: Module, options: PassOptions) -> Module:
     if not op_names(module) & DATA_FLOW_OPS:
         return module
     with mlir_context():
-        for mop in walk_named(module.mlir, DATA_FLOW_OPS, post=True):
+        for mop in ops_named(module, DATA_FLOW_OPS, post=True):
             add_edges(mop)
         return rebuild(module)

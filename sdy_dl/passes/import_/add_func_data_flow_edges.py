@@ -20,8 +20,9 @@ An edge starts with the sharding of the value it wraps (the argument's
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_static_tensor, main_func, tensor_rank, walk_named
+from sdy_dl.ir.mlir_ops import funcs, is_static_tensor, main_func, tensor_rank
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import write_stored
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register, rewrite
@@ -65,7 +66,7 @@ def run(module: Module, options: PassOptions) -> Module:
                     point.insert(edge)
                     _wrap(arg, edge)
                     changed = True
-        for call in walk_named(module.mlir, ("func.call",), post=True):
+        for call in ops_named(module, ("func.call",), post=True):
             after = call
             for result in call.results:
                 if is_static_tensor(result.type):

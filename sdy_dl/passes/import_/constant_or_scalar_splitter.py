@@ -38,8 +38,9 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, key,
                                 module_ops, owning_op, rebuild, tensor_info, users, walk_named,
-                                walk_post, walk_pre, walk_pre_not_into)
+                                walk_post, walk_pre_not_into)
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_of
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
 from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
@@ -96,13 +97,13 @@ def op_kind(mop, legacy: bool, operands: list) -> str:
 
 # -- stablehlo.constant -> sdy.constant --------------------------------------------------
 
-def convert_constants(root) -> set[str]:
+def convert_constants(module: Module) -> set[str]:
     """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the names of the
-    ops of ``root`` afterwards."""
+    ops of ``module`` afterwards."""
     from jaxlib.mlir import ir
 
-    ops = walk_pre(root)
-    names = {mop.name for mop in ops}
+    ops = [mop for top in module_ops(module) for mop in ops_of(module, top)]
+    names = {mop.name for mop in ops} | {"builtin.module"}
     if "stablehlo.constant" in names:
         names = (names - {"stablehlo.constant"}) | {"sdy.constant"}
     for mop in ops:
@@ -336,7 +337,8 @@ def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        names = convert_constants(module.mlir.operation)
+        names = convert_constants(module)
+        module = rebuild(module, frozenset(names))   # (its ops, not those of the index)
         _Splitter(module, options, legacy, "sdy.sharding_group" in names).run()
         return rebuild(module, frozenset(names))   # (clones of ops there, and erasures)
 

@@ -38,4 +38,4 @@ def run(module: Module, options: PassOptions) -> Module:
                     clone_func(module, namer, table[name], table))
                 changed = True
         return changed
-    return rewrite(module, edit)
+    return rewrite(module, edit, attributes_only=True)   # (and copies of functions)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from sdy_dl.ir.mlir_ops import (SymbolNamer, module_ops, rebuild, split_top_level, symbol_name,
-                                walk_named)
+from sdy_dl.ir.mlir_ops import SymbolNamer, module_ops, rebuild, split_top_level, symbol_name
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.passes import PassOptions, register
@@ -65,6 +65,7 @@ class _Lifter:
         self.namer = SymbolNamer(module)
         # mesh key or "@name" of a deduplicated mesh -> the symbol to use.
         self.new_name: dict[str, str] = {}
+        self.erased = self.created = False   # whether meshes were erased, created
         last = None
         for op in module_ops(module):
             if op.name != "sdy.mesh":
@@ -75,6 +76,7 @@ class _Lifter:
                 self.new_name["@" + name] = self.new_name[key]
                 self.namer.erase(name)
                 op.erase()
+                self.erased = True
             else:
                 self.new_name[key] = name
                 last = op
@@ -94,6 +96,7 @@ class _Lifter:
                 "sym_name": ir.StringAttr.get(name),
                 "mesh": parse_attr("#sdy.mesh" + mesh.to_text())})
         self.ip.insert(op)
+        self.created = True
         return name
 
     def lift_sharding(self, sharding: TensorSharding) -> TensorSharding:
@@ -155,10 +158,12 @@ def run(module: Module, options: PassOptions) -> Module:
 
     with mlir_context():
         lifter = _Lifter(module)
+        if lifter.erased:   # (meshes erased: the op index is read afresh)
+            module = lifter.module = rebuild(module)
         transform_shardings(module, lifter.lift_sharding)
         # op name by op name, each in post-order; one walk finds them all (lifting
         # only edits attributes and adds meshes)
-        collectives = walk_named(module.mlir, _REPLICA_GROUP_OPS, post=True)
+        collectives = ops_named(module, _REPLICA_GROUP_OPS, post=True)
         for op_name in _REPLICA_GROUP_OPS:
             for mop in collectives:
                 if mop.name == op_name:
@@ -167,4 +172,4 @@ def run(module: Module, options: PassOptions) -> Module:
             if op.name == "sdy.mesh" and "stablehlo.mesh" not in op.attributes:
                 op.attributes["stablehlo.mesh"] = parse_attr(
                     stablehlo_mesh_dict(parse_mesh(str(op.attributes["mesh"]))))
-        return rebuild(module)
+        return rebuild(module, keep_ops=not lifter.erased and not lifter.created)

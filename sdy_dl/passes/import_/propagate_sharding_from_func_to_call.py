@@ -10,8 +10,9 @@ existing call sharding is never overwritten.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild, symbol_name, walk_named
+from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild_attributes_only, symbol_name
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import SHARDING_ATTR, write_per_value
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.call_graph import func_result_shardings
@@ -28,7 +29,7 @@ def run(module: Module, options: PassOptions) -> Module:
         meshes = module_meshes(module)
         funcs = {symbol_name(op): op for op in module_ops(module) if op.name == "func.func"}
         changed = False
-        for mop in walk_named(module.mlir, ("func.call",), post=True):
+        for mop in ops_named(module, ("func.call",), post=True):
             callee = ir.FlatSymbolRefAttr(mop.attributes["callee"]).value
             func = funcs.get(callee)
             if func is None:
@@ -39,5 +40,5 @@ def run(module: Module, options: PassOptions) -> Module:
             if shardings:
                 write_per_value(mop, SHARDING_ATTR, shardings)
                 changed = True
-        return rebuild(module) if changed else module
+        return rebuild_attributes_only(module) if changed else module
 

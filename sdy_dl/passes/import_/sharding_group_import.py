@@ -13,9 +13,9 @@ stage ``import_sharding_groups``; Python collects facts and rewrites ops.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (enclosing, key, op_error, op_names, rebuild, sharding_group_id,
-                                walk_named)
+from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, sharding_group_id
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.passes import PassOptions, register, run_analysis
 
 
@@ -30,7 +30,7 @@ def _shape_text(value) -> str:
 
 def collect(module: Module):
     """The sharding_group ops in walk order and the facts of the analysis."""
-    ops = walk_named(module.mlir, ("sdy.sharding_group",))
+    ops = ops_named(module, ("sdy.sharding_group",))
     tensor_index: dict = {}
     per_tensor: dict[int, int] = {}
     gid_index: dict[int, int] = {}

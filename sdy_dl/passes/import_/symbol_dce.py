@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from sdy_dl.ir.mlir_ops import module_ops, rebuild_after_erasing, symbol_name
+from sdy_dl.ir.mlir_ops import key, module_ops, rebuild_after_erasing, symbol_name
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.opaque import readable_attributes
 from sdy_dl.passes import PassOptions, register
 
@@ -125,6 +126,7 @@ def run(module: Module, options: PassOptions) -> Module:
         dead = [op for op in ops if symbol_name(op) is not None and symbol_name(op) not in live]
         if not dead:
             return module
+        op_index(module).forget([key(op) for op in dead])
         for op in dead:
             op.erase()
-        return rebuild_after_erasing(module)
+        return rebuild_after_erasing(module, index_updated=True)

@@ -18,6 +18,7 @@ import functools
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 from sdy_dl.ir.loader import index_on_demand
+from sdy_dl.ir.op_index import index_from_model
 from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
@@ -124,9 +125,11 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
                               options.option("run-op-priority-propagation"))
     propagator.finish()
     finish_rules(propagator.module, propagator, options.keep_sharding_rules)
-    if not propagator.erased:
-        return propagator.module  # only attributes changed: the index is still valid
-    return index_on_demand(propagator.module.mlir, propagator.module.file)
+    model = propagator.module
+    out = model if not propagator.erased else index_on_demand(model.mlir, model.file)
+    # (only attributes changed, or dead ops were erased: the model gives the op index)
+    out._op_index = index_from_model(model, propagator.erased)
+    return out
 
 
 @register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")

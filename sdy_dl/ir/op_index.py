@@ -1,0 +1,163 @@
+"""The op index: the ops of one module object in walk order, walked once.
+
+A walk through the bindings costs about a microsecond per op (one Python
+object per op), and the pipeline's passes read a module's ops some twenty
+times.  The index keeps, per top-level op (function, mesh, ...) and walk
+order, the ops of that op's subtree (itself included) and their names, from
+one walk the first time they are asked for; the queries below read it.
+
+It belongs to one :class:`~sdy_dl.ir.model.Module` object and is valid
+while that object's ops are: a pass asks it before its first insertion,
+erasure or move of an op (afterwards it walks the MLIR itself).  A pass
+that edits attributes only hands it on to the module object it returns
+(:func:`sdy_dl.ir.mlir_ops.rebuild_attributes_only`); every other edit
+leaves it behind with the old object.  (Walks are found by the address of
+their top-level op, which an op created after an erasure may reuse.)
+"""
+
+from __future__ import annotations
+
+from sdy_dl.ir.mlir_ops import key, module_ops, walk_post, walk_pre
+from sdy_dl.ir.model import Module
+
+
+class OpIndex:
+    """Per (top-level op, order): the walk of the op's subtree and the names of its ops."""
+
+    def __init__(self):
+        #: (key of a top-level op, post-order) -> (its walk, their names)
+        self._walks: dict[tuple[int, bool], tuple[list, list[str]]] = {}
+
+    def walk(self, top, post: bool = False) -> tuple[list, list[str]]:
+        """(ops, their names) of ``top``'s subtree, ``top`` included, in pre-order
+        (``post``: post-order).  The lists are shared: do not change them."""
+        k = (key(top), post)
+        found = self._walks.get(k)
+        if found is None:
+            ops = walk_post(top) if post else walk_pre(top)
+            found = self._walks[k] = (ops, [op.name for op in ops])
+        return found
+
+    def forget(self, keys) -> None:
+        """The top-level ops of ``keys`` were erased: their walks are dropped."""
+        for k in keys:
+            self._walks.pop((k, False), None)
+            self._walks.pop((k, True), None)
+
+    def drop_erased(self, ops, post: bool) -> None:
+        """The ops ``ops``, without regions and taken from this index's walks in
+        that order, were erased: they leave those walks, and the walks of the
+        other order (other objects for the same ops) are dropped."""
+        gone = {id(op) for op in ops}
+        for k, (walk, names) in list(self._walks.items()):
+            if k[1] != post:
+                del self._walks[k]
+            elif any(id(op) in gone for op in walk):
+                kept = [n for n, op in enumerate(walk) if id(op) not in gone]
+                self._walks[k] = ([walk[n] for n in kept], [names[n] for n in kept])
+
+    def known(self, top, post: bool) -> bool:
+        """Whether ``top``'s walk in that order has been read."""
+        return (key(top), post) in self._walks
+
+    def named(self, top, names, post: bool = False) -> list:
+        """The ops of ``top``'s subtree whose name is in ``names``, in walk order.
+        Ops without regions keep their relative order in both walks, so a walk
+        read in the other order serves when every op found has no region."""
+        if not self.known(top, post) and self.known(top, not post):
+            ops, op_names = self.walk(top, not post)
+            found = [op for op, name in zip(ops, op_names) if name in names]
+            if not any(len(op.regions) for op in found):
+                return found
+        ops, op_names = self.walk(top, post)
+        return [op for op, name in zip(ops, op_names) if name in names]
+
+
+def index_from_model(module: Module, erased: set[int]) -> OpIndex:
+    """The op index of ``module`` read from its model (:mod:`sdy_dl.ir.model`)
+    instead of the MLIR; the ops of ``erased`` (oids) were erased from the
+    MLIR since the model was built, with what they held."""
+    index = OpIndex()
+    for top in module.ops:
+        if top.parent is not None or top.oid in erased:
+            continue
+        pre, post = [top], []
+        stack = [(top, (op for region in top.regions for block in region.blocks
+                        for op in block.ops))]
+        while stack:
+            op, children = stack[-1]
+            for child in children:
+                if child.oid in erased:
+                    continue
+                pre.append(child)
+                if child.regions:
+                    stack.append((child, (o for region in child.regions
+                                          for block in region.blocks for o in block.ops)))
+                    break
+                post.append(child)
+            else:
+                stack.pop()
+                post.append(op)
+        k = key(top.mlir)
+        index._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
+        index._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
+    return index
+
+
+def op_index(module: Module) -> OpIndex:
+    """The op index of ``module`` (made empty at its first use)."""
+    index = module._op_index
+    if index is None:
+        index = module._op_index = OpIndex()
+    return index
+
+
+def ops_of(module: Module, top, post: bool = False) -> list:
+    """Every op of the top-level op ``top`` of ``module`` (itself included), in
+    pre-order (``post``: post-order), as :func:`~sdy_dl.ir.mlir_ops.walk_pre`
+    gives them.  A shared list: do not change it."""
+    return op_index(module).walk(top, post)[0]
+
+
+def ops_named(module: Module, names, post: bool = False, top=None) -> list:
+    """The ops of ``module`` (of its top-level op ``top`` only, when given) whose
+    name is in ``names``, in pre-order (``post``: post-order), as
+    :func:`~sdy_dl.ir.mlir_ops.walk_named` gives them."""
+    index = op_index(module)
+    if top is not None:
+        return index.named(top, names, post)
+    return [op for t in module_ops(module) for op in index.named(t, names, post)]
+
+
+def names_of(module: Module) -> frozenset[str]:
+    """The names of all ops of ``module`` (the module op included)."""
+    index = op_index(module)
+    found = {"builtin.module"}
+    for top in module_ops(module):
+        post = index.known(top, True) and not index.known(top, False)
+        found.update(index.walk(top, post)[1])
+    return frozenset(found)
+
+
+def op_names(module: Module) -> frozenset[str]:
+    """The names of the ops in ``module``, read from its op index once per module object.
+
+    Passes that edit the MLIR hand on a new module object
+    (:func:`~sdy_dl.ir.mlir_ops.rebuild`), so
+    the names stay those of the module as long as the object lives; a pass
+    looking for ops of some names returns at once, unchanged, when none is
+    there (and the next such pass reads the same names).  A pass that only
+    erases ops or copies existing ones may hand its names on: they may then
+    name ops no longer there, never miss one, which is all such a test needs.
+    """
+    names = module._op_names
+    if names is None:
+        names = module._op_names = names_of(module)
+    return names
+
+
+def may_hold(module: Module, name: str) -> bool:
+    """Whether ``module`` may hold ops called ``name``: False only when its op names
+    are known already (:func:`op_names` read them for this module object) and lack it."""
+    names = module._op_names
+    return names is None or name in names
