@@ -61,6 +61,11 @@ class OpView(Op):
     def operands(self) -> list[Value]:
         return [self._views.value(v) for v in self.mlir.operands]
 
+    def types(self) -> tuple[tuple, tuple]:
+        """:meth:`Op.types <sdy_dl.ir.model.Op.types>` read from the MLIR (no value views)."""
+        mop = self.mlir
+        return tuple([v.type for v in mop.operands]), tuple(mop.results.types)
+
     @cached_property
     def results(self) -> list[Value]:
         return [self._views.value(v) for v in self.mlir.results]

@@ -33,6 +33,19 @@ def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False)
             _transform_op_shardings(mop, fn, per_value, own)
 
 
+def any_sharding(module: Module, test: Callable[[TensorSharding], bool]) -> bool:
+    """Whether ``test`` holds for some stored sharding (the walker's places, read
+    only, in whichever order the op index has)."""
+    found: list = []
+
+    def visit(sharding: TensorSharding) -> TensorSharding:
+        if test(sharding):
+            found.append(sharding)
+        return sharding
+    transform_shardings(module, visit, any_order=True)
+    return bool(found)
+
+
 class _Memo(dict):
     """``convert(attr)`` (the new attribute, None when unchanged) per attribute."""
 

@@ -53,6 +53,7 @@ from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_of
 from sdy_dl.ir.op_view import OpViews
+from sdy_dl.ir.sharding_walker import any_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register
@@ -66,6 +67,7 @@ from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced
                                                             reshard_edge_sources,
                                                             reshard_returned,
                                                             reshard_to_unreduced)
+from sdy_dl.passes.export.explicit_reshards_util import DOT_OPS
 
 #: Ops the non-full version treats in full (besides calls and some concatenates).
 ALWAYS_FULL = frozenset({"mhlo.ragged_dot"})
@@ -109,6 +111,11 @@ def run(module: Module, options: PassOptions) -> Module:
         rules = op_rules(module, options)
         changed = False
         pendings: list[Pending] = []
+        # Without unreduced axes anywhere, no operand is all-reduced and the
+        # non-full version rewrites dots only (``rewritten_off_full``): other ops
+        # not treated in full need no reading.  (The walk creates unreduced axes
+        # only from unreduced axes there.)
+        unreduced = any_sharding(module, lambda s: bool(s.unreduced))
         # The walk inserts ops and rewires the operands of the op at hand, but
         # stores no sharding: a value's sharding is read once.  (Its one erasure,
         # a reshard's, empties the table: an erased value's place may be reused.)
@@ -135,6 +142,8 @@ def run(module: Module, options: PassOptions) -> Module:
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
                     known.clear()
                     changed = True
+                    continue
+                if not (unreduced or on_full or mop.name in DOT_OPS):
                     continue
                 first = sharding(mop.results[0]) if len(mop.results) else None
                 changed |= all_reduce_unreduced_operands(mop, first, meshes, sharding)
