@@ -56,6 +56,17 @@ class OpIndex:
                 kept = [n for n, op in enumerate(walk) if id(op) not in gone]
                 self._walks[k] = ([walk[n] for n in kept], [names[n] for n in kept])
 
+    def replace(self, top, new_ops: dict, name: str) -> None:
+        """The ops at the positions ``new_ops`` (position -> op) of ``top``'s
+        pre-order walk, without regions, were replaced in place by those ops,
+        called ``name``: the walk is changed alike, the post-order one dropped."""
+        k = key(top)
+        ops, names = (list(w) for w in self._walks[(k, False)])
+        for n, op in new_ops.items():
+            ops[n], names[n] = op, name
+        self._walks[(k, False)] = (ops, names)
+        self._walks.pop((k, True), None)
+
     def known(self, top, post: bool) -> bool:
         """Whether ``top``'s walk in that order has been read."""
         return (key(top), post) in self._walks

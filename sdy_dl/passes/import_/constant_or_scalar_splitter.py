@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, key,
                                 module_ops, owning_op, rebuild, tensor_info, users, walk_named,
-                                walk_post, walk_pre_not_into)
+                                walk_pre_not_into)
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.op_index import ops_of
+from sdy_dl.ir.op_index import names_of, op_index, op_names
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
 from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
@@ -49,18 +49,18 @@ from sdy_dl.passes.call_graph import (call_graph, call_graph_post_order, callee_
                                       clone_func, func_table, has_body, original_name)
 
 
-def is_elementwise(mop) -> bool:
-    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``) of a raw op."""
-    return is_elementwise_op(mop.name, lambda: (
+def is_elementwise(mop, name: str) -> bool:
+    """Shardy's ``isElementwise`` (``transforms/common/op_properties.cc``) of a raw op
+    called ``name``."""
+    return is_elementwise_op(name, lambda: (
         tensor_info(mop.operands[0].type)[1] if mop.operands else None,
         tensor_info(mop.results[0].type)[1] if mop.results else None))
 
 
-def is_pure(mop, operands: list) -> bool:
+def is_pure(mop, name: str, operands: list) -> bool:
     """MLIR's ``isPure`` for the ops that matter here: no memory effects and
     speculatable (stablehlo's conditional speculatability needs static shapes);
-    ``operands``: ``mop``'s operand values."""
-    name = mop.name
+    ``name``: ``mop``'s name, ``operands``: its operand values."""
     if name in ("sdy.sharding_constraint",):
         return False
     if name.startswith("chlo.") or name.startswith("sdy."):
@@ -78,9 +78,8 @@ _SHAPE_OPS = {False: ops_with("constant_preserving_shape"),
               True: ops_with("legacy_constant_preserving_shape")}
 
 
-def op_kind(mop, legacy: bool, operands: list) -> str:
-    """The ``in_kind`` fact of ``mop`` (``operands``: its operand values)."""
-    name = mop.name
+def op_kind(mop, name: str, legacy: bool, operands: list) -> str:
+    """The ``in_kind`` fact of ``mop`` (``name``: its name, ``operands``: its operand values)."""
     if name in _ROOTS:
         return "constant"
     if name in TERMINATORS:
@@ -90,36 +89,39 @@ def op_kind(mop, legacy: bool, operands: list) -> str:
             return "call"
         if name == "sdy.named_computation":
             return "named"
-    if (name in _SHAPE_OPS[legacy] or is_elementwise(mop)) and is_pure(mop, operands):
+    if (name in _SHAPE_OPS[legacy] or is_elementwise(mop, name)) and is_pure(mop, name, operands):
         return "preserving"
     return "other"
 
 
 # -- stablehlo.constant -> sdy.constant --------------------------------------------------
 
-def convert_constants(module: Module) -> set[str]:
-    """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the names of the
-    ops of ``module`` afterwards."""
+def convert_constants(module: Module) -> None:
+    """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the module
+    object's op index (each new op takes the old one's place in the pre-order
+    walks) and op names stay current."""
     from jaxlib.mlir import ir
 
-    ops = [mop for top in module_ops(module) for mop in ops_of(module, top)]
-    names = {mop.name for mop in ops} | {"builtin.module"}
-    if "stablehlo.constant" in names:
-        names = (names - {"stablehlo.constant"}) | {"sdy.constant"}
-    for mop in ops:
-        if mop.name != "stablehlo.constant":
-            continue
-        new = recreate_renamed(mop, "sdy.constant")  # complex values only travel as text
-        ir.InsertionPoint(mop).insert(new)
-        mop.results[0].replace_all_uses_with(new.results[0])
-        mop.erase()
-    return names
+    index = op_index(module)
+    for top in module_ops(module):
+        ops, names = index.walk(top)
+        new_ops: dict = {}
+        for n, (mop, name) in enumerate(zip(ops, names)):
+            if name == "stablehlo.constant":
+                new = new_ops[n] = recreate_renamed(mop, "sdy.constant")  # (complex values: text)
+                ir.InsertionPoint(mop).insert(new)
+                mop.results[0].replace_all_uses_with(new.results[0])
+                mop.erase()
+        if new_ops:
+            index.replace(top, new_ops, "sdy.constant")
+    module._op_names = names_of(module)
 
 
-def body_walk(op) -> list:
+def body_walk(op) -> tuple[list, list[str]]:
     """Pre-order walk of the body of a function or named computation ``op`` that
-    does not enter the named computations nested in it."""
-    return walk_pre_not_into(op, "sdy.named_computation")[1:]
+    does not enter the named computations nested in it, with the ops' names."""
+    ops = walk_pre_not_into(op, "sdy.named_computation")[1:]
+    return ops, [mop.name for mop in ops]
 
 
 def named_name(mop) -> str:
@@ -135,12 +137,13 @@ _SKIPPED = ("sdy.sharding_group", "func.func")
 
 
 def numbered(walks: list) -> list:
-    """``[(func, named computation, [(number, op)])]``: the ops of ``walks``
-    (``[(func, named computation, [ops])]``) to classify, numbered in walk order."""
+    """``[(func, named computation, [(number, op, name)])]``: the ops of ``walks``
+    (``[(func, named computation, ([ops], [names]))]``) to classify, numbered in
+    walk order."""
     out, n = [], 0
-    for f, nc, wops in walks:
-        kept = [mop for mop in wops if mop.name not in _SKIPPED]
-        out.append((f, nc, list(enumerate(kept, n))))
+    for f, nc, (wops, names) in walks:
+        kept = [(mop, name) for mop, name in zip(wops, names) if name not in _SKIPPED]
+        out.append((f, nc, [(i, mop, name) for i, (mop, name) in enumerate(kept, n)]))
         n += len(kept)
     return out
 
@@ -162,19 +165,26 @@ class _Splitter:
             call_graph_post_order(self.module)  # rejects a recursive call graph
             for f in module_ops(self.module):
                 if f.name == "func.func" and has_body(f):
-                    out.append((f, None, walk_post(f)[:-1]))
+                    ops, names = op_index(self.module).walk(f, post=True)
+                    out.append((f, None, (ops[:-1], names[:-1])))
             return out
-        bodies = {key(f): body_walk(f) for f in module_ops(self.module)
-                  if f.name == "func.func" and has_body(f)}
-        # Named computations (those nested in others are found only by entering
-        # them) hold ops and calls the bodies miss.
-        holds_named = {k for k, body in bodies.items()
-                       if any(mop.name == "sdy.named_computation" for mop in body)}
+        index = op_index(self.module)
+        bodies, holds_named = {}, set()
+        for f in module_ops(self.module):
+            if f.name == "func.func" and has_body(f):
+                # Named computations (those nested in others are found only by
+                # entering them) hold ops and calls the body misses.
+                ops, names = index.walk(f)
+                if "sdy.named_computation" in names:
+                    holds_named.add(key(f))
+                    bodies[key(f)] = body_walk(f)
+                else:
+                    bodies[key(f)] = (ops[1:], names[1:])
 
         def calls_of(f) -> list:
             if key(f) in holds_named:
                 return calls_in(f)
-            return [mop for mop in bodies[key(f)] if mop.name == "func.call"]
+            return [mop for mop, name in zip(*bodies[key(f)]) if name == "func.call"]
         for f in call_graph(self.module, calls_of)[0]:
             if key(f) in holds_named:
                 for nc in walk_named(f, ("sdy.named_computation",), post=True):
@@ -197,7 +207,8 @@ class _Splitter:
         """The input facts of ``import_constants`` for the numbered ops of ``walks``."""
         # the number of the op defining each value (an op result's hash and
         # equality are its MLIR value's)
-        defs = {result: i for _, _, items in walks for i, mop in items for result in mop.results}
+        defs = {result: i for _, _, items in walks for i, mop, _ in items
+                for result in mop.results}
         def_of = defs.get
         funcs = func_table(self.module)
         legacy = self.legacy
@@ -218,9 +229,9 @@ class _Splitter:
             members = func_members.setdefault(fid(original_name(f)), [])
             nested = (named_members.setdefault(nid(named_name(nc)), [])
                       if nc is not None and not legacy else None)
-            for i, mop in items:
+            for i, mop, name in items:
                 operands = list(mop.operands)
-                kind = op_kind(mop, legacy, operands)
+                kind = op_kind(mop, name, legacy, operands)
                 kinds.append((i, kind))
                 num_operands.append((i, len(operands)))
                 for k, v in enumerate(operands):
@@ -231,7 +242,7 @@ class _Splitter:
                         operand_def.append((i, k, -1))
                 if legacy:
                     continue
-                if mop.name == "stablehlo.broadcast_in_dim" and is_scalar(operands[0]):
+                if name == "stablehlo.broadcast_in_dim" and is_scalar(operands[0]):
                     scalar_broadcast.append((i,))
                 if kind == "call":
                     callee = funcs.get(callee_name(mop))
@@ -260,7 +271,7 @@ class _Splitter:
         for _, _, items in walks:
             constant_ops: list = []
             expansion_ops: list = []
-            for i, mop in items:
+            for i, mop, _ in items:
                 if i in const:
                     constant_ops.append(mop)
                     continue
@@ -337,10 +348,10 @@ def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        names = convert_constants(module)
-        module = rebuild(module, frozenset(names))   # (its ops, not those of the index)
+        convert_constants(module)
+        names = op_names(module)   # (the split only copies ops there, and erases)
         _Splitter(module, options, legacy, "sdy.sharding_group" in names).run()
-        return rebuild(module, frozenset(names))   # (clones of ops there, and erasures)
+        return rebuild(module, names)
 
 
 @register("constant-or-scalar-splitter",
