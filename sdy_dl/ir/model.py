@@ -158,8 +158,8 @@ class Op:
 
     @property
     def is_terminator(self) -> bool:
-        return self.block is not None and self.block.ops and self.block.ops[-1] is self \
-            and self.name in TERMINATORS
+        return self.name in TERMINATORS and self.block is not None \
+            and bool(self.block.ops) and self.block.ops[-1] is self
 
     def enclosing(self, name: str) -> "Op | None":
         """The closest ancestor op named ``name``."""

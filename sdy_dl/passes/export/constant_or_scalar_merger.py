@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild_after_erasing, region_key
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.op_index import op_index, ops_of
+from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
 from sdy_dl.passes import PassOptions, register, run_analysis
@@ -33,16 +33,18 @@ def collect(module: Module) -> tuple[list, dict]:
     ops: list = []
     keys, values, regions = _Ids(), _Ids(), _Ids()
     facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
+    index = op_index(module)
     for func in funcs(module):
-        for op in ops_of(module, func, post=True)[:-1]:
+        walk, names = index.walk(func, post=True)
+        for op, name in zip(walk[:-1], names):
             n = len(ops)
             ops.append(op)
-            if op.name in CONSTANT_OPS:
+            if name in CONSTANT_OPS:
                 facts["in_constant"].add((n, keys.of(attribute_dict_key(op)),
                                           regions.of(region_key(op))))
                 for res in op.results:
                     facts["in_result_of"].add((values.of(res), n))
-            elif op.name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
+            elif name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
                 facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)),
                                            regions.of(region_key(op)),
                                            keys.of(("type", op.results[0].type)),
