@@ -49,20 +49,19 @@ def _unquote(token: str) -> str | None:
 _REFS: dict = {}
 
 
-def symbol_refs(mop, wanted: set[str]) -> set[str]:
-    """The names of the symbols ``mop`` and its nested ops reference: the ``@name``
-    tokens of their attributes (MLIR's ``SymbolTable::getSymbolUses`` walks the
-    attribute dictionaries only).  The walk stops once every name of ``wanted``
-    is among them (the rest cannot matter then)."""
-    from jaxlib.mlir import ir
-
+def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
+    """The names of the symbols the top-level op ``top`` and its nested ops
+    reference: the ``@name`` tokens of their attributes (MLIR's
+    ``SymbolTable::getSymbolUses`` reads the attribute dictionaries only), ops
+    read in the order the op index has.  The reading stops once every name of
+    ``wanted`` is among them (the rest cannot matter then)."""
     refs: set[str] = set()
-    cache, advance, interrupt = _REFS, ir.WalkResult.ADVANCE, ir.WalkResult.INTERRUPT
-
-    def visit(op):
+    cache = _REFS
+    index = op_index(module)
+    for op in index.walk(top, index.known(top, True) and not index.known(top, False))[0]:
         attributes = op.attributes
         if not len(attributes):   # (half the ops: cheaper than listing no items)
-            return advance
+            continue
         try:
             items = attributes.items()
         except TypeError:   # an attribute the bindings cannot read (complex dense)
@@ -75,9 +74,8 @@ def symbol_refs(mop, wanted: set[str]) -> set[str]:
             if names:
                 refs.update(names)
                 found = True
-        return interrupt if found and wanted <= refs else advance
-
-    mop.operation.walk(visit)
+        if found and wanted <= refs:
+            break
     return refs
 
 
@@ -118,7 +116,7 @@ def run(module: Module, options: PassOptions) -> Module:
         unreached = by_name.keys() - live  # private symbols not yet found live
         while worklist and unreached:  # once every symbol is live, no op needs reading
             op = worklist.pop()
-            for ref in symbol_refs(op, unreached):
+            for ref in symbol_refs(module, op, unreached):
                 if ref in unreached:
                     unreached.discard(ref)
                     live.add(ref)
