@@ -147,11 +147,6 @@ class Op:
     def attr_names(self) -> list[str]:
         return list(self.mlir.attributes)
 
-    def types(self) -> tuple[tuple, tuple]:
-        """(operand types, result types), as MLIR types (uniqued: compared as objects)."""
-        return (tuple([v.mlir_type for v in self.operands]),
-                tuple([v.mlir_type for v in self.results]))
-
     @property
     def dialect(self) -> str:
         return self.name.split(".", 1)[0]

@@ -62,7 +62,8 @@ class OpView(Op):
         return [self._views.value(v) for v in self.mlir.operands]
 
     def types(self) -> tuple[tuple, tuple]:
-        """:meth:`Op.types <sdy_dl.ir.model.Op.types>` read from the MLIR (no value views)."""
+        """(operand types, result types) read from the MLIR, without value views
+        (the rule database's signatures ask for them)."""
         mop = self.mlir
         return tuple([v.type for v in mop.operands]), tuple(mop.results.types)
 

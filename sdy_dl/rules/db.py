@@ -131,7 +131,10 @@ def _signature(op, attrs=None) -> tuple:
     attributes, when the caller has them."""
     if attrs is None:
         attrs = op.mlir.attributes
-    return (op.name, *op.types(),
+    types = getattr(op, "types", None)   # (a view reads them from the MLIR)
+    operand_types, result_types = types() if types is not None else (
+        tuple([v.mlir_type for v in op.operands]), tuple([v.mlir_type for v in op.results]))
+    return (op.name, operand_types, result_types,
             tuple(sorted([item for item in attrs.items() if not item[0].startswith("sdy.")]))
             if len(attrs) else (),
             _region_structure(op) if op.regions else ())
