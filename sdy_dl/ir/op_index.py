@@ -8,11 +8,19 @@ one walk the first time they are asked for; the queries below read it.
 
 It belongs to one :class:`~sdy_dl.ir.model.Module` object and is valid
 while that object's ops are: a pass asks it before its first insertion,
-erasure or move of an op (afterwards it walks the MLIR itself).  A pass
-that edits attributes only hands it on to the module object it returns
-(:func:`sdy_dl.ir.mlir_ops.rebuild_attributes_only`); every other edit
-leaves it behind with the old object.  (Walks are found by the address of
-their top-level op, which an op created after an erasure may reuse.)
+erasure or move of an op (afterwards it walks the MLIR itself).  It goes on
+to the module object a pass returns only when the pass kept it valid:
+
+* passes that edit attributes only (and flatten-call-graph, which adds
+  copies of functions) hand it on (:func:`~sdy_dl.ir.mlir_ops.rebuild_attributes_only`);
+* symbol-dce forgets the functions it erases (:meth:`OpIndex.forget`; walks
+  are found by the address of their top-level op, which an op created after
+  an erasure may reuse), the constant merger takes the constants it erases
+  out of its walks (:meth:`OpIndex.drop_erased`), and the splitter's
+  renaming of constants changes the walks alike (:meth:`OpIndex.replace`);
+* user-priority propagation builds it from its model (:func:`index_from_model`).
+
+Every other edit leaves it behind with the old object.
 """
 
 from __future__ import annotations
