@@ -53,12 +53,11 @@ def rebuild_attributes_only(module: Module) -> Module:
     return rebuild(module, module._op_names, keep_ops=True)
 
 
-def rebuild_after_erasing(module: Module, index_updated: bool = False) -> Module:
-    """:func:`rebuild` after a pass that only erased ops: the op names of
-    ``module``, when known, are handed on, and its op index too when the pass
-    took the erased ops out of it (``index_updated``, see
-    :meth:`~sdy_dl.ir.op_index.OpIndex.forget`)."""
-    return rebuild(module, module._op_names, keep_ops=index_updated)
+def rebuild_after_erasing(module: Module) -> Module:
+    """:func:`rebuild` after a pass that only erased ops and took them out of the
+    op index (:meth:`~sdy_dl.ir.op_index.OpIndex.forget`, ``drop_erased``): the
+    op names of ``module``, when known, and its op index are handed on."""
+    return rebuild(module, module._op_names, keep_ops=True)
 
 
 def op_error(module: Module, mop, message: str) -> SdyError:

@@ -79,6 +79,11 @@ class OpIndex:
         """Whether ``top``'s walk in that order has been read."""
         return (key(top), post) in self._walks
 
+    def walk_read(self, top) -> tuple[list, list[str]]:
+        """:meth:`walk` of ``top`` in the order already read (pre-order when both
+        or neither are), for readers that take the ops in any order."""
+        return self.walk(top, self.known(top, True) and not self.known(top, False))
+
     def named(self, top, names, post: bool = False) -> list:
         """The ops of ``top``'s subtree whose name is in ``names``, in walk order.
         Ops without regions keep their relative order in both walks, so a walk
@@ -153,8 +158,7 @@ def names_of(module: Module) -> frozenset[str]:
     index = op_index(module)
     found = {"builtin.module"}
     for top in module_ops(module):
-        post = index.known(top, True) and not index.known(top, False)
-        found.update(index.walk(top, post)[1])
+        found.update(index.walk_read(top)[1])
     return frozenset(found)
 
 

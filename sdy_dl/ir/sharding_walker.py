@@ -28,8 +28,7 @@ def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False)
     own = _Memo(lambda attr: _new_own(attr, fn))
     index = op_index(module)
     for top in module_ops(module):
-        post = any_order and index.known(top, True) and not index.known(top, False)
-        for mop in index.walk(top, post)[0]:
+        for mop in (index.walk_read(top) if any_order else index.walk(top))[0]:
             _transform_op_shardings(mop, fn, per_value, own)
 
 

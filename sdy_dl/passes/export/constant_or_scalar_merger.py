@@ -70,4 +70,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 old.replace_all_uses_with(new)
             op.erase()
         op_index(module).drop_erased([ops[n] for n in replaced], post=True)
-        return rebuild_after_erasing(module, index_updated=True)
+        return rebuild_after_erasing(module)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
                                 owning_op, rebuild, tensor_info, uses, walk_pre)
-from sdy_dl.ir.op_index import op_names
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_names
 from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
                                       shardable_value)

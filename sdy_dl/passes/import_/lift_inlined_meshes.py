@@ -61,7 +61,6 @@ class _Lifter:
         from jaxlib.mlir import ir
 
         self.ir = ir
-        self.module = module
         self.namer = SymbolNamer(module)
         # mesh key or "@name" of a deduplicated mesh -> the symbol to use.
         self.new_name: dict[str, str] = {}
@@ -159,7 +158,7 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         lifter = _Lifter(module)
         if lifter.erased:   # (meshes erased: the op index is read afresh)
-            module = lifter.module = rebuild(module)
+            module = rebuild(module)
         transform_shardings(module, lifter.lift_sharding)
         # op name by op name, each in post-order; one walk finds them all (lifting
         # only edits attributes and adds meshes)

@@ -57,8 +57,7 @@ def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
     ``wanted`` is among them (the rest cannot matter then)."""
     refs: set[str] = set()
     cache = _REFS
-    index = op_index(module)
-    for op in index.walk(top, index.known(top, True) and not index.known(top, False))[0]:
+    for op in op_index(module).walk_read(top)[0]:
         attributes = op.attributes
         if not len(attributes):   # (half the ops: cheaper than listing no items)
             continue
@@ -127,4 +126,4 @@ def run(module: Module, options: PassOptions) -> Module:
         op_index(module).forget([key(op) for op in dead])
         for op in dead:
             op.erase()
-        return rebuild_after_erasing(module, index_updated=True)
+        return rebuild_after_erasing(module)
