@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from sdy_dl.engines.souffle_build import program_name
+
 
 def _measure(cmd: list[str]) -> tuple[float, float, int]:
     """Wall s, CPU s and peak RSS (MB) of ``cmd`` and the processes it waited for."""
@@ -40,10 +42,10 @@ def _measure(cmd: list[str]) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024
 
 
-def _call_ms(exe: str, facts: str) -> float:
+def _call_ms(exe: str, facts: str, name: list[str]) -> float:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        subprocess.run([exe, "-F", facts, "-D", out], check=True)
+        subprocess.run([exe, "-F", facts, "-D", out, *name], check=True)
         return (time.perf_counter() - start) * 1000
 
 
@@ -79,11 +81,13 @@ def main() -> None:
                 dirs = sorted(os.path.join(facts, d) for d in os.listdir(facts)
                               if d.startswith("facts"))
                 best = {old: [], new: []}
+                # sdy-dl's binary runs the program named after its directory
+                names = {old: [], new: [program_name(os.path.dirname(source))]}
                 for d in dirs:
                     runs = {old: [], new: []}
                     for _ in range(args.runs):
                         for exe in (old, new):
-                            runs[exe].append(_call_ms(exe, d))
+                            runs[exe].append(_call_ms(exe, d, names[exe]))
                     for exe in best:
                         best[exe].append(min(runs[exe]))
                 calls = " | ".join(f"{sum(v) / len(v):.1f}" for v in best.values())

@@ -7,6 +7,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -25,11 +26,15 @@ def queue(cache, sizes: dict[str, int]) -> None:
 
 
 def fake_compiler(monkeypatch, log: list):
-    """Builders that record (program, compilers) and leave an empty binary."""
-    def build_locked(souffle, directory, jobs):
-        log.append((os.path.basename(directory), jobs))
-        open(os.path.join(directory, "program"), "w").close()
+    """Builders that record (program, compilers), or (programs, compilers) for a
+    group, leave an empty binary, and do not wait for the queue to settle."""
+    def build_locked(souffle, directories, jobs):
+        names = tuple(os.path.basename(d) for d in directories)
+        log.append((names[0] if len(names) == 1 else names, jobs))
+        for directory in directories:
+            open(os.path.join(directory, "program"), "w").close()
     monkeypatch.setattr(souffle_build, "_build_locked", build_locked)
+    monkeypatch.setattr(souffle_build, "SETTLE_SECONDS", 0)
 
 
 def hold(path):
@@ -41,6 +46,7 @@ def hold(path):
 def test_a_background_builder_compiles_every_waiting_program_largest_first(tmp_path, monkeypatch):
     log = []
     fake_compiler(monkeypatch, log)
+    monkeypatch.setattr(souffle_build, "GROUP_BYTES", 0)
     queue(tmp_path, {"small": 10, "large": 300, "medium": 50, "done": 500, "broken": 400})
     (tmp_path / "done" / "program").write_text("")
     (tmp_path / "broken" / souffle_build.FAILED).write_text("error")
@@ -48,6 +54,35 @@ def test_a_background_builder_compiles_every_waiting_program_largest_first(tmp_p
                                str(tmp_path / "small" / "program")) is None
     assert log == [("large", 1), ("medium", 1), ("small", 1)]
     assert souffle_build.waiting_programs(str(tmp_path)) == []
+
+
+def test_small_programs_are_compiled_together_as_many_as_fit(tmp_path, monkeypatch):
+    log = []
+    fake_compiler(monkeypatch, log)
+    monkeypatch.setattr(souffle_build, "GROUP_BYTES", 100)
+    queue(tmp_path, {"step": 500, "a": 60, "b": 30, "c": 20, "d": 5, "e": 50})
+    with hold(str(tmp_path / "b" / "build.lock")):   # another builder has b
+        souffle_build.build("souffle", str(tmp_path / "a" / "program.dl"),
+                            str(tmp_path / "a" / "program"))
+    assert log == [("step", 1), (("a", "c", "d"), 1), ("e", 1)]
+    assert souffle_build.waiting_programs(str(tmp_path)) == [str(tmp_path / "b")]
+
+
+def test_a_builder_waits_for_the_queue_to_settle(tmp_path, monkeypatch):
+    log = []
+    fake_compiler(monkeypatch, log)
+    monkeypatch.setattr(souffle_build, "SETTLE_SECONDS", 0.3)
+    queue(tmp_path, {"a": 10})
+    joined, real_sleep = [], time.sleep
+
+    def sleep(seconds):   # a run queues program b while the builder waits
+        if not joined:
+            queue(tmp_path, {"b": 10})
+            joined.append(seconds)
+        real_sleep(seconds)
+    monkeypatch.setattr(souffle_build.time, "sleep", sleep)
+    souffle_build.build("souffle", str(tmp_path / "a" / "program.dl"), str(tmp_path / "a" / "program"))
+    assert log == [(("a", "b"), 1)]   # one group: the builder saw b before it started
 
 
 def test_builders_leave_programs_to_the_builders_holding_the_slots(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ stopped or non-serving binary handled."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 
@@ -27,15 +28,26 @@ BOTH = GRAPH + ECHO + '''
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory) -> str:
+    """The binary of BOTH, compiled together with GRAPH (as a builder compiles
+    small programs): one binary, linked into both programs' directories."""
     cache = tmp_path_factory.mktemp("cache")
-    directory = cache / "both"
-    directory.mkdir()
-    (directory / "program.dl").write_text(BOTH)
-    exe = str(directory / "program")
-    assert souffle_build.compile_program(shutil.which("souffle"), str(directory / "program.dl"),
-                                         exe, 1, str(cache)) is None
-    yield exe
+    for name, text in (("both", BOTH), ("graph", GRAPH)):
+        (cache / name).mkdir()
+        (cache / name / "program.dl").write_text(text)
+    assert souffle_build._build_locked(shutil.which("souffle"),
+                                       [str(cache / "both"), str(cache / "graph")], 1) is None
+    yield str(cache / "both" / "program")
     souffle_server.close_all()
+
+
+def test_programs_compiled_together_each_serve_their_own_relations(binary):
+    other = os.path.join(os.path.dirname(os.path.dirname(binary)), "graph", "program")
+    assert os.path.samefile(binary, other)
+    assert souffle_engine.run_binary(other, program(GRAPH), FACTS) == \
+        get_engine("python").run(program(GRAPH), FACTS)
+    assert souffle_engine.run_binary(binary, program(BOTH), FACTS) == \
+        get_engine("python").run(program(BOTH), FACTS)
+    assert souffle_server.server(other).proc.pid != souffle_server.server(binary).proc.pid
 
 
 def test_one_process_serves_call_after_call_with_the_embedded_engines_relations(binary):
@@ -86,7 +98,8 @@ def test_a_stopped_server_fails_its_call_and_the_next_call_starts_another(binary
 
 def test_a_binary_that_cannot_serve_runs_once_per_call_on_fact_files(binary, tmp_path):
     wrapper = tmp_path / "program"
-    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --serve ] && exit 1\nexec {binary} "$@"\n')
+    name = souffle_build.program_name(os.path.dirname(binary))   # what Soufflé's own main lacks
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --serve ] && exit 1\nexec {binary} "$@" {name}\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     out = souffle_engine.run_binary(str(wrapper), program(BOTH), echo_facts())
     assert (out["echo"], out["same"]) == expected_echo()

@@ -6,24 +6,32 @@ waiting for its binary, the largest first.  At most :data:`SLOTS` compilers
 run per cache (a step program's compiler takes up to ~2 GB): a builder takes
 one of the cache's slot locks or exits at once, leaving its program to the
 builders that hold them, and a lock next to each binary's place gives each
-program to one builder.  Started, at low priority, by the Soufflé engine
-when it runs with ``background=True``; a run that waits for its binary
-(:func:`build` with ``wait=True``) compiles it with every slot it can take.
+program to one builder.  A builder first lets the queue settle (the run that
+started it queues its programs within seconds), then compiles the small
+programs waiting (:data:`GROUP_BYTES`) together into one binary that each of
+their places gets: a translation unit costs ~8 s of CPU however little it
+holds (Soufflé's runtime code each program instantiates), so five small
+programs cost half as much together as apart.  Started, at low priority, by
+the Soufflé engine when it runs with ``background=True``; a run that waits for
+its binary (:func:`build` with ``wait=True``) compiles it alone with every slot
+it can take.
 
-How: ``SOUFFLE -g`` writes the program's C++, which is compiled with
-``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and linked with
-``souffle_server.cpp`` as its ``main`` (:mod:`sdy_dl.engines.souffle_server`)
-with the compiler, include directories, definitions and link options the Soufflé
-install reports (the JSON in the ``souffle-compile.py`` next to the
-``souffle`` binary, which ``souffle -o`` itself runs) but at ``-O1`` and
-without OpenMP instead of ``-O3 -fopenmp``: a step program compiles in half
-the CPU time with ~10% less memory, and the binaries (one thread: sdy-dl
-never passes ``-j``) run as fast (within a few percent).  Soufflé's runtime
-headers are precompiled once per cache (:func:`runtime_header`).  A large
-program compiled with two slots is cut into two translation units
-(:mod:`sdy_dl.engines.souffle_split`) compiled at once.  An install that
-reports no such configuration, or a compilation that fails this way, falls
-back to the whole file, then to ``SOUFFLE -o``.  Measurements:
+How: ``SOUFFLE -g`` writes each program's C++, in a namespace and under a
+name of its own (:func:`program_name`: the name the server is started with),
+which is compiled with ``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and
+linked with ``souffle_server.cpp`` as its ``main``
+(:mod:`sdy_dl.engines.souffle_server`) with the compiler, include
+directories, definitions and link options the Soufflé install reports (the
+JSON in the ``souffle-compile.py`` next to the ``souffle`` binary, which
+``souffle -o`` itself runs) but at ``-O1`` and without OpenMP instead of
+``-O3 -fopenmp``: a step program compiles in half the CPU time with ~10% less
+memory, and the binaries (one thread: sdy-dl never passes ``-j``) run as fast
+(within a few percent).  Soufflé's runtime headers are precompiled once per
+cache (:func:`runtime_header`).  A large program compiled with two slots is
+cut into two translation units (:mod:`sdy_dl.engines.souffle_split`) compiled
+at once.  An install that reports no such configuration, or a compilation that
+fails this way, falls back to the whole file, then to ``SOUFFLE -o`` (a group
+that fails is compiled program by program).  Measurements:
 ``docs/performance.md``.
 """
 
@@ -36,6 +44,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +68,15 @@ SLOTS = 2
 #: translation unit per slot held: each unit repeats the declarations and the
 #: templates it instantiates, +15-45% of CPU, worth it only for the largest.
 SPLIT_BYTES = 1_000_000
+
+#: Programs whose Datalog text is at most this large are compiled together,
+#: as many as fit in this many bytes (every program but the step programs).
+GROUP_BYTES = 64_000
+
+#: A background builder starts once no program has joined the queue for this
+#: long (or after :data:`SETTLE_MAX` seconds), so that it sees what to group.
+SETTLE_SECONDS = 1.0
+SETTLE_MAX = 10.0
 
 _CONFIG_KEYS = ("compiler", "compiler_id", "definitions", "compile_options", "includes",
                 "std_flag", "cxx_flags", "link_options", "rpaths", "rpath_fmt",
@@ -222,55 +240,96 @@ def server_object(conf: dict, cache: str) -> tuple[str | None, str | None]:
     return obj, None
 
 
-def compile_cxx(conf: dict, cpp: str, exe: str, jobs: int = 1, cache: str | None = None) -> str | None:
-    """Compile the generated C++ ``cpp`` into ``exe`` with up to ``jobs`` compilers
-    at once, with the precompiled runtime header of ``cache`` when there is one;
-    None when done, else the compiler's message."""
-    with open(cpp, encoding="utf-8") as f:
-        text = f.read()
-    parts = split(text, jobs if len(text) >= SPLIT_BYTES else 1)
-    if parts is None:
-        return _run(compile_command(conf, cpp, exe))
-    header = runtime_header(conf, cache, parts.runtime) if cache else None
+def program_name(directory: str) -> str:
+    """The name of the program of the cache directory ``directory`` in a binary:
+    its C++ namespace, class and ``ProgramFactory`` name (a binary may hold
+    several programs; its server is started with the name of one)."""
+    return "p_" + re.sub(r"\W", "_", os.path.basename(os.path.normpath(directory)))
+
+
+def compile_cxx(conf: dict, cpps: list[str], exe: str, jobs: int = 1,
+                cache: str | None = None) -> str | None:
+    """Compile the generated C++ files ``cpps`` (one per program) into one binary
+    ``exe``, with up to ``jobs`` compilers at once for a single program, with the
+    precompiled runtime header of ``cache`` when there is one; None when done,
+    else the compiler's message."""
+    texts = []
+    for cpp in cpps:
+        with open(cpp, encoding="utf-8") as f:
+            texts.append(f.read())
+    alone = len(texts) == 1
+    parts = [split(text, jobs if alone and len(text) >= SPLIT_BYTES else 1) for text in texts]
+    if any(p is None for p in parts):
+        if alone:
+            return _run(compile_command(conf, cpps[0], exe))
+        return f"unrecognised generated C++ in {cpps[parts.index(None)]}"
+    runtime = "".join(dict.fromkeys(line for p in parts
+                                    for line in p.runtime.splitlines(keepends=True)))
+    header = runtime_header(conf, cache, runtime) if cache else None
     directory = os.path.dirname(exe)
     with open(os.path.join(directory, "program.h"), "w", encoding="utf-8") as f:
-        f.write(parts.declarations)
+        f.write("".join(p.declarations for p in parts))
     server, error = server_object(conf, cache or directory)
     if error is not None:
         return error
     precompiled = ["-include", header] if header else []
     compiles, objects = [], [server]
-    for i, piece in enumerate(parts.pieces):
+    units = parts[0].pieces if alone else ["".join(p.pieces[0] for p in parts)]
+    for i, piece in enumerate(units):
         unit, obj = os.path.join(directory, f"unit{i}.cpp"), os.path.join(directory, f"unit{i}.o")
         with open(unit, "w", encoding="utf-8") as f:   # the runtime comes first, precompiled or not
-            f.write(("" if header else parts.runtime) + '#include "program.h"\n' + piece)
+            f.write(("" if header else runtime) + '#include "program.h"\n' + piece)
         compiles.append([*compile_flags(conf), *precompiled, "-c", "-o", obj, unit])
         objects.append(obj)
     return _run_all(compiles) or _run(link_command(conf, objects, exe))
 
 
+def _generate(souffle: str, source: str, tmp: str) -> tuple[str | None, str | None]:
+    """(the C++ of the program ``source`` of a cache directory, written into
+    ``tmp`` under its :func:`program_name`, None), or (None, Soufflé's message)."""
+    name = program_name(os.path.dirname(source))
+    named, cpp = os.path.join(tmp, name + ".dl"), os.path.join(tmp, name + ".cpp")
+    shutil.copyfile(source, named)   # Soufflé names the program after its file
+    error = _run([souffle, "-w", "-N", name, "-g", cpp, named])
+    return (None, error) if error is not None else (cpp, None)
+
+
 def compile_program(souffle: str, source: str, built: str, jobs: int = 1,
                     cache: str | None = None) -> str | None:
-    """Compile the Soufflé program ``source`` into the binary ``built`` with up to
-    ``jobs`` compilers at once (see :func:`compile_cxx`); None when done, else the
-    compiler's message."""
+    """Compile the Soufflé program ``source`` (``DIR/program.dl`` of a cache) into
+    the binary ``built`` with up to ``jobs`` compilers at once (see
+    :func:`compile_cxx`); None when done, else the compiler's message."""
+    return compile_programs(souffle, [source], built, jobs, cache)
+
+
+def compile_programs(souffle: str, sources: list[str], built: str, jobs: int = 1,
+                     cache: str | None = None) -> str | None:
+    """Compile the Soufflé programs ``sources`` (each ``DIR/program.dl`` of a
+    cache) into one binary ``built`` serving each under its :func:`program_name`;
+    None when done, else the compiler's message.  A single program falls back
+    to its whole file, then to ``souffle -o``; a group does not."""
     conf = compiler_config(souffle)
+    directory = os.path.dirname(built)
     if conf is not None:
-        cpp = os.path.splitext(built)[0] + ".cpp"
-        error = _run([souffle, "-w", "-g", cpp, source])
-        if error is not None:
-            return error   # the Datalog program itself is at fault: `souffle -o` would fail too
-        error = compile_cxx(conf, cpp, built, jobs, cache)
+        cpps = []
+        for source in sources:
+            cpp, error = _generate(souffle, source, directory)
+            if error is not None:
+                return error   # the Datalog program itself is at fault: `souffle -o` would fail too
+            cpps.append(cpp)
+        error = compile_cxx(conf, cpps, built, jobs, cache)
+        if error is None or len(sources) > 1:
+            return error
+        print(f"compiling {cpps[0]} in pieces failed ({error.splitlines()[0]}); trying it whole",
+              file=sys.stderr)
+        error = _run(compile_command(conf, cpps[0], built))
         if error is None:
             return None
-        print(f"compiling {cpp} in pieces failed ({error.splitlines()[0]}); trying it whole",
+        print(f"compiling {cpps[0]} failed ({error.splitlines()[0]}); trying `souffle -o`",
               file=sys.stderr)
-        error = _run(compile_command(conf, cpp, built))
-        if error is None:
-            return None
-        print(f"compiling {cpp} failed ({error.splitlines()[0]}); trying `souffle -o`",
-              file=sys.stderr)
-    return _run([souffle, "-o", built, source])
+    if len(sources) > 1:
+        return "no C++ build configuration to compile programs together"
+    return _run([souffle, "-o", built, sources[0]])
 
 
 def _try_lock(path: str):
@@ -330,36 +389,87 @@ def waiting_programs(cache: str) -> list[str]:
     return [os.path.join(cache, name) for _, name in sorted(out)]
 
 
-def _claim_next(cache: str):
-    """(directory, its locked ``build.lock``) of the largest waiting program no
-    builder has, or None."""
+def _source_size(directory: str) -> int:
+    try:
+        return os.path.getsize(os.path.join(directory, "program.dl"))
+    except OSError:
+        return 0
+
+
+def _claim_next(cache: str) -> list:
+    """[(directory, its locked ``build.lock``)] of the programs to compile next,
+    none of which another builder has: the largest waiting program, and with a
+    small one (:data:`GROUP_BYTES`) the other small ones, largest first, as many
+    as fit; [] when none waits."""
+    claimed, total = [], 0
     for directory in waiting_programs(cache):
+        size = _source_size(directory)
+        if claimed and total + size > GROUP_BYTES:
+            continue
         lock = _try_lock(os.path.join(directory, "build.lock"))
         if lock is None:
             continue
         if os.path.exists(os.path.join(directory, "program")):
             lock.close()
             continue
-        return directory, lock
-    return None
+        claimed.append((directory, lock))
+        total += size
+    return claimed
 
 
-def _build_locked(souffle: str, directory: str, jobs: int) -> str | None:
-    """Compile the program of ``directory`` (whose lock the caller holds) into its
-    binary; None when done, else the compiler's message (also left in ``FAILED``)."""
-    source, exe = os.path.join(directory, "program.dl"), os.path.join(directory, "program")
+def _settle(cache: str) -> None:
+    """Wait until no program has joined ``cache``'s queue for :data:`SETTLE_SECONDS`
+    (at most :data:`SETTLE_MAX` seconds)."""
+    deadline = time.monotonic() + SETTLE_MAX
+    while time.monotonic() < deadline:
+        newest = 0.0
+        for directory in waiting_programs(cache):
+            try:
+                newest = max(newest, os.path.getmtime(os.path.join(directory, "program.dl")))
+            except OSError:
+                continue
+        quiet = time.time() - newest
+        if quiet >= SETTLE_SECONDS:
+            return
+        time.sleep(min(SETTLE_SECONDS - quiet, deadline - time.monotonic(), 0.5))
+
+
+def _build_locked(souffle: str, directories: list[str], jobs: int) -> str | None:
+    """Compile the programs of ``directories`` (whose locks the caller holds) into
+    one binary that each of them gets; None when done, else the compiler's
+    message (also left in ``FAILED``).  A group that fails is compiled program
+    by program."""
+    first = directories[0]
+    sources = [os.path.join(d, "program.dl") for d in directories]
     start, cpu = time.monotonic(), _children_cpu()
-    with tempfile.TemporaryDirectory(prefix="sdy-dl-build-", dir=directory) as tmp:
+    with tempfile.TemporaryDirectory(prefix="sdy-dl-build-", dir=first) as tmp:
         built = os.path.join(tmp, "program")
-        message = compile_program(souffle, source, built, jobs, os.path.dirname(directory))
+        message = compile_programs(souffle, sources, built, jobs, os.path.dirname(first))
+        if message is not None and len(directories) > 1:
+            print(f"compiling {', '.join(sources)} together failed "
+                  f"({message.splitlines()[0]}); compiling them one by one", file=sys.stderr)
+            errors = [_build_locked(souffle, [d], jobs) for d in directories]
+            return next((e for e in errors if e is not None), None)
         if message is not None:
-            with open(os.path.join(directory, FAILED), "w") as f:
+            with open(os.path.join(first, FAILED), "w") as f:
                 f.write(message[-4000:])
             return message
-        os.replace(built, exe)
-    print(f"compiled {source} in {time.monotonic() - start:.1f} s "
+        for directory in directories[1:]:
+            _place(built, os.path.join(directory, "program"))
+        os.replace(built, os.path.join(first, "program"))
+    print(f"compiled {', '.join(sources)} in {time.monotonic() - start:.1f} s "
           f"({_children_cpu() - cpu:.1f} s CPU, {jobs} compiler(s))", file=sys.stderr)
     return None
+
+
+def _place(built: str, exe: str) -> None:
+    """``built`` at ``exe`` too (a hard link, else a copy), atomically."""
+    tmp = f"{exe}.{os.getpid()}.tmp"
+    try:
+        os.link(built, tmp)
+    except OSError:
+        shutil.copy2(built, tmp)
+    os.replace(tmp, exe)
 
 
 def _children_cpu() -> float:
@@ -373,8 +483,9 @@ def build(souffle: str, source: str, exe: str, wait: bool = False) -> str | None
 
     With ``wait``, compile it now (after any builder that has it), with as many
     compilers as slots are free.  Without, while one of the cache's slots is
-    free, compile the waiting programs of the cache one at a time, largest
-    first, ``source``'s among them; None then."""
+    free, compile the waiting programs of the cache once the queue settles,
+    largest first, the small ones together (:func:`_claim_next`), ``source``'s
+    among them; None then."""
     directory = os.path.dirname(exe)
     cache = os.path.dirname(directory)
     if wait:
@@ -384,7 +495,7 @@ def build(souffle: str, source: str, exe: str, wait: bool = False) -> str | None
                 return None
             slots = _take_slots(cache, SLOTS, wait=True)
             try:
-                return _build_locked(souffle, directory, len(slots))
+                return _build_locked(souffle, [directory], len(slots))
             finally:
                 for slot in slots:
                     slot.close()
@@ -393,9 +504,13 @@ def build(souffle: str, source: str, exe: str, wait: bool = False) -> str | None
         if not slots:
             return None   # the builders holding the slots will compile it
         try:
-            while (claimed := _claim_next(cache)) is not None:
-                with claimed[1]:
-                    _build_locked(souffle, claimed[0], 1)
+            _settle(cache)
+            while claimed := _claim_next(cache):
+                try:
+                    _build_locked(souffle, [d for d, _ in claimed], 1)
+                finally:
+                    for _, lock in claimed:
+                        lock.close()
         finally:
             slots[0].close()
         # A program queued after the last look, by a builder that found no free

@@ -1,14 +1,14 @@
 // The main of sdy-dl's compiled Soufflé binaries: one process serves every
 // call of its program (see sdy_dl/engines/souffle_server.py for the protocol).
 //
-// Linked with the C++ that `souffle -g` generates for the cache's
-// `program.dl`, compiled with __EMBEDDED_SOUFFLE__ (no main of its own; the
-// program registers itself with Soufflé's ProgramFactory as "program").
-// Started with `--serve`, it writes "!ready"; then, per call, it reads the
-// input relations' tuples, runs the program, writes every output relation
+// Linked with the C++ that `souffle -g` generates for one or more programs of
+// the cache, compiled with __EMBEDDED_SOUFFLE__ (no main of its own; each
+// program registers itself with Soufflé's ProgramFactory under its name).
+// Started with `--serve NAME`, it writes "!ready"; then, per call, it reads the
+// input relations' tuples, runs program NAME, writes every output relation
 // (its name, rows and bytes, then the rows) and "!done", and empties all
-// relations.  Started with `-F FACTS -D OUT`, it runs once on fact files, as
-// Soufflé's own binaries do.  Fields are tab-separated as in Soufflé's fact
+// relations.  Started with `-F FACTS -D OUT NAME`, it runs NAME once on fact
+// files, as Soufflé's own binaries do.  Fields are tab-separated as in Soufflé's fact
 // files; symbols travel in sdy-dl's fact-file escaping (no tab or newline
 // inside a field) and are kept escaped, which preserves equality.  The rows of
 // a relation of numbers only may instead come as native 32-bit integers.
@@ -137,15 +137,16 @@ void write_outputs(souffle::SouffleProgram& program) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool serve = argc == 2 && std::strcmp(argv[1], "--serve") == 0;
-    bool files = argc == 5 && std::strcmp(argv[1], "-F") == 0 && std::strcmp(argv[3], "-D") == 0;
+    bool serve = argc == 3 && std::strcmp(argv[1], "--serve") == 0;
+    bool files = argc == 6 && std::strcmp(argv[1], "-F") == 0 && std::strcmp(argv[3], "-D") == 0;
     if (!serve && !files) {
-        std::fputs("usage: program --serve | program -F FACTS -D OUT\n", stderr);
+        std::fputs("usage: program --serve NAME | program -F FACTS -D OUT NAME\n", stderr);
         return 2;
     }
-    souffle::SouffleProgram* program = souffle::ProgramFactory::newInstance("program");
+    const char* name = argv[argc - 1];
+    souffle::SouffleProgram* program = souffle::ProgramFactory::newInstance(name);
     if (program == nullptr) {
-        std::fputs("no program linked\n", stderr);
+        std::fprintf(stderr, "no program %s linked\n", name);
         return 2;
     }
     if (files) {

@@ -1,8 +1,11 @@
 """Compiled Soufflé programs as long-running processes: one per binary serves every call.
 
 sdy-dl's binaries are linked with ``souffle_server.cpp`` as their main
-(:mod:`sdy_dl.engines.souffle_build`).  Started with ``--serve``, a binary
-answers ``!ready`` and then, per call, reads the input relations
+(:mod:`sdy_dl.engines.souffle_build`).  A binary may hold several programs
+(a group compiled together, each program's cache directory holding a link to
+it); started with ``--serve NAME``, NAME the program's
+:func:`~sdy_dl.engines.souffle_build.program_name` (that of the binary's
+directory), it answers ``!ready`` and then, per call, reads the input relations
 
     @<relation> <number of rows>
     <row: tab-separated fields, symbols escaped as in fact files>
@@ -31,6 +34,7 @@ import tempfile
 from sdy_dl.datalog.facts import Facts, encoded_relations, parse_rows
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
+from sdy_dl.engines.souffle_build import program_name
 from sdy_dl.errors import SdyError
 
 #: The answer of a binary started with ``--serve`` before its first call.
@@ -44,7 +48,8 @@ class Server:
         self.exe = exe
         self.owner = os.getpid()   # a forked child starts its own
         self.stderr = tempfile.TemporaryFile()   # read when the process stops
-        self.proc = subprocess.Popen([exe, "--serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([exe, "--serve", program_name(os.path.dirname(exe))],
+                                     stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr)
         self.ready = self.proc.stdout.readline() == READY
         if not self.ready:
