@@ -150,17 +150,28 @@ def test_programs_compiled_in_units_with_the_precompiled_runtime_give_the_same_r
         tmp_path, monkeypatch, jobs):
     from sdy_dl.engines import get_engine
 
-    monkeypatch.setattr(souffle_build, "SPLIT_BYTES", 0)
-    directory = tmp_path / "cache" / "graph"
-    directory.mkdir(parents=True)
-    (directory / "program.dl").write_text(GRAPH)
-    souffle = shutil.which("souffle")
-    assert souffle_build.compile_program(souffle, str(directory / "program.dl"),
-                                         str(directory / "program"), jobs,
-                                         str(tmp_path / "cache")) is None
-    assert len(list(directory.glob("unit*.o"))) == jobs
-    [header] = (tmp_path / "cache").glob("runtime-*/runtime.h")
+    souffle, cache = shutil.which("souffle"), tmp_path / "cache"
+    for name in ("large", "small", "later"):
+        (cache / name).mkdir(parents=True)
+        (cache / name / "program.dl").write_text(GRAPH)
+
+    def compile_(name: str) -> None:
+        assert souffle_build.compile_program(souffle, str(cache / name / "program.dl"),
+                                             str(cache / name / "program"), jobs, str(cache)) is None
+        assert souffle_engine.run_binary(str(cache / name / "program"), program(), FACTS) == \
+            get_engine("clingo").run(program(), FACTS)
+
+    monkeypatch.setattr(souffle_build, "SPLIT_BYTES", 0)   # every program is large: cut in units
+    compile_("large")   # a large program does not wait for the runtime to be precompiled ...
+    assert len(list((cache / "large").glob("unit*.o"))) == jobs
+    assert not list(cache.glob("runtime-*/runtime.h.gch"))
+    assert (cache / "large" / "unit0.cpp").read_text().startswith("#define")   # the runtime inline
+    monkeypatch.setattr(souffle_build, "SPLIT_BYTES", 10**9)
+    compile_("small")   # ... a small one precompiles it ...
+    [header] = cache.glob("runtime-*/runtime.h")
     assert header.with_suffix(".h.gch").exists()
     assert set(souffle_build.SHARED_INCLUDES) <= set(header.read_text().splitlines(keepends=True))
-    assert souffle_engine.run_binary(str(directory / "program"), program(), FACTS) == \
-        get_engine("clingo").run(program(), FACTS)
+    monkeypatch.setattr(souffle_build, "SPLIT_BYTES", 0)
+    compile_("later")   # ... and a large one uses it once it is there
+    assert len(list((cache / "later").glob("unit*.o"))) == jobs
+    assert (cache / "later" / "unit0.cpp").read_text().startswith('#include "program.h"')

@@ -18,11 +18,20 @@ from test_engines import ECHO, FACTS, GRAPH, echo_facts, expected_echo, program
 pytestmark = [pytest.mark.souffle,
               pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")]
 
-#: GRAPH and ECHO in one program (one compilation), with an input no output needs.
+#: GRAPH and ECHO in one program (one compilation), with an input no output
+#: needs and an internal relation (no wrapper in the trimmed C++: the program
+#: itself must empty it between calls).
 BOTH = GRAPH + ECHO + '''
 // unused(x): an input no output depends on (Soufflé drops it)
 .decl unused(x: number)
 .input unused
+// hop2(x, z): z is two edges from x (neither input nor output)
+.decl hop2(x: number, z: number)
+hop2(X, Z) :- edge(X, Y), edge(Y, Z).
+// hops2(x, n): n nodes are two edges from x
+.decl hops2(x: number, n: number)
+.output hops2
+hops2(X, N) :- hop2(X, _), N = count : { hop2(X, _) }.
 '''
 
 

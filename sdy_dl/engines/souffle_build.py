@@ -18,7 +18,8 @@ it can take.
 
 How: ``SOUFFLE -g`` writes each program's C++, in a namespace and under a
 name of its own (:func:`program_name`: the name the server is started with),
-which is compiled with ``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and
+which is trimmed of what the server never uses
+(:mod:`sdy_dl.engines.souffle_trim`) and compiled with ``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and
 linked with ``souffle_server.cpp`` as its ``main``
 (:mod:`sdy_dl.engines.souffle_server`) with the compiler, include
 directories, definitions and link options the Soufflé install reports (the
@@ -30,8 +31,8 @@ memory, and the binaries (one thread: sdy-dl never passes ``-j``) run as fast
 cache (:func:`runtime_header`).  A large program compiled with two slots is
 cut into two translation units (:mod:`sdy_dl.engines.souffle_split`) compiled
 at once.  An install that reports no such configuration, or a compilation that
-fails this way, falls back to the whole file, then to ``SOUFFLE -o`` (a group
-that fails is compiled program by program).  Measurements:
+fails this way, falls back to the whole file as Soufflé wrote it, then to
+``SOUFFLE -o`` (a group that fails is compiled program by program).  Measurements:
 ``docs/performance.md``.
 """
 
@@ -51,6 +52,7 @@ import tempfile
 import time
 
 from sdy_dl.engines.souffle_split import split
+from sdy_dl.engines.souffle_trim import trim
 
 #: Left next to the binary's place when compiling failed: no further attempts.
 FAILED = "failed"
@@ -157,19 +159,20 @@ def _run_all(cmds: list[list[str]]) -> str | None:
 SHARED_INCLUDES = ('#include "souffle/datastructure/Table.h"\n',)
 
 
-def runtime_header(conf: dict, cache: str, runtime: str) -> str | None:
+def runtime_header(conf: dict, cache: str, runtime: str, build: bool = True) -> str | None:
     """A header holding ``runtime`` (the ``#include`` lines a generated program
     starts with) and :data:`SHARED_INCLUDES`, precompiled with
-    :func:`compile_flags` next to it, kept in the binary cache ``cache``; None
-    while another builder precompiles it, or when precompiling failed.
-    Programs then parse Soufflé's runtime headers (~2.5 s of CPU per
-    translation unit) once per cache instead of once each."""
+    :func:`compile_flags` next to it, kept in the binary cache ``cache`` (built
+    now if need be, unless ``build`` is false); None while another builder
+    precompiles it, when it is not built yet and ``build`` is false, or when
+    precompiling failed.  Programs then parse Soufflé's runtime headers (~2 s
+    of CPU per translation unit) once per cache instead of once each."""
     lines = runtime.splitlines(keepends=True)
     includes = sorted({line for line in lines if line.startswith("#include")}
                       | set(SHARED_INCLUDES))
     shared = "".join([line for line in lines if not line.startswith("#include")] + includes)
     for text in dict.fromkeys([shared, runtime]):   # without the shared includes if they fail
-        header = _precompiled(conf, cache, text)
+        header = _precompiled(conf, cache, text, build)
         if header != FAILED:
             return header
     return None
@@ -188,9 +191,9 @@ def _built_once_dir(conf: dict, cache: str, kind: str, text: str) -> str | None:
     return os.path.join(cache, f"{kind}-{key}")
 
 
-def _precompiled(conf: dict, cache: str, text: str) -> str | None:
+def _precompiled(conf: dict, cache: str, text: str, build: bool = True) -> str | None:
     """The precompiled header of ``text`` in ``cache`` (built now unless another
-    builder is building it: None then), or FAILED."""
+    builder is building it, or ``build`` is false: None then), or FAILED."""
     directory = _built_once_dir(conf, cache, "runtime", text)
     if directory is None:
         return FAILED
@@ -199,6 +202,8 @@ def _precompiled(conf: dict, cache: str, text: str) -> str | None:
         return header
     if os.path.exists(os.path.join(directory, FAILED)):
         return FAILED
+    if not build:
+        return None
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "build.lock"), "w") as lock:
         try:
@@ -249,31 +254,31 @@ def program_name(directory: str) -> str:
 
 def compile_cxx(conf: dict, cpps: list[str], exe: str, jobs: int = 1,
                 cache: str | None = None) -> str | None:
-    """Compile the generated C++ files ``cpps`` (one per program) into one binary
-    ``exe``, with up to ``jobs`` compilers at once for a single program, with the
-    precompiled runtime header of ``cache`` when there is one; None when done,
-    else the compiler's message."""
+    """Compile the generated C++ files ``cpps`` (one per program), trimmed
+    (:mod:`sdy_dl.engines.souffle_trim`), into one binary ``exe``, with up to
+    ``jobs`` compilers at once for a single program, with the precompiled runtime
+    header of ``cache`` when there is one; None when done, else the compiler's
+    message."""
     texts = []
     for cpp in cpps:
         with open(cpp, encoding="utf-8") as f:
-            texts.append(f.read())
+            texts.append(trim(f.read()))
     alone = len(texts) == 1
-    parts = [split(text, jobs if alone and len(text) >= SPLIT_BYTES else 1) for text in texts]
+    large = alone and len(texts[0]) >= SPLIT_BYTES
+    parts = [split(text, jobs if large else 1) for text in texts]
     if any(p is None for p in parts):
         if alone:
             return _run(compile_command(conf, cpps[0], exe))
         return f"unrecognised generated C++ in {cpps[parts.index(None)]}"
     runtime = "".join(dict.fromkeys(line for p in parts
                                     for line in p.runtime.splitlines(keepends=True)))
-    header = runtime_header(conf, cache, runtime) if cache else None
+    # A large program does not wait ~8 s for the runtime to be precompiled to save ~2 s.
+    header = runtime_header(conf, cache, runtime, build=not large) if cache else None
     directory = os.path.dirname(exe)
     with open(os.path.join(directory, "program.h"), "w", encoding="utf-8") as f:
         f.write("".join(p.declarations for p in parts))
-    server, error = server_object(conf, cache or directory)
-    if error is not None:
-        return error
     precompiled = ["-include", header] if header else []
-    compiles, objects = [], [server]
+    compiles, objects = [], []
     units = parts[0].pieces if alone else ["".join(p.pieces[0] for p in parts)]
     for i, piece in enumerate(units):
         unit, obj = os.path.join(directory, f"unit{i}.cpp"), os.path.join(directory, f"unit{i}.o")
@@ -281,7 +286,11 @@ def compile_cxx(conf: dict, cpps: list[str], exe: str, jobs: int = 1,
             f.write(("" if header else runtime) + '#include "program.h"\n' + piece)
         compiles.append([*compile_flags(conf), *precompiled, "-c", "-o", obj, unit])
         objects.append(obj)
-    return _run_all(compiles) or _run(link_command(conf, objects, exe))
+    error = _run_all(compiles)
+    if error is not None:
+        return error
+    server, error = server_object(conf, cache or directory)   # built by whoever links first
+    return error or _run(link_command(conf, [server, *objects], exe))
 
 
 def _generate(souffle: str, source: str, tmp: str) -> tuple[str | None, str | None]:

@@ -22,6 +22,18 @@
 #include <vector>
 
 #include "souffle/SouffleInterface.h"
+#include "souffle/io/IOSystem.h"
+
+namespace souffle {
+
+// Soufflé's I/O for the generated code, which calls this instead of
+// IOSystem::getInstance() (sdy_dl/engines/souffle_trim.py): its readers and
+// writers are compiled here, once per cache, not in every program.
+IOSystem& sdy_dl_io() {
+    return IOSystem::getInstance();
+}
+
+}  // namespace souffle
 
 namespace {
 
@@ -165,7 +177,9 @@ int main(int argc, char** argv) {
     while (true) {
         try {
             if (!read_inputs(*program)) return 0;
-            program->run();
+            // No file I/O; internal relations are emptied at their last use (the
+            // trimmed programs have no wrapper through which to purge them).
+            program->runAll("", "", false, true);
             write_outputs(*program);
         } catch (std::exception& e) {
             fail(e.what());
