@@ -19,9 +19,9 @@ it can take.
 How: ``SOUFFLE -g`` writes each program's C++, in a namespace and under a
 name of its own (:func:`program_name`: the name the server is started with),
 which is trimmed of what the server never uses
-(:mod:`sdy_dl.engines.souffle_trim`) and compiled with ``__EMBEDDED_SOUFFLE__`` (no ``main`` of its own) and
-linked with ``souffle_server.cpp`` as its ``main``
-(:mod:`sdy_dl.engines.souffle_server`) with the compiler, include
+(:mod:`sdy_dl.engines.souffle_trim`), compiled with ``__EMBEDDED_SOUFFLE__``
+(no ``main`` of its own) and linked with ``souffle_server.cpp`` as its
+``main`` (:mod:`sdy_dl.engines.souffle_server`) with the compiler, include
 directories, definitions and link options the Soufflé install reports (the
 JSON in the ``souffle-compile.py`` next to the ``souffle`` binary, which
 ``souffle -o`` itself runs) but at ``-O1`` and without OpenMP instead of
@@ -32,8 +32,8 @@ cache (:func:`runtime_header`).  A large program compiled with two slots is
 cut into two translation units (:mod:`sdy_dl.engines.souffle_split`) compiled
 at once.  An install that reports no such configuration, or a compilation that
 fails this way, falls back to the whole file as Soufflé wrote it, then to
-``SOUFFLE -o`` (a group that fails is compiled program by program).  Measurements:
-``docs/performance.md``.
+``SOUFFLE -o`` (a group that fails is compiled program by program).
+Measurements: ``docs/performance.md``.
 """
 
 from __future__ import annotations

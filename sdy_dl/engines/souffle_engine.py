@@ -10,7 +10,8 @@ Compiling one program takes 10-60 s of C++ compilation (up to ~2 GB).
 By default a missing binary is compiled before the call (``wait``).  With
 ``background=True`` (the CLI's ``--compiled``) a missing binary is compiled by
 a detached process (:mod:`sdy_dl.engines.souffle_build`, at most two
-compilers at a time per cache, largest program first) while this call, and
+compilers at a time per cache, largest program first, the small ones
+together into one binary) while this call, and
 every call until the binary is there, runs on the embedded Python engine
 instead; both engines give identical results, so only the time differs.
 """
