@@ -258,7 +258,7 @@ def compile_cxx(conf: dict, cpps: list[str], exe: str, jobs: int = 1,
     (:mod:`sdy_dl.engines.souffle_trim`), into one binary ``exe``, with up to
     ``jobs`` compilers at once for a single program, with the precompiled runtime
     header of ``cache`` when there is one; None when done, else the compiler's
-    message."""
+    message (also when the C++ is not laid out as :func:`split` expects)."""
     texts = []
     for cpp in cpps:
         with open(cpp, encoding="utf-8") as f:
@@ -266,9 +266,7 @@ def compile_cxx(conf: dict, cpps: list[str], exe: str, jobs: int = 1,
     alone = len(texts) == 1
     large = alone and len(texts[0]) >= SPLIT_BYTES
     parts = [split(text, jobs if large else 1) for text in texts]
-    if any(p is None for p in parts):
-        if alone:
-            return _run(compile_command(conf, cpps[0], exe))
+    if any(p is None for p in parts):   # the caller compiles a single program whole
         return f"unrecognised generated C++ in {cpps[parts.index(None)]}"
     runtime = "".join(dict.fromkeys(line for p in parts
                                     for line in p.runtime.splitlines(keepends=True)))
@@ -440,7 +438,7 @@ def _settle(cache: str) -> None:
         quiet = time.time() - newest
         if quiet >= SETTLE_SECONDS:
             return
-        time.sleep(min(SETTLE_SECONDS - quiet, deadline - time.monotonic(), 0.5))
+        time.sleep(max(0.0, min(SETTLE_SECONDS - quiet, deadline - time.monotonic(), 0.5)))
 
 
 def _build_locked(souffle: str, directories: list[str], jobs: int) -> str | None:
