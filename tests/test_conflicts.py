@@ -34,7 +34,7 @@ CASES = {**CASES, "within": WITHIN}
 
 @pytest.mark.parametrize("name,kind,factor", [
     ("within", "within-factor", "i"),
-    ("dot_across_factor", "across-factor", "j"),
+    ("dot_across_factor", "across-factor", "i, j"),
     ("lifo_order", "across-factor", None),
     ("basic_blocks_factor", "replicated", "i"),
 ])
@@ -43,9 +43,10 @@ def test_conflicting_programs(name, kind, factor):
     matching = [c for c in found if c.kind == kind and (factor is None or c.factor == factor)]
     assert matching, [(c.op, c.factor, c.kind) for c in found]
     c = matching[0]
-    assert c.place.startswith("<string>:") and c.decided.startswith("aggressive strategy")
-    assert any(comp["annotations"] for comp in c.competitors)
-    assert all(a.startswith("%") for comp in c.competitors for a in comp["annotations"])
+    assert c.place.startswith("<string>:") and c.decided["strategy"] == "aggressive strategy"
+    origins = [a for comp in c.competitors for o in comp["origins"] for a in o["from"]]
+    assert origins and all(a.startswith("%") for a in origins), origins
+    assert any(comp["won"] for comp in c.competitors) or not any(c.kept.values())
 
 
 def test_conflict_free_program_has_none(tmp_path):
@@ -62,8 +63,9 @@ def test_conflicts_cli_text(tmp_path):
     path.write_text(CASES["dot_across_factor"])
     result = CliRunner().invoke(main, ["conflicts", str(path), "--engine", "clingo", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "stablehlo.dot_general at" in result.output and "across-factor conflict" in result.output
-    assert "decided by: aggressive strategy" in result.output
+    assert "stablehlo.dot_general (" in result.output and "across-factor conflict" in result.output
+    assert "decided by: " in result.output and "aggressive strategy" in result.output
+    assert "  output: " in result.output and "  at: " in result.output
 
 
 CONSTRAINED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
@@ -76,12 +78,123 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
 '''
 
 
-def test_conflict_says_whether_the_output_reshards_there():
-    """The add's result goes through a constraint, printed as an ``sdy.reshard``
-    by the export passes: the add's conflict says so; the unconstrained one not."""
+def test_conflict_says_what_the_output_does_there():
+    """The add's result goes through a constraint, an ``sdy.reshard`` in the output
+    and collectives once explicit: the add's conflict names them."""
     constrained = Audit(parse_module_text(CONSTRAINED), CLINGO)
     assert "sdy.reshard" in constrained.text
     adds = [c for c in constrained.conflicts() if c.op == "stablehlo.add"]
-    assert adds and all(c.reshard for c in adds)
-    plain = Audit(parse_module_text(WITHIN), CLINGO).conflicts()
-    assert plain and not any(c.reshard for c in plain)
+    assert adds and all(c.output and c.predicted for c in adds)
+    assert all(any(m["tensor"] == "result 0" for m in c.output) for c in adds)
+
+
+# -- conflicts of a real model: what the output does, grouping, axis origins ----------------
+
+EXPLICIT = PassOptions(extra={"enable_insert_explicit_collectives": True})
+
+
+def swiglu(layers: int) -> str:
+    """A SwiGLU MLP of ``layers`` residual layers, FSDP ("data" on the weights' input
+    dim) and tensor parallel ("model"), the batch on "data": every matmul contests
+    "data" between the batch and a weight dim."""
+    def lower() -> str:
+        import jax
+        import jax.numpy as jnp
+
+        from jax_programs import _f32, _ns
+
+        def f(x, ws):
+            for wg, wu, wd in ws:
+                x = x + (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+            return x
+        shardings = [(_ns("data", "model"), _ns("data", "model"), _ns("model", "data"))] * layers
+        shapes = [(_f32(16, 32), _f32(16, 32), _f32(32, 16))] * layers
+        return jax.jit(f, in_shardings=(_ns("data", None), shardings)).lower(
+            _f32(8, 16), shapes).as_text()
+    import lowering
+
+    return lowering.once("conflicts", f"swiglu{layers}", lower)
+
+
+def _moves_at(audit, value: str) -> list[dict]:
+    """The collectives and reshards next to the op defining output value ``value``,
+    read off the output module's MLIR: per operand the chain feeding it, per result
+    the ops using it (transitively through moves)."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.audit.communication_at import MOVES
+    from sdy_dl.ir.context import mlir_context
+
+    out = []
+    with mlir_context():
+        op = audit.value(value).value.owner
+        for k, operand in enumerate(op.operands):
+            chain = []
+            while isinstance(operand, ir.OpResult) and operand.owner.name in MOVES:
+                chain.insert(0, operand.owner.name)
+                operand = operand.owner.operands[0]
+            if chain:
+                out.append({"tensor": f"operand {k}", "ops": chain})
+        for k, result in enumerate(op.results):
+            chain, frontier = [], [result]
+            while frontier:
+                for use in frontier.pop(0).uses:
+                    if use.owner.name in MOVES:
+                        chain.append(use.owner.name)
+                        frontier.extend(use.owner.results)
+            if chain:
+                out.append({"tensor": f"result {k}", "ops": chain})
+    return out
+
+
+def _names(moves: list[dict]) -> list[tuple]:
+    return [(m["tensor"], [op.split()[0] for op in m["ops"]]) for m in moves]
+
+
+def test_conflicts_say_what_the_output_does():
+    """With explicit collectives, each conflict's moves are the ops around it in the
+    output; without, the conflicts predict exactly those (the FSDP weights' matmuls
+    communicate: none ends with "nothing")."""
+    text = swiglu(2)
+    explicit = Audit(parse_module_text(text), EXPLICIT)
+    plain = Audit(parse_module_text(text), PassOptions())
+    got = explicit.conflicts()
+    assert got and all(c.output and not c.predicted for c in got)
+    for c in got:
+        assert _names(c.output) == _names(_moves_at(explicit, c.value)), c.value
+        assert "all_" in c.output_text and c.output_text.startswith("the output communicates")
+    predicted = plain.conflicts()
+    assert len(predicted) == len(got)
+    for p, c in zip(predicted, got):
+        assert (p.op, p.place, p.factors, p.axis) == (c.op, c.place, c.factors, c.axis)
+        assert p.predicted and p.output == c.output
+        assert p.output_text.startswith("the partitioner communicates")
+    # The printed (non-explicit) output has no collectives there: the statement is a prediction.
+    assert all(not _moves_at(plain, c.value) for c in predicted)
+
+
+def test_a_16_layer_and_a_2_layer_model_give_the_same_groups():
+    small = Audit(parse_module_text(swiglu(2)), PassOptions()).conflict_groups()
+    large = Audit(parse_module_text(swiglu(16)), PassOptions()).conflict_groups()
+    assert len(small) == len(large) >= 2
+    assert sum(g.count for g in large) == 8 * sum(g.count for g in small)
+    for a, b in zip(small, large):
+        assert (a.example.op, a.example.rule, a.example.factors) == \
+            (b.example.op, b.example.rule, b.example.factors)
+        assert b.count == 8 * a.count and len(b.members) == b.count
+
+
+def test_competitors_follow_the_contested_axis():
+    """At the first matmul "data" is contested between the batch (factor i) and the
+    weight's input dim (factor k): the result's "data" came from the batch's
+    annotation only, not from the weight whose "data" is on the contracting dim."""
+    audit = Audit(parse_module_text(swiglu(2)), PassOptions())
+    first = audit.conflicts()[0]
+    assert first.kind == "across-factor" and first.axis == "data"
+    by_tensor = {x["tensor"]: x for x in first.competitors}
+    result, weight = by_tensor["result 0"], by_tensor["operand 1"]
+    assert result["origins"] == [{"axis": "data", "from": [
+        '%arg0 = #sdy.sharding<@mesh, [{"data"}, {}]>']}]
+    assert weight["origins"] == [{"axis": "data", "from": [
+        '%arg1 = #sdy.sharding<@mesh, [{"data"}, {"model"}]>']}]
+    assert result["won"] and not weight["won"]

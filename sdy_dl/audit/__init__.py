@@ -11,7 +11,8 @@ printed output module:
 | `steps`      | factor-level detail of steps, read from the step program's relations |
 | `explain`    | named derivation trees |
 | `reasons`    | why a value is unsharded or blocked |
-| `conflicts`  | where propagation could not agree, and what decided |
+| `conflicts`  | where propagation could not agree, what decided, what the output does; grouped |
+| `communication_at` | the reshards and collectives at an op of the output (or of its explicit copy) |
 | `render`     | trees as text, Graphviz dot and one HTML report |
 | `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
@@ -71,12 +72,21 @@ class Audit:
         return self.explainer.explain(self.value(name), depth)
 
     def conflicts(self) -> list:
-        """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`)."""
+        """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`),
+        each saying what the output does there."""
+        from sdy_dl.audit.communication_at import OpCommunication
         from sdy_dl.audit.conflicts import find_conflicts
 
         if not hasattr(self, "_conflicts"):
-            self._conflicts = find_conflicts(self.explainer)
+            self._conflicts = find_conflicts(
+                self.explainer, lambda: OpCommunication.of_output(self.module, self.options))
         return self._conflicts
+
+    def conflict_groups(self) -> list:
+        """:meth:`conflicts` grouped by pattern (one entry per pattern, with its members)."""
+        from sdy_dl.audit.conflicts import group_conflicts
+
+        return group_conflicts(self.conflicts())
 
     def attach_proofs(self, trees: list[Node]) -> None:
         """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""

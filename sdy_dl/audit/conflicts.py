@@ -3,23 +3,34 @@
 Every op step of the propagation (changed anything or not) is evaluated once
 more with the ``step`` program's factor records visible (``rec_axis``: what
 each tensor's sharding says about each factor; ``fin_axis``: the records after
-the strategy; ``ag_src``: the aggressive strategy's source tensor).  A factor
-is in conflict when
+the strategy; ``ag_src``: the aggressive strategy's source tensor).  At the
+last visit of each op (earlier visits saw older shardings) there is a conflict
 
-* *within-factor*: two tensors give it axes of which neither list is a prefix
-  of the other;
-* *across-factor*: one axis is on two different factors in two tensors (a
-  tensor cannot use an axis twice);
-* *replicated*: a tensor that maps the factor keeps the axis explicitly
-  replicated while another tensor shards the factor with it.
+* *within-factor* on a factor: two tensors give it axes of which neither list
+  is a prefix of the other;
+* *across-factor* on an axis: two tensors put the axis on two different
+  factors (a tensor cannot use an axis twice);
+* *replicated* on a factor and axis: a tensor that maps the factor keeps the
+  axis explicitly replicated while another tensor shards the factor with it.
 
-The last visit of each op is reported (earlier visits saw older shardings),
-with the competing values, the annotations they came from, what the step
-kept and what decided it.
+Each conflict says, per competing tensor, the value (named as the output
+prints it), its axes and, per competing axis, the input annotations that
+axis came from, following that axis back through the steps that moved it
+(not the value's whole ancestry); what the step kept, which competitors won
+and what decided (user priority and op-priority band of the visit, the
+strategy and its source tensor, the processing order); and what the output
+does at the op (:mod:`sdy_dl.audit.communication_at`): the reshards and
+collectives on its operands and results, or none.
+
+Conflicts of one pattern (same op kind, rule, kind, factor roles, competing
+annotations with layer numbers ignored, kept axes and output moves) form one
+:class:`ConflictGroup`, so a model of many identical layers gives about as
+many groups as one of two.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
@@ -29,97 +40,331 @@ from sdy_dl.rules.instance import factor_name
 
 @dataclass
 class Conflict:
-    """One conflicting factor of one op."""
+    """One conflict at one op: on a factor (within-factor, replicated) or an axis
+    (across-factor, replicated)."""
 
-    op: str
-    place: str
-    factor: str
+    op: str                        # the op's name
+    place: str                     # its source place (input line or python line)
+    factors: list[str]
+    axis: str                      # the contested axis ("" for within-factor)
     kind: str                      # within-factor, across-factor, replicated
-    competitors: list[dict] = field(default_factory=list)   # value, tensor, dim, axes, annotations
-    kept: list[str] = field(default_factory=list)            # axes the factor got ([]: none)
-    decided: str = ""
-    reshard: bool = False          # the output has a sdy.reshard on the op's operands/results
+    value: str = ""                # the op's first result (or operand), as the output names it
+    rule: str = ""
+    competitors: list[dict] = field(default_factory=list)
+    # value, tensor, dim, factor, axes, replicated, won, origins: [{axis, from: [annotation]}]
+    kept: dict = field(default_factory=dict)
+    # factor -> the axes every tensor of the factor has after the step (the agreed prefix)
+    decided: dict = field(default_factory=dict)       # user_priority_band, strategy, source, order
+    output: list[dict] = field(default_factory=list)  # moves at the op: tensor, ops
+    predicted: bool = True         # output moves learnt from an explicit copy (not printed)
+    tag: str | None = field(default=None, repr=False)
+
+    @property
+    def factor(self) -> str:
+        return ", ".join(self.factors)
+
+    @property
+    def decided_text(self) -> str:
+        return "; ".join(v for v in self.decided.values() if v)
+
+    @property
+    def output_text(self) -> str:
+        """What the output does at the op, as one sentence."""
+        if not self.output:
+            return ("nothing: the output moves no data at this op (the kept shardings need "
+                    "no communication here)")
+        where = "; ".join(f"{m['tensor']}: {' -> '.join(m['ops'])}" for m in self.output)
+        if self.predicted:
+            return f"the partitioner communicates here (as --explicit-collectives prints it): {where}"
+        return f"the output communicates here: {where}"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("tag")
+        out["decided_text"] = self.decided_text
+        out["output_text"] = self.output_text
+        return out
+
+
+@dataclass
+class ConflictGroup:
+    """Conflicts of one pattern (see the module docstring): one of them as the example,
+    and every member's op and place."""
+
+    example: Conflict
+    members: list[dict] = field(default_factory=list)   # value, place, competitors' values
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "example": self.example.to_json(), "members": self.members}
 
 
 def _is_prefix(a: list, b: list) -> bool:
     return len(a) <= len(b) and b[:len(a)] == a
 
 
-def find_conflicts(explainer) -> list[Conflict]:
-    """Every conflict of the propagation ``explainer`` describes, in program order."""
+def last_visits(explainer) -> list:
+    """The last step of each op the propagation visited, in first-visit order."""
     last = {}
     for cause in explainer.tracer.steps:
         last[(cause.op or {}).get("tag") or id(cause)] = cause
+    return list(last.values())
+
+
+def find_conflicts(explainer, communication=None) -> list[Conflict]:
+    """Every conflict of the propagation ``explainer`` describes, in program order;
+    ``communication``: an :class:`~sdy_dl.audit.communication_at.OpCommunication`
+    of the output, or a function making one (called only if there are conflicts)."""
     records = explainer.step_records()
+    visits = defaultdict(int)
+    for cause in explainer.tracer.steps:
+        visits[(cause.op or {}).get("tag") or id(cause)] += 1
     out = []
-    for cause in last.values():
+    for cause in last_visits(explainer):
         i = records.index[cause.step]
         if i in records.mesh:
             out += _step_conflicts(explainer, cause, i, records)
-    return out
+    if not out:
+        return out
+    if callable(communication):
+        communication = communication()
+    origins = AxisOrigins(explainer, records)
+    total = len(explainer.tracer.steps)
+    for c, cause in out:
+        keys = [k for k, _ in cause.inputs]
+        for comp in c.competitors:
+            t = comp.pop("t")
+            key = keys[t] if t < len(keys) else None
+            axes = [c.axis] if c.axis else comp["axes"]
+            comp["origins"] = [{"axis": a, "from": origins.of(key, comp["dim"], a, cause.at,
+                                                            replicated=a in comp["replicated"])}
+                               for a in axes] if key is not None else []
+        tag = (cause.op or {}).get("tag")
+        n = visits[tag or id(cause)]
+        c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the op "
+                              f"(step {explainer.tracer.steps.index(cause) + 1} of {total}); "
+                              "it saw the shardings earlier steps had written")
+        if communication is not None:
+            c.output = communication.at(tag, cause.op["name"])
+            c.predicted = communication.predicted
+    return [c for c, _ in out]
 
 
-def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
+def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object]]:
+    """The conflicts of step ``i`` (``cause``'s step), each with the cause."""
     recs, replicated = records.rec, records.replicated
     step = cause.step
     rule = step.rule
     n = len(step.operands)
     keys = [k for k, _ in cause.inputs]
     tensors = range(n + len(step.results))
-    found: dict[int, str] = {}
+    found: list[tuple[str, list[int], str]] = []    # kind, factors, axis
     for f in range(len(rule.factors)):
         lists = {t: recs[i, t, f] for t in tensors if recs.get((i, t, f))}
         items = list(lists.items())
         if any(not _is_prefix(a, b) and not _is_prefix(b, a)
                for x, (_, a) in enumerate(items) for _, b in items[x + 1:]):
-            found.setdefault(f, "within-factor")
+            found.append(("within-factor", [f], ""))
             continue
         names = {r[0] for refs in lists.values() for r in refs}
-        for t, axes in replicated.items():
-            if t[0] == i and tensor_dim(rule, t[1], f) is not None and names & axes:
-                found.setdefault(f, "replicated")
+        shared = set()
+        for (j, t), axes in replicated.items():
+            if j == i and tensor_dim(rule, t, f) is not None:
+                shared |= names & axes
+        for a in sorted(shared):
+            found.append(("replicated", [f], a))
     by_axis = defaultdict(set)
-    for (j, t, f), refs in recs.items():
-        if j == i:
-            for a, _, _ in refs:
+    for t in tensors:
+        for f in range(len(rule.factors)):
+            for a, _, _ in recs.get((i, t, f), ()):
                 by_axis[a].add((t, f))
-    for a, uses in by_axis.items():
+    for a, uses in sorted(by_axis.items()):
         if len({f for _, f in uses}) > 1 and len({t for t, _ in uses}) > 1:
-            for _, f in uses:
-                found.setdefault(f, "across-factor")
+            found.append(("across-factor", sorted({f for _, f in uses}), a))
 
     def tensor(t: int) -> str:
         return f"operand {t}" if t < n else f"result {t - n}"
 
+    def axes_of(t: int, f: int) -> list[str]:
+        return [records.ref_text(i, r) for r in recs.get((i, t, f), [])]
+
     conflicts = []
-    for f, kind in sorted(found.items()):
+    first_value = next((explainer.key_name(k) for k in keys[n:] + keys[:n]), "")
+    for kind, factors, axis in found:
+        kept = {factor_name(f): [records.ref_text(i, r) for r in _common_prefix(
+                    [records.fin.get((i, t, f), []) for t in tensors
+                     if tensor_dim(rule, t, f) is not None])]
+                for f in factors}
         competitors = []
-        for t in tensors:
-            refs = recs.get((i, t, f), [])
-            rep = sorted(replicated.get((i, t), ())) if kind == "replicated" else []
-            if not refs and not (rep and tensor_dim(rule, t, f) is not None):
-                continue
-            competitors.append({
-                "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
-                "tensor": tensor(t), "dim": tensor_dim(rule, t, f),
-                "axes": [records.ref_text(i, r) for r in refs],
-                "replicated": rep,
-                "annotations": explainer.annotations(keys[t], cause.at) if t < len(keys) else []})
-        if len(competitors) < 2 and kind != "across-factor":
+        for f in factors:
+            for t in tensors:
+                refs = recs.get((i, t, f), [])
+                rep = sorted(replicated.get((i, t), ())) if kind == "replicated" else []
+                if axis and kind != "within-factor":
+                    if kind == "across-factor" and axis not in (r[0] for r in refs):
+                        continue
+                    if kind == "replicated":
+                        rep = [axis] if axis in rep else []
+                        if not rep and axis not in (r[0] for r in refs):
+                            continue
+                if not refs and not (rep and tensor_dim(rule, t, f) is not None):
+                    continue
+                axes = axes_of(t, f)
+                name = factor_name(f)
+                won = (axis in {_axis_name(x) for x in kept[name]} if axis and not rep
+                       else bool(axes) and axes == kept[name])
+                competitors.append({
+                    "t": t, "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
+                    "tensor": tensor(t), "dim": tensor_dim(rule, t, f), "factor": name,
+                    "axes": axes, "replicated": rep, "won": won})
+        if len(competitors) < 2:
             continue
-        kept = sorted({records.ref_text(i, r) for t in tensors for r in records.fin.get((i, t, f), [])})
-        src = records.source.get((i, f))
-        decided = [f"{cause.strategy} strategy"]
+        decided = {}
         if cause.phase:
-            decided.append(cause.phase)
-        if src is not None:
-            decided.append(f"source tensor {tensor(src)} (the largest sharded tensor of factor "
-                           f"{factor_name(f)})")
-        decided.append("the worklist order decided which shardings this visit saw")
-        conflicts.append(Conflict(cause.op["name"], cause.op["place"], factor_name(f), kind,
-                                  competitors, kept, "; ".join(decided),
-                                  explainer.outputs.has_reshard(cause.op.get("tag"))))
+            decided["priority"] = cause.phase
+        decided["strategy"] = f"{cause.strategy} strategy"
+        sources = [(f, records.source[(i, f)]) for f in factors if (i, f) in records.source]
+        if sources:
+            decided["source"] = "; ".join(
+                f"factor {factor_name(f)} takes the axes of its source tensor {tensor(s)} (the "
+                "largest sharded tensor of the factor)" for f, s in sources)
+        conflicts.append((Conflict(cause.op["name"], cause.op["place"],
+                                   [factor_name(f) for f in factors], axis, kind, first_value,
+                                   rule.to_text(), competitors, kept, decided,
+                                   tag=cause.op.get("tag")), cause))
     return conflicts
+
+
+def _common_prefix(lists: list[list]) -> list:
+    """The longest list every one of ``lists`` starts with."""
+    if not lists:
+        return []
+    out = []
+    for items in zip(*lists):
+        if any(x != items[0] for x in items):
+            break
+        out.append(items[0])
+    return out
+
+
+class AxisOrigins:
+    """Where one axis of one dim of a value came from: the input annotations (or other
+    starting points) reached by following the writes that moved that axis."""
+
+    def __init__(self, explainer, records):
+        self.explainer = explainer
+        self.tracer = explainer.tracer
+        self.records = records
+        self._memo: dict = {}
+        self._changes: dict = {}
+
+    def of(self, key, dim, axis: str, before: int, replicated: bool = False) -> list[str]:
+        """The annotations axis ``axis`` of ``key``'s dim ``dim`` (or its replicated
+        axes) came from, as of write number ``before``."""
+        out: dict[str, None] = {}
+        stack = [(key, dim, before)]
+        seen = set()
+        while stack:
+            k, d, b = stack.pop()
+            w = self.tracer._last_write(k, b)
+            if (k, d, w) in seen:
+                continue
+            seen.add((k, d, w))
+            if w is None:
+                out[self._leaf(k)] = None
+                continue
+            write = self.tracer.writes[w]
+            if not _holds(write.sharding, d, axis, replicated):
+                continue   # the axis arrived later: this is not where it came from
+            cause = write.cause
+            step = cause.step
+            i = self.records.index.get(step) if step is not None else None
+            inputs = [kk for kk, _ in cause.inputs]
+            if i is not None and not replicated:
+                moved = [ch for ch in self._changes_of(i)
+                         if ch.tensor < len(inputs) and inputs[ch.tensor] == k and ch.dim == d
+                         and any(_axis_name(x) == axis for x in ch.axes)]
+                if moved:
+                    for u, du in moved[0].sources:
+                        if u < len(inputs):
+                            stack.append((inputs[u], du, cause.first))
+                    continue
+            if not inputs or k in inputs or cause.kind in ("priority", "sync", "result"):
+                prev = self.tracer._last_write(k, cause.first)
+                if prev is not None or self.tracer.initial.get(k) is not None:
+                    stack.append((k, d, cause.first))
+                    continue
+            followed = False
+            for kk, s in cause.inputs:
+                if kk != k and s is not None and _holds(s, d, axis, replicated):
+                    stack.append((kk, d, cause.first))
+                    followed = True
+            if not followed:
+                out[f"set by {cause.label}"] = None
+        return sorted(out)
+
+    def _changes_of(self, i: int) -> list:
+        if i not in self._changes:
+            self._changes[i] = self.records.changes(i)
+        return self._changes[i]
+
+    def _leaf(self, key) -> str:
+        """The annotation of the input a key's first sharding is."""
+        from sdy_dl.audit.provenance import Derivation
+
+        initial = self.tracer.initial.get(key)
+        if initial is None:
+            return "(no sharding)"
+        leaf = self.explainer._leaf(Derivation(key, initial, None), self.explainer.key_name(key))
+        if leaf.kind == "annotation":
+            return f"{leaf.what} = {leaf.sharding}"
+        return f"{leaf.what}: {leaf.because}"
+
+
+def _axis_name(ref: str) -> str:
+    """The axis name of an axis ref text (``"data":(1)2`` -> ``data``)."""
+    return ref.split('"')[1] if ref.startswith('"') else ref
+
+
+def _holds(sharding, dim, axis: str, replicated: bool) -> bool:
+    """Whether ``sharding`` has ``axis`` on ``dim`` (or among its replicated axes)."""
+    if sharding is None:
+        return False
+    if replicated:
+        return any(r.name == axis for r in sharding.replicated)
+    if dim is None or dim >= len(sharding.dims):
+        return False
+    return any(r.name == axis for r in sharding.dims[dim].axes)
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _unnumbered(text: str) -> str:
+    """``text`` with every number replaced by ``#`` (layer indices, SSA numbers)."""
+    return _NUMBER.sub("#", text)
+
+
+def pattern(c: Conflict) -> tuple:
+    """The pattern of a conflict (see the module docstring)."""
+    return (c.op, c.rule, c.kind, tuple(c.factors), c.axis,
+            tuple((x["tensor"], x["dim"], x["factor"], tuple(x["axes"]), tuple(x["replicated"]),
+                   x["won"], tuple(_unnumbered(a) for o in x.get("origins", ()) for a in o["from"]))
+                  for x in c.competitors),
+            tuple(sorted((k, tuple(v)) for k, v in c.kept.items())),
+            tuple((m["tensor"], tuple(m["ops"])) for m in c.output))
+
+
+def group_conflicts(conflicts: list[Conflict]) -> list[ConflictGroup]:
+    """Conflicts grouped by :func:`pattern`, groups in order of their first member."""
+    groups: dict[tuple, ConflictGroup] = {}
+    for c in conflicts:
+        g = groups.get(pattern(c))
+        if g is None:
+            g = groups[pattern(c)] = ConflictGroup(c)
+        g.members.append({"value": c.value, "place": c.place,
+                          "competitors": [x["value"] for x in c.competitors]})
+    return list(groups.values())

@@ -230,9 +230,13 @@ class Explainer:
         if not todo:
             return
         causes = list(todo.values())
-        steps = list({c.step: None for c in causes})
-        details = step_details(steps, self.propagated.meshes)
-        by_step = dict(zip(steps, details))
+        records = getattr(self, "_records", None)
+        by_step = {}
+        if records is not None:   # steps the whole propagation's records already hold
+            by_step = {c.step: records.changes(records.index[c.step]) for c in causes
+                       if c.step in records.index}
+        steps = list({c.step: None for c in causes if c.step not in by_step})
+        by_step.update(zip(steps, step_details(steps, self.propagated.meshes)))
         for c in causes:
             self._details[c.index] = by_step[c.step]
 

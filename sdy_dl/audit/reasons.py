@@ -32,8 +32,9 @@ def unsharded_reasons(explainer, out) -> list[str]:
             i = records.index.get(cause.step)
             conflicts = set()
             if i is not None and i in records.mesh:
-                conflicts = {(c.place, c.op, c.factor)
-                             for c in _step_conflicts(explainer, cause, i, records)}
+                conflicts = {(c.place, c.op, f)
+                             for c, _ in _step_conflicts(explainer, cause, i, records)
+                             for f in c.factors}
             reasons += _blocked(records, cause, key, empty, conflicts)
     if not reasons and last:
         elsewhere = sorted({f"{c.op['name']} at {c.op['place']}" for c in last.values()

@@ -139,19 +139,22 @@ def html_chunks(audit, depth: int = 8):
                f"<td><details><summary>{esc(t.because[:100])}</summary>"
                f"<ul class=t>{tree(t)}</ul></details></td></tr>")
     crow = []
-    for c in conflicts:
+    for g in audit.conflict_groups():
+        c = g.example
         comps = "<br>".join(
-            f"{link(x['value'])} ({esc(x['tensor'])} dim {x['dim']}): "
-            f"[{esc(', '.join(x['axes']))}]" + (f" &larr; {esc('; '.join(x['annotations']))}"
-                                                 if x["annotations"] else "")
+            f"{link(x['value'])} ({esc(x['tensor'])} dim {x['dim']}, factor {esc(x['factor'])}): "
+            f"[{esc(', '.join(x['axes']))}]" + "".join(
+                f" {esc(o['axis'])} &larr; {esc('; '.join(o['from']))}" for o in x["origins"])
             for x in c.competitors)
-        crow.append(f"<tr><td>{esc(c.op)}</td><td>{esc(c.place)}</td><td>{esc(c.factor)}</td>"
-                    f"<td>{esc(c.kind)}</td><td>{comps}</td><td>{esc(', '.join(c.kept))}</td>"
-                    f"<td>{esc(c.decided)}</td><td>{'yes' if c.reshard else 'no'}</td></tr>")
+        members = ", ".join(link(m["value"]) for m in g.members)
+        crow.append(f"<tr><td>{esc(c.op)}</td><td>{esc(c.factor)} {esc(c.axis)}</td>"
+                    f"<td>{esc(c.kind)}</td><td>{g.count}</td><td>{comps}</td>"
+                    f"<td>{esc(str(c.kept))}</td><td>{esc(c.decided_text)}</td>"
+                    f"<td>{esc(c.output_text)}</td><td>{members}</td></tr>")
     conflict_table = ("<p>No conflicts.</p>" if not crow else
-                      "<table id=conflicts><tr><th>op</th><th>place</th><th>factor</th><th>kind</th>"
-                      "<th>competitors</th><th>kept</th><th>decided by</th><th>reshard</th></tr>"
-                      + "".join(crow) + "</table>")
+                      "<table id=conflicts><tr><th>op</th><th>factor</th><th>kind</th><th>count</th>"
+                      "<th>competitors</th><th>kept</th><th>decided by</th><th>output</th>"
+                      "<th>at</th></tr>" + "".join(crow) + "</table>")
     yield ("</table>"
            f"<h2>Conflicts</h2>{conflict_table}"
            f"<h2>Propagated module</h2><pre id=module>{esc(audit.text)}</pre>"

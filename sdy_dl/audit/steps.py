@@ -144,30 +144,8 @@ def step_details(steps: list, meshes) -> list[list[AxisChange]]:
     """The axis changes of each step of ``steps`` (one engine call for all)."""
     if not steps:
         return []
-    rel = evaluate_with_details(steps, meshes)
-    rec = defaultdict(set)
-    for i, t, f, q, a, p, s in rel["rec_axis"]:
-        rec[i, t, f].add((a, p, s))
-    fin = defaultdict(list)
-    for i, t, f, q, a, p, s in sorted(rel["fin_axis"]):
-        fin[i, t, f].append((q, a, p, s))
-    src = {(i, f): t for i, f, t in rel["ag_src"]}
-    updated = {(i, t) for i, t in rel["step_updated"]}
-    mesh_of = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
-    out: list[list[AxisChange]] = [[] for _ in steps]
-    for (i, t, f), refs in sorted(fin.items()):
-        if (i, t) not in updated:
-            continue
-        new = [(a, p, s) for _, a, p, s in sorted(refs) if (a, p, s) not in rec[i, t, f]]
-        if not new:
-            continue
-        step = steps[i]
-        sources = sorted({(u, tensor_dim(step.rule, u, f)) for (j, u, g), have in rec.items()
-                          if j == i and g == f and u != t and any(r in have for r in new)})
-        out[i].append(AxisChange(t, tensor_dim(step.rule, t, f), factor_name(f),
-                                 step.rule.kind_of(f), [triple_ref(*r, mesh_of[i]).to_text() for r in new],
-                                 sources, src.get((i, f))))
-    return out
+    records = StepRecords(steps, meshes)
+    return [records.changes(records.index[s]) for s in steps]
 
 
 #: Steps per engine call when many steps are evaluated for detail (bounded memory).
@@ -239,6 +217,7 @@ class StepRecords:
             self.fin[i, t, f].append((a, p, s))
         self.source = {(i, f): t for i, f, t in rel["ag_src"]}
         self.direction = {(i, f): d for i, f, d in rel["fdir"]}
+        self.updated = {(i, t) for i, t in rel["step_updated"]}
         self.mesh = {i: meshes[m] for i, m in rel["step_mesh"] if m in meshes}
         self.replicated = defaultdict(set)  # (i, t) -> axis names
         if self.steps:
@@ -247,6 +226,30 @@ class StepRecords:
 
     def ref_text(self, i: int, ref) -> str:
         return triple_ref(*ref, self.mesh[i]).to_text()
+
+    def changes(self, i: int) -> list[AxisChange]:
+        """The axis changes of step ``i``: per updated tensor and factor, the refs of
+        ``fin_axis`` its ``rec_axis`` lacked, and the tensors whose records held them."""
+        if not hasattr(self, "_by_step"):
+            self._by_step = defaultdict(list)
+            for (j, t, f) in self.fin:
+                self._by_step[j].append((t, f))
+        step = self.steps[i]
+        out = []
+        for t, f in sorted(self._by_step.get(i, ())):
+            if (i, t) not in self.updated:
+                continue
+            have = set(self.rec.get((i, t, f), ()))
+            new = [r for r in self.fin[i, t, f] if r not in have]
+            if not new:
+                continue
+            sources = sorted({(u, tensor_dim(step.rule, u, f))
+                              for u in range(len(step.operands) + len(step.results))
+                              if u != t and any(r in self.rec.get((i, u, f), ()) for r in new)})
+            out.append(AxisChange(t, tensor_dim(step.rule, t, f), factor_name(f),
+                                  step.rule.kind_of(f), [self.ref_text(i, r) for r in new],
+                                  sources, self.source.get((i, f))))
+        return out
 
 
 @functools.lru_cache(maxsize=None)

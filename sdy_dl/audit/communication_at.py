@@ -1,0 +1,110 @@
+"""What the output does at an op: the reshards and collectives on its operands and results.
+
+An op of the propagated module is found by its ``px:`` tag (see
+:mod:`sdy_dl.audit.naming`).  Around it, the output module has
+
+* ``sdy.reshard`` ops (sharding constraints the export passes turned into
+  reshards, and the reshards of the non-full ``insert-explicit-reshards``);
+* with ``--explicit-collectives``, the collectives every sharding change
+  became (``sdy.all_gather``, ``sdy.all_slice``, ``sdy.all_to_all``,
+  ``sdy.collective_permute``, ``sdy.all_reduce``, ...).
+
+Without ``--explicit-collectives`` the partitioner still communicates where
+shardings disagree; what it will insert is learnt by running the pipeline's
+explicit-collectives stages (``insert-explicit-reshards{enable-full-version=true}``
+and ``reshard-to-collectives``: sdy-dl's own passes) on a copy of the output,
+once, when first asked.
+"""
+
+from __future__ import annotations
+
+from sdy_dl.audit.naming import EXPORT_RENAMES, tags
+from sdy_dl.ir.traits import COLLECTIVE_OPS
+
+#: Ops that move data between devices, as the output prints them.
+MOVES = frozenset(COLLECTIVE_OPS) | {"sdy.reshard"}
+
+
+def describe(mop) -> str:
+    """A collective as one short text: its name and attributes (``sdy.all_gather
+    gathering_axes=[{}, {"data"}] out_sharding=<@mesh, [{}, {}]>``)."""
+    attrs = " ".join(f"{name}={mop.attributes[name]}" for name in mop.attributes)
+    return f"{mop.name} {attrs}".strip()
+
+
+class OpCommunication:
+    """The moves (reshards, collectives) next to each op of one output module."""
+
+    def __init__(self, module, predicted: bool):
+        """``module``: a module whose ops carry ``px:`` tags; ``predicted``: it is a
+        copy made explicit here (the moves are what the partitioner will do)."""
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.mlir_ops import walk_pre
+
+        self.predicted = predicted
+        self._module = module
+        self._by_tag: dict[str, list] = {}
+        with mlir_context():
+            for mop in walk_pre(module.mlir.operation)[1:]:
+                for t in tags(mop.location, "px")[:1]:
+                    self._by_tag.setdefault(t, []).append(mop)
+
+    @classmethod
+    def of_output(cls, module, options) -> "OpCommunication":
+        """The moves of ``module`` (the pipeline's output, run with ``options``): its
+        own when it has explicit collectives, else those of an explicit copy."""
+        from sdy_dl.ir import parse_module_text
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.passes import get_pass
+        from sdy_dl.pipeline import EXPLICIT_COLLECTIVES, split_stage, stage_options
+
+        if options.option("enable-insert-explicit-collectives"):
+            return cls(module, predicted=False)
+        with mlir_context():
+            text = module.mlir.operation.get_asm(enable_debug_info=True)
+        copy = parse_module_text(text, module.file)
+        for stage in EXPLICIT_COLLECTIVES:
+            copy = get_pass(split_stage(stage)[0]).run(copy, stage_options(stage, options))
+        return cls(copy, predicted=True)
+
+    def op(self, tag: str | None, name: str):
+        """The op tagged ``tag`` named ``name`` (or as the export passes renamed it)."""
+        for mop in self._by_tag.get(tag, ()) if tag else ():
+            if mop.name == name or (name, mop.name) in EXPORT_RENAMES:
+                return mop
+        return None
+
+    def at(self, tag: str | None, name: str) -> list[dict]:
+        """The moves on the operands (the chain feeding each) and results (the chains
+        each feeds) of the op tagged ``tag``: ``{"tensor": "operand 1", "ops": [...]}``,
+        ops in data-flow order; [] when there are none (or the op is gone)."""
+        from jaxlib.mlir import ir
+
+        from sdy_dl.ir.context import mlir_context
+
+        out = []
+        with mlir_context():
+            mop = self.op(tag, name)
+            if mop is None:
+                return []
+            for k, operand in enumerate(mop.operands):
+                chain = []
+                v = operand
+                while isinstance(v, ir.OpResult) and v.owner.name in MOVES:
+                    chain.append(describe(v.owner))
+                    v = v.owner.operands[0]
+                if chain:
+                    out.append({"tensor": f"operand {k}", "ops": chain[::-1]})
+            for k, result in enumerate(mop.results):
+                chain = []
+                frontier = [result]
+                while frontier:
+                    v = frontier.pop(0)
+                    for use in v.uses:
+                        user = use.owner
+                        if user.name in MOVES:
+                            chain.append(describe(user))
+                            frontier.extend(user.results)
+                if chain:
+                    out.append({"tensor": f"result {k}", "ops": chain})
+        return out
