@@ -29,7 +29,8 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
             **opts) -> None:
     """Explain the sharding VALUE has in the output of 'sdy-dl propagate MODULE'
     (named as that output prints it: %3 or %arg0 in main, @func:%2 elsewhere,
-    arg:N, result:N, @func:arg:N; %2@7 when sibling regions reuse a name)."""
+    arg:N, result:N, @func:arg:N; %2@L7 when several values print as %2, by the output line
+    defining it; %iterArg@L5:do for a block argument of one of its op's regions)."""
     if (value is None) == (not all_values):
         raise click.UsageError("give either VALUE or --all")
     with errors_in(module):

@@ -133,13 +133,21 @@ def _check_every_value(kind: str, name: str) -> None:
     expected = _printed_in_order(audit.text)
     assert len(trees) == len(audit.outputs.values) == len(expected) > 0
     lines = audit.text.splitlines()
+    assert len({out.name for out in audit.outputs.values}) == len(audit.outputs.values)
     for out, tree, (names, sharding) in zip(audit.outputs.values, trees, expected):
         assert tree.what == out.name
-        if "@" in out.name[1:] and out.name.split("@")[-1].isdigit():
-            # a name sibling regions share, with the line that defines it (or its region op's)
-            name, line = out.name.rsplit("@", 1)
+        qualified = re.fullmatch(r"(.+)@L(\d+)(:\w+)?", out.name)
+        if qualified:
+            # a name several values print, with the line that defines it (a block
+            # argument: its region op's line, and its region when it has several)
+            name, line = qualified.group(1), int(qualified.group(2))
             assert name == names[0], (out.name, names)
-            assert re.match(r"\s*%[\w$.\-]+(:\d+)? = ", lines[int(line) - 1]), out.name
+            printed = re.escape(name[name.rfind("%"):].split("#")[0])
+            if qualified.group(3):   # a block argument, declared on its region op's line
+                assert re.search(rf"{printed}(: | = )", lines[line - 1]), out.name
+            else:
+                assert re.match(rf"\s*{printed}(:\d+)? = ", lines[line - 1]), out.name
+            assert audit.value(out.name) is out
         else:
             assert out.name in names, (out.name, names)
         assert tree.sharding == sharding, out.name
@@ -208,27 +216,33 @@ def test_steps_reading_a_value_are_the_steps_whose_inputs_hold_it(chain):
 
 def test_ambiguous_name_lists_the_values_by_line():
     audit = Audit(parse_module_text(jax_programs.lowered("while_loop")), CLINGO)
-    with pytest.raises(SdyError, match=r"'%2' names several values.*%2@\d+, %2@\d+"):
+    with pytest.raises(SdyError, match=r"'%2' names 2 values of the output.*: "
+                       r"%2@L(\d+) \(sdy\.constant, output line \1\), %2@L(\d+) \(func\.call, "
+                       r"output line \2\)$"):
         audit.explain("%2")
-    line = int(audit.outputs.ambiguous["%2"][1].split("@")[1])
-    assert audit.text.splitlines()[line - 1].lstrip().startswith("%2 = ")
-    assert audit.explain(audit.outputs.ambiguous["%2"][1]).what.startswith("%2@")
+    shared = audit.outputs.ambiguous["%2"]
+    for out in shared:
+        assert audit.text.splitlines()[out.line - 1].lstrip().startswith("%2 = ")
+        assert audit.explain(out.name).what == out.name
+        assert audit.value(out.name.replace("@L", "@")) is out   # %2@7 reads as %2@L7
+    assert shared[0].line < shared[1].line
 
 
-def test_block_arguments_of_sibling_regions_are_named_by_their_ops_line():
-    # two manual computations in one function both name their body arguments
-    # %arg2, %arg3; a while's %iterArg (declared once, for cond and do) stays plain
+def test_block_arguments_of_sibling_regions_are_named_by_their_ops_line_and_region():
+    # a manual computation's and a reduce's body both name an argument %arg2; a
+    # while's %iterArg is declared once, on the while's line, for cond and do
     audit = Audit(parse_module_text(jax_programs.lowered("shard_map_scan_pipeline")), CLINGO)
-    with pytest.raises(SdyError, match=r"'%arg2' names several values.*%arg2@\d+, %arg2@\d+"):
+    with pytest.raises(SdyError, match=r"'%arg2' names 2 values.*%arg2@L\d+ \(sdy.manual_computation"):
         audit.explain("%arg2")
     lines = audit.text.splitlines()
-    shardings = set()
-    for name in audit.outputs.ambiguous["%arg2"]:
-        line = int(name.split("@")[1])
-        assert re.match(r"\s*%\w+(:\d+)? = ", lines[line - 1])   # its region op's line
-        shardings.add(audit.explain(name).sharding)
-    assert len(shardings) == 2   # two values, each with its own sharding
-    assert audit.explain("%iterArg").what == "%iterArg"
+    for out in audit.outputs.ambiguous["%arg2"]:
+        assert re.match(r"\s*%\w+(:\d+)? = ", lines[out.line - 1])   # its region op's line
+        assert audit.value(out.name) is out
+    with pytest.raises(SdyError, match=r"'%iterArg' names 2 values.*%iterArg@L(\d+):cond "
+                       r"\(stablehlo.while, output line \1\), %iterArg@L\1:do"):
+        audit.explain("%iterArg")
+    cond, body = audit.outputs.ambiguous["%iterArg"]
+    assert cond.value != body.value and cond.value.owner.owner == body.value.owner.owner
 
 
 def test_unknown_value_is_one_line_with_close_matches(tmp_path):

@@ -1,14 +1,43 @@
 """Names of values as the printed modules show them, across the whole pipeline.
 
-The pipeline edits one MLIR module in place: the import passes add edges,
-clone called functions and turn calls into named computations; the export
-passes remove the edges, turn named computations back into calls, replace
-constraints by reshards and merge constants.  To follow a value from the
-input through propagation to the printed output, every op and block argument
-gets a *tag*: a name location wrapped around its location (never printed, as
-the output module is printed without locations).  Passes copy locations
-when they replace or move ops, so a tag survives wherever Shardy's passes
-keep the op's identity.
+**Every value of the output module has exactly one name** — op results, block
+arguments and function results in any region of any function, the reshards
+and collectives the export passes create — and every command (``explain``,
+``conflicts``, ``report``, ``diff``, ``--format json``) and the Python API print
+and accept that name:
+
+* ``%29`` as the output prints it, when no other value of its function prints
+  so (``@func:%29`` outside main; ``%3#1`` for a result of a multi-result op);
+* ``%29@L16`` when several values print as ``%29`` (MLIR's printer reuses
+  numbers in sibling regions: a while's ``cond`` and ``do``, two loops, a
+  case's branches): qualified by the output line defining it (a block
+  argument: its region op's line), and a block argument of one of an op's
+  several regions says which, ``%iterArg@L5:do`` (``cond``/``do`` for a
+  while, ``r0``, ``r1``, ... otherwise).  The lines are those of the output
+  as printed, so the name is the same on every run;
+* aliases are accepted too: ``arg:N`` and ``result:N`` (``@func:arg:N``,
+  ``@func:result:N``), JAX's argument paths and result names (``params[0]``),
+  a bare ``29`` or ``arg0``, and ``%29@16`` for ``%29@L16``.
+
+To get a name: :attr:`OutputValue.name` (``Audit.outputs.values`` lists every
+value in module order; ``OutputIndex.name_of(mlir_value)`` names an MLIR value
+of the output module; :attr:`OutputValue.line` is its output line).  To
+resolve one: ``OutputIndex.find(name)`` (``Audit.value(name)``): a name that
+is unknown, or that several values print (``%29`` above), is an
+:class:`~sdy_dl.errors.SdyError` of one line listing the candidates with their
+op and output line — a value is never picked silently.
+
+Values of the input module (annotations, values the pipeline erased) are
+named as the input prints them and always shown with their input place.
+
+How values are followed through the pipeline: the pipeline edits one MLIR
+module in place (the import passes add edges, clone called functions and
+turn calls into named computations; the export passes remove the edges, turn
+named computations back into calls, replace constraints by reshards and
+merge constants).  Every op and block argument gets a *tag*: a name location
+wrapped around its location (never printed, as the output module is printed
+without locations).  Passes copy locations when they replace or move ops, so
+a tag survives wherever Shardy's passes keep the op's identity.
 
 * ``in:`` tags are set on the module as read (:class:`InputIndex`): the names
   and annotations of the input module.
@@ -16,14 +45,11 @@ keep the op's identity.
   the values the provenance tracer sees, with their tracer keys (the
   sharding slot: a data-flow edge's owner and targets share the edge's).
 * :class:`OutputIndex` reads the ``px:`` tags of the printed module: every
-  output value's names (``%name`` in main, ``@func:%name`` elsewhere,
-  ``arg:N``, ``result:N``, ``@func:arg:N``), its printed sharding and its
-  tracer key.
+  output value's names, its printed sharding and its tracer key.
 """
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import functools
 import re
@@ -92,87 +118,112 @@ def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
     return {vid: table.names.names[key] for vid, key in enumerate(table.places)}
 
 
+def op_of_key(key: tuple) -> int:
+    """The pre-order number of the op a value key belongs to: the op of a result
+    ``(oN, i)``, the region op of a block argument ``(aN.K, -1)``."""
+    return int(key[0][1:].split(".")[0])
+
+
+def region_label(op_name: str, region: int) -> str:
+    """How a qualified name says which region of its op holds a block argument:
+    ``cond`` and ``do`` for a while (as it prints them), else ``r0``, ``r1``, ..."""
+    if op_name == "stablehlo.while" and region < 2:
+        return ("cond", "do")[region]
+    return f"r{region}"
+
+
 class SsaNames:
     """key -> names, for every value of a module, as :class:`ValueTable` reads them:
     ``%x`` in main, ``@f:%x`` in function ``f``, plus ``arg:N`` (``@f:arg:N``) for
-    a function's arguments.
+    a function's arguments.  The first name is the value's own (*canonical*) name.
 
     The printer reuses numbers in sibling regions (a while's ``cond`` and
-    ``do`` both start at the same ``%N``); a name held by several values is
-    made unique by the line of the printed ``text`` that defines it: ``%2@7``.
-    A block argument's line is its region op's (``%arg2@4`` for the body
-    argument of the manual computation on line 4); block arguments declared
-    on one line (a while's ``%iterArg``, in ``cond`` and ``do``) keep the plain
-    name, which stands for them all.
+    ``do`` both start at the same ``%N``, two loops in one function both name
+    their arguments ``%iterArg``): a name held by several values of one
+    function is made unique by the printed line that defines it, ``%2@L7``
+    (a block argument's line is its region op's); block arguments of one op's
+    sibling regions say their region too, ``%iterArg@L5:do`` (see
+    :func:`region_label`).  The lines are read by parsing the printed module
+    again (:func:`printed_op_lines`), so they are the lines of that text.
     Those values are *pending* until :meth:`resolve` reads the lines (``text``:
-    the module as printed, or a function giving it, called only then).
+    the module as printed, or a function giving it, called only then; None:
+    names are never qualified).
     """
 
-    def __init__(self, names: dict, defs: list, arg_owner: dict, text):
-        """``names``: key -> names; ``defs``: per op with results below the top level,
-        in order, its first result's name as printed and its result keys;
-        ``arg_owner``: block argument key -> its region op's first result key."""
+    def __init__(self, names: dict, op_names: list, regions: dict, text, top=None):
+        """``names``: key -> names; ``op_names``: the name of each op in pre-order;
+        ``regions``: block argument key -> the number of the region holding it."""
         count: dict[str, int] = {}
         for ns in names.values():
             count[ns[0]] = count.get(ns[0], 0) + 1
         self.names = names
-        self.pending = {k for k, ns in names.items() if count[ns[0]] > 1}
+        self.pending = {k for k, ns in names.items() if count[ns[0]] > 1} if text is not None \
+            else set()
         self._text = text
-        self._defs = defs if self.pending else []
-        self._arg_owner = {k: arg_owner[k] for k in self.pending if k in arg_owner}
+        self._op_names = op_names
+        self._regions = regions
+        self._lines: list[int] | None = None
+
+    @property
+    def op_lines(self) -> list[int]:
+        """The printed line of every op in pre-order (0: unknown), read when first asked for."""
+        if self._lines is None:
+            text = self._text() if callable(self._text) else self._text
+            self._lines = printed_op_lines(text, self._op_names) if text is not None else None
+            if self._lines is None:
+                self._lines = [0] * len(self._op_names)
+        return self._lines
+
+    def line_of(self, key: tuple) -> int:
+        """The printed line defining the value ``key`` (0: unknown)."""
+        return self.op_lines[op_of_key(key)]
 
     def resolve(self) -> None:
-        """Give every pending name its definition line (in place; once)."""
+        """Give every pending name its qualification (in place; once)."""
         if not self.pending:
             return
-        text = self._text() if callable(self._text) else self._text
-        lines = _definition_lines(self._defs, text)
-        for key, owner in self._arg_owner.items():
-            if owner in lines:
-                lines[key] = lines[owner]
-        arg_lines: dict[str, set[int]] = {}
-        for key in self._arg_owner:
-            if key in lines:
-                arg_lines.setdefault(self.names[key][0], set()).add(lines[key])
+        lines = self.op_lines
+        qualified: dict[tuple, str] = {}
         for key in self.pending:
-            ns = self.names[key]
-            if key in lines and (key not in self._arg_owner or len(arg_lines[ns[0]]) > 1):
-                ns[0] = f"{ns[0]}@{lines[key]}"
+            n = op_of_key(key)
+            qualified[key] = f"{self.names[key][0]}@L{lines[n]}" if lines[n] else \
+                f"{self.names[key][0]}@op{n}"
+        count: dict[str, int] = {}
+        for q in qualified.values():
+            count[q] = count.get(q, 0) + 1
+        for key, q in qualified.items():
+            if count[q] > 1 and key in self._regions:
+                qualified[key] = f"{q}:{region_label(self._op_names[op_of_key(key)], self._regions[key])}"
+        for key, q in qualified.items():
+            self.names[key][0] = q
         self.pending = set()
-        self._defs, self._text, self._arg_owner = [], None, {}
 
 
-def _printed(name: str) -> str:
-    """The SSA name of a value's first name, as its defining line prints it
-    (``@f:%3#1`` -> ``%3``)."""
-    return name[name.rfind("%"):].split("#")[0]
+def printed_op_lines(text: str, op_names: list[str]) -> list[int] | None:
+    """The (1-based) line of ``text`` at which each op below its top level starts, in
+    pre-order, ``text`` being a module printed whose ops in pre-order are called
+    ``op_names``: read from the locations of ``text`` parsed again (the parser
+    locates every op in the text it reads, regions printed in short form such as
+    a reduce's ``applies`` included).  None when ``text`` does not parse into
+    those ops."""
+    from jaxlib.mlir import ir
 
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import walk_pre
 
-#: A printed line defining a value: its name, then `` =`` or ``:`` (``%0:2 = ...``).
-#: The printer escapes every character of a string that is not printable ASCII,
-#: so lines end only at ``\n``.
-_DEFINES = re.compile(r"^[ \t]*(%[\w$.\-]+)(?: =|:)", re.MULTILINE)
-
-
-def _definition_lines(defs: list[tuple[str, list]], text: str) -> dict:
-    """value key -> the (1-based) line of ``text`` that defines it, for op results: for
-    each op in order (``defs``: its first result's name and its result keys), the first
-    line after the previous match that defines that name (``%N = ...`` or ``%N:2 = ...``)."""
-    starts: dict[str, list[int]] = {}
-    line, at = 0, 0
-    for m in _DEFINES.finditer(text):
-        line += text.count("\n", at, m.start())
-        at = m.start()
-        starts.setdefault(m.group(1), []).append(line)
-    out, cursor = {}, 0
-    for name, keys in defs:
-        found = starts.get(name, ())
-        k = bisect.bisect_left(found, cursor)
-        if k < len(found):
-            for key in keys:
-                out[key] = found[k] + 1
-            cursor = found[k] + 1
-    return out
+    with mlir_context():
+        try:
+            reparsed = ir.Module.parse(text)
+        except ir.MLIRError:
+            return None
+        ops = walk_pre(reparsed.operation)[1:]
+        if len(ops) != len(op_names) or any(op.name != n for op, n in zip(ops, op_names)):
+            return None
+        lines = []
+        for op in ops:
+            loc = op.location   # (a file location, the text having none of its own)
+            lines.append(getattr(loc, "start_line", 0))
+        return lines
 
 
 class _Named:
@@ -256,19 +307,18 @@ class ValueTable:
         self.enclosing: dict = {}
         self.places: dict[tuple, tuple] = {}
         names: dict[tuple, list[str]] = {}
-        defs: list = []
-        arg_owner: dict = {}
+        regions: dict[tuple, int] = {}   # block argument key -> its region's number
         with mlir_context():
             state = AsmNames(top).get()
             tops = [op.operation for op in top.regions[0].blocks[0].operations]
             funcs = [op for op in tops if op.name == "func.func"]
             self.functions = funcs
             self.main = main_of(funcs)
-            ops, places, block_type = self.ops, self.places, ir.Block
+            ops, places = self.ops, self.places
             # Pre-order, iteratively.  A frame: the items left (the ops of a block;
-            # in an op's frame, each of its blocks and then the block's ops), the
-            # names' prefix and the function there, the op (its index) and the
-            # count of its block arguments so far.
+            # in an op's frame, each of its blocks, as (region number, block), and
+            # then the block's ops), the names' prefix and the function there, the
+            # op (its index) and the count of its block arguments so far.
             stack = [[iter(tops), None, None, -1, 0]]
             while stack:
                 frame = stack[-1]
@@ -277,20 +327,19 @@ class ValueTable:
                     stack.pop()
                     continue
                 prefix, func = frame[1], frame[2]
-                if isinstance(item, block_type):   # a block of op frame[3]: its arguments
+                if isinstance(item, tuple):   # a block of op frame[3]: its arguments
+                    region, block = item
                     n = frame[3]
                     owner = ops[n]
-                    first = (f"o{n}", 0) if len(owner.results) else None
                     is_func = owner.name == "func.func"
-                    for arg in item.arguments:
+                    for arg in block.arguments:
                         key = (f"a{n}.{frame[4]}", -1)
                         frame[4] += 1
                         ns = names[key] = [prefix + arg.get_name(state)]
                         if is_func:
                             ns.append(f"{prefix}arg:{arg.arg_number}")
                         places[key] = (owner, arg, arg.arg_number, True)
-                        if first is not None:
-                            arg_owner[key] = first
+                        regions[key] = region
                     continue
                 mop = item.operation
                 n = len(ops)
@@ -305,15 +354,13 @@ class ValueTable:
                 results = mop.results
                 if len(results):
                     tag = f"o{n}"
-                    keys = [(tag, i) for i in range(len(results))]
-                    for i, (key, r) in enumerate(zip(keys, results)):
+                    for i, r in enumerate(results):
+                        key = (tag, i)
                         names[key] = [prefix + r.get_name(state)]
                         places[key] = (mop, r, i, False)
-                    if frame[1] is not None:   # not at the top level
-                        defs.append((_printed(names[keys[0]][0]), keys))
                 if len(mop.regions):
                     stack.append([_blocks_and_ops(mop), prefix, func, n, 0])
-        self.names = SsaNames(names, defs, arg_owner, text)
+        self.names = SsaNames(names, [op.name for op in ops], regions, text)
 
     def key_of(self, value) -> tuple:
         """The key of an MLIR value of the module (``places`` read backwards)."""
@@ -349,10 +396,10 @@ class ValueTable:
 
 
 def _blocks_and_ops(mop):
-    """Each block of ``mop``'s regions, followed by its ops."""
-    for region in mop.regions:
+    """Each block of ``mop``'s regions, as (region number, block), followed by its ops."""
+    for r, region in enumerate(mop.regions):
         for block in region.blocks:
-            yield block
+            yield r, block
             yield from block.operations
 
 
@@ -397,7 +444,7 @@ class InputIndex:
     def _read(self) -> ValueTable:
         if self._table is None:
             snapshot = self._snapshot
-            self._table = ValueTable(snapshot, lambda: str(snapshot))
+            self._table = ValueTable(snapshot, None)   # (input names are not qualified)
         return self._table
 
     def get(self, key: tuple) -> InputValue | None:
@@ -538,18 +585,38 @@ class OutputValue(_Named):
     func: str = ""
     result_of: "OutputValue | None" = field(default=None, repr=False)  # function results: the returned value
     ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
+    table_key: tuple | None = field(default=None, repr=False)  # its ValueTable key (results: the function's op)
+    lines: "SsaNames | None" = field(default=None, repr=False)  # where its output line is read
 
     @property
     def name(self) -> str:
+        """Its one name: as the output prints it, qualified when that is not unique."""
         return self.names[0]
 
     @functools.cached_property
     def place(self) -> str:
         return _place(self.where)
 
+    @property
+    def line(self) -> int:
+        """The line of the printed output that defines it (a block argument: its
+        region op's; a function result: its function's; 0: unknown)."""
+        if self.lines is None or self.table_key is None:
+            return 0
+        return self.lines.line_of(self.table_key)
+
+    def describe(self) -> str:
+        """``NAME (OP, output line N)``: how errors list it."""
+        line = self.line
+        return f"{self.name} ({self.op}" + (f", output line {line})" if line else ")")
+
 
 class OutputIndex:
-    """Every value of the output module with its names, printed sharding and tracer key."""
+    """Every value of the output module with its names, printed sharding and tracer key.
+
+    ``find(name)`` resolves a name (see the module docstring), ``values`` lists
+    every value in module order, ``by_value`` maps an MLIR value of the output
+    module to its :class:`OutputValue`."""
 
     def __init__(self, module: Module, propagated: PropagationIndex, text=None):
         """``text``: ``module`` as printed, or a function giving it (see :class:`SsaNames`).
@@ -559,9 +626,9 @@ class OutputIndex:
 
         self.module = module
         self.values: list[OutputValue] = []
-        self.by_name: dict[str, OutputValue] = {}
+        self.by_name: dict[str, list[OutputValue]] = {}
         self.by_key: dict[object, list[OutputValue]] = {}
-        self._ambiguous: dict[str, list[str]] | None = None
+        self._ambiguous: dict[str, list[OutputValue]] | None = None
         self._pending: list[OutputValue] = []   # values whose first name is not in by_name yet
         table = self._table = ValueTable(module.mlir.operation, text if text is not None
                                          else module.print)
@@ -569,6 +636,7 @@ class OutputIndex:
         names, pending, file, main = ssa.names, ssa.pending, module.file, table.main
         self.by_value: dict = {}   # MLIR value -> its OutputValue
         by_value = self.by_value
+        op_number = {mop: n for n, mop in enumerate(table.ops)}
         with mlir_context():
             labels: dict = {}     # function -> its label
             last, loc = None, None
@@ -584,7 +652,8 @@ class OutputIndex:
                 sharding = read_stored(mop, index, is_arg)   # (None: no place for one)
                 out = OutputValue(names[key], sharding, name, (loc, file),
                                   record.key if record is not None else None, value,
-                                  func=label, ssa=ssa if key in pending else None)
+                                  func=label, ssa=ssa if key in pending else None,
+                                  table_key=key, lines=ssa)
                 by_value[value] = out
                 if is_arg and mop == main:
                     out._names += _arg_paths(value.location)
@@ -604,7 +673,8 @@ class OutputIndex:
                         result_names += _result_info(func, i)
                     out = OutputValue(result_names, read_func_attr(func, "res_attrs", i),
                                       "func.func", (func.location, file), key,
-                                      func=_func_label(func, main), result_of=returned)
+                                      func=_func_label(func, main), result_of=returned,
+                                      table_key=(f"o{op_number[func]}", -2), lines=ssa)
                     self._add(out)
 
     def has_reshard(self, tag: str | None) -> bool:
@@ -632,50 +702,90 @@ class OutputIndex:
         if out.ssa is not None:
             self._pending.append(out)
         for n in out._names[1:] if out.ssa is not None else out._names:
-            self.by_name.setdefault(n, out)
+            self._name(n, out)
         if out.key is not None:
             self.by_key.setdefault(out.key, []).append(out)
 
+    def _name(self, name: str, out: OutputValue) -> None:
+        held = self.by_name.setdefault(name, [])
+        if out not in held:
+            held.append(out)
+
+    def _resolve_pending(self) -> None:
+        """Qualify the names sibling regions share and index them (reads the lines)."""
+        if self._pending:
+            for out in self._pending:
+                self._name(out.names[0], out)
+            self._pending = []
+
+    def name_of(self, value) -> str:
+        """The name of the output module's MLIR ``value`` (an op result or block argument)."""
+        return self.by_value[value].name
+
     @property
-    def ambiguous(self) -> dict[str, list[str]]:
-        """A name sibling regions share -> the names with lines of the values holding it."""
+    def ambiguous(self) -> dict[str, list[OutputValue]]:
+        """A printed name several values share -> those values (their names qualified)."""
         if self._ambiguous is None:
             self._ambiguous = {}
-            self._ssa.resolve()
-            for ns in self._ssa.names.values():
-                if "@" in ns[0][1:]:
-                    self._ambiguous.setdefault(ns[0].rsplit("@", 1)[0], []).append(ns[0])
+            self._resolve_pending()
+            for out in self.values:
+                name = out.name
+                at = name.rfind("@L", 1)
+                if at < 0:
+                    at = name.rfind("@op", 1)
+                if at > 0:
+                    self._ambiguous.setdefault(name[:at], []).append(out)
         return self._ambiguous
 
-    def _lookup(self, name: str) -> OutputValue | None:
-        if name in self.by_name:
-            return self.by_name[name]
-        if re.fullmatch(r"arg\d+|\d+(#\d+)?|[A-Za-z_][\w$.-]*", name) and "%" + name in self.by_name:
-            return self.by_name["%" + name]
-        return None
+    def _lookup(self, name: str) -> list[OutputValue]:
+        for n in _spellings(name):
+            if n in self.by_name:
+                return self.by_name[n]
+        return []
 
     def find(self, name: str) -> OutputValue:
-        """The value called ``name``; an unknown name is an error listing close matches."""
+        """The value called ``name``.  A name several values hold, and an unknown name,
+        are errors listing the candidates with their op and output line."""
         name = name.strip()
         found = self._lookup(name)
-        if found is None and self._pending:
-            # Names that sibling regions share: read their lines from the printed module.
-            for out in self._pending:
-                self.by_name.setdefault(out.names[0], out)
-            self._pending = []
+        if not found and self._pending:
+            self._resolve_pending()
             found = self._lookup(name)
-        if found is not None:
-            return found
-        base = name.split("#")[0]
-        if base in self.ambiguous:
-            raise SdyError(f"{name!r} names several values of the propagated module (sibling regions "
-                           f"reuse numbers); say which by its line: "
-                           f"{', '.join(n + name[len(base):] for n in self.ambiguous[base])}",
-                           file=self.module.file)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise SdyError(f"{name!r} names {len(found)} values of the output; say which: "
+                           + ", ".join(o.describe() for o in found), file=self.module.file)
+        for n in _spellings(name):
+            base, _, result = n.partition("#")
+            shared = self.ambiguous.get(n) or [
+                o for o in self.ambiguous.get(base, ()) if result and o.name.startswith(n + "@")]
+            if shared:
+                raise SdyError(f"{name!r} names {len(shared)} values of the output (sibling "
+                               f"regions reuse printed names); say which: "
+                               + ", ".join(o.describe() for o in shared), file=self.module.file)
         close = difflib.get_close_matches(name, list(self.by_name), n=5, cutoff=0.5)
-        hint = f"; close matches: {', '.join(close)}" if close else \
-            " (names are printed as sdy-dl propagate prints them: %3, %arg0, @func:%2, arg:0, result:0)"
-        raise SdyError(f"no value {name!r} in the propagated module{hint}", file=self.module.file)
+        if close:
+            hint = "; close matches: " + ", ".join(
+                self.by_name[c][0].describe() if len(self.by_name[c]) == 1 else c for c in close)
+        else:
+            hint = (" (values are named as the output of sdy-dl propagate prints them: %3, %arg0, "
+                    "@func:%2, arg:0, result:0; %2@L7 when several values print as %2)")
+        raise SdyError(f"no value {name!r} in the output{hint}", file=self.module.file)
+
+
+def _spellings(name: str) -> list[str]:
+    """The ways of reading a name a user gives: as written, with a ``%`` added to a
+    bare SSA name (``3``, ``arg0``), and ``@7`` read as ``@L7``."""
+    out = [name]
+    m = re.fullmatch(r"(.*)@(\d+)((?::\w+)?)", name)
+    if m:
+        out.append(f"{m.group(1)}@L{m.group(2)}{m.group(3)}")
+    for n in list(out):
+        head = n.split("@", 1)[0]
+        if re.fullmatch(r"arg\d+|\d+(#\d+)?|[A-Za-z_][\w$.-]*", head) and not n.startswith("%"):
+            out.append("%" + n)
+    return out
 
 
 _NAME_LOC_RE = re.compile(r'^(?:loc\()?"((?:[^"\\]|\\.)*)"(?!:)')

@@ -1,0 +1,97 @@
+"""One name per value of the output, on JAX programs whose printed modules reuse names.
+
+On every program of ``naming_programs`` (several loops, conds, calls and
+shard_maps in one function): every value and function result of the output
+has a name no other has; the name resolves to exactly that value; a name
+several values print is an error listing them all; ``explain``'s root is the
+sharding the output prints, and ``values()`` and ``explain --all`` give the
+same distinct names in module order.
+"""
+
+from __future__ import annotations
+
+import re
+
+import naming_programs
+import pytest
+
+import sdy_dl
+from sdy_dl.errors import SdyError
+
+DEFAULT = ["two_loops", "cond", "shard_map_loops", "cond_in_loop"]
+SLOW = [n for n in naming_programs.PROGRAMS if n not in DEFAULT]
+
+
+def _definition(text_lines: list[str], out) -> None:
+    """The output line a qualified name cites declares the value under its printed name."""
+    m = re.fullmatch(r"(?:@[^:]+:)?(%[\w$.\-]+?)(?:#\d+)?@L(\d+)(:\w+)?", out.name)
+    assert m, out.name
+    printed, line = re.escape(m.group(1)), int(m.group(2))
+    assert line == out.line
+    if out.value is not None and out.op != "func.func" and m.group(3) is None \
+            and not hasattr(out.value, "arg_number"):
+        # (the ops of a region printed in short form, a reduce's ``applies``, are not
+        # printed: their line is their region op's)
+        assert re.match(rf"\s*{printed}(:\d+)? = ", text_lines[line - 1]) or \
+            re.match(r"\s*%[\w$.\-]+(:\d+)? = .* applies ", text_lines[line - 1]), out.name
+    else:   # a block argument: declared on its region op's line (a reduce's are not printed)
+        assert re.match(r"\s*%[\w$.\-]+(:\d+)? = ", text_lines[line - 1]), out.name
+
+
+def _check(name: str) -> None:
+    result = sdy_dl.propagate(naming_programs.lowered(name), engine="python")
+    audit = result.audit
+    outs = audit.outputs.values
+    names = result.values()
+    assert names == [o.name for o in outs]
+    assert len(set(names)) == len(names) > 0
+    text_lines = result.text.splitlines()
+    printed_twice = 0
+    for out in outs:
+        assert audit.value(out.name) is out, out.name
+        if re.search(r"@L\d+", out.name):
+            printed_twice += 1
+            _definition(text_lines, out)
+            plain = re.sub(r"@L\d+(:\w+)?$", "", out.name)
+            with pytest.raises(SdyError) as e:
+                audit.value(plain)
+            message = str(e.value)
+            assert "\n" not in message and out.describe() in message
+        expected = "(none)" if out.sharding is None else out.sharding.to_text()
+        assert result.sharding(out.name) == (None if out.sharding is None else expected)
+        assert result.explain(out.name).sharding == expected, out.name
+    assert printed_twice, "the program should print some name twice"
+    assert [t.what for t in audit.explain_all(depth=2)] == names
+
+
+@pytest.mark.parametrize("name", DEFAULT)
+def test_every_value_has_one_name(name):
+    _check(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW)
+def test_every_value_has_one_name_more_programs(name):
+    _check(name)
+
+
+def test_sibling_regions_values_are_told_apart():
+    """A cond whose branches both print %9, and main's own %9: three values, three names."""
+    result = sdy_dl.propagate(naming_programs.lowered("cond"), engine="python")
+    with pytest.raises(SdyError, match=r"'%9' names 3 values of the output .*say which: "
+                       r"%9@L\d+ \(stablehlo\.add, output line \d+\), %9@L\d+ \(sdy\.constant, "
+                       r"output line \d+\), %9@L\d+ \(stablehlo\.dot_general, output line \d+\)$"):
+        result.explain("%9")
+    shared = result.audit.outputs.ambiguous["%9"]
+    assert len({o.value for o in shared}) == 3
+    assert [o.op for o in shared] == ["stablehlo.add", "sdy.constant", "stablehlo.dot_general"]
+
+
+def test_block_arguments_of_a_whiles_cond_and_do_are_two_values():
+    result = sdy_dl.propagate(naming_programs.lowered("two_loops"), engine="python")
+    names = [n for n in result.values() if n.startswith("%iterArg@")]
+    assert names and all(re.fullmatch(r"%iterArg@L\d+:(cond|do)", n) for n in names)
+    assert len(names) == 6   # three loops, each with a cond and a do
+    for n in names:
+        out = result.audit.value(n)
+        assert out.value.owner.owner.name == "stablehlo.while"
