@@ -15,9 +15,7 @@ Contents:
   :func:`format_symbol_ref`);
 * parsing with a small tokenizer and recursive-descent parser
   (:func:`parse_mesh`, :func:`parse_axis_ref`, :func:`parse_tensor_sharding`,
-  :func:`parse_sharding_per_value`);
-* verification (:meth:`Mesh.verify`, :func:`verify_sharding`,
-  :func:`resolve_mesh`).
+  :func:`parse_sharding_per_value`), which verifies meshes (:meth:`Mesh.verify`).
 
 Every parse or verification failure raises :class:`~sdy_dl.errors.SdyError`
 with a one-line message.
@@ -31,7 +29,7 @@ Design choices (matching jaxlib 0.10.2):
   iota list can never reach :meth:`Mesh.verify`.
 * Parsing a mesh (stand-alone or inlined in a sharding) verifies it, because
   MLIR verifies attribute parameters while parsing.  Parsing a sharding does
-  not verify it; that needs the mesh and the rank (:func:`verify_sharding`).
+  not verify it: jaxlib's verifier does when a module is parsed.
 * :class:`AxisRef` keeps exactly what was written: ``"x":(1)8`` on ``"x"=8``
   is a (verifier-rejected) sub-axis, not the full axis.  Operations that
   build new refs normalise with :func:`make_sub_axis`.
@@ -43,7 +41,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Union
+from typing import Iterable, Optional, Union
 
 from sdy_dl.errors import SdyError
 from sdy_dl.frozen import HashedOnce
@@ -53,7 +51,6 @@ __all__ = [
     "make_sub_axis", "quote_string", "format_symbol_ref",
     "format_sharding_per_value", "parse_mesh", "parse_axis_ref",
     "parse_dim_sharding", "parse_tensor_sharding", "parse_sharding_per_value",
-    "resolve_mesh", "verify_sharding",
 ]
 
 _INT64_MAX = 2**63 - 1
@@ -977,135 +974,3 @@ def parse_sharding_per_value(text: str) -> tuple[TensorSharding, ...]:
     """Parse ``#sdy.sharding_per_value<[<...>, ...]>``; the entries may also
     carry the ``#sdy.sharding`` prefix."""
     return _parse_whole(text, "sharding_per_value")
-
-
-# --------------------------------------------------------------------------
-# Verification (§1.6, shardy/dialect/sdy/ir/verifiers.cc)
-# --------------------------------------------------------------------------
-
-def resolve_mesh(sharding: TensorSharding, meshes: Mapping[str, Mesh],
-                 what: str) -> Mesh:
-    """The mesh ``sharding`` is bound to: its inlined mesh or
-    ``meshes[name]``; SdyError ``unknown mesh`` otherwise."""
-    if isinstance(sharding.mesh, Mesh):
-        return sharding.mesh
-    try:
-        return meshes[sharding.mesh]
-    except KeyError:
-        raise SdyError(f"sharding of {what}: unknown mesh "
-                       f"{format_symbol_ref(sharding.mesh)}") from None
-
-
-def verify_sharding(sharding: TensorSharding, mesh: Mesh, rank: int,
-                    what: str) -> None:
-    """Check invariants 1-8 of §1.6 for ``sharding`` on a rank-``rank``
-    value named ``what`` (e.g. ``%arg0``), bound to ``mesh``.
-
-    Raises SdyError ``sharding of <what>: <problem>``.  The checks run in
-    the order of Shardy's ``verifyTensorShardingAttr``, so the first problem
-    reported is the one Shardy reports.
-    """
-    if isinstance(sharding.mesh, Mesh) and sharding.mesh != mesh:
-        raise ValueError("verify_sharding: mesh differs from the inlined mesh")
-    _ShardingVerifier(sharding, mesh, what).run(rank)
-
-
-class _ShardingVerifier:
-    """State of one :func:`verify_sharding` call."""
-
-    def __init__(self, sharding: TensorSharding, mesh: Mesh, what: str):
-        self.sharding = sharding
-        self.mesh = mesh
-        self.what = what
-        self.seen: set[AxisRef] = set()
-        self.sub_axes: dict[str, list[AxisRef]] = {}
-
-    def error(self, message: str) -> SdyError:
-        return SdyError(f"sharding of {self.what}: {message}")
-
-    def run(self, rank: int) -> None:
-        s, mesh = self.sharding, self.mesh
-        if isinstance(s.mesh, Mesh):
-            try:
-                s.mesh.verify()
-            except SdyError as e:
-                raise self.error(e.message) from None
-        # 1. maximal mesh
-        if mesh.is_maximal:
-            if s.dims or s.replicated or s.unreduced:
-                raise self.error(
-                    f"a sharding on maximal mesh {s.mesh_text()} must have rank 0 "
-                    "and no replicated or unreduced axes")
-            return
-        # 2. rank
-        if s.rank != rank:
-            raise self.error(f"sharding has {s.rank} dimension shardings but "
-                             f"the tensor rank is {rank}")
-        # 8. priorities, then 3-5 for each dim
-        for i, dim in enumerate(s.dims):
-            if dim.priority is not None:
-                if dim.priority < 0:
-                    raise self.error(f"dim {i} has a negative priority "
-                                     f"{dim.priority}")
-                if dim.is_closed and not dim.axes:
-                    raise self.error(f"dim {i} is empty and closed but has "
-                                     f"priority p{dim.priority}")
-            self.axis_list(dim.axes, f"dim {i}")
-        # 6 and 3-5 for replicated / unreduced
-        self.sorted_axis_list(s.replicated, "replicated")
-        self.sorted_axis_list(s.unreduced, "unreduced")
-        # 7. sub-axes
-        for name, subs in self.sub_axes.items():
-            self.check_sub_axes(name, sorted(subs))
-
-    def axis_list(self, axes: tuple[AxisRef, ...], where: str) -> None:
-        """Known names (3), no duplicates (4), no mergeable neighbours (5)."""
-        prev: Optional[AxisRef] = None
-        for ref in axes:
-            if not self.mesh.has_axis(ref.name):
-                raise self.error(f"{where}: axis {quote_string(ref.name)} is not "
-                                 f"in mesh {self.sharding.mesh_text()}")
-            if ref in self.seen:
-                raise self.error(f"{where}: duplicate axis ref {ref.to_text()}")
-            self.seen.add(ref)
-            if ref.is_sub_axis:
-                self.sub_axes.setdefault(ref.name, []).append(ref)
-                if prev is not None and prev.can_merge(ref):
-                    raise self.error(
-                        f"{where}: two consecutive sub-axes can be merged: "
-                        f"{prev.to_text()}, {ref.to_text()}")
-            prev = ref
-
-    def sorted_axis_list(self, axes: tuple[AxisRef, ...], where: str) -> None:
-        """:meth:`axis_list` plus mesh-order sorting (6)."""
-        if all(self.mesh.has_axis(a.name) for a in axes):
-            keys = [a.sort_key_in(self.mesh) for a in axes]
-            if any(b < a for a, b in zip(keys, keys[1:])):
-                raise self.error(
-                    f"{where} axes are not ordered w.r.t. mesh "
-                    f"{self.sharding.mesh_text()}: "
-                    + ", ".join(a.to_text() for a in axes))
-        self.axis_list(axes, where)
-
-    def check_sub_axes(self, name: str, subs: list[AxisRef]) -> None:
-        """Validity and pairwise disjointness of one axis' sub-axes (7)."""
-        if AxisRef(name) in self.seen:
-            raise self.error(f"both the full axis {quote_string(name)} and its "
-                             f"sub-axis {subs[0].to_text()} are used")
-        full = self.mesh.axis_size(name)
-        prev: Optional[AxisRef] = None
-        for sub in subs:
-            text = sub.to_text()
-            if sub.pre < 1:
-                raise self.error(f"sub-axis {text}: pre-size must be at least 1")
-            if sub.size <= 1:
-                raise self.error(f"sub-axis {text}: size must be greater than 1")
-            if full % sub.next_pre() != 0:
-                raise self.error(f"sub-axis {text}: next pre-size {sub.next_pre()} "
-                                 f"doesn't divide the full axis size {full}")
-            if sub.size == full:
-                raise self.error(f"sub-axis {text}: size equals the full axis "
-                                 f"size {full}; use {quote_string(name)}")
-            if prev is not None and prev.next_pre() > sub.pre:
-                raise self.error(f"overlapping sub-axes: {prev.to_text()}, {text}")
-            prev = sub

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import re
+from dataclasses import dataclass
 
+from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.passes import PassOptions, get_pass
@@ -25,6 +28,58 @@ def shardy(text: str, pipeline: str) -> str:
         module = ir.Module.parse(text)
         passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
         return normalize(str(module))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why one side failed: the place and first line of its first diagnostic.
+    For an input jaxlib cannot parse or verify the message is
+    ``<invalid input>``: both sides agree when they reject it at one place."""
+
+    line: int | None
+    col: int | None
+    message: str
+
+
+_LOC = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
+
+
+def failure(e: Exception) -> Failure:
+    """The :class:`Failure` of a jaxlib ``MLIRError`` or an :class:`SdyError`."""
+    if isinstance(e, SdyError):
+        return Failure(e.line, e.col, e.message.splitlines()[0])
+    diagnostics = list(e.error_diagnostics)
+    if not diagnostics:
+        return Failure(None, None, str(e).splitlines()[-1])
+    m = _LOC.search(str(diagnostics[0].location))
+    return Failure(int(m.group(1)) if m else None, int(m.group(2)) if m else None,
+                   diagnostics[0].message.splitlines()[0])
+
+
+def accepted(text: str) -> bool:
+    """Whether jaxlib parses and verifies ``text``."""
+    from jaxlib.mlir import ir
+
+    with mlir_context():
+        try:
+            ir.Module.parse(text)
+        except ir.MLIRError:
+            return False
+    return True
+
+
+def outcome(fn, text: str):
+    """``fn()`` (a printed module), or the :class:`Failure` it raised on input
+    ``text``.  Only a diagnostic (jaxlib's ``MLIRError``, sdy-dl's
+    :class:`SdyError`) is a failure; any other exception propagates, so that two
+    sides agree only when they fail for the same reason."""
+    from jaxlib.mlir import ir
+
+    try:
+        return fn()
+    except (ir.MLIRError, SdyError) as e:
+        f = failure(e)
+        return f if accepted(text) else Failure(f.line, f.col, "<invalid input>")
 
 
 def ours(text: str, pass_name: str, **options) -> str:

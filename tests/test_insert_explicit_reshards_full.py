@@ -289,16 +289,14 @@ LIT_FILES = [
 def run_lit(name: str) -> tuple[list[str], int]:
     """(names of the chunks that differ, number of chunks jaxlib accepts)."""
     from oracle_isolated import shardy_each
-    from test_import_lit import read_lit
+    from shardy_source import lit_or_skip
     from test_lit_passes import chunk_name, chunks_of
 
     from sdy_dl.ir import parse_module_text
     from sdy_dl.ir.context import allow_unregistered_dialects
     from sdy_dl.passes import PassOptions, get_pass
 
-    text = read_lit(name, LIT_DIR)
-    if text is None:
-        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    text = lit_or_skip(name, LIT_DIR)
     chunks = chunks_of(text)
     expected = shardy_each(chunks, FULL)
     differ, accepted = [], 0

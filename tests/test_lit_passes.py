@@ -3,10 +3,9 @@ jaxlib's pass and sdy-dl's (options and ``-allow-unregistered-dialect`` as the
 file's RUN line gives them).
 
 The inputs are read from a Shardy source tree at test time (nothing is copied
-into this repository; see :func:`test_import_lit.read_lit`).  Every
-``// -----`` chunk jaxlib accepts must give the same module from sdy-dl;
-a chunk jaxlib rejects must be rejected by sdy-dl too.  Skipped when no
-source is found.
+into this repository; :mod:`shardy_source` says where).  Every ``// -----``
+chunk jaxlib accepts must give the same module from sdy-dl; a chunk jaxlib
+rejects must be rejected by sdy-dl for the same reason (:func:`oracle.outcome`).
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ import re
 
 import pytest
 
-from oracle import normalize, shardy
+from oracle import normalize, outcome, shardy
+from shardy_source import lit_or_skip
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import allow_unregistered_dialects
 from sdy_dl.passes import PassOptions, get_pass
 from sdy_dl.pipeline import EXPORT as PIPELINE_EXPORT
-from test_import_lit import read_lit
 
 IMPORT = "shardy/dialect/sdy/transforms/import/test"
 EXPORT = "shardy/dialect/sdy/transforms/export/test"
@@ -105,13 +104,6 @@ FILES.update({
                  "single_device_sharding", "sort", "unreduced")})
 
 
-def _outcome(fn):
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001  (both sides failing is agreement)
-        return "<error>"
-
-
 def split_funcs(text: str) -> list[str]:
     """A file without ``// -----`` split into one module per top-level function
     (each with every mesh of the file), so that a function jaxlib's older parser
@@ -140,16 +132,14 @@ def run_ours(pass_name: str, text: str, extra: dict) -> str:
 def run_lit(name: str) -> tuple[list[str], int]:
     """(names of the chunks that differ, number of chunks) of lit file ``name``."""
     directory, pass_name, pipeline, extra, unregistered = FILES[name]
-    text = read_lit(name, directory)
-    if text is None:
-        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    text = lit_or_skip(name, directory)
     chunks = chunks_of(text)
     differ = []
     allow_unregistered_dialects(unregistered)
     try:
         for i, chunk in enumerate(chunks):
-            expected = _outcome(lambda: shardy(chunk, pipeline))
-            actual = _outcome(lambda: normalize(run_ours(pass_name, chunk, extra)))
+            expected = outcome(lambda: shardy(chunk, pipeline), chunk)
+            actual = outcome(lambda: normalize(run_ours(pass_name, chunk, extra)), chunk)
             if expected != actual:
                 differ.append(chunk_name(chunk, i))
     finally:
@@ -157,9 +147,18 @@ def run_lit(name: str) -> tuple[list[str], int]:
     return differ, len(chunks)
 
 
-#: Chunks (by function name) that still differ, each for a reason sdy-dl does
-#: not implement yet; the test fails when any other chunk differs.
-KNOWN: dict[str, set[str]] = {}
+#: Chunks (by function name) that still differ, each with its reason; the test
+#: fails when any other chunk differs.
+KNOWN: dict[str, dict[str, str]] = {
+    "reshard_to_collectives.mlir": {
+        chunk: "both refuse the reshard at its place; Shardy's message is MLIR's 'failed to "
+               "legalize operation', sdy-dl's says why (the shardings' ranks differ)"
+        for chunk in ("single_device_in_sharding", "single_device_out_sharding")},
+    "insert_explicit_reshards/unreduced.mlir": {
+        "all_reduce_on_func_input": "both build an all-reduce the verifier rejects, sdy-dl first "
+                                    "in reduce_single_result_unreduced_sub_axis (line 122), "
+                                    "Shardy only in reduce_single_result_unreduced_resharded"},
+}
 
 
 def chunk_name(chunk: str, i: int) -> str:
@@ -177,7 +176,7 @@ SLOW = {"propagation_pipeline.mlir", "propagation_pipeline_data_flow_edges.mlir"
                                   for n in FILES])
 def test_lit_file(name):
     differ, total = run_lit(name)
-    unexpected = sorted(set(differ) - KNOWN.get(name, set()))
+    unexpected = sorted(set(differ) - set(KNOWN.get(name, {})))
     assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"
 
 
@@ -206,9 +205,7 @@ CHAINED = {
 @pytest.mark.parametrize("name", sorted(CHAINED))
 def test_chained_lit_file(name):
     directory, passes, pipeline, fields = CHAINED[name]
-    text = read_lit(name, directory)
-    if text is None:
-        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    text = lit_or_skip(name, directory)
 
     def run(chunk):
         module = parse_module_text(chunk, "<lit>")
@@ -218,5 +215,5 @@ def test_chained_lit_file(name):
 
     chunks = chunks_of(text)
     differ = [chunk_name(chunk, i) for i, chunk in enumerate(chunks)
-              if _outcome(lambda: shardy(chunk, pipeline)) != _outcome(lambda: run(chunk))]
+              if outcome(lambda: shardy(chunk, pipeline), chunk) != outcome(lambda: run(chunk), chunk)]
     assert not differ, f"{len(differ)}/{len(chunks)} chunks differ: {differ}"

@@ -53,14 +53,57 @@ def test_sets_the_storage_reads():
     assert traits.TERMINATORS == {"func.return", "stablehlo.return", "sdy.return", "mhlo.return"}
 
 
-def test_dead_code_reads_the_effects_of_the_table():
-    """The canonicalizer's Datalog stage and the propagation's dead-op erasure
-    take their effect facts from the one table."""
-    from sdy_dl.ir.traits import EFFECT_FREE_DIALECTS, PURE_OPS
-    from sdy_dl.propagation import traits
+def _effect_table() -> dict:
+    """The effect traits of the YAML file itself, as (dialect, op) pairs."""
+    def pairs(trait):
+        return {tuple(name.split(".", 1)) for name in TABLE[trait]["ops"]}
 
-    assert EFFECT_FREE_DIALECTS == {"stablehlo", "chlo", "sdy"}
-    assert "arith.constant" in PURE_OPS
+    return {"in_effect_free_dialect": {(d,) for d in TABLE["effect_free_dialects"]["dialects"]},
+            "in_pure_op": pairs("pure"), "in_effectful_op": pairs("effectful"),
+            "in_recursive_op": pairs("recursive_effects"), "in_terminator_op": pairs("terminator")}
+
+
+def test_canonicalize_stage_reads_the_effects_of_the_table():
+    """The canonicalizer's Datalog stage gets the table's effect traits as its facts
+    (and its program reads them instead of naming ops itself)."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.passes.export.canonicalize import dead_code_facts
+
+    module = parse_module_text("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                               "  return %a : tensor<4xf32>\n}\n")
+    facts, _ = dead_code_facts(module)
+    for relation, rows in _effect_table().items():
+        assert facts[relation] == rows, relation
     text = (ROOT / "datalog" / "canonicalize" / "main.dl.j2").read_text()
     assert "in_effectful_op" in text and '"stablehlo", "rng"' not in text
-    assert traits.EFFECTFUL_OPS is not None
+
+
+def test_propagation_erasure_reads_the_effects_of_the_table():
+    """Propagation's dead-op test (``isOpTriviallyDead``) decides every op the table
+    names as the table says: effectful ops are never erased, pure ops and the ops
+    of effect-free dialects (not effectful) are, and a recursive-effect op with an
+    effectful op inside is not."""
+    from types import SimpleNamespace
+
+    from sdy_dl.propagation.traits import has_no_effects
+
+    def op(name, children=()):
+        block = SimpleNamespace(ops=list(children))
+        return SimpleNamespace(name=name, dialect=name.split(".")[0], attr_text=lambda _: None,
+                               regions=[SimpleNamespace(blocks=[block])] if children else [])
+
+    table = _effect_table()
+    effectful = {".".join(p) for p in table["in_effectful_op"]}
+    pure = {".".join(p) for p in table["in_pure_op"]}
+    free = {d for (d,) in table["in_effect_free_dialect"]}
+    assert effectful and pure and free
+    for name in effectful:
+        assert not has_no_effects(op(name)), name
+    for name in pure:
+        assert has_no_effects(op(name)), name
+    assert not has_no_effects(op("mydialect.op"))
+    for dialect in free:
+        assert has_no_effects(op(f"{dialect}.some_op")), dialect
+    for name in {".".join(p) for p in table["in_recursive_op"]}:
+        assert not has_no_effects(op(name, [op(sorted(effectful)[0])])), name
+        assert has_no_effects(op(name, [op(sorted(pure)[0])])), name

@@ -16,7 +16,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from oracle import assert_same, normalize, ours, shardy
+from oracle import Failure, assert_same, normalize, ours, outcome, shardy
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
 from sdy_dl.passes import PassOptions
@@ -244,21 +244,15 @@ def random_reshards(seed: int, count: int = 8) -> str:
             + ", ".join(types) + "\n}\n")
 
 
-def _outcome(fn) -> str:
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001  (Shardy builds an invalid collective: both must fail)
-        return "<error>"
-
-
 def random_differences(seeds) -> tuple[list[int], int]:
     """(seeds whose module differs from jaxlib's, how many modules both converted)."""
     differ, converted = [], 0
     for seed in seeds:
         text = random_reshards(seed)
-        expected = _outcome(lambda: shardy(text, PASS))
-        actual = _outcome(lambda: normalize(ours(text, "reshard-to-collectives", engine="clingo")))
-        converted += expected != "<error>"
+        expected = outcome(lambda: shardy(text, PASS), text)
+        actual = outcome(lambda: normalize(ours(text, "reshard-to-collectives", engine="clingo")),
+                         text)
+        converted += not isinstance(expected, Failure)
         if expected != actual:
             differ.append(seed)
     return differ, converted
@@ -280,8 +274,8 @@ def test_random_reshards_many():
 def test_engines_agree_on_random_reshards():
     for seed in range(5):
         text = random_reshards(seed)
-        assert (_outcome(lambda: ours(text, "reshard-to-collectives", engine="souffle"))
-                == _outcome(lambda: ours(text, "reshard-to-collectives", engine="clingo")))
+        assert (outcome(lambda: ours(text, "reshard-to-collectives", engine="souffle"), text)
+                == outcome(lambda: ours(text, "reshard-to-collectives", engine="clingo"), text))
 
 
 # -- reshards inserted into real programs ------------------------------------------
@@ -478,18 +472,16 @@ PIPELINE_LIT = {"propagation_pipeline.mlir": "shardy/dialect/sdy/transforms/prop
 @pytest.mark.parametrize("name", sorted(PIPELINE_LIT))
 def test_propagate_explicit_collectives_on_lit_inputs(name):
     """Every chunk jaxlib accepts must be equal."""
-    from test_import_lit import read_lit
+    from shardy_source import lit_or_skip
     from test_lit_passes import chunk_name, chunks_of
 
-    text = read_lit(name, PIPELINE_LIT[name])
-    if text is None:
-        pytest.skip("no Shardy source found (set SDY_DL_SHARDY_SRC)")
+    text = lit_or_skip(name, PIPELINE_LIT[name])
     differ, compared = [], 0
     for i, chunk in enumerate(chunks_of(text)):
-        expected = _outcome(lambda: shardy(chunk, EXPLICIT))
-        if expected == "<error>":
+        expected = outcome(lambda: shardy(chunk, EXPLICIT), chunk)
+        if isinstance(expected, Failure):
             continue
         compared += 1
-        if _outcome(lambda: explicit(chunk)) != expected:
+        if outcome(lambda: explicit(chunk), chunk) != expected:
             differ.append(chunk_name(chunk, i))
     assert not differ and compared >= 20, (differ, compared)

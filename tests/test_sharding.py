@@ -19,7 +19,7 @@ from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis, merge_adjacen
                              format_symbol_ref, make_sub_axis, parse_axis_ref,
                              parse_dim_sharding, parse_mesh,
                              parse_sharding_per_value, parse_tensor_sharding,
-                             quote_string, resolve_mesh, verify_sharding)
+                             quote_string)
 
 # --------------------------------------------------------------------------
 # jaxlib oracle
@@ -63,7 +63,7 @@ def jax_module_error(sharding: TensorSharding, mesh: Mesh, rank: int) -> str | N
         with _ctx():
             module = ir.Module.parse(text)
             module.operation.verify()
-    except Exception as e:  # noqa: BLE001 - any rejection counts
+    except ir.MLIRError as e:
         return str(e)
     return None
 
@@ -201,9 +201,6 @@ def test_tensor_sharding_helpers():
     assert inlined.mesh_name is None and inlined.dims == (DimSharding(),)
     assert not parse_tensor_sharding("<@m, [{?}p1]>").is_fully_open_empty
     assert hash(closed) == hash(parse_tensor_sharding(closed.to_text()))
-    assert resolve_mesh(s, {"mesh": Mesh()}, "%a") == Mesh()
-    with pytest.raises(SdyError, match="sharding of %a: unknown mesh @mesh"):
-        resolve_mesh(s, {}, "%a")
 
 
 BAD_SYNTAX = [
@@ -477,7 +474,6 @@ def test_random_valid_shardings(case):
     assert parse_sharding_per_value(format_sharding_per_value([sharding, sharding])) == (
         sharding, sharding)
     assert jax_print(text) == text
-    verify_sharding(sharding, mesh, rank, "%arg0")
     assert jax_module_error(sharding, mesh, rank) is None
 
 
@@ -493,63 +489,6 @@ def test_random_meshes_round_trip(mesh):
 # Invalid shardings
 # --------------------------------------------------------------------------
 
-MESH = '<["x"=2, "y"=8, "z"=4]>'
-INVALID = [
-    # (mesh, sharding, rank, expected message part)
-    (MESH, '<@mesh, [{"w"}, {}]>', 2, 'dim 0: axis "w" is not in mesh @mesh'),
-    (MESH, '<@mesh, [{}], replicated={"w"}>', 1, 'replicated: axis "w" is not in mesh'),
-    (MESH, '<@mesh, [{"x"}, {"x"}]>', 2, 'dim 1: duplicate axis ref "x"'),
-    (MESH, '<@mesh, [{"y":(1)2}], replicated={"y":(1)2}>', 1,
-     'replicated: duplicate axis ref "y":(1)2'),
-    (MESH, '<@mesh, [{"x"}], unreduced={"x"}>', 1, 'unreduced: duplicate axis ref "x"'),
-    (MESH, '<@mesh, [{}], replicated={"z", "x"}>', 1,
-     'replicated axes are not ordered w.r.t. mesh @mesh'),
-    (MESH, '<@mesh, [{}], unreduced={"y":(2)2, "y":(1)2}>', 1,
-     'unreduced axes are not ordered w.r.t. mesh'),
-    (MESH, '<@mesh, [{}], replicated={"y", "y":(1)2}>', 1, 'not ordered'),
-    (MESH, '<@mesh, [{"y":(1)2, "y":(2)2}, {}]>', 2,
-     'dim 0: two consecutive sub-axes can be merged: "y":(1)2, "y":(2)2'),
-    (MESH, '<@mesh, [{}], replicated={"y":(1)2, "y":(2)4}>', 1,
-     'replicated: two consecutive sub-axes can be merged'),
-    (MESH, '<@mesh, [{"y":(1)4}, {"y":(2)4}]>', 2, 'overlapping sub-axes: "y":(1)4, "y":(2)4'),
-    (MESH, '<@mesh, [{"y":(2)2}], unreduced={"y":(1)4}>', 1, 'overlapping sub-axes'),
-    (MESH, '<@mesh, [{"y"}, {"y":(2)4}]>', 2,
-     'both the full axis "y" and its sub-axis "y":(2)4 are used'),
-    (MESH, '<@mesh, [{"y":(1)8}]>', 1, 'sub-axis "y":(1)8: size equals the full axis size 8'),
-    (MESH, '<@mesh, [{"y":(3)2}]>', 1,
-     "sub-axis \"y\":(3)2: next pre-size 6 doesn't divide the full axis size 8"),
-    (MESH, '<@mesh, [{"y":(2)8}]>', 1, "next pre-size 16 doesn't divide"),
-    (MESH, '<@mesh, [{"y":(0)2}]>', 1, 'pre-size must be at least 1'),
-    (MESH, '<@mesh, [{"y":(-1)2}]>', 1, 'pre-size must be at least 1'),
-    (MESH, '<@mesh, [{"y":(1)1}]>', 1, 'size must be greater than 1'),
-    (MESH, '<@mesh, [{}p1, {}]>', 2, 'dim 0 is empty and closed but has priority p1'),
-    (MESH, '<@mesh, [{}]>', 2, 'sharding has 1 dimension shardings but the tensor rank is 2'),
-    (MESH, '<@mesh, [{}, {}, {}]>', 2, 'tensor rank is 2'),
-    ('<[], device_ids=[0]>', '<@mesh, [{}, {}]>', 2, 'maximal mesh @mesh must have rank 0'),
-    ('<[], device_ids=[0]>', '<mesh<[], device_ids=[0]>, [{}]>', 1, 'maximal mesh mesh<[], '),
-    ('<[]>', '<@mesh, [{"x"}]>', 1, 'dim 0: axis "x" is not in mesh @mesh'),
-    ('<["x"=2]>', '<mesh<["x"=2]>, [{"y"}]>', 1, 'axis "y" is not in mesh mesh<["x"=2]>'),
-]
-
-
-@pytest.mark.parametrize("mesh_text,sharding_text,rank,message", INVALID)
-def test_invalid_shardings_are_rejected(mesh_text, sharding_text, rank, message):
-    mesh = parse_mesh(mesh_text)
-    sharding = parse_tensor_sharding(sharding_text)
-    with pytest.raises(SdyError) as info:
-        verify_sharding(sharding, mesh, rank, "%arg0")
-    text = str(info.value)
-    assert text.startswith("sharding of %arg0: ") and message in text, text
-    assert "\n" not in text
-    assert jax_module_error(sharding, mesh, rank) is not None
-
-
-def test_negative_priority_is_rejected():
-    # the parser cannot produce one; a program can
-    sharding = TensorSharding("mesh", (DimSharding((AxisRef("x"),), True, -1),))
-    with pytest.raises(SdyError, match="dim 0 has a negative priority -1"):
-        verify_sharding(sharding, parse_mesh(MESH), 1, "%v")
-
 
 @pytest.mark.parametrize("mesh,message", [
     (Mesh((MeshAxis("x", 2), MeshAxis("x", 2))), 'duplicate axis name "x"'),
@@ -563,53 +502,3 @@ def test_invalid_meshes_are_rejected(mesh, message):
     with pytest.raises(SdyError, match=message):
         mesh.verify()
     assert not jax_parses("#sdy.mesh" + mesh.to_text())
-
-
-# --------------------------------------------------------------------------
-# Differential test against jaxlib's verifier
-# --------------------------------------------------------------------------
-
-@st.composite
-def dirty_shardings(draw):
-    """Parseable shardings that may break any §1.6 rule.
-
-    Unknown axis names never appear in replicated/unreduced lists of two or
-    more refs: Shardy's mesh comparator reaches ``llvm_unreachable`` there.
-    """
-    sizes = draw(st.lists(st.sampled_from([1, 2, 4, 6, 8]), min_size=1, max_size=3))
-    mesh = Mesh(tuple(MeshAxis(n, s) for n, s in zip("xyz", sizes)))
-    known = list(mesh.axis_names)
-
-    def a_ref(names):
-        name = draw(st.sampled_from(names))
-        if draw(st.integers(0, 2)) == 0:
-            return AxisRef(name)
-        return AxisRef(name, draw(st.sampled_from([1, 1, 2, 2, 4, 0, 3])),
-                       draw(st.sampled_from([2, 2, 4, 1, 3, 8])))
-
-    rank = draw(st.integers(0, 3))
-    n_dims = rank if draw(st.integers(0, 9)) else draw(st.integers(0, 3))
-    dims = tuple(
-        DimSharding(tuple(a_ref(known * 4 + ["w"]) for _ in range(draw(st.integers(0, 3)))),
-                    draw(st.booleans()),
-                    draw(st.one_of(st.none(), st.integers(0, 3))))
-        for _ in range(n_dims))
-    lists = []
-    for _ in range(2):
-        n = draw(st.integers(0, 2))
-        names = known * 4 + ["w"] if n == 1 else known
-        lists.append(tuple(a_ref(names) for _ in range(n)))
-    return TensorSharding("mesh", dims, *lists), mesh, rank
-
-
-@settings(max_examples=500, deadline=None)
-@given(dirty_shardings())
-def test_verifier_agrees_with_jaxlib(case):
-    sharding, mesh, rank = case
-    try:
-        verify_sharding(sharding, mesh, rank, "%arg0")
-        ours = None
-    except SdyError as e:
-        ours = str(e)
-    theirs = jax_module_error(sharding, mesh, rank)
-    assert (ours is None) == (theirs is None), (sharding.to_text(), ours, theirs)

@@ -27,14 +27,6 @@ def readable_attributes(mop) -> dict:
     return out
 
 
-def generic_text(mop) -> str:
-    """``mop`` (and the ops nested in it) in MLIR's generic form, without locations
-    (value names local to ``mop``; not verified again: printing a large function
-    verifies it, which costs more than printing it)."""
-    return mop.operation.get_asm(print_generic_op_form=True, large_elements_limit=16,
-                                 use_local_scope=True, assume_verified=True)
-
-
 def recreate_renamed(mop, new_name: str):
     """A detached copy of the region-free, operand-free op ``mop`` named
     ``new_name``: same attributes (in their order), result types and location."""

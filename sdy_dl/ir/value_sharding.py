@@ -22,12 +22,6 @@ from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
 from sdy_dl.sharding import TensorSharding
 
 
-def edge_owner_from_target(op, value):
-    """``ShardableDataFlowOpInterface::getEdgeOwnerFromTarget``."""
-    _, index, block_arg = value_place(value)
-    return _edge_owner(op, index, block_arg, value)
-
-
 def data_flow_edge_user(owner):
     """The ``sdy.data_flow_edge`` that is the single user of ``owner``, if any."""
     if owner is None:
@@ -47,7 +41,8 @@ def lookup_data_flow_edge(value):
 
 
 def _edge_owner(op, index: int, block_arg: bool, value):
-    """:func:`edge_owner_from_target` for the target ``value`` at its place."""
+    """``ShardableDataFlowOpInterface::getEdgeOwnerFromTarget`` for the target
+    ``value`` at its place."""
     return op.results[index] if block_arg and op.name == "stablehlo.while" else value
 
 

@@ -106,9 +106,7 @@ def verify(module: Module) -> None:
     try:
         module.mlir.operation.verify()
     except ir.MLIRError as e:
-        error = mlir_error(e, module.file)
-        raise SdyError(f"reshard-to-collectives: {error.message}", file=error.file,
-                       line=error.line, col=error.col) from None
+        raise mlir_error(e, module.file) from None
 
 
 def prepare(reshard, to_input_mesh: bool, meshes: dict[str, Mesh],
