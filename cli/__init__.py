@@ -65,9 +65,9 @@ def main():
     """sdy-dl: Shardy's sharding propagation as YAML rules and Datalog inference."""
     # A command builds one large, long-lived object graph (the module index, the
     # rule DB) and allocates small objects by the million around it; the default
-    # collection threshold re-scans the graph hundreds of times (~4% of a 13k-op
-    # run; 50k still cost ~4% at 51k ops).  Collect young objects every million
-    # net allocations (a few times per 51k-op run) and older ones rarely.
+    # collection threshold re-scans that graph hundreds of times.  Collect young
+    # objects every million net allocations and older ones rarely
+    # (docs/performance.md, "Decisions taken").
     gc.set_threshold(1_000_000, 50, 1000)
 
 
@@ -75,13 +75,13 @@ def run(**click_options) -> None:
     """The ``sdy-dl`` command as a process: :func:`main`, then the exit without the
     interpreter's teardown.  Every file the command writes is closed by then;
     freeing the module index, the MLIR module and the caches object by object
-    would cost ~5% of a run (compilers skip it the same way).
+    is measurable (compilers skip it the same way).
 
     The process collects no garbage cycles either: a collection only frees
-    cycles, a command leaves few (peak RSS at 200k ops: 775 MiB collecting,
-    781 MiB not), and each young collection re-scans the million objects
-    allocated since the last (0.2 s per collection, 4 at 200k ops).
-    :func:`main` alone (in-process callers, the tests) keeps collecting."""
+    cycles, a command leaves few, and each young collection re-scans the
+    million objects allocated since the last (docs/performance.md, "Decisions
+    taken").  :func:`main` alone (in-process callers, the tests) keeps
+    collecting."""
     gc.disable()
     try:
         main(**click_options)
