@@ -23,7 +23,6 @@ between a maximal (single-device) mesh and another mesh; so does this one.
 
 from __future__ import annotations
 
-from sdy_dl.errors import SdyError
 from sdy_dl.ir.meshes import mesh_of, module_meshes
 from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info
 from sdy_dl.ir.model import Module
