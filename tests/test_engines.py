@@ -69,8 +69,10 @@ def test_translation_rejects_what_the_engines_would_read_differently():
     bad_var = GRAPH + "path(x, y) :- edge(x, y).\n"
     with pytest.raises(SdyError, match="upper-case"):
         translate(program(bad_var))
-    with pytest.raises(SdyError, match="not a declared relation"):
+    with pytest.raises(SdyError, match="functors are not supported"):
         translate(program(GRAPH + "path(X, Y) :- edge(X, Y), Y = max(X, 3).\n"))
+    with pytest.raises(SdyError, match="not a declared relation"):
+        translate(program(GRAPH + "path(X, Y) :- edge(X, Y), nope(Y).\n"))
 
 
 def test_unstratified_program_is_rejected():

@@ -80,7 +80,7 @@ def test_an_unsafe_rule_is_an_error():
 .output b
 b(X, Y) :- a(X), Y > X.
 '''
-    with pytest.raises(SdyError, match="not safe"):
+    with pytest.raises(SdyError, match="not bound"):
         get_engine("python").run(Program(text, parse_declarations(text)), {"a": [(1,)]})
 
 

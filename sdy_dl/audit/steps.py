@@ -169,7 +169,7 @@ def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     import clingo.ast
 
     from sdy_dl.datalog.program import Program
-    from sdy_dl.engines.to_clingo import translate
+    from sdy_dl.engines.to_clingo import Context, translate
     from sdy_dl.propagation.step_eval import step_program
     from sdy_dl.propagation.step_facts import step_facts
 
@@ -182,7 +182,10 @@ def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     with clingo.ast.ProgramBuilder(ctl) as builder:
         clingo.ast.parse_string(translate(shown), builder.add)
     ctl.add("base", [], "".join(_fact(n, r) for n, rows in facts.items() for r in rows))
-    ctl.ground([("base", [])])
+    context = Context()
+    ctl.ground([("base", [])], context=context)
+    if context.error is not None:
+        raise context.error
     out: dict[str, set[tuple]] = {d.name: set() for d in shown.outputs}
     with ctl.solve(yield_=True) as handle:
         for model in handle:

@@ -1,4 +1,4 @@
-"""Tokens and statements of the Soufflé subset sdy-dl's templates use."""
+"""Tokens and statements of the Soufflé subset sdy-dl's engines read."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ _TOKEN_RE = re.compile(r'''
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<number>\d+)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>:-|!=|<=|>=|[<>=!(),.+\-*/%:{};])
+  | (?P<op>:-|!=|<=|>=|<:|[<>=!(),.+\-*/%:{};^|&@$\[\]?])
 ''', re.VERBOSE | re.DOTALL)
 
-Token = tuple[str, str, int]  # (kind, text, line)
+Token = tuple[str, str, int, int]  # (kind, text, line, column)
 
 
-def tokenize(text: str) -> list[Token]:
-    """(kind, text, line) tokens, without white space and comments."""
-    tokens, pos, line = [], 0, 1
+def tokenize(text: str, source: str = "<program>") -> list[Token]:
+    """(kind, text, line, column) tokens, without white space and comments."""
+    tokens, pos, line, line_start = [], 0, 1, 0
     append = tokens.append
     for m in _TOKEN_RE.finditer(text):
         if m.start() != pos:
@@ -28,16 +28,22 @@ def tokenize(text: str) -> list[Token]:
         pos = m.end()
         kind, value = m.lastgroup, m.group()
         if kind == "ws" or kind == "comment":
-            line += value.count("\n")
+            newlines = value.count("\n")
+            if newlines:
+                line += newlines
+                line_start = m.start() + value.rindex("\n") + 1
         else:
-            append((kind, value, line))
+            append((kind, value, line, m.start() - line_start + 1))
     if pos != len(text):
         line = text.count("\n", 0, pos) + 1
-        raise SdyError(f"unexpected character {text[pos]!r}", file="<program>", line=line)
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        what = "an unterminated comment" if text.startswith("/*", pos) else (
+            "an unterminated string" if text[pos] == '"' else f"character {text[pos]!r}")
+        raise SdyError(f"unexpected {what}", file=source, line=line, col=col)
     return tokens
 
 
-def split_statements(tokens: list[Token]) -> list[list[Token]]:
+def split_statements(tokens: list[Token], source: str = "<program>") -> list[list[Token]]:
     """Directives end at the end of their line; clauses end with a '.' token."""
     stmts, cur, i = [], [], 0
     while i < len(tokens):
@@ -55,7 +61,7 @@ def split_statements(tokens: list[Token]) -> list[list[Token]]:
             cur = []
         i += 1
     if cur:
-        raise SdyError("clause without a final '.'", file="<program>", line=cur[0][2])
+        raise SdyError("clause without a final '.'", file=source, line=cur[0][2], col=cur[0][3])
     return stmts
 
 

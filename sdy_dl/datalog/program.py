@@ -3,9 +3,9 @@
 Every relation is declared once in a template as
 
     // doc: what one tuple means
-    .decl name(col: number, other: symbol)
+    .decl name(col: number, other: symbol)   (or a type T declared `.type T <: number`)
     .input name            (an EDB relation, read from name.facts)
-    .output name           (a relation read back by Python)
+    .output name           (a relation read back by Python; also `.output a, b`)
 
 ``Program`` keeps the Soufflé text plus the parsed declarations, so engines
 know column types and which relations are inputs and outputs.
@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from sdy_dl.errors import SdyError
 
 COLUMN_TYPES = ("number", "symbol")
+BASE_TYPES = {"number": "number", "symbol": "symbol"}
 
 _DECL_RE = re.compile(r'^\s*\.decl\s+([a-z][a-z0-9_]*)\s*\(([^)]*)\)\s*$')
-_IO_RE = re.compile(r'^\s*\.(input|output)\s+([a-z][a-z0-9_]*)\s*$')
+_IO_RE = re.compile(r'^\s*\.(input|output)\s+(.*)$')
+_IO_NAME_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^)]*\))?\s*(?:,|$)')
+_TYPE_RE = re.compile(r'^\s*\.type\s+([A-Za-z][A-Za-z0-9_]*)\s*<:\s*(number|symbol)\s*$')
 _COMMENT_RE = re.compile(r'^\s*//\s?(.*)$')
 
 
@@ -36,6 +39,8 @@ class Decl:
     doc: str
     is_input: bool = False
     is_output: bool = False
+    #: the columns' declared types (``number``, ``symbol`` or a ``.type`` name)
+    type_names: tuple[str, ...] = ()
 
     @property
     def arity(self) -> int:
@@ -71,6 +76,7 @@ def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
     """The declarations of a Soufflé program; every relation needs a doc comment."""
     decls: dict[str, Decl] = {}
     io: dict[str, set[str]] = {}
+    types = dict(BASE_TYPES)
     doc_lines: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         m = _COMMENT_RE.match(line)
@@ -84,17 +90,22 @@ def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
                 raise SdyError(f"relation {name} declared twice", file=source, line=lineno)
             if not doc_lines:
                 raise SdyError(f"relation {name} has no doc comment", file=source, line=lineno)
-            decls[name] = Decl(name, _columns(cols, name, source, lineno), " ".join(doc_lines))
-        else:
-            m = _IO_RE.match(line)
-            if m:
-                io.setdefault(m.group(2), set()).add(m.group(1))
+            columns, names = _columns(cols, name, source, lineno, types)
+            decls[name] = Decl(name, columns, " ".join(doc_lines), type_names=names)
+        elif (m := _TYPE_RE.match(line)):
+            if m.group(1) in types:
+                raise SdyError(f"type {m.group(1)} declared twice", file=source, line=lineno)
+            types[m.group(1)] = m.group(2)
+        elif (m := _IO_RE.match(line)):
+            for name in _IO_NAME_RE.findall(m.group(2)):
+                io.setdefault(name, set()).add(m.group(1))
         doc_lines = []
     for name, roles in io.items():
         if name not in decls:
             raise SdyError(f".{next(iter(roles))} of undeclared relation {name}", file=source)
         d = decls[name]
-        decls[name] = Decl(d.name, d.columns, d.doc, "input" in roles, "output" in roles)
+        decls[name] = Decl(d.name, d.columns, d.doc, "input" in roles, "output" in roles,
+                           d.type_names)
     return decls
 
 
@@ -107,12 +118,16 @@ def check_input_names(decls: dict[str, Decl], source: str = "<program>") -> None
             raise SdyError(f"relation {d.name} is named in_* but is not an input", file=source)
 
 
-def _columns(text: str, name: str, source: str, lineno: int) -> tuple[tuple[str, str], ...]:
-    cols = []
+def _columns(text: str, name: str, source: str, lineno: int, types: dict[str, str]
+             ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The columns ``(name, number or symbol)`` and their declared type names."""
+    cols, names = [], []
     for part in filter(None, (p.strip() for p in text.split(","))):
         col, _, typ = (s.strip() for s in part.partition(":"))
-        if typ not in COLUMN_TYPES:
-            raise SdyError(f"relation {name}: column {col} has type {typ!r}, "
-                           f"expected one of {', '.join(COLUMN_TYPES)}", file=source, line=lineno)
-        cols.append((col, typ))
-    return tuple(cols)
+        if typ not in types:
+            raise SdyError(f"relation {name}: column {col} has type {typ!r}, expected "
+                           f"{', '.join(COLUMN_TYPES)} or a type declared before it with "
+                           "'.type T <: number' or '.type T <: symbol'", file=source, line=lineno)
+        cols.append((col, types[typ]))
+        names.append(typ)
+    return tuple(cols), tuple(names)

@@ -3,42 +3,49 @@
 A relation may not depend negatively (``!atom``) or through an aggregate on
 a relation in its own recursive component.  clingo would accept such a
 program when it happens to be locally stratified; Soufflé rejects it, so the
-compiler rejects it for both engines.
+engines reject it (:mod:`sdy_dl.datalog.check`) and so does the compiler.
 """
 
 from __future__ import annotations
 
-from sdy_dl.datalog.lexer import clauses
+from sdy_dl.datalog.clauses import Clause, parse_clauses
 from sdy_dl.errors import SdyError
 
 
-def dependencies(text: str) -> set[tuple[str, str, bool]]:
-    """(head, body relation, negative?) edges; aggregates count as negative."""
+def dependencies(clauses: list[Clause]) -> set[tuple[str, str, bool]]:
+    """(head, body relation, negative?) edges; atoms inside aggregates count as negative."""
     edges = set()
-    for clause in clauses(text):
-        texts = [t[1] for t in clause]
-        if ":-" not in texts:
-            continue
-        split = texts.index(":-")
-        head = clause[0][1]
-        depth = 0
-        for k in range(split + 1, len(clause)):
-            kind, tok, _ = clause[k]
-            depth += {"{": 1, "}": -1}.get(tok, 0)
-            if kind == "ident" and k + 1 < len(clause) and clause[k + 1][1] == "(":
-                negative = depth > 0 or texts[k - 1] == "!"
-                edges.add((head, tok, negative))
+
+    def walk(literals, head, inside):
+        for lit in literals:
+            if lit[0] == "atom":
+                edges.add((head, lit[1], lit[3] or inside))
+            else:
+                for side in (lit[2], lit[3]):
+                    if side[0] == "agg":
+                        walk(side[3], head, True)
+
+    for c in clauses:
+        walk(c.body, c.head[1], False)
     return edges
 
 
 def check_stratified(text: str, source: str = "<program>") -> None:
     """Raise SdyError naming a negative/aggregate edge inside a recursive cycle."""
-    edges = dependencies(text)
+    check_stratification(parse_clauses(text, source), source)
+
+
+def check_stratification(clauses: list[Clause], source: str = "<program>") -> None:
+    """Raise SdyError at a rule whose head depends on itself through negation or an aggregate."""
+    edges = dependencies(clauses)
     comp = components({(h, b) for h, b, _ in edges})
-    for head, body, negative in sorted(edges):
-        if negative and comp.get(head) is not None and comp.get(head) == comp.get(body):
-            raise SdyError(f"program is not stratified: {head} depends on {body} through "
-                           f"negation or an aggregate inside a recursive cycle", file=source)
+    bad = {(h, b) for h, b, negative in edges if negative and comp.get(h) == comp.get(b)}
+    for c in clauses if bad else ():
+        for head, body, negative in sorted(dependencies([c])):
+            if negative and (head, body) in bad:
+                raise SdyError(f"program is not stratified: {head} depends on {body} through "
+                               f"negation or an aggregate inside a recursive cycle",
+                               file=source, line=c.line, col=c.col)
 
 
 def components(edges: set[tuple[str, str]]) -> dict[str, int]:

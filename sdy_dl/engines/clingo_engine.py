@@ -17,7 +17,7 @@ import clingo.ast
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Decl, Program
 from sdy_dl.engines.base import Relations
-from sdy_dl.engines.to_clingo import translate
+from sdy_dl.engines.to_clingo import Context, translate
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import cached_text, code_digest
 
@@ -29,11 +29,14 @@ def _statements(program: Program) -> list:
     """The clingo AST of ``program``'s translation (translated and parsed once per program)."""
     stms = _PARSED.get(program.text)
     if stms is None:
-        from sdy_dl.datalog import lexer
+        from sdy_dl.datalog import check, clauses, lexer, program as program_module, stratify
         from sdy_dl.engines import to_clingo
 
         stms = []
-        key = program.digest + "-" + code_digest(to_clingo, lexer)
+        # The translation is built from the checked clauses, so one in the cache (keyed
+        # by the checker's code too) belongs to a program that passed the check.
+        key = program.digest + "-" + code_digest(to_clingo, check, clauses, lexer,
+                                                 program_module, stratify)
         clingo.ast.parse_string(cached_text("clingo", key, lambda: translate(program)), stms.append)
         _PARSED[program.text] = stms
     return stms
@@ -84,7 +87,10 @@ class ClingoEngine:
                 builder.add(stm)
         ctl.add("base", [], "".join(relation_text(decl, rows)
                                     for decl, rows in checked_relations(program, facts)))
-        ctl.ground([("base", [])])
+        context = Context()
+        ctl.ground([("base", [])], context=context)
+        if context.error is not None:
+            raise context.error
         readers = {d.name: tuple(t == "number" for t in d.types) for d in program.outputs}
         out: Relations = {name: set() for name in readers}
         models = 0

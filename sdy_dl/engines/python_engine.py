@@ -7,16 +7,20 @@ component never negates or aggregates over itself), recursive components
 semi-naively.  Nothing is ground ahead: a rule whose first relation is empty
 costs one loop over nothing, so a call on a few hundred facts takes
 milliseconds where clingo pays ~30 ms to ground the step program's 400
-rules.  It evaluates exactly the subset ``to_clingo`` translates (the same
-semantics: Soufflé's ``count``/``sum`` over the body's tuples, ``min``/``max``
-deriving nothing on an empty body).
+rules.  It evaluates the subset :mod:`sdy_dl.datalog.check` accepts, with
+Soufflé's semantics (docs/design.md, "The engines"): 32-bit arithmetic that
+wraps, ``/`` and ``%`` truncating as in C, an error on division by zero;
+``count``/``sum`` over the tuples of a single-atom body, or over the distinct
+bindings of the body's named variables otherwise; ``min``/``max`` of an
+empty group derive nothing.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
 
-from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
+from sdy_dl.datalog.check import checked_clauses, deferred, injected_variables, materialized
+from sdy_dl.datalog.clauses import Clause, variables
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
 from sdy_dl.datalog.stratify import components as relation_components, dependencies
@@ -24,7 +28,41 @@ from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
 
 _PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-           "+": "+", "-": "-", "*": "*", "/": "//", "%": "%"}
+           "+": "+", "-": "-", "*": "*"}
+
+
+def _w(v: int) -> int:
+    """``v`` wrapped to a 32-bit signed number (Soufflé's ``number``)."""
+    return v if -2147483648 <= v <= 2147483647 else ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
+
+
+def _arith_error(message: str, line: int, col: int) -> SdyError:
+    return SdyError(f"{message} (Soufflé stops with an arithmetic exception)",
+                    file="<program>", line=line, col=col)
+
+
+def _div(a: int, b: int, line: int, col: int) -> int:
+    """C's truncating ``a / b`` on 32-bit numbers."""
+    if b == 0:
+        raise _arith_error("division by zero", line, col)
+    if a == -2147483648 and b == -1:
+        raise _arith_error("overflow in -2147483648 / -1", line, col)
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _mod(a: int, b: int, line: int, col: int) -> int:
+    """C's ``a % b`` (the sign of ``a``) on 32-bit numbers."""
+    if b == 0:
+        raise _arith_error("modulo by zero", line, col)
+    if a == -2147483648 and b == -1:
+        raise _arith_error("overflow in -2147483648 % -1", line, col)
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+#: What the generated code calls.
+_RUNTIME = {"_w": _w, "_div": _div, "_mod": _mod}
 
 
 class PythonEngine:
@@ -100,15 +138,18 @@ class _Plan:
         import marshal
         import sys
 
-        from sdy_dl.datalog import clauses, lexer, stratify
+        from sdy_dl.datalog import check, clauses, lexer, program as program_module, stratify
         from sdy_dl.resources import cached_value, code_digest
 
-        key = (program.digest + "-" + code_digest(sys.modules[__name__], clauses, lexer, stratify)
+        # The plan is built from the checked clauses (program_source), so a plan in the
+        # cache, keyed by the checker's code too, belongs to a program that passed the check.
+        key = (program.digest + "-" + code_digest(sys.modules[__name__], check, clauses, lexer,
+                                                  program_module, stratify)
                + "-" + sys.implementation.cache_tag)
         code = cached_value("python", key,
                             lambda: compile(program_source(program), "<sdy-dl rules>", "exec"),
                             marshal.dumps, marshal.loads)
-        namespace: dict = {}
+        namespace: dict = dict(_RUNTIME)
         exec(code, namespace)
         self.facts = namespace["FACTS"]
         self.components = namespace["COMPONENTS"]
@@ -144,14 +185,9 @@ def program_source(program: Program) -> str:
     recursive body atom of a recursive rule, reading the delta there),
     ``FACTS`` and ``COMPONENTS`` (members, rules, delta variants) in
     evaluation order."""
-    clauses = parse_clauses(program.text)
-    for clause in clauses:
-        for name in _relations(clause):
-            if name not in program.decls:
-                raise SdyError(f"{name}(...) is not a declared relation", file="<program>",
-                               line=clause.line)
+    clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
-    edges = dependencies(program.text)
+    edges = dependencies(clauses)
     comp = relation_components({(h, b) for h, b, _ in edges})
     for c in rules:   # a rule without relations in its body depends on nothing
         comp.setdefault(c.head[1], -1)
@@ -179,20 +215,6 @@ def program_source(program: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _relations(clause: Clause) -> set[str]:
-    out = {clause.head[1]}
-    stack = list(clause.body)
-    while stack:
-        lit = stack.pop()
-        if lit[0] == "atom":
-            out.add(lit[1])
-        elif lit[0] == "cmp":
-            for side in (lit[2], lit[3]):
-                if side[0] == "agg":
-                    stack.extend(side[3])
-    return out
-
-
 def _constant(term):
     if term[0] in ("num", "str"):
         return term[1]
@@ -209,13 +231,10 @@ def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
     gen.depth += 1
     gen.line("for _once in (0,):")
     gen.depth += 1
-    outside = variables(clause.head)
-    for lit in clause.body:
-        outside |= variables(lit) if lit[0] != "cmp" else _plain_vars(lit)
     literals = list(enumerate(clause.body))
     if delta is not None:   # the delta is small: join from it
         literals.insert(0, literals.pop(delta))
-    gen.conjunction(literals, delta, outside)
+    gen.conjunction(literals, delta)
     head_args = ", ".join(gen.expr(a) for a in clause.head[2])
     gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
     # Before the loops: return when a relation the body joins is empty, then fetch
@@ -227,18 +246,10 @@ def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
     return gen.lines[:1] + header + gen.lines[1:] + [""]
 
 
-def _plain_vars(cmp) -> set[str]:
-    """The variables of a comparison outside its aggregates."""
-    out: set[str] = set()
-    for side in (cmp[2], cmp[3]):
-        if side[0] != "agg":
-            out |= variables(side)
-    return out
-
-
 class _Gen:
     def __init__(self, clause: Clause):
         self.clause = clause
+        self.injected = injected_variables(clause)
         self.lines: list[str] = []
         self.depth = 0
         self.bound: set[str] = set()
@@ -249,7 +260,7 @@ class _Gen:
         self.required: set[str] = set()     # relations the body joins (none empty, or no tuple)
 
     def error(self, message: str) -> SdyError:
-        return SdyError(message, file="<program>", line=self.clause.line)
+        return SdyError(message, file="<program>", line=self.clause.line, col=self.clause.col)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -267,10 +278,15 @@ class _Gen:
         if kind in ("num", "str"):
             return repr(term[1])
         if kind == "bin":
-            return f"({self.expr(term[2])} {_PY_OPS[term[1]]} {self.expr(term[3])})"
+            left, right = self.expr(term[2]), self.expr(term[3])
+            if term[1] == "/":
+                return f"_div({left}, {right}, {self.clause.line}, {self.clause.col})"
+            if term[1] == "%":
+                return f"_mod({left}, {right}, {self.clause.line}, {self.clause.col})"
+            return f"_w({left} {_PY_OPS[term[1]]} {right})"
         raise self.error(f"unexpected {kind} in an expression")
 
-    def ready(self, lit, outside: set[str]) -> str | None:
+    def ready(self, lit) -> str | None:
         """How ``lit`` can run with the variables bound now: 'scan', 'test',
         'assign', or None (not yet)."""
         if lit[0] == "atom":
@@ -281,9 +297,8 @@ class _Gen:
         left, right = lit[2], lit[3]
         need = set()
         for side in (left, right):
-            # An aggregate's variables that also occur outside it come from outside;
-            # the others are its own.
-            need |= variables(side) & outside if side[0] == "agg" else variables(side)
+            # An aggregate needs its injected variables; the others are its own.
+            need |= self.injected[side[4]] if side[0] == "agg" else variables(side)
         missing = need - self.bound
         if not missing:
             return "test"
@@ -298,20 +313,25 @@ class _Gen:
         """How many arguments of ``atom`` are known before it is scanned."""
         return sum(1 for a in atom[2] if a[0] != "anon" and variables(a) <= self.bound)
 
-    def conjunction(self, literals, delta: int | None, outside: set[str]) -> None:
-        """Emit loops and tests for ``literals`` ((position, literal) pairs)."""
-        pending = list(literals)
-        while pending:
+    def conjunction(self, literals, delta: int | None) -> None:
+        """Emit loops and tests for ``literals`` ((position, literal) pairs); the
+        deferred ones (:func:`~sdy_dl.datalog.check.deferred`: divisions) last."""
+        late = deferred([lit for _, lit in literals], set(self.bound))
+        pending = [item for item, is_late in zip(literals, late) if not is_late]
+        later = [item for item, is_late in zip(literals, late) if is_late]
+        while pending or later:
+            if not pending:
+                pending, later = later, []
             choice = None
             for n, (pos, lit) in enumerate(pending):
-                how = self.ready(lit, outside)
+                how = self.ready(lit)
                 if how in ("test", "assign"):
                     choice = (n, how)
                     break
             if choice is None:   # the scan with the most bound arguments (an index lookup)
                 best = -1
                 for n, (pos, lit) in enumerate(pending):
-                    if self.ready(lit, outside) == "scan" and self.bound_args(lit) > best:
+                    if self.ready(lit) == "scan" and self.bound_args(lit) > best:
                         choice, best = (n, "scan"), self.bound_args(lit)
             if choice is None:
                 raise self.error("rule is not safe: a literal's variables are never bound")
@@ -320,7 +340,7 @@ class _Gen:
             if lit[0] == "atom":
                 self.atom(lit, delta is not None and pos == delta)
             else:
-                self.comparison(lit, how, outside)
+                self.comparison(lit, how)
 
     def atom(self, lit, from_delta: bool) -> None:
         name, args, negated = lit[1], lit[2], lit[3]
@@ -379,12 +399,12 @@ class _Gen:
             return f"{var}.get({key_exprs[0]}, ())"
         return f"{var}.get(({', '.join(key_exprs)}), ())"
 
-    def comparison(self, lit, how: str, outside: set[str]) -> None:
+    def comparison(self, lit, how: str) -> None:
         op, left, right = lit[1], lit[2], lit[3]
         sides = []
         for side in (left, right):
             if side[0] == "agg":
-                sides.append(("value", self.aggregate(side, outside)))
+                sides.append(("value", self.aggregate(side)))
             else:
                 sides.append(("term", side))
         if how == "assign":
@@ -397,30 +417,41 @@ class _Gen:
         texts = [s[1] if s[0] == "value" else self.expr(s[1]) for s in sides]
         self.line(f"if not ({texts[0]} {_PY_OPS[op]} {texts[1]}): continue")
 
-    def aggregate(self, agg, outside: set[str]) -> str:
+    def aggregate(self, agg) -> str:
         """Emit the aggregate's loops; the name of the variable holding its value."""
         func, expr, body = agg[1], agg[2], agg[3]
         result = self.fresh("agg")
-        self.line(f"{result} = {'0' if func in ('count', 'sum') else 'None'}")
+        distinct = func in ("count", "sum") and materialized(agg)
+        if distinct:   # the distinct bindings of the body's variables -> the expression
+            self.line(f"{result} = {{}}")
+        else:
+            self.line(f"{result} = {'0' if func in ('count', 'sum') else 'None'}")
         saved_bound, saved_depth = set(self.bound), self.depth
         self.line("for _once in (0,):")
         self.depth += 1
         self.aggregates += 1
-        self.conjunction(list(enumerate(body)), None, outside)
+        self.conjunction(list(enumerate(body)), None)
         self.aggregates -= 1
-        if func == "count":
+        value = self.expr(expr) if expr is not None else None
+        if distinct:
+            local = sorted(self.bound - saved_bound)
+            key = f"({''.join(f'v_{v}, ' for v in local)})"
+            self.line(f"{result}[{key}] = {value if func == 'sum' else 1}")
+        elif func == "count":
             self.line(f"{result} += 1")
+        elif func == "sum":
+            self.line(f"{result} += {value}")
         else:
-            value = self.expr(expr)
-            if func == "sum":
-                self.line(f"{result} += {value}")
-            else:
-                better = "<" if func == "min" else ">"
-                e = self.fresh("e")
-                self.line(f"{e} = {value}")
-                self.line(f"if {result} is None or {e} {better} {result}: {result} = {e}")
+            better = "<" if func == "min" else ">"
+            e = self.fresh("e")
+            self.line(f"{e} = {value}")
+            self.line(f"if {result} is None or {e} {better} {result}: {result} = {e}")
         self.bound, self.depth = saved_bound, saved_depth
+        if distinct:
+            total = f"len({result})" if func == "count" else f"_w(sum({result}.values()))"
+            self.line(f"{result} = {total}")
+        elif func == "sum":
+            self.line(f"{result} = _w({result})")
         if func in ("min", "max"):
             self.line(f"if {result} is None: continue")
         return result
-
