@@ -102,7 +102,7 @@ def run(**click_options) -> None:
 def _register() -> None:
     from sdy_dl.cli import show  # noqa: F401  (commands register themselves on `main`)
     for name in ("rules_cmd", "passes_cmd", "propagate_cmd", "emit_cmd", "explain_cmd",
-                 "conflicts_cmd", "report_cmd", "diff_cmd"):
+                 "conflicts_cmd", "report_cmd", "diff_cmd", "cache_cmd"):
         try:
             __import__(f"sdy_dl.cli.{name}")
         except ModuleNotFoundError as e:

@@ -9,7 +9,9 @@ dependency; milliseconds per call on the step program); ``clingo`` grounds
 a translation of the program with clingo (~30 ms per step-program call
 before any fact is read).  ``auto`` runs a call with the program's compiled
 Soufflé binary when ``souffle`` is on PATH and the binary cache already has
-it, else with ``python``; it never compiles and never starts Soufflé's
+it, else with ``python`` (also when a binary is broken: it is removed from
+the cache, or its server gives no answer in time: a warning, and the run
+continues on ``python``); it never compiles and never starts Soufflé's
 interpreter, which costs seconds per call on the step program.  A binary
 that cannot serve calls as one process (:mod:`sdy_dl.engines.souffle_server`)
 runs only calls with at least ``BINARY_MIN_FACTS`` facts (its process start
@@ -45,8 +47,9 @@ class AutoEngine:
         self.souffle = shutil.which("souffle") is not None
 
     def _binary(self, program):
-        from sdy_dl.engines.souffle_engine import cached_binary
-        return cached_binary(program) if self.souffle else None
+        from sdy_dl.engines.souffle_engine import cached_binary, gave_up, souffle_program
+        exe = cached_binary(souffle_program(program)) if self.souffle else None
+        return None if exe is None or gave_up(exe) else exe
 
     def grounds(self, program) -> bool:
         return False
@@ -55,13 +58,21 @@ class AutoEngine:
         return self.souffle   # it runs the binaries a compiled run leaves in the cache
 
     def run(self, program, facts):
-        from sdy_dl.engines.souffle_engine import run_binary
-        from sdy_dl.engines.souffle_server import server
+        from sdy_dl.engines.souffle_engine import (discard_broken, give_up, run_binary,
+                                                   souffle_program)
+        from sdy_dl.engines.souffle_server import BrokenBinary, ServerTimeout, server
         facts = {name: rows if isinstance(rows, list) else list(rows)
                  for name, rows in facts.items()}
         exe = self._binary(program)
-        if exe and (server(exe) is not None or sum(map(len, facts.values())) >= BINARY_MIN_FACTS):
-            return run_binary(exe, program, facts)
+        if exe:
+            try:
+                if (server(exe) is not None
+                        or sum(map(len, facts.values())) >= BINARY_MIN_FACTS):
+                    return run_binary(exe, souffle_program(program), facts)
+            except BrokenBinary as e:   # built again by the next compiled run
+                discard_broken(exe, e)
+            except ServerTimeout as e:
+                give_up(exe, e)
         return self.embedded.run(program, facts)
 
 

@@ -32,7 +32,9 @@ cache (:func:`runtime_header`).  A large program compiled with two slots is
 cut into two translation units (:mod:`sdy_dl.engines.souffle_split`) compiled
 at once.  An install that reports no such configuration, or a compilation that
 fails this way, falls back to the whole file as Soufflé wrote it, then to
-``SOUFFLE -o`` (a group that fails is compiled program by program).
+``SOUFFLE -o`` (a group that fails is compiled program by program).  A
+program whose compilation failed is tried again after a back-off that
+doubles per failure (:data:`RETRY_BASE`, at most :data:`RETRY_MAX`).
 Measurements: ``docs/performance.md``.
 """
 
@@ -54,8 +56,16 @@ import time
 from sdy_dl.engines.souffle_split import split
 from sdy_dl.engines.souffle_trim import trim
 
-#: Left next to the binary's place when compiling failed: no further attempts.
+#: Left next to the binary's place when compiling failed (``attempts N``, then the
+#: compiler's message); the program is compiled again after :func:`retry_delay`.
 FAILED = "failed"
+
+#: A program whose compilation failed N times waits RETRY_BASE * 2**(N-1)
+#: seconds, at most RETRY_MAX, before the next attempt (a compiler killed for
+#: memory may succeed later; a program that cannot compile costs an attempt
+#: an hour at most).
+RETRY_BASE = 60.0
+RETRY_MAX = 3600.0
 
 #: The optimisation level of the generated C++ (Soufflé's own is ``-O3``).
 OPTIMIZATION = "-O1"
@@ -380,15 +390,65 @@ def _take_slots(cache: str, most: int, wait: bool) -> list:
         time.sleep(0.2)
 
 
+def failed_attempts(directory: str) -> int:
+    """How many times compiling the program of cache directory ``directory`` failed
+    in a row (0: never, or it was built since)."""
+    try:
+        with open(os.path.join(directory, FAILED), encoding="utf-8", errors="replace") as f:
+            first = f.readline().split()
+    except OSError:
+        return 0
+    return int(first[1]) if len(first) == 2 and first[0] == "attempts" and \
+        first[1].isdigit() else 1
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds to wait after the ``attempts``-th failed compilation."""
+    return min(RETRY_BASE * 2 ** max(attempts - 1, 0), RETRY_MAX)
+
+
+def retry_in(directory: str) -> float:
+    """Seconds until the program of ``directory`` may be compiled again (0: now)."""
+    attempts = failed_attempts(directory)
+    if not attempts:
+        return 0.0
+    try:
+        since = time.time() - os.path.getmtime(os.path.join(directory, FAILED))
+    except OSError:
+        return 0.0
+    return max(0.0, retry_delay(attempts) - since)
+
+
+def retry_due(directory: str) -> bool:
+    """Whether the program of ``directory`` may be compiled now (it never failed,
+    or its back-off after the last failure is over)."""
+    return retry_in(directory) == 0.0
+
+
+def _record_failure(directory: str, message: str) -> None:
+    attempts = failed_attempts(directory) + 1
+    tmp = os.path.join(directory, f"{FAILED}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"attempts {attempts}\n{message[-4000:]}")
+    os.replace(tmp, os.path.join(directory, FAILED))
+
+
+def _clear_failure(directory: str) -> None:
+    try:
+        os.remove(os.path.join(directory, FAILED))
+    except OSError:
+        pass
+
+
 def waiting_programs(cache: str) -> list[str]:
     """Program directories of ``cache`` with a program text but neither a binary
-    nor a failed compilation, largest program first."""
+    nor a failed compilation still in its back-off, largest program first."""
     out = []
     for name in os.listdir(cache) if os.path.isdir(cache) else []:
         directory = os.path.join(cache, name)
         source = os.path.join(directory, "program.dl")
         if (os.path.exists(source) and not os.path.exists(os.path.join(directory, "program"))
-                and not os.path.exists(os.path.join(directory, FAILED))):
+                and retry_due(directory)):
             try:
                 out.append((-os.path.getsize(source), name))
             except OSError:
@@ -458,12 +518,13 @@ def _build_locked(souffle: str, directories: list[str], jobs: int) -> str | None
             errors = [_build_locked(souffle, [d], jobs) for d in directories]
             return next((e for e in errors if e is not None), None)
         if message is not None:
-            with open(os.path.join(first, FAILED), "w") as f:
-                f.write(message[-4000:])
+            _record_failure(first, message)
             return message
         for directory in directories[1:]:
             _place(built, os.path.join(directory, "program"))
+            _clear_failure(directory)
         os.replace(built, os.path.join(first, "program"))
+        _clear_failure(first)
     print(f"compiled {', '.join(sources)} in {time.monotonic() - start:.1f} s "
           f"({_children_cpu() - cpu:.1f} s CPU, {jobs} compiler(s))", file=sys.stderr)
     return None

@@ -2,9 +2,11 @@
 
 Interpreted: ``souffle -F facts -D out program.dl``.  Compiled: the program is
 compiled once (:mod:`sdy_dl.engines.souffle_build`: Soufflé's C++ at ``-O1``)
-into a binary cached by program digest in ``$SDY_DL_CACHE`` (default
-``~/.cache/sdy-dl/souffle``), which then serves every call of the run as one
-process (:mod:`sdy_dl.engines.souffle_server`).
+into a binary cached by program digest and :func:`build_key` in
+``$SDY_DL_CACHE`` (default ``~/.cache/sdy-dl/souffle``), which then serves
+every call of the run as one process (:mod:`sdy_dl.engines.souffle_server`).
+A binary that cannot be started is removed and built again; a server that
+gives no answer in time leaves the run to the embedded engine (a warning).
 
 Compiling one program takes 10-60 s of C++ compilation (up to ~2 GB).
 By default a missing binary is compiled before the call (``wait``).  With
@@ -39,17 +41,55 @@ def cache_dir() -> str:
 
 
 @functools.cache
-def _main_digest() -> str:
-    """A digest of the binaries' ``main`` (a binary built with another one is not reused)."""
-    from sdy_dl.engines.souffle_build import SERVER_SOURCE
+def build_key(souffle: str | None = None) -> str:
+    """A digest of everything besides the program that shapes a binary: the
+    Soufflé install (``souffle --version``, the build configuration it reports:
+    compiler and flags), the compiler's identity (its ``--version``), the
+    binaries' ``main`` and the code that generates, trims, splits and
+    compiles the C++.  A binary built under another key is not reused."""
+    from sdy_dl.engines import souffle_build, souffle_split, souffle_trim
 
-    with open(SERVER_SOURCE, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:8]
+    souffle = souffle or shutil.which("souffle")
+    h = hashlib.sha256()
+    for path in (souffle_build.SERVER_SOURCE, souffle_build.__file__, souffle_split.__file__,
+                 souffle_trim.__file__):
+        with open(path, "rb") as f:
+            h.update(f.read() + b"\0")
+    if souffle:
+        conf = souffle_build.compiler_config(souffle)
+        h.update(_version([souffle, "--version"]) + b"\0")
+        h.update(repr(sorted(conf.items()) if conf else None).encode() + b"\0")
+        if conf:
+            h.update(_version([conf["compiler"], "--version"]))
+    return h.hexdigest()[:8]
+
+
+def _version(cmd: list[str]) -> bytes:
+    """What ``cmd`` prints (its version), or its failure."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=60)
+        return proc.stdout + proc.stderr + str(proc.returncode).encode()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"failed: {e}".encode()
 
 
 def binary_path(program: Program) -> str:
     """Where the compiled binary of ``program`` is cached."""
-    return os.path.join(cache_dir(), f"{program.digest}-{_main_digest()}", "program")
+    return os.path.join(cache_dir(), f"{program.digest}-{build_key()}", "program")
+
+
+def warn(message: str) -> None:
+    """One warning line on standard error."""
+    print(f"sdy-dl: warning: {' '.join(message.split())}", file=sys.stderr)
+
+
+def discard_broken(exe: str, error: SdyError) -> None:
+    """Remove the broken binary ``exe`` from the cache (it is built again), with a warning."""
+    try:
+        os.remove(exe)
+    except OSError:
+        pass
+    warn(f"{error}; removed it from the cache to be built again")
 
 
 def cached_binary(program: Program) -> str | None:
@@ -87,12 +127,24 @@ class SouffleEngine:
         self._fallback = None
 
     def run(self, program: Program, facts: Facts) -> Relations:
+        from sdy_dl.datalog.check import checked_clauses
+        from sdy_dl.engines.souffle_server import BrokenBinary
+
+        checked_clauses(program)   # the subset and its errors are the embedded engines'
+        program = souffle_program(program)
         if self.compiled:
-            exe = cached_binary(program)
-            if exe is None and self.background:
-                self._start_build(program)
-                return self._embedded().run(program, facts)
-            return run_binary(exe or self._compile(program), program, facts)
+            for attempt in range(2):   # a broken binary is built again once
+                exe = cached_binary(program)
+                if exe is None and self.background:
+                    self._start_build(program)
+                    return self._embedded().run(program, facts)
+                exe = exe or self._compile(program)
+                try:
+                    return run_binary(exe, program, facts)
+                except BrokenBinary as e:
+                    discard_broken(exe, e)
+                    if attempt:
+                        raise
         check_facts(program, facts)
         with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
             source = os.path.join(tmp, "program.dl")
@@ -126,15 +178,15 @@ class SouffleEngine:
 
     def _start_build(self, program: Program) -> None:
         """Start a detached compilation of ``program`` (once per process)."""
-        from sdy_dl.engines.souffle_build import FAILED
+        from sdy_dl.engines.souffle_build import retry_due
 
         if program.digest in _STARTED:
             return
         _STARTED.add(program.digest)
         exe = binary_path(program)
         directory = os.path.dirname(exe)
-        if os.path.exists(os.path.join(directory, FAILED)):
-            return   # compiling it failed before (see build.log there): the embedded engine runs it
+        if not retry_due(directory):
+            return   # compiling it failed lately (see build.log there): the embedded engine runs it
         source = _cached_source(program)
         with open(os.path.join(directory, "build.log"), "ab") as log:
             subprocess.Popen([sys.executable, "-m", "sdy_dl.engines.souffle_build",
@@ -145,6 +197,33 @@ class SouffleEngine:
             print(f"sdy-dl: compiling Soufflé programs in the background into {cache_dir()}; "
                   "until they are ready, their calls run on the embedded engine",
                   file=sys.stderr)
+
+
+def souffle_program(program: Program) -> Program:
+    """``program`` with its ``.input``/``.output`` directives written plainly, one
+    relation each, at its end (the engine reads every output relation from ``-D``'s
+    directory, which ``IO=stdout`` would bypass); ``program`` itself when they
+    are plain already."""
+    found = _SOUFFLE_PROGRAMS.get(program.text)
+    if found is None:
+        found = _SOUFFLE_PROGRAMS[program.text] = _plain_io(program)
+    return program if found is True else found
+
+
+_SOUFFLE_PROGRAMS: dict[str, object] = {}
+
+
+def _plain_io(program: Program):
+    """:func:`souffle_program`'s program, or True when it is ``program`` itself."""
+    io = [line for line in program.text.splitlines()
+          if line.lstrip().startswith((".input", ".output"))]
+    if not any("(" in line or "," in line for line in io):
+        return True
+    lines = [line for line in program.text.splitlines()
+             if not line.lstrip().startswith((".input", ".output"))]
+    lines += [f".input {d.name}" for d in program.inputs]
+    lines += [f".output {d.name}" for d in program.outputs]
+    return Program("\n".join(lines) + "\n", program.decls)
 
 
 def _cached_source(program: Program) -> str:
@@ -168,14 +247,44 @@ def scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
+#: Binaries whose server gave no answer in time: their calls run on the embedded engine.
+_GAVE_UP: set[str] = set()
+
+
+def give_up(exe: str, error: SdyError) -> None:
+    """Run the calls of binary ``exe`` on the embedded engine from now on (a warning)."""
+    _GAVE_UP.add(exe)
+    warn(f"{error}; this run continues on the embedded engine")
+
+
+def gave_up(exe: str) -> bool:
+    """Whether this process runs the calls of binary ``exe`` on the embedded engine."""
+    return exe in _GAVE_UP
+
+
+def _embedded_run(program: Program, facts: Facts) -> Relations:
+    from sdy_dl.engines.python_engine import PythonEngine
+
+    return PythonEngine().run(program, facts)
+
+
 def run_binary(exe: str, program: Program, facts: Facts) -> Relations:
     """``program``'s output relations from its compiled binary ``exe`` (its server
-    process, :mod:`sdy_dl.engines.souffle_server`, when it can serve)."""
-    from sdy_dl.engines.souffle_server import server
+    process, :mod:`sdy_dl.engines.souffle_server`, when it can serve).  A server
+    that gives no answer in time (``$SDY_DL_SOUFFLE_TIMEOUT``) is ended with a
+    warning, and this call and the binary's later ones run on the embedded
+    engine; a broken binary raises BrokenBinary."""
+    from sdy_dl.engines.souffle_server import ServerTimeout, server
 
-    running = server(exe)
-    if running is not None:
-        return running.call(program, facts)
+    if exe in _GAVE_UP:
+        return _embedded_run(program, facts)
+    try:
+        running = server(exe)
+        if running is not None:
+            return running.call(program, facts)
+    except ServerTimeout as e:
+        give_up(exe, e)
+        return _embedded_run(program, facts)
     check_facts(program, facts)
     with tempfile.TemporaryDirectory(prefix="sdy-dl-", dir=scratch_dir()) as tmp:
         return _run_with_facts([exe], None, program, facts, tmp)

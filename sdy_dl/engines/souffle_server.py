@@ -21,15 +21,21 @@ call then costs pipe I/O instead of a process start and a dozen fact files
 (~5 ms, more than a step batch's evaluation).  The processes last as long as
 sdy-dl's (they end when their input closes).  A binary that does not answer
 ``!ready`` (one ``souffle -o`` built when sdy-dl's own build failed) is run
-once per call on fact files instead.
+once per call on fact files instead.  A call that gets no answer within
+:func:`call_timeout` seconds ends the process (:class:`ServerTimeout`); a
+binary that cannot be started, or that dies by a signal before ``!ready``, is
+broken (:class:`BrokenBinary`): the Soufflé engine decides what runs instead.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import signal
 import subprocess
 import tempfile
+import threading
+import time
 
 from sdy_dl.datalog.facts import Facts, encoded_relations, parse_rows
 from sdy_dl.datalog.program import Program
@@ -40,6 +46,25 @@ from sdy_dl.errors import SdyError
 #: The answer of a binary started with ``--serve`` before its first call.
 READY = b"!ready\n"
 
+#: Seconds a call may take when ``$SDY_DL_SOUFFLE_TIMEOUT`` does not say.
+DEFAULT_TIMEOUT = 600.0
+
+
+def call_timeout() -> float:
+    """Seconds a server may take to answer one call (``$SDY_DL_SOUFFLE_TIMEOUT``)."""
+    try:
+        return float(os.environ.get("SDY_DL_SOUFFLE_TIMEOUT") or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+class ServerTimeout(SdyError):
+    """A server that did not answer a call in time (it was ended)."""
+
+
+class BrokenBinary(SdyError):
+    """A binary that cannot be started, or that died by a signal before it was ready."""
+
 
 class Server:
     """One binary running with ``--serve``."""
@@ -48,12 +73,42 @@ class Server:
         self.exe = exe
         self.owner = os.getpid()   # a forked child starts its own
         self.stderr = tempfile.TemporaryFile()   # read when the process stops
-        self.proc = subprocess.Popen([exe, "--serve", program_name(os.path.dirname(exe))],
-                                     stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        self.deadline: float | None = None   # of the call in progress
+        self.timed_out = False
+        try:
+            # its own process group: a timeout ends whatever it started too
+            self.proc = subprocess.Popen([exe, "--serve", program_name(os.path.dirname(exe))],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self.stderr, start_new_session=True)
+        except OSError as e:
+            raise BrokenBinary(f"cannot start {exe}: {e.strerror or e}") from None
+        self.deadline = time.monotonic() + call_timeout()
+        threading.Thread(target=self._watch, daemon=True).start()
         self.ready = self.proc.stdout.readline() == READY
+        self.deadline = None
         if not self.ready:
             self.close()
+            if self.timed_out:
+                raise ServerTimeout(f"{exe} was not ready within {call_timeout():g} s")
+            if self.proc.returncode < 0:
+                raise BrokenBinary(f"{exe} died by signal {-self.proc.returncode} "
+                                   "before it was ready")
+
+    def _watch(self) -> None:
+        """End the process when a call outlives its deadline (a daemon thread)."""
+        while self.proc.poll() is None:
+            deadline = self.deadline
+            if deadline is not None and time.monotonic() > deadline:
+                self.timed_out = True
+                self._kill()
+                return
+            time.sleep(0.2)
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
     def call(self, program: Program, facts: Facts) -> Relations:
         """``program``'s output relations on ``facts`` (checked here)."""
@@ -66,12 +121,15 @@ class Server:
             elif rows:
                 request.append(f"@{decl.name} {rows}\n{data}".encode())
         request.append(b"!run\n")
+        self.deadline = time.monotonic() + call_timeout()
         try:
             self.proc.stdin.write(b"".join(request))
             self.proc.stdin.flush()
             return self._read(program)
         except (OSError, ValueError):
             raise self._stopped() from None
+        finally:
+            self.deadline = None
 
     def _read(self, program: Program) -> Relations:
         out = {d.name: set() for d in program.outputs}
@@ -88,6 +146,8 @@ class Server:
             name, rows, size = header[1:].rsplit(" ", 2)
             lines = self.proc.stdout.read(int(size)).decode().split("\n")[:-1]
             if len(lines) != int(rows):
+                if self.timed_out:
+                    raise self._stopped()
                 self.close()
                 raise SdyError(f"souffle failed: relation {name} came truncated")
             out[name] = parse_rows(program.decls[name], lines, f"<{self.exe}: {name}>")
@@ -96,6 +156,8 @@ class Server:
         """The error of a call the process did not answer (it stopped): the last
         line it wrote to its standard error, if any."""
         self.close()
+        if self.timed_out:
+            return ServerTimeout(f"{self.exe} gave no answer within {call_timeout():g} s")
         self.stderr.seek(0)
         lines = self.stderr.read().decode(errors="replace").strip().splitlines()
         return SdyError(f"souffle failed: {lines[-1] if lines else f'{self.exe} stopped'}")
@@ -115,7 +177,7 @@ _SERVERS: dict[str, Server] = {}
 
 def server(exe: str) -> Server | None:
     """The running server of binary ``exe`` (started now if need be), or None
-    when the binary cannot serve."""
+    when the binary cannot serve; BrokenBinary when it is broken."""
     found = _SERVERS.get(exe)
     if (found is None or found.owner != os.getpid()
             or (found.ready and found.proc.poll() is not None)):
