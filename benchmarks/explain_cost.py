@@ -22,7 +22,7 @@ from transformer import transformer_step
 
 from sdy_dl.audit import Audit
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="clingo")
     args = parser.parse_args()
-    options = PassOptions(engine=args.engine)
+    options = make_options(engine=args.engine)
     print("| layers | ops | propagate s | explain one s | ratio | explain --all s | ratio |")
     print("|---|---|---|---|---|---|---|")
     for layers in args.layers:

@@ -89,12 +89,13 @@ ENGINES = {  # benchmark name -> (engine, compiled)
 
 def time_sdy_dl(text: str, engine: str) -> float:
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions, get_pass
+    from sdy_dl.passes import get_pass
+    from sdy_dl.pipeline import make_options
 
     name, compiled = ENGINES[engine]
     start = time.perf_counter()
     module = parse_module_text(text, "<bench>")
-    get_pass("aggressive-propagate").run(module, PassOptions(engine=name, compiled=compiled)).print()
+    get_pass("aggressive-propagate").run(module, make_options(engine=name, compiled=compiled)).print()
     return time.perf_counter() - start
 
 

@@ -35,7 +35,7 @@ def emit(module: str, out_dir: str, **opts) -> None:
     options = make_pass_options(**opts)
     with errors_in(module):
         loaded = load_module(module)
-        result = propagate(loaded, options.with_recorder(recorder))
+        result = propagate(loaded, options.with_context(recorder=recorder))
         if not recorder.steps:
             raise SdyError("nothing to emit: propagation evaluated no step "
                            "(no value of the module has a sharding)")

@@ -10,7 +10,6 @@ import click
 from sdy_dl.engines import ENGINE_NAMES
 from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.passes import PassOptions
-from sdy_dl.passes.options import PIPELINE, parse_option_items
 
 
 def _set_allow_unregistered(ctx, param, value):
@@ -64,20 +63,24 @@ def pass_options(fn):
     return functools.reduce(lambda f, o: o(f), reversed(opts), fn)
 
 
-def make_pass_options(pass_name: str = PIPELINE, **opts) -> PassOptions:
-    """PassOptions from the click options above; ``--pass-option`` values are
-    checked against the options ``pass_name`` reads (``propagate``: the pipeline)."""
-    from sdy_dl.pipeline import pipeline_options
+def make_pass_options(pass_name: str | None = None, **opts) -> PassOptions:
+    """PassOptions from the click options above for pass ``pass_name`` (None:
+    the whole pipeline, :func:`sdy_dl.pipeline.make_options`); ``--pass-option``
+    values are checked against the options it reads, and ``--conservative`` /
+    ``--keep-sharding-rules`` are those options set to true."""
+    from sdy_dl.pipeline import make_options
 
-    extra = parse_option_items(opts["pass_option"], pass_name,
-                               pipeline_options() if pass_name == PIPELINE else None)
-    conservative = extra.pop("conservative_propagation", False) or opts["conservative"]
-    keep_rules = extra.pop("keep_sharding_rules", False) or opts["keep_sharding_rules"]
-    return PassOptions(engine=opts["engine"], compiled=opts["compiled"],
-                       compile_in_background=opts["compiled"] and not opts["wait_for_compile"],
-                       conservative=conservative, keep_sharding_rules=keep_rules,
-                       rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
-                       replay_dir=opts["replay_dir"], extra=extra)
+    given = list(opts["pass_option"])
+    given += [f"{name}=true" for name, flag in (("conservative-propagation", "conservative"),
+                                                ("keep-sharding-rules", "keep_sharding_rules"))
+              if opts[flag]]
+    context = dict(engine=opts["engine"], compiled=opts["compiled"],
+                   compile_in_background=opts["compiled"] and not opts["wait_for_compile"],
+                   rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
+                   replay_dir=opts["replay_dir"])
+    if pass_name is None:
+        return make_options(given, **context)
+    return PassOptions.create(pass_name, given, **context)
 
 
 @contextlib.contextmanager

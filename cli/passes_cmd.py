@@ -44,16 +44,16 @@ def list_passes(fmt: str) -> None:
         click.echo(catalog_markdown(), nl=False)
         return
     from sdy_dl.passes import PASSES
-    from sdy_dl.passes.options import OPTIONS, PIPELINE, options_of
+    from sdy_dl.pipeline import PIPELINE, pipeline_options
 
     width = max(len(name) for name in PASSES)
     for name in sorted(PASSES):
         click.echo(f"{name:<{width}}  {PASSES[name].help}")
-        names = [o.name for o in options_of(name)]
+        names = [o.name for o in PASSES[name].options]
         if names:
             click.echo(f"{'':<{width}}    options: {', '.join(names)}")
     click.echo(f"pass options (--pass-option NAME=VALUE; '{PIPELINE}' takes those of its passes):")
-    for option in OPTIONS:
+    for option in pipeline_options():
         default = option.default_text() or '""'
         note = "" if option.implemented else " Only the default is implemented."
         click.echo(f"  {option.name}=<{option.type_text()}> (default {default})  "

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import click
 
 from sdy_dl.cli import main
 from sdy_dl.cli.options import errors_in, make_pass_options, module_io_options, pass_options
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import propagate
+from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES, propagate
 
 
 @main.command("propagate")
@@ -24,8 +22,7 @@ def propagate_cmd(module: str, output: str, explicit_collectives: bool, **opts) 
     """Infer the sharding of every value of MODULE and write the annotated module."""
     options = make_pass_options(**opts)
     if explicit_collectives:
-        options = dataclasses.replace(options, extra={
-            **options.extra, "enable_insert_explicit_collectives": True})
+        options = options.with_values({ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
     with errors_in(module):
         result = propagate(load_module(module), options)
         text = result.print()

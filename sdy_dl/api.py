@@ -13,10 +13,10 @@ result answers every question about its output without running it again::
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from sdy_dl.audit import Audit, Node
 from sdy_dl.ir import load_module, parse_module_text
-from sdy_dl.passes import PassOptions
 
 
 class PropagationResult:
@@ -54,14 +54,32 @@ def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
     """Propagate ``module`` (module text, or the path of a module file).
 
     ``rules`` are extra YAML rule files; ``pass_options`` are Shardy's pass
-    options with ``_`` or ``-`` (``{"propagation_strategy": "basic"}``).
+    options exactly as ``--pass-option`` takes them: keys with ``-`` or ``_``,
+    values typed (``True``) or as text (``"true"``), checked against the
+    options the pipeline reads (an unknown key or a bad value raises
+    :class:`~sdy_dl.errors.UsageError` listing the valid ones).
+    ``conservative`` and ``keep_sharding_rules`` are the options
+    ``conservative-propagation`` and ``keep-sharding-rules``.
     """
+    from sdy_dl.engines import ENGINE_NAMES
+    from sdy_dl.errors import UsageError
+    from sdy_dl.pipeline import make_options
+
+    if engine not in ENGINE_NAMES:
+        raise UsageError(f"unknown engine {engine!r} (valid: {', '.join(ENGINE_NAMES)})")
+    if pass_options is not None and not isinstance(pass_options, Mapping):
+        raise UsageError(f"pass_options must be a mapping of option names to values, "
+                         f"not {type(pass_options).__name__}")
+    given = dict(pass_options or {})
+    for name, flag in (("conservative-propagation", conservative),
+                       ("keep-sharding-rules", keep_sharding_rules)):
+        if flag:
+            given[name] = True
+    if isinstance(rules, (str, bytes)):
+        rules = (rules,)
+    options = make_options(given, engine=engine, rule_files=tuple(rules), quiet=True)
     if "\n" not in module and os.path.isfile(module):
         parsed = load_module(module)
     else:
         parsed = parse_module_text(module, file or "<string>")
-    extra = {k.replace("-", "_"): v for k, v in (pass_options or {}).items()}
-    options = PassOptions(engine=engine, conservative=conservative,
-                          keep_sharding_rules=keep_sharding_rules, rule_files=tuple(rules),
-                          quiet=True, extra=extra)
     return PropagationResult(Audit(parsed, options))

@@ -2,14 +2,16 @@
 
 For every registered pass: the Shardy folder it lives in (``import``,
 ``propagation``, ``export``), its one-line summary, the options it reads
-(:mod:`sdy_dl.passes.options`) and where Shardy's pipelines run it.
+(declared with the pass) and where Shardy's pipelines run it.
 ``sdy-dl passes --format markdown`` prints it; a test keeps the file current.
 """
 
 from __future__ import annotations
 
 from sdy_dl.passes import PASSES, PassOptions
-from sdy_dl.pipeline import EXPLICIT_COLLECTIVES, split_stage, stages
+from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
+from sdy_dl.pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES, EXPLICIT_COLLECTIVES, PIPELINE,
+                             pipeline_options, split_stage, stages)
 
 #: Shardy's folder of a pass, from the subpackage its module lives in.
 _FOLDERS = {"import_": "import", "propagation": "propagation", "export": "export"}
@@ -30,14 +32,19 @@ def pipeline_uses() -> dict[str, list[str]]:
         mode = "dedup-functions-fully" if dedup else "default"
         runs.append((f"import-pipeline ({mode})", pipeline_passes(dedup)))
         runs.append((f"propagate ({mode})",
-                     stages(PassOptions(extra={"dedup_functions_fully": dedup}))))
-    explicit = stages(PassOptions(extra={"enable_insert_explicit_collectives": True}))
+                     stages(PassOptions(values={DEDUP_FUNCTIONS_FULLY.name: dedup}))))
+    explicit = stages(PassOptions(values={ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True}))
     runs.append(("propagate (explicit-collectives)",
                  [n for n in explicit if n.startswith(tuple(EXPLICIT_COLLECTIVES))]))
     for label, names in runs:
         for name in dict.fromkeys(split_stage(n)[0] for n in names):
             uses.setdefault(name, []).append(label)
     return uses
+
+
+def readers_of(option) -> list[str]:
+    """The passes that declare ``option``, and the pipeline, which reads them all."""
+    return sorted(name for name, spec in PASSES.items() if option in spec.options) + [PIPELINE]
 
 
 def _cell(text: str) -> str:
@@ -47,8 +54,6 @@ def _cell(text: str) -> str:
 def catalog_markdown() -> str:
     """The text of ``docs/passes.md``."""
     import sdy_dl.passes.all  # noqa: F401  (registers every pass)
-    from sdy_dl.passes.options import OPTIONS, options_of
-
     uses = pipeline_uses()
     lines = ["# Pass catalog", "",
              "Generated from the pass registry by `sdy-dl passes --format markdown`",
@@ -57,7 +62,7 @@ def catalog_markdown() -> str:
              "", "| pass | folder | summary | options | run by |", "|---|---|---|---|---|"]
     order = {"import": 0, "propagation": 1, "export": 2}
     for name in sorted(PASSES, key=lambda n: (order.get(folder(n), 3), n)):
-        options = ", ".join(f"`{o.name}`" for o in options_of(name)) or "—"
+        options = ", ".join(f"`{o.name}`" for o in PASSES[name].options) or "—"
         run_by = ", ".join(uses.get(name, [])) or "—"
         lines.append(f"| `{name}` | {folder(name)} | {_cell(PASSES[name].help)} | {options} "
                      f"| {run_by} |")
@@ -65,9 +70,9 @@ def catalog_markdown() -> str:
               "`--pass-option NAME=VALUE`; `sdy-dl propagate` takes the options of every",
               "pass it runs.", "", "| option | type | default | read by | summary |",
               "|---|---|---|---|---|"]
-    for option in OPTIONS:
+    for option in pipeline_options():
         note = "" if option.implemented else " Only the default is implemented."
-        readers = ", ".join(f"`{p}`" for p in option.passes)
+        readers = ", ".join(f"`{p}`" for p in readers_of(option))
         default = option.default_text() or '""'
         lines.append(f"| `{option.name}` | {_cell(option.type_text())} | "
                      f"`{default}` | {readers} | "

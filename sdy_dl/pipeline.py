@@ -24,20 +24,32 @@ collective.  Shardy's export pipeline with that option also runs the
 collectives), which sdy-dl does not have.
 
 A stage is a pass name, optionally with options the pipeline fixes for it in
-Shardy's syntax (``name{key=value}``).
+Shardy's syntax (``name{key=value}``).  The pipeline reads its own option
+(:data:`ENABLE_INSERT_EXPLICIT_COLLECTIVES`) and every option of the passes
+it may run (:func:`pipeline_options`); :func:`make_options` checks them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 
 from sdy_dl.ir import Module
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
+from sdy_dl.passes.options import Option, resolve_options
+from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
+
+#: The name the pipeline's options are checked under (``sdy-dl propagate``).
+PIPELINE = "propagate"
+
+ENABLE_INSERT_EXPLICIT_COLLECTIVES = Option(
+    "enable-insert-explicit-collectives", "bool", False,
+    "End with insert-explicit-reshards{enable-full-version=true} and "
+    "reshard-to-collectives (same as --explicit-collectives).")
 
 
 def stages(options: PassOptions) -> list[str]:
     """The pass names ``propagate`` runs, in order."""
-    dedup = bool(options.option("dedup-functions-fully"))
+    dedup = options[DEDUP_FUNCTIONS_FULLY]
     names = ["import-pipeline"]
     if dedup:
         names.append("add-func-data-flow-edges")
@@ -51,9 +63,9 @@ def stages(options: PassOptions) -> list[str]:
         names += ["export-named-computations", "propagate-to-func-results"]
     names += ["unflatten-call-graph", "symbol-dce", "insert-func-call-reshards"]
     names += EXPORT
-    if not options.keep_sharding_rules:
+    if not options[KEEP_SHARDING_RULES]:
         names.append("drop-sharding-rules")
-    if options.option("enable-insert-explicit-collectives"):
+    if options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
         names += EXPLICIT_COLLECTIVES
     return names
 
@@ -65,11 +77,11 @@ EXPLICIT_COLLECTIVES = ["insert-explicit-reshards{enable-full-version=true}",
 
 def split_stage(stage: str) -> tuple[str, dict]:
     """(pass name, the options fixed for it) of a stage ``name{key=value ...}``."""
-    from sdy_dl.passes.options import parse_option_items
-
     name, _, rest = stage.partition("{")
     items = rest.rstrip("}").split()
-    return name, parse_option_items(items, name, only_implemented=False) if items else {}
+    if not items:
+        return name, {}
+    return name, resolve_options(items, get_pass(name).options, name, only_implemented=False)
 
 
 #: The export pipeline (§9.3) up to dropping the sharding rules, with the
@@ -89,24 +101,32 @@ def all_stage_names() -> list[str]:
 
     names = []
     for dedup in (False, True):
-        names += stages(PassOptions(extra={"dedup_functions_fully": dedup,
-                                           "enable_insert_explicit_collectives": True}))
+        names += stages(PassOptions(values={DEDUP_FUNCTIONS_FULLY.name: dedup,
+                                            ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True}))
         names += pipeline_passes(dedup)
     names += ["drop-sharding-rules"]
     return list(dict.fromkeys(split_stage(name)[0] for name in names))
 
 
+def pipeline_options() -> tuple[Option, ...]:
+    """The options ``propagate`` reads: its own and those of every pass it may run."""
+    found = {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: ENABLE_INSERT_EXPLICIT_COLLECTIVES}
+    for name in all_stage_names():
+        for option in get_pass(name).options:
+            found.setdefault(option.name, option)
+    return tuple(found.values())
+
+
+def make_options(given=None, **context) -> PassOptions:
+    """The pipeline's options: ``given`` (``KEY=VALUE`` items or a mapping)
+    checked against :func:`pipeline_options`, ``context`` the
+    :class:`~sdy_dl.passes.RunContext` fields (the CLI and the Python API)."""
+    return PassOptions.create(PIPELINE, given, pipeline_options(), **context)
+
+
 #: Options the pipeline fixes for a stage: Shardy's pipeline creates
 #: unflatten-call-graph with its defaults, whatever dedup-functions-fully is.
-def pipeline_options():
-    """The options ``propagate`` reads: its own and those of every pass it may run."""
-    from sdy_dl.passes.options import OPTIONS, PIPELINE
-
-    names = set(all_stage_names()) | {PIPELINE}
-    return tuple(o for o in OPTIONS if names & set(o.passes))
-
-
-STAGE_OPTIONS = {"unflatten-call-graph": {"dedup_functions_fully": False}}
+STAGE_OPTIONS = {"unflatten-call-graph": {DEDUP_FUNCTIONS_FULLY.name: False}}
 
 
 def stage_options(stage: str, options: PassOptions) -> PassOptions:
@@ -115,7 +135,7 @@ def stage_options(stage: str, options: PassOptions) -> PassOptions:
     fixed = {**STAGE_OPTIONS.get(name, {}), **fixed}
     if not fixed:
         return options
-    return dataclasses.replace(options, extra={**options.extra, **fixed})
+    return options.with_values(fixed)
 
 
 def propagate(module: Module, options: PassOptions, before=None) -> Module:

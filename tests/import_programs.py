@@ -22,7 +22,8 @@ import lowering
 from sdy_dl.ir import parse_module_text
 from oracle import normalize, shardy  # noqa: F401  (shared oracle helpers)
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.passes import PASSES, PassOptions
+from sdy_dl.passes import PASSES
+from sdy_dl.pipeline import make_options
 
 # -- differential helpers ----------------------------------------------------------------
 
@@ -39,7 +40,7 @@ def ours(text: str, name: str, engine: str = "clingo", **extra) -> str:
     """``text`` after sdy-dl's pass ``name``."""
     _load_import_passes()
     module = parse_module_text(text, "<test>")
-    out = PASSES[name].run(module, PassOptions(engine=engine, extra=extra))
+    out = PASSES[name].run(module, make_options(extra, engine=engine))
     return normalize(out.print())
 
 

@@ -82,10 +82,12 @@ def outcome(fn, text: str):
         return f if accepted(text) else Failure(f.line, f.col, "<invalid input>")
 
 
-def ours(text: str, pass_name: str, **options) -> str:
-    """``text`` after sdy-dl's pass ``pass_name``, printed."""
+def ours(text: str, pass_name: str, options=None, **context) -> str:
+    """``text`` after sdy-dl's pass ``pass_name`` with Shardy's pass ``options``
+    (a mapping, checked as ``--pass-option`` checks them) and the run ``context``
+    (engine, ...), printed."""
     module = parse_module_text(text, "<test>")
-    return get_pass(pass_name).run(module, PassOptions(**options)).print()
+    return get_pass(pass_name).run(module, PassOptions.create(pass_name, options, **context)).print()
 
 
 def sharding_lines(text: str) -> list[str]:

@@ -9,7 +9,7 @@ import sdy_dl
 import sdy_dl.jax
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate as pipeline
 from test_explain import CHAIN
 from test_conflicts import WITHIN
@@ -17,7 +17,7 @@ from test_conflicts import WITHIN
 
 def test_propagate_text_and_path(tmp_path):
     result = sdy_dl.propagate(CHAIN, engine="clingo")
-    assert result.text == pipeline(parse_module_text(CHAIN), PassOptions(engine="clingo")).print()
+    assert result.text == pipeline(parse_module_text(CHAIN), make_options(engine="clingo")).print()
     assert result.values() == ["%arg0", "%arg1", "%0", "%1", "result:0"]
     assert result.sharding("%1") == '#sdy.sharding<@mesh, [{"a"}, {}]>'
     tree = result.explain("%1")

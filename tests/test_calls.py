@@ -22,7 +22,7 @@ import import_programs
 import jax_programs
 from oracle import assert_same, normalize, ours, shardy
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 MESH = 'sdy.mesh @mesh = <["a"=2, "b"=2]>\n'
@@ -183,7 +183,7 @@ def test_pass_on_raw_module(name, module):
 def test_whole_pipeline(module):
     text = module_text(module)
     expected = shardy(text, "sdy-propagation-pipeline")
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(expected, actual)
 
 

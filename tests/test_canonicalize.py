@@ -169,11 +169,11 @@ func.func @main(%arg0 : tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{
 def test_pipeline_erases_dead_reshards(name):
     from sdy_dl.pipeline import propagate
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
 
     text = PIPELINE_CASES[name]
     expected = shardy(text, "sdy-propagation-pipeline")
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(expected, normalize(actual))
 
 

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from sdy_dl.audit import Audit
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from test_propagate import CASES
 
-CLINGO = PassOptions(engine="clingo")
+CLINGO = make_options(engine="clingo")
 
 FREE = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {

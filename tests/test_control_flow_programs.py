@@ -11,7 +11,7 @@ import pytest
 from oracle import assert_same, shardy
 from random_control_flow import random_control_flow_module
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 
@@ -19,7 +19,7 @@ def check(seed: int, dedup: bool) -> None:
     text = random_control_flow_module(seed)
     option = "{dedup-functions-fully=true}" if dedup else ""
     expected = shardy(text, "sdy-propagation-pipeline" + option)
-    options = PassOptions(engine="clingo", extra={"dedup_functions_fully": dedup})
+    options = make_options({"dedup_functions_fully": dedup}, engine="clingo")
     assert_same(expected, propagate(parse_module_text(text, f"<seed {seed}>"), options).print())
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from oracle import assert_same, shardy
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.passes import get_pass
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 ELEMENT_TYPES = ["f32", "f64", "f16", "bf16", "i1", "i2", "i4", "i8", "i16", "i32", "i64",
@@ -70,14 +71,14 @@ def complex_constant_program() -> str:
 
 def test_pipeline_equals_shardy():
     text = element_type_module(ELEMENT_TYPES)
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(shardy(text, "sdy-propagation-pipeline"), actual)
 
 
 def test_complex_constant_program_equals_shardy():
     text = complex_constant_program()
     assert "complex<f32>>" in text and "dense<(" in text
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(shardy(text, "sdy-propagation-pipeline"), actual)
 
 
@@ -87,5 +88,5 @@ def test_every_pass_runs_on_complex_constants():
 
     text = element_type_module(["complex<f32>", "complex<f64>"])
     for name in sorted(PASSES):
-        out = get_pass(name).run(parse_module_text(text, "<test>"), PassOptions(engine="clingo"))
+        out = get_pass(name).run(parse_module_text(text, "<test>"), make_options(engine="clingo"))
         assert "tensor<8x8xcomplex<f64>>" in out.print(), name

@@ -36,16 +36,16 @@ def test_souffle_compiled_equals_clingo(name):
 @pytest.mark.parametrize("name", ["shard_alike", "scan", "constraint_chain"])
 def test_import_pipeline_souffle_equals_clingo(name):
     text = import_programs.lowered(name)
-    assert ours(text, "import-pipeline", engine="souffle", extra={"dedup_functions_fully": True}) == \
-        ours(text, "import-pipeline", engine="clingo", extra={"dedup_functions_fully": True})
+    assert ours(text, "import-pipeline", engine="souffle", options={"dedup_functions_fully": True}) == \
+        ours(text, "import-pipeline", engine="clingo", options={"dedup_functions_fully": True})
 
 
 @pytest.mark.parametrize("name", ["mlp", "while_loop"])
 def test_whole_pipeline_souffle_equals_clingo(name):
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     def run(engine):
-        return propagate(parse_module_text(lowered(name)), PassOptions(engine=engine)).print()
+        return propagate(parse_module_text(lowered(name)), make_options(engine=engine)).print()
     assert run("souffle") == run("clingo")

@@ -336,10 +336,10 @@ def test_awkward_axis_names_propagate_as_in_shardy(engine):
         pytest.skip("souffle is not on PATH")
     from oracle import assert_same, shardy
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
-    ours = propagate(parse_module_text(AWKWARD_MODULE, "<test>"), PassOptions(engine=engine)).print()
+    ours = propagate(parse_module_text(AWKWARD_MODULE, "<test>"), make_options(engine=engine)).print()
     assert_same(shardy(AWKWARD_MODULE, "sdy-propagation-pipeline"), ours)
 
 

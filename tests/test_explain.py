@@ -18,10 +18,10 @@ from sdy_dl.cli import main
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
-CLINGO = PassOptions(engine="clingo")
+CLINGO = make_options(engine="clingo")
 
 CHAIN = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
@@ -356,7 +356,7 @@ def test_souffle_provenance_on_more_steps(text, value):
 @pytest.mark.skipif(not shutil.which("souffle"), reason="souffle not on PATH")
 def test_explain_proof_on_the_souffle_engine_uses_its_provenance():
     _, clingo_step = _proof_of_the_add_step()
-    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="souffle"))
+    audit = Audit(parse_module_text(CHAIN), make_options(engine="souffle"))
     tree = audit.explain("%0")
     audit.attach_proofs([tree])
     [step] = [n for n in tree.walk() if n.kind == "step"]
@@ -374,7 +374,7 @@ def test_explain_cli_proof(tmp_path):
 def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
     user = tmp_path / "user.yaml"
     user.write_text("description: Override.\nops:\n  stablehlo.add: {doc: Overridden sum., use: pointwise}\n")
-    audit = Audit(parse_module_text(CHAIN), PassOptions(engine="clingo", rule_files=(str(user),)))
+    audit = Audit(parse_module_text(CHAIN), make_options(engine="clingo", rule_files=(str(user),)))
     [step] = [n for n in audit.explain("%0").walk() if n.kind == "step"]
     assert step.op["origin"] == f"--rules {user}:3"
     own = CHAIN.replace("%0 = stablehlo.add %arg0, %arg1 :", "%0 = stablehlo.add %arg0, %arg1 "

@@ -14,7 +14,7 @@ import import_programs
 import jax_programs
 from oracle import assert_same, shardy
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 from test_propagate import CASES
 
@@ -27,13 +27,13 @@ def lowered(name: str) -> str:
     return PROGRAMS[name](name.partition("_")[2])
 
 
-def check(text: str, **options) -> None:
+def check(text: str, options=None) -> None:
     pipeline = "sdy-propagation-pipeline"
-    if options.get("extra", {}).get("dedup_functions_fully"):
+    if (options or {}).get("dedup-functions-fully"):
         pipeline += "{dedup-functions-fully=true}"
     expected = shardy(text, pipeline)
     actual = propagate(parse_module_text(text, "<test>"),
-                       PassOptions(engine="clingo", **options)).print()
+                       make_options(options, engine="clingo")).print()
     assert_same(expected, actual)
 
 
@@ -50,7 +50,7 @@ def test_hand_written_modules(name):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_dedup_functions_fully(name):
     """``dedup-functions-fully``: functions stay functions (func data-flow edges)."""
-    check(lowered(name), extra={"dedup_functions_fully": True})
+    check(lowered(name), {"dedup-functions-fully": True})
 
 
 EXPLICIT_RESHARD_FREE = '''sdy.mesh @mesh = <["a"=4, "b"=2]>

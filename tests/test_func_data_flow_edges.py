@@ -13,7 +13,7 @@ import pytest
 import call_programs
 from oracle import assert_same, ours, shardy
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 #: A function called twice (one call with a sharding on its result), a
@@ -99,7 +99,7 @@ def check_pipeline(text: str) -> None:
     """sdy-dl's pipeline with dedup-functions-fully=true equals jaxlib's."""
     expected = shardy(text, "sdy-propagation-pipeline{dedup-functions-fully=true}")
     actual = propagate(parse_module_text(text, "<test>"),
-                       PassOptions(engine="clingo", extra={"dedup_functions_fully": True})).print()
+                       make_options({"dedup_functions_fully": True}, engine="clingo")).print()
     assert_same(expected, actual)
 
 
@@ -120,7 +120,7 @@ def test_jax_programs_with_repeated_calls(name):
 @pytest.mark.skipif(shutil.which("souffle") is None, reason="souffle is not on PATH")
 def test_souffle_equals_clingo():
     def run(engine):
-        options = PassOptions(engine=engine, extra={"dedup_functions_fully": True})
+        options = make_options({"dedup_functions_fully": True}, engine=engine)
         return propagate(parse_module_text(call_programs.lowered("scan_calls"), "<t>"),
                          options).print()
     assert run("souffle") == run("clingo")

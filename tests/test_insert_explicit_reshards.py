@@ -230,11 +230,11 @@ func.func @main(%arg0: tensor<256x128xf32> {sdy.sharding = #sdy.sharding<@mesh, 
                               "unreduced_while", "unary_concat"])
 def test_pipeline(text):
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     expected = shardy(text, "sdy-propagation-pipeline")
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(expected, normalize(actual))
 
 
@@ -266,7 +266,7 @@ def random_case(seed: int, conflicts=("dot",)):
 def run_random(seeds, conflicts=("dot",)) -> tuple[int, int, list[int]]:
     """(equal, counted, differing seeds) over the seeds Shardy's pass changes."""
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     equal, counted, differ = 0, 0, []
@@ -276,7 +276,7 @@ def run_random(seeds, conflicts=("dot",)) -> tuple[int, int, list[int]]:
             continue
         counted += 1
         actual = normalize(propagate(parse_module_text(text, "<test>"),
-                                     PassOptions(engine="clingo")).print())
+                                     make_options(engine="clingo")).print())
         if actual == expected:
             equal += 1
         else:

@@ -18,7 +18,7 @@ MESH = 'sdy.mesh @mesh = <["x"=2, "y"=4, "z"=2]>\n'
 
 def full(text: str) -> str:
     return normalize(ours(text, "insert-explicit-reshards", engine="clingo",
-                          extra={"enable_full_version": True}))
+                          options={"enable_full_version": True}))
 
 
 def func(args: str, results: str, body: str, mesh: str = MESH) -> str:
@@ -199,7 +199,7 @@ def test_ragged_dot(enable):
         expected = shardy(RAGGED_DOT, f"func.func(sdy-insert-explicit-reshards"
                                       f"{{enable-full-version={str(enable).lower()}}})")
         actual = normalize(ours(RAGGED_DOT, "insert-explicit-reshards", engine="clingo",
-                                extra={"enable_full_version": enable}))
+                                options={"enable_full_version": enable}))
     finally:
         allow_unregistered_dialects(False)
     assert "sdy.reshard" in expected and "sdy.all_reduce" in expected
@@ -256,14 +256,15 @@ def test_jax_program_after_pipeline(name):
     from jax_programs import lowered
 
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions, get_pass
+    from sdy_dl.passes import get_pass
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     text = (lowering.once("explicit_reshards_full", name, CONFLICTS[name]) if name in CONFLICTS
             else lowered(name))
     expected = shardy(text, "sdy-propagation-pipeline," + FULL)
-    options = PassOptions(engine="clingo", extra={"enable_full_version": True})
-    module = propagate(parse_module_text(text, "<jax>"), PassOptions(engine="clingo"))
+    options = make_options({"enable_full_version": True}, engine="clingo")
+    module = propagate(parse_module_text(text, "<jax>"), make_options(engine="clingo"))
     actual = get_pass("insert-explicit-reshards").run(module, options).print()
     if name in CONFLICTS:
         assert expected.count("sdy.reshard") > shardy(text, "sdy-propagation-pipeline").count(
@@ -309,8 +310,8 @@ def run_lit(name: str) -> tuple[list[str], int]:
             try:
                 module = parse_module_text(chunk, "<lit>")
                 got = normalize(get_pass("insert-explicit-reshards").run(
-                    module, PassOptions(engine="clingo",
-                                        extra={"enable_full_version": True})).print())
+                    module, PassOptions.create("insert-explicit-reshards", {"enable-full-version": True},
+                                       engine="clingo")).print())
             except Exception:  # noqa: BLE001  (a difference like any other)
                 got = None
             if got != want:
@@ -394,6 +395,6 @@ def test_souffle_equals_clingo(name):
     if shutil.which("souffle") is None:
         pytest.skip("souffle is not on PATH")
     assert ours(CASES[name], "insert-explicit-reshards", engine="souffle",
-                extra={"enable_full_version": True}) == \
+                options={"enable_full_version": True}) == \
         ours(CASES[name], "insert-explicit-reshards", engine="clingo",
-             extra={"enable_full_version": True})
+             options={"enable_full_version": True})

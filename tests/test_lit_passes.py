@@ -19,6 +19,7 @@ from shardy_source import lit_or_skip
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import allow_unregistered_dialects
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import EXPORT as PIPELINE_EXPORT
 
 IMPORT = "shardy/dialect/sdy/transforms/import/test"
@@ -121,7 +122,7 @@ def chunks_of(text: str) -> list[str]:
 def run_ours(pass_name: str, text: str, extra: dict) -> str:
     """``text`` after sdy-dl's pass (``propagate``: the whole pipeline), printed."""
     module = parse_module_text(text, "<lit>")
-    options = PassOptions(engine="clingo", extra=extra)
+    options = make_options(extra, engine="clingo")
     if pass_name == "propagate":
         from sdy_dl.pipeline import propagate
 
@@ -180,9 +181,8 @@ def test_lit_file(name):
     assert not unexpected, f"{len(differ)}/{total} chunks differ: {unexpected}"
 
 
-#: Files whose RUN line chains passes or gives options sdy-dl takes as
-#: PassOptions fields: file -> (directory, sdy-dl passes in order, Shardy
-#: pipeline, PassOptions fields).
+#: Files whose RUN line chains passes or gives pass options: file ->
+#: (directory, sdy-dl passes in order, Shardy pipeline, pass options).
 CHAINED = {
     "basic_propagation_manual_computation.mlir": (
         PROPAGATION, ("add-data-flow-edges", "basic-propagate", "sink-data-flow-edges"),
@@ -192,10 +192,10 @@ CHAINED = {
         "sdy-add-data-flow-edges,sdy-basic-propagate,func.func(sdy-sink-data-flow-edges)", {}),
     "basic_propagation_conservative.mlir": (
         PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{conservative-propagation=true}",
-        {"conservative": True}),
+        {"conservative-propagation": True}),
     "basic_propagation_keep_sharding_rules.mlir": (
         PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{keep-sharding-rules=true}",
-        {"keep_sharding_rules": True}),
+        {"keep-sharding-rules": True}),
     "export_pipeline.mlir": (
         EXPORT, ("add-data-flow-edges", *PIPELINE_EXPORT, "drop-sharding-rules"),
         "sdy-add-data-flow-edges,sdy-export-pipeline", {}),
@@ -204,13 +204,15 @@ CHAINED = {
 
 @pytest.mark.parametrize("name", sorted(CHAINED))
 def test_chained_lit_file(name):
-    directory, passes, pipeline, fields = CHAINED[name]
+    directory, passes, pipeline, given = CHAINED[name]
     text = lit_or_skip(name, directory)
 
     def run(chunk):
         module = parse_module_text(chunk, "<lit>")
         for pass_name in passes:
-            module = get_pass(pass_name).run(module, PassOptions(engine="clingo", **fields))
+            options = PassOptions.create(pass_name, given if pass_name == passes[-1] else None,
+                                         engine="clingo")
+            module = get_pass(pass_name).run(module, options)
         return normalize(module.print())
 
     chunks = chunks_of(text)

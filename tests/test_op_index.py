@@ -14,6 +14,7 @@ from sdy_dl.ir.loader import parse_module_text
 from sdy_dl.ir.mlir_ops import key, module_ops, walk_named, walk_post, walk_pre
 from sdy_dl.ir.op_index import OpIndex, index_from_model, op_index, ops_named, ops_of
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 
@@ -51,7 +52,7 @@ def _text(source: str, name: str) -> str:
 def test_every_stage_is_handed_walks_of_its_module_as_it_is(source, name, mode):
     extra = {"dedup_functions_fully": mode == "dedup",
              "enable_insert_explicit_collectives": mode == "collectives"}
-    options = PassOptions(extra=extra)
+    options = make_options(extra)
     held = []
 
     def before(stage, module):

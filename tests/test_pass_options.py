@@ -13,9 +13,11 @@ from click.testing import CliRunner
 from oracle import assert_same, normalize, shardy
 from sdy_dl.cli import main
 from sdy_dl.errors import UsageError
-from sdy_dl.passes import PassOptions
-from sdy_dl.passes.options import OPTIONS, options_of, parse_option_items
-from sdy_dl.pipeline import pipeline_options
+import sdy_dl
+from sdy_dl.passes import PassOptions, get_pass, options_of
+from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
+from sdy_dl.passes.options import resolve_options
+from sdy_dl.pipeline import make_options, pipeline_options
 
 MESH = 'sdy.mesh @mesh = <["a"=4, "b"=2]>\n'
 
@@ -65,13 +67,21 @@ def cli(*args, input=None):
     return CliRunner().invoke(main, list(args), input=input)
 
 
-def test_every_option_is_read_by_a_registered_pass():
+def test_every_pipeline_option_is_declared_once_by_a_registered_pass():
     import sdy_dl.passes.all  # noqa: F401
     from sdy_dl.passes import PASSES
 
-    for option in OPTIONS:
-        assert any(p in PASSES or p == "propagate" for p in option.passes), option.name
+    names = [o.name for o in pipeline_options()]
+    assert len(names) == len(set(names))
+    declared = {o.name: o for spec in PASSES.values() for o in spec.options}
+    for option in pipeline_options():
         assert option.parse(option.default_text()) == option.default
+        if option.name != "enable-insert-explicit-collectives":   # the pipeline's own
+            assert declared[option.name] is option, option.name
+    # Passes that read one option share one declaration (one object).
+    for spec in PASSES.values():
+        for option in spec.options:
+            assert declared[option.name] is option, (spec.name, option.name)
 
 
 @pytest.mark.parametrize("item, error", [
@@ -96,19 +106,18 @@ def test_bad_option_is_a_one_line_usage_error(tmp_path, item, error):
 def test_option_of_another_pass_is_rejected_listing_the_valid_ones():
     with pytest.raises(UsageError, match=r"has no option 'dedup-functions-fully' \(valid: "
                                          "add-data-flow-edges-on-named-computations\\)"):
-        parse_option_items(["dedup-functions-fully=true"], "import-func-calls")
+        PassOptions.create("import-func-calls", ["dedup-functions-fully=true"])
     # Shardy's basic propagation has no strategy option either.
     assert "propagation-strategy" not in {o.name for o in options_of("basic-propagate")}
     with pytest.raises(UsageError):
-        parse_option_items(["propagation-strategy=basic"], "basic-propagate")
+        PassOptions.create("basic-propagate", ["propagation-strategy=basic"])
 
 
 def test_values_parse_as_mlir_parses_them():
-    assert parse_option_items(["dedup-functions-fully=True", "run-op-priority-propagation=0",
-                               "propagation-strategy=basic"], "propagate",
-                              pipeline_options()) == {
-        "dedup_functions_fully": True, "run_op_priority_propagation": False,
-        "propagation_strategy": "basic"}
+    assert make_options(["dedup-functions-fully=True", "run-op-priority-propagation=0",
+                         "propagation-strategy=basic"]).values == {
+        "dedup-functions-fully": True, "run-op-priority-propagation": False,
+        "propagation-strategy": "basic"}
 
 
 def test_passes_lists_the_options():
@@ -152,9 +161,8 @@ def test_propagation_options_equal_shardy(pass_name, options):
     from oracle import ours
 
     key, _, value = options.partition("=")
-    extra = parse_option_items([options], pass_name)
     expected = shardy(PRIORITIES, f"sdy-{pass_name}{{{options}}}")
-    assert_same(expected, normalize(ours(PRIORITIES, pass_name, extra=extra)))
+    assert_same(expected, normalize(ours(PRIORITIES, pass_name, options=dict([(key, value)]))))
 
 
 def test_allow_unregistered_dialect(tmp_path):
@@ -176,4 +184,54 @@ def test_allow_unregistered_dialect(tmp_path):
         assert_same(expected, normalize(result.output))
     finally:
         allow_unregistered_dialects(False)
-    assert PassOptions().option("dedup-functions-fully") is False
+    assert PassOptions()[DEDUP_FUNCTIONS_FULLY] is False
+
+
+@pytest.mark.parametrize("given, error", [
+    ({"enable-full-version": "maybe"}, "'maybe' is not a valid value (expected true or false)"),
+    ({"propagation-strategy": "bogus"}, "expected one of basic, aggressive, basic-then-aggressive"),
+    ({"propagation-stratgy": "basic"}, "has no option 'propagation-stratgy' (valid: "),
+    ({"": True}, "is not an option name"),
+    ({"=": True}, "has no option '='"),
+    ({1: True}, "is not an option name"),
+    ({"dedup-functions-fully": 1}, "1 is not a valid value (expected true or false)"),
+    ({"dedup-functions-fully": None}, "None is not a valid value"),
+    ({"conservative-propagation": True, "conservative_propagation": False}, "given twice"),
+    (["dedup-functions-fully=true"], "must be a mapping"),
+    ({"debug-sharding-origins": True}, "only the default (false) is implemented"),
+])
+def test_python_api_rejects_what_the_cli_rejects(given, error):
+    """``sdy_dl.propagate(pass_options=...)`` goes through the table the CLI
+    uses: unknown keys and badly typed values are usage errors before anything runs."""
+    with pytest.raises(UsageError) as info:
+        sdy_dl.propagate(CALLS, engine="clingo", pass_options=given)
+    assert error in info.value.message
+
+
+@pytest.mark.parametrize("given, flag", [
+    ({"enable-insert-explicit-collectives": "false"}, "--quiet"),
+    ({"enable_insert_explicit_collectives": True}, "--explicit-collectives"),
+    ({"conservative-propagation": True}, "--conservative"),
+    ({"keep-sharding-rules": "true"}, "--keep-sharding-rules"),
+    ({"propagation-strategy": "basic", "run-op-priority-propagation": False},
+     "--pass-option=propagation-strategy=basic --pass-option=run-op-priority-propagation=false"),
+])
+def test_python_api_options_equal_the_cli(tmp_path, given, flag):
+    """Every key given to ``sdy_dl.propagate`` behaves exactly like its
+    ``--pass-option`` (text values parse as MLIR parses them: "false" is false)."""
+    path = tmp_path / "m.mlir"
+    path.write_text(PRIORITIES)
+    result = cli("propagate", "--quiet", "--engine", "clingo", str(path), *flag.split())
+    assert result.exit_code == 0, result.output
+    assert sdy_dl.propagate(PRIORITIES, engine="clingo", pass_options=given).text == result.output
+
+
+def test_python_api_rejects_an_unknown_engine():
+    with pytest.raises(UsageError, match="unknown engine 'fast'"):
+        sdy_dl.propagate(CALLS, engine="fast")
+
+
+def test_an_option_given_as_flag_and_as_key_agrees():
+    text = sdy_dl.propagate(PRIORITIES, engine="clingo", conservative=True,
+                            pass_options={"conservative_propagation": "true"}).text
+    assert text == sdy_dl.propagate(PRIORITIES, engine="clingo", conservative=True).text

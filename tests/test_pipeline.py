@@ -16,6 +16,7 @@ import jax_programs
 from oracle import assert_same, shardy
 from sdy_dl.ir import parse_module_text
 from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.pipeline import make_options
 
 PROGRAMS = {**{f"jax_{n}": jax_programs.lowered for n in jax_programs.PROGRAMS},
             **{f"import_{n}": import_programs.lowered for n in import_programs.PROGRAMS}}
@@ -28,10 +29,10 @@ def lowered(name: str) -> str:
     return PROGRAMS[name](program)
 
 
-def run_ours(text: str, passes: list[str], **options) -> str:
+def run_ours(text: str, passes: list[str], **context) -> str:
     module = parse_module_text(text, "<test>")
     for name in passes:
-        module = get_pass(name).run(module, PassOptions(**options))
+        module = get_pass(name).run(module, PassOptions.create(name, **context))
     return module.print()
 
 
@@ -78,7 +79,7 @@ def test_propagate_command_equals_shardy_import_and_user_priority(name):
     text = lowered(name)
     expected = shardy(text, "sdy-propagation-pipeline")
     from sdy_dl.pipeline import propagate
-    actual = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo")).print()
     assert_same(expected, actual)
 
 

@@ -12,14 +12,14 @@ import rules_programs
 from oracle import assert_same, shardy
 from random_modules import random_module
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 
 @pytest.mark.parametrize("name", sorted(rules_programs.RULE_PROGRAMS))
 def test_propagate_equals_shardy_pipeline(name):
     text = rules_programs.lowered(name)
-    actual = propagate(parse_module_text(text, f"{name}.mlir"), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text, f"{name}.mlir"), make_options(engine="clingo")).print()
     assert_same(shardy(text, "sdy-propagation-pipeline"), actual)
 
 
@@ -28,5 +28,5 @@ def test_propagate_equals_shardy_pipeline(name):
 @given(seed=st.integers(0, 10**9))
 def test_random_modules_through_the_whole_pipeline(seed):
     text = random_module(seed, 10)
-    actual = propagate(parse_module_text(text), PassOptions(engine="clingo")).print()
+    actual = propagate(parse_module_text(text), make_options(engine="clingo")).print()
     assert_same(shardy(text, "sdy-propagation-pipeline"), actual)

@@ -84,7 +84,7 @@ def test_propagation_strategy_option(name, strategy):
     text = CASES[name]
     expected = shardy(text, f"sdy-user-priority-propagate{{propagation-strategy={strategy}}}")
     actual = ours(text, "user-priority-propagate", engine="clingo",
-                  extra={"propagation_strategy": strategy})
+                  options={"propagation_strategy": strategy})
     assert_same(expected, actual)
 
 
@@ -102,5 +102,5 @@ def test_aggressive_pass_basic_then_aggressive(name):
     text = test_propagate.CASES[name]
     expected = shardy(text, "sdy-aggressive-propagate{propagation-strategy=basic-then-aggressive}")
     actual = ours(text, "aggressive-propagate", engine="clingo",
-                  extra={"propagation_strategy": "basic-then-aggressive"})
+                  options={"propagation_strategy": "basic-then-aggressive"})
     assert_same(expected, actual)

@@ -167,7 +167,7 @@ def test_imported_modules(name, strategy):
 def test_keep_sharding_rules_and_conservative(name):
     text = CASES[name]
     expected = shardy(text, "sdy-aggressive-propagate{keep-sharding-rules=true conservative-propagation=true}")
-    actual = ours(text, "aggressive-propagate", engine="clingo", keep_sharding_rules=True, conservative=True)
+    actual = ours(text, "aggressive-propagate", engine="clingo", options={"keep-sharding-rules": True, "conservative-propagation": True})
     assert_same(expected, actual)
 
 

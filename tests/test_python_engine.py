@@ -90,7 +90,7 @@ def test_shipped_stages_on_a_module_as_clingo():
     from jax_programs import lowered
     from sdy_dl.engines import clingo_engine
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     calls = []
@@ -101,7 +101,7 @@ def test_shipped_stages_on_a_module_as_clingo():
         return run(self, program, facts)
     clingo_engine.ClingoEngine.run = recording
     try:
-        propagate(parse_module_text(lowered("training_step"), "<training_step>"), PassOptions(engine="clingo"))
+        propagate(parse_module_text(lowered("training_step"), "<training_step>"), make_options(engine="clingo"))
     finally:
         clingo_engine.ClingoEngine.run = run
     stages = {p.text.splitlines()[0] for p, _ in calls}
@@ -115,11 +115,11 @@ def test_shipped_stages_on_a_module_as_clingo():
 def test_whole_pipeline_python_equals_clingo(name):
     from jax_programs import lowered
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import make_options
     from sdy_dl.pipeline import propagate
 
     def run(engine, **extra):
-        options = PassOptions(engine=engine, extra=extra)
+        options = make_options(extra, engine=engine)
         return propagate(parse_module_text(lowered(name)), options).print()
     assert run("python") == run("clingo")
     assert run("python", enable_insert_explicit_collectives=True) == \

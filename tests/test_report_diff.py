@@ -15,7 +15,7 @@ from sdy_dl.audit import Audit
 from sdy_dl.audit.render import anchor
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from test_conflicts import WITHIN
 from test_explain import CHAIN
 
@@ -53,7 +53,7 @@ def report(tmp_path_factory):
     out = path.with_suffix(".html")
     result = CliRunner().invoke(main, ["report", str(path), "-o", str(out), *CLINGO])
     assert result.exit_code == 0, result.output
-    return out, Audit(parse_module_text(WITHIN), PassOptions(engine="clingo"))
+    return out, Audit(parse_module_text(WITHIN), make_options(engine="clingo"))
 
 
 def test_report_is_well_formed_and_complete(report):

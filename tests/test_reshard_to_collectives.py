@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from oracle import Failure, assert_same, normalize, ours, outcome, shardy
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
 PASS = "func.func(sdy-reshard-to-collectives)"
@@ -139,7 +139,7 @@ def test_equals_jaxlib(name, keep):
     text = CASES[name]
     expected = shardy(text, KEEP if keep else PASS)
     actual = normalize(ours(text, "reshard-to-collectives", engine="clingo",
-                            extra={"keep_redundant_reshards": keep}))
+                            options={"keep_redundant_reshards": keep}))
     assert_same(expected, actual)
 
 
@@ -177,8 +177,8 @@ def test_inlined_mesh_as_named(source, target):
 def test_engines_agree(name):
     for keep in (False, True):
         extra = {"keep_redundant_reshards": keep}
-        assert (ours(CASES[name], "reshard-to-collectives", engine="souffle", extra=extra)
-                == ours(CASES[name], "reshard-to-collectives", engine="clingo", extra=extra))
+        assert (ours(CASES[name], "reshard-to-collectives", engine="souffle", options=extra)
+                == ours(CASES[name], "reshard-to-collectives", engine="clingo", options=extra))
 
 
 # -- random reshards ------------------------------------------------------------------
@@ -360,7 +360,7 @@ def test_jax_program_with_reshards(program):
 
 def explicit(text: str) -> str:
     module = parse_module_text(text, "<test>")
-    options = PassOptions(engine="clingo", extra={"enable_insert_explicit_collectives": True})
+    options = make_options({"enable_insert_explicit_collectives": True}, engine="clingo")
     return normalize(propagate(module, options).print())
 
 

@@ -47,7 +47,7 @@ def test_unflatten_call_graph(name, dedup):
     expected = shardy(text, "sdy-unflatten-call-graph{dedup-functions-fully=%s}"
                       % str(dedup).lower())
     assert_same(expected, normalize(ours(text, "unflatten-call-graph",
-                                         extra={"dedup_functions_fully": dedup})))
+                                         options={"dedup_functions_fully": dedup})))
 
 
 @pytest.mark.souffle
@@ -55,5 +55,5 @@ def test_unflatten_call_graph(name, dedup):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engines_agree(name):
     extra = {"dedup_functions_fully": True}
-    assert ours(CASES[name], "unflatten-call-graph", engine="souffle", extra=extra) == \
-        ours(CASES[name], "unflatten-call-graph", engine="clingo", extra=extra)
+    assert ours(CASES[name], "unflatten-call-graph", engine="souffle", options=extra) == \
+        ours(CASES[name], "unflatten-call-graph", engine="clingo", options=extra)

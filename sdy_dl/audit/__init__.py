@@ -22,8 +22,6 @@ printed output module:
 
 from __future__ import annotations
 
-import dataclasses
-
 from sdy_dl.audit.explain import Explainer, Node
 from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
 from sdy_dl.audit.provenance import ProvenanceTracer
@@ -42,16 +40,17 @@ class Audit:
         self.file = module.file
         self.options = options
         self.inputs = InputIndex(module)
-        self.tracer = ProvenanceTracer(OpDescriber(module.file, options.rule_files,
-                                                   options.conservative))
+        from sdy_dl.passes.propagation.basic_propagation import CONSERVATIVE_PROPAGATION
+
+        self.tracer = ProvenanceTracer(OpDescriber(module.file, options.context.rule_files,
+                                                   options[CONSERVATIVE_PROPAGATION]))
         self.propagated: PropagationIndex | None = None
 
         def before(name, m):
             if name == PROPAGATION_STAGE:
                 self.propagated = PropagationIndex(m, self.inputs)
 
-        self.module = propagate(module, dataclasses.replace(options, tracer=self.tracer),
-                                before=before)
+        self.module = propagate(module, options.with_context(tracer=self.tracer), before=before)
         self._text: str | None = None
         self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)

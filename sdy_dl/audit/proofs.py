@@ -411,4 +411,4 @@ def _axis_text(row, meshes, mesh_name) -> str:
 
 def _engine(audit):
     """The engine the audit's options name (clingo embedded; souffle when chosen)."""
-    return audit.options.make_engine()
+    return audit.options.context.make_engine()

@@ -7,7 +7,7 @@ loads every pass module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -16,19 +16,16 @@ from sdy_dl.ir import Module
 
 
 @dataclass(frozen=True)
-class PassOptions:
-    """Options shared by passes (each pass reads the ones it knows)."""
+class RunContext:
+    """How a run evaluates, not what Shardy's passes compute: the Datalog engine,
+    the rule files, progress, and the propagation's recorder, replay and tracer."""
 
     engine: str = "auto"
     compiled: bool = False
     # souffle --compiled: compile missing binaries in the background (clingo meanwhile)
     compile_in_background: bool = False
-    conservative: bool = False
-    keep_sharding_rules: bool = False
-    strategy: str = "aggressive"
     rule_files: tuple[str, ...] = ()
     quiet: bool = True
-    extra: dict = field(default_factory=dict)
     # Propagation only: record the evaluated steps (sdy-dl emit) or answer them
     # from relations derived by Soufflé from an emitted trace (a directory).
     recorder: object | None = None
@@ -36,44 +33,76 @@ class PassOptions:
     # Propagation only: an audit.provenance.ProvenanceTracer that records why shardings change.
     tracer: object | None = None
 
-
     def make_engine(self):
-        """The Datalog engine these options name (:func:`sdy_dl.engines.get_engine`)."""
+        """The Datalog engine this context names (:func:`sdy_dl.engines.get_engine`)."""
         from sdy_dl.engines import get_engine
 
         return get_engine(self.engine, compiled=self.compiled,
                           background=self.compile_in_background)
 
-    def option(self, name: str):
-        """The value of the Shardy pass option ``name`` (e.g. ``dedup-functions-fully``),
-        its declared default when not given (:mod:`sdy_dl.passes.options`)."""
-        from sdy_dl.passes.options import option_value
 
-        return option_value(self.extra, name)
+@dataclass(frozen=True)
+class PassOptions:
+    """What a pass is given: the run's :class:`RunContext` and the values of
+    Shardy's pass options (``{option name: typed value}``, checked by
+    :func:`~sdy_dl.passes.options.resolve_options`; an option not given has
+    its declared default: ``options[OPTION]``)."""
 
-    def with_recorder(self, recorder) -> "PassOptions":
-        """The same options, recording the propagation steps with ``recorder``."""
-        return dataclasses.replace(self, recorder=recorder)
+    context: RunContext = field(default_factory=RunContext)
+    values: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, owner: str, given=None, valid: tuple | None = None,
+               **context) -> "PassOptions":
+        """Options for pass ``owner``: ``given`` (``KEY=VALUE`` items or a
+        mapping, see :func:`~sdy_dl.passes.options.resolve_options`) checked
+        against ``valid`` (default: the options ``owner`` declares; the pipeline's
+        are :func:`sdy_dl.pipeline.make_options`'s), ``context`` the
+        :class:`RunContext` fields.  The one path from the CLI and the Python API."""
+        from sdy_dl.passes.options import resolve_options
+
+        valid = options_of(owner) if valid is None else valid
+        return cls(RunContext(**context), resolve_options(given, valid, owner))
+
+    def __getitem__(self, option) -> object:
+        """The value of ``option`` (an :class:`~sdy_dl.passes.options.Option`)."""
+        return self.values.get(option.name, option.default)
+
+    def with_values(self, values: Mapping[str, object]) -> "PassOptions":
+        """The same options with ``values`` (option name -> typed value) set."""
+        return dataclasses.replace(self, values={**self.values, **values})
+
+    def with_context(self, **fields) -> "PassOptions":
+        """The same options with the given :class:`RunContext` fields replaced."""
+        return dataclasses.replace(self, context=dataclasses.replace(self.context, **fields))
 
 
 @dataclass(frozen=True)
 class PassSpec:
-    """A registered pass: its name, one-line help and the function that runs it."""
+    """A registered pass: its name, one-line help, the function that runs it and
+    the options it declares (:class:`~sdy_dl.passes.options.Option`)."""
 
     name: str
     help: str
     run: Callable[[Module, PassOptions], Module]
+    options: tuple = ()
 
 
 PASSES: dict[str, PassSpec] = {}
 
 
-def register(name: str, help: str):
-    """Decorator: register ``fn(module, options) -> module`` as pass ``name``."""
+def register(name: str, help: str, options: tuple = ()):
+    """Decorator: register ``fn(module, options) -> module`` as pass ``name``,
+    reading the declared ``options`` (:class:`~sdy_dl.passes.options.Option`)."""
     def wrap(fn):
-        PASSES[name] = PassSpec(name, help, fn)
+        PASSES[name] = PassSpec(name, help, fn, tuple(options))
         return fn
     return wrap
+
+
+def options_of(name: str) -> tuple:
+    """The options pass ``name`` declares."""
+    return get_pass(name).options
 
 
 def get_pass(name: str) -> PassSpec:
@@ -106,5 +135,5 @@ def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dic
     from sdy_dl.datalog.compiler import compile_stage
 
     program = compile_stage(stage, **params)
-    engine = options.make_engine()
+    engine = options.context.make_engine()
     return engine.run(program, {k: list(v) for k, v in facts.items()})

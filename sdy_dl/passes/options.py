@@ -1,29 +1,28 @@
-"""The options of the Shardy passes sdy-dl runs, declared once.
+"""Typed pass options: the :class:`Option` type and the one way options are read.
 
-Each :class:`Option` has Shardy's spelling (``dedup-functions-fully``), a
-type, its default and the passes that read it (sdy-dl's pass names; the
-pipeline ``propagate`` reads every option of a pass it runs).  Values are
-parsed as MLIR's pass-option parser parses them (booleans ``true/True/TRUE/1``
-and ``false/False/FALSE/0``, integers, enum names, strings).  An option
-sdy-dl declares but does not implement (Shardy's debug dumps) accepts only
-its default.
+A pass declares the options it reads beside its code, as Shardy declares
+them in ``passes.td``: each pass module defines its :class:`Option` values
+and hands them to :func:`sdy_dl.passes.register` (``options=``).  An option
+several passes read (``conservative-propagation``) is one :class:`Option`
+object, defined where Shardy first declares it and imported by the others.
 
-``--pass-option KEY=VALUE`` goes through :func:`parse_option_items`; an
-unknown key, a key no pass of the command reads, or a bad value is a
-:class:`~sdy_dl.errors.UsageError` that lists what is valid.
+Values are given either as text (``--pass-option KEY=VALUE``, or a string in
+``sdy_dl.propagate(pass_options=...)``), parsed as MLIR's pass-option parser
+parses it (booleans ``true/True/TRUE/1`` and ``false/False/FALSE/0``,
+integers, enum names, strings), or as a typed Python value (``True``, ``4``),
+checked against the declared type.  :func:`resolve_options` is the single
+path from the command line and the Python API; an unknown key, a key the pass
+does not read, or a badly typed value is a :class:`~sdy_dl.errors.UsageError`
+that lists what is valid.  An option sdy-dl declares but does not implement
+(Shardy's debug dumps) accepts only its default.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sdy_dl.errors import UsageError
-
-#: The propagation passes (Shardy's ``sdy-*-propagate``).
-PROPAGATION = ("basic-propagate", "aggressive-propagate", "op-priority-propagate",
-               "user-priority-propagate")
-#: The pseudo pass name of the whole pipeline (``sdy-dl propagate``).
-PIPELINE = "propagate"
 
 _TRUE = ("true", "True", "TRUE", "1")
 _FALSE = ("false", "False", "FALSE", "0")
@@ -32,20 +31,14 @@ _FALSE = ("false", "False", "FALSE", "0")
 @dataclass(frozen=True)
 class Option:
     """One pass option: Shardy's name, type (``bool``, ``int``, ``string`` or a
-    tuple of enum names), default, the passes reading it, whether sdy-dl
-    implements values other than the default, and a line of help."""
+    tuple of enum names), default, a line of help, and whether sdy-dl
+    implements values other than the default."""
 
     name: str
     type: object
     default: object
-    passes: tuple[str, ...]
     help: str
     implemented: bool = True
-
-    @property
-    def key(self) -> str:
-        """The key in :attr:`PassOptions.extra` (``-`` becomes ``_``)."""
-        return self.name.replace("-", "_")
 
     def type_text(self) -> str:
         return "|".join(self.type) if isinstance(self.type, tuple) else self.type
@@ -62,102 +55,86 @@ class Option:
                 return True
             if text in _FALSE:
                 return False
-            expected = "true or false"
         elif self.type == "int":
             try:
                 return int(text)
             except ValueError:
-                expected = "an integer"
+                pass
         elif isinstance(self.type, tuple):
+            text = text.strip("{}")
             if text in self.type:
                 return text
-            expected = "one of " + ", ".join(self.type)
         else:
             return text
         raise UsageError(f"--pass-option {self.name}: {text!r} is not a valid value "
-                         f"(expected {expected})")
+                         f"(expected {self.expected()})")
+
+    def check(self, value):
+        """``value`` given from Python: text is parsed as :meth:`parse` parses it,
+        anything else must already have the declared type."""
+        if isinstance(value, str):
+            return self.parse(value.strip())
+        ok = {"bool": isinstance(value, bool),
+              "int": isinstance(value, int) and not isinstance(value, bool)}.get(
+                  self.type if isinstance(self.type, str) else "", False)
+        if not ok:
+            raise UsageError(f"pass option {self.name}: {value!r} is not a valid value "
+                             f"(expected {self.expected()})")
+        return value
+
+    def expected(self) -> str:
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "int":
+            return "an integer"
+        if isinstance(self.type, tuple):
+            return "one of " + ", ".join(self.type)
+        return "a string"
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("dedup-functions-fully", "bool", False,
-           ("import-pipeline", "unflatten-call-graph", PIPELINE),
-           "Keep one function per callee (func data-flow edges instead of named computations)."),
-    Option("enable-insert-explicit-collectives", "bool", False, (PIPELINE,),
-           "End with insert-explicit-reshards{enable-full-version=true} and "
-           "reshard-to-collectives (same as --explicit-collectives)."),
-    Option("add-data-flow-edges-on-named-computations", "bool", True, ("import-func-calls",),
-           "Add sdy.data_flow_edge ops on the named computations calls become."),
-    Option("enable-full-version", "bool", False, ("insert-explicit-reshards",),
-           "Reshard every op whose operand and result shardings conflict (not only calls)."),
-    Option("keep-redundant-reshards", "bool", False, ("reshard-to-collectives",),
-           "Keep reshards whose input sharding is equivalent to their own (false: erase them)."),
-    Option("enable-patterns", ("sdy-collective",), "sdy-collective", ("canonicalize",),
-           "The pattern labels the canonicalizer runs (sdy-dl has the set the pipeline runs)."),
-    Option("conservative-propagation", "bool", False, PROPAGATION + (PIPELINE,),
-           "Disallow split axes and non-divisible sharding axes (same as --conservative)."),
-    Option("keep-sharding-rules", "bool", False, PROPAGATION + (PIPELINE,),
-           "Keep existing and created sdy.sharding_rule attributes (same as --keep-sharding-rules)."),
-    Option("propagation-strategy", ("basic", "aggressive", "basic-then-aggressive"), "aggressive",
-           PROPAGATION[1:], "The factor propagation strategy."),
-    Option("run-op-priority-propagation", "bool", True, PROPAGATION[2:],
-           "Run the op-priority bands (false: one plain propagation)."),
-    Option("module-dump-directory", "string", "", PROPAGATION,
-           "Where Shardy dumps rewritten modules.", implemented=False),
-    Option("debug-sharding-origins", "bool", False, PROPAGATION + ("apply-sharding-constraints",),
-           "Record where each sharding came from.", implemented=False),
-    Option("debug-propagation-edge-sharding", "bool", False,
-           PROPAGATION + ("apply-sharding-constraints",),
-           "Record the edges shardings propagated along.", implemented=False),
-    Option("sink-debug-sharding-origins", "bool", False, ("sink-data-flow-edges",),
-           "Sink the sharding origins onto the owners.", implemented=False),
-    Option("sink-debug-propagation-edge-sharding", "bool", False, ("sink-data-flow-edges",),
-           "Sink the propagation edges onto the owners.", implemented=False),
-)
+def resolve_options(given: Iterable[str] | Mapping[str, object] | None,
+                    valid: Iterable[Option], owner: str, *,
+                    only_implemented: bool = True) -> dict[str, object]:
+    """The options ``given`` for ``owner`` (a pass or pipeline name) as
+    ``{option name: typed value}``.
 
-BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
-
-
-def options_of(pass_name: str) -> tuple[Option, ...]:
-    """The options pass ``pass_name`` reads (the pipeline's are
-    :func:`sdy_dl.pipeline.pipeline_options`)."""
-    return tuple(o for o in OPTIONS if pass_name in o.passes)
-
-
-def parse_option_items(items, pass_name: str, valid_options=None, *,
-                       only_implemented: bool = True) -> dict:
-    """``KEY=VALUE`` strings for ``pass_name`` as ``{key: typed value}`` (keys with ``_``);
-    the valid options are those ``pass_name`` reads unless ``valid_options`` are given.
+    ``given`` is either ``KEY=VALUE`` strings (the command line, a pipeline's
+    fixed ``name{key=value}``) or a mapping from keys to text or typed values
+    (the Python API); keys are Shardy's names, ``_`` standing for ``-`` too.
     ``only_implemented=False`` (values a pipeline fixes) also takes values of
-    options sdy-dl does not implement yet (the pass runs as with the default)."""
-    valid = {o.name: o for o in (options_of(pass_name) if valid_options is None
-                                 else valid_options)}
+    options sdy-dl does not implement (the pass runs as with the default)."""
+    valid = {o.name: o for o in valid}
     listing = ", ".join(sorted(valid)) or "none"
+    if given is None:
+        return {}
+    if isinstance(given, Mapping):
+        pairs = list(given.items())
+        items = [(k, v, False) for k, v in pairs]
+    elif isinstance(given, (str, bytes)):
+        raise UsageError(f"pass options for {owner} must be a mapping or KEY=VALUE items, "
+                         f"not {type(given).__name__}")
+    else:
+        items = []
+        for item in given:
+            name, sep, text = str(item).partition("=")
+            if not sep or not name.strip():
+                raise UsageError(f"--pass-option {item!r} is not KEY=VALUE "
+                                 f"(valid keys for {owner}: {listing})")
+            items.append((name, text, True))
     values = {}
-    for item in items:
-        name, sep, text = item.partition("=")
+    for name, value, from_text in items:
+        if not isinstance(name, str) or not name.strip():
+            raise UsageError(f"pass option key {name!r} is not an option name "
+                             f"(valid for {owner}: {listing})")
         name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--pass-option {item!r} is not KEY=VALUE "
-                             f"(valid keys for {pass_name}: {listing})")
         option = valid.get(name) or valid.get(name.replace("_", "-"))
         if option is None:
-            raise UsageError(f"--pass-option: {pass_name} has no option {name!r} "
-                             f"(valid: {listing})")
-        value = option.parse(text.strip().strip("{}") if isinstance(option.type, tuple)
-                             else text.strip())
-        if only_implemented and not option.implemented and value != option.default:
-            raise UsageError(f"--pass-option {option.name}={text}: only the default "
+            raise UsageError(f"--pass-option: {owner} has no option {name!r} (valid: {listing})")
+        typed = option.parse(value.strip()) if from_text else option.check(value)
+        if only_implemented and not option.implemented and typed != option.default:
+            raise UsageError(f"--pass-option {option.name}={value}: only the default "
                              f"({option.default_text()}) is implemented by sdy-dl")
-        values[option.key] = value
+        if values.get(option.name, typed) != typed:
+            raise UsageError(f"pass option {option.name} is given twice, with different values")
+        values[option.name] = typed
     return values
-
-
-def option_value(extra: dict | None, name: str):
-    """The value of option ``name`` in ``extra`` (its default when absent)."""
-    option = BY_NAME[name]
-    if extra and option.key in extra:
-        return extra[option.key]
-    if extra and option.name in extra:
-        return extra[option.name]
-    return option.default

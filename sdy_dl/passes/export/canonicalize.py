@@ -29,6 +29,11 @@ from sdy_dl.ir.mlir_ops import key, module_ops, nested_ops, rebuild
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
                               RECURSIVE_EFFECT_OPS, TERMINATORS)
 from sdy_dl.passes import run_analysis
+from sdy_dl.passes.options import Option
+
+ENABLE_PATTERNS = Option(
+    "enable-patterns", ("sdy-collective",), "sdy-collective",
+    "The pattern labels the canonicalizer runs (sdy-dl has the set the pipeline runs).")
 
 SIDE_EFFECT_ATTR = "has_side_effect"
 
@@ -126,7 +131,7 @@ def _split(names) -> set[tuple[str, str]]:
 
 @register("canonicalize",
           "MLIR's canonicalizer with Shardy's sdy-collective patterns only "
-          "(erases dead ops, folds all-reduces).")
+          "(erases dead ops, folds all-reduces).", (ENABLE_PATTERNS,))
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 

@@ -68,6 +68,11 @@ from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced
                                                             reshard_returned,
                                                             reshard_to_unreduced)
 from sdy_dl.passes.export.explicit_reshards_util import DOT_OPS
+from sdy_dl.passes.options import Option
+
+ENABLE_FULL_VERSION = Option(
+    "enable-full-version", "bool", False,
+    "Reshard every op whose operand and result shardings conflict (not only calls).")
 
 #: Ops the non-full version treats in full (besides calls and some concatenates).
 ALWAYS_FULL = frozenset({"mhlo.ragged_dot"})
@@ -93,18 +98,19 @@ def op_rules(module: Module, options: PassOptions):
         if not state:
             from sdy_dl.rules.db import load_rule_db
 
-            state["db"] = load_rule_db(options.rule_files, conservative=False)
+            state["db"] = load_rule_db(options.context.rule_files, conservative=False)
         return state["db"].rule_for(OpViews().op(mop), module)
     return rule
 
 
 @register("insert-explicit-reshards",
           "Make every sharding conflict explicit with sdy.reshard and unreduced collectives "
-          "(non-full version by default; enable-full-version=true for every op).")
+          "(non-full version by default; enable-full-version=true for every op).",
+          (ENABLE_FULL_VERSION,))
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
-    full = bool(options.option("enable-full-version"))
+    full = options[ENABLE_FULL_VERSION]
     with mlir_context():
         meshes = module_meshes(module)
         table = func_table(module)

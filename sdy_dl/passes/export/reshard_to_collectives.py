@@ -33,10 +33,16 @@ from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
 from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
+from sdy_dl.passes.options import Option
 from sdy_dl.sharding import Mesh, TensorSharding
 
 #: Pass options that reach the Datalog stage as ``in_flag`` facts.
-FLAGS = ("keep-redundant-reshards",)
+KEEP_REDUNDANT_RESHARDS = Option(
+    "keep-redundant-reshards", "bool", False,
+    "Keep reshards whose input sharding is equivalent to their own (false: erase them).")
+
+#: The boolean options the stage reads as ``in_flag`` facts (by option name).
+FLAGS = (KEEP_REDUNDANT_RESHARDS,)
 
 
 def input_sharding(reshard) -> TensorSharding | None:
@@ -51,7 +57,7 @@ def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
     facts: dict[str, set] = {name: set() for name in (
         "in_reshard", "in_has_sharding", "in_mesh_ref", "in_mesh_axes", "in_maximal",
         "in_rank", "in_dim_axis", "in_unreduced")}
-    facts["in_flag"] = {(flag,) for flag in FLAGS if options.option(flag)}
+    facts["in_flag"] = {(flag.name,) for flag in FLAGS if options[flag]}
     for r, reshard in enumerate(reshards):
         facts["in_reshard"].add((r,))
         for side, sharding in (("in", input_sharding(reshard)), ("out", read_own(reshard))):
@@ -165,7 +171,7 @@ def _source_key(reshard):
 
 @register("reshard-to-collectives",
           "Replace every sdy.reshard by the collectives (all-slice, collective-permute, "
-          "all-to-all, all-gather) that move its input sharding to its own.")
+          "all-to-all, all-gather) that move its input sharding to its own.", FLAGS)
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 

@@ -20,6 +20,7 @@ from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.ir.value_sharding import (block_arg_owners, data_flow_edge_user, result_owners,
                                       set_block_arg_owner_shardings, set_result_owner_shardings)
 from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes.options import Option
 from sdy_dl.sharding import TensorSharding
 
 
@@ -56,8 +57,17 @@ def sink(module: Module, func) -> None:
             set_result_owner_shardings(op, res_shardings)
 
 
+SINK_DEBUG_SHARDING_ORIGINS = Option("sink-debug-sharding-origins", "bool", False,
+                                     "Sink the sharding origins onto the owners.",
+                                     implemented=False)
+SINK_DEBUG_PROPAGATION_EDGE_SHARDING = Option("sink-debug-propagation-edge-sharding", "bool",
+                                              False, "Sink the propagation edges onto the owners.",
+                                              implemented=False)
+
+
 @register("sink-data-flow-edges",
-          "Move data-flow-edge shardings onto their owners and remove the edges.")
+          "Move data-flow-edge shardings onto their owners and remove the edges.",
+          (SINK_DEBUG_SHARDING_ORIGINS, SINK_DEBUG_PROPAGATION_EDGE_SHARDING))
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 

@@ -21,6 +21,7 @@ from sdy_dl.ir.op_index import ops_named
 from sdy_dl.passes import PassOptions, register, rewrite, run_analysis
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
+from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
 
 FUNC_MANUAL_AXES_ATTR = "sdy.func_manual_axes"
 
@@ -42,11 +43,12 @@ def computation_key(func, meshes, ignore_shardings: bool = False) -> str:
 
 
 @register("unflatten-call-graph",
-          "Merge cloned functions with the same origin and the same in/out shardings.")
+          "Merge cloned functions with the same origin and the same in/out shardings.",
+          (DEDUP_FUNCTIONS_FULLY,))
 def run(module: Module, options: PassOptions) -> Module:
     from jaxlib.mlir import ir
 
-    dedup = bool(options.option("dedup-functions-fully"))
+    dedup = options[DEDUP_FUNCTIONS_FULLY]
 
     def edit() -> bool:
         meshes = module_meshes(module)

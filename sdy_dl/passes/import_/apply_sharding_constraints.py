@@ -25,6 +25,7 @@ from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
                                       shardable_value)
 from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.options import Option
 from sdy_dl.sharding import TensorSharding
 
 
@@ -182,8 +183,16 @@ def apply_constraint(op, value, sharding: TensorSharding, kind: str) -> None:
                                            sharding.unreduced))
 
 
+DEBUG_SHARDING_ORIGINS = Option("debug-sharding-origins", "bool", False,
+                                "Record where each sharding came from.", implemented=False)
+DEBUG_PROPAGATION_EDGE_SHARDING = Option("debug-propagation-edge-sharding", "bool", False,
+                                         "Record the edges shardings propagated along.",
+                                         implemented=False)
+
+
 @register("apply-sharding-constraints",
-          "Copy fully closed sharding constraints onto their unsharded inputs; chain rule.")
+          "Copy fully closed sharding constraints onto their unsharded inputs; chain rule.",
+          (DEBUG_SHARDING_ORIGINS, DEBUG_PROPAGATION_EDGE_SHARDING))
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 

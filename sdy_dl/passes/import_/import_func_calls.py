@@ -28,6 +28,7 @@ from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import call_graph, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
+from sdy_dl.passes.options import Option
 from sdy_dl.sharding import TensorSharding
 
 EXECUTION_THREAD_ATTR = "execution_thread"
@@ -91,8 +92,14 @@ def import_call(call, func, meshes, moved: dict) -> None:
     call.erase()
 
 
+ADD_DATA_FLOW_EDGES_ON_NAMED_COMPUTATIONS = Option(
+    "add-data-flow-edges-on-named-computations", "bool", True,
+    "Add sdy.data_flow_edge ops on the named computations calls become.")
+
+
 @register("import-func-calls",
-          "Turn every func.call into an sdy.named_computation (with data-flow edges).")
+          "Turn every func.call into an sdy.named_computation (with data-flow edges).",
+          (ADD_DATA_FLOW_EDGES_ON_NAMED_COMPUTATIONS,))
 def run(module: Module, options: PassOptions) -> Module:
     def edit() -> bool:
         meshes = module_meshes(module)
@@ -112,7 +119,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed = True
         for name in moved:
             funcs[name].erase()
-        if options.option("add-data-flow-edges-on-named-computations"):
+        if options[ADD_DATA_FLOW_EDGES_ON_NAMED_COMPUTATIONS]:
             for mop in walk_named(module.mlir, ("sdy.named_computation",), post=True):
                 add_edges(mop)
                 changed = True

@@ -13,8 +13,8 @@ The passes, in Shardy's order::
     apply-sharding-constraints    (only with dedup-functions-fully)
     sharding-group-import         (only with dedup-functions-fully)
 
-The option ``dedup-functions-fully`` (default false) is declared in
-:mod:`sdy_dl.passes.options`.
+It declares the option ``dedup-functions-fully`` (default false), which
+``unflatten-call-graph`` and the whole pipeline read too.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import importlib
 
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PASSES, PassOptions, register
+from sdy_dl.passes.options import Option
 
 _MODULES = ("symbol_dce", "lift_inlined_meshes", "remove_size_one_axes",
             "propagate_sharding_from_func_to_call", "constant_or_scalar_splitter",
@@ -40,15 +41,17 @@ def pipeline_passes(dedup_functions_fully: bool = False) -> tuple[str, ...]:
     return BASE_PASSES + (DEDUP_PASSES if dedup_functions_fully else ())
 
 
-def dedup_option(options: PassOptions) -> bool:
-    return bool(options.option("dedup-functions-fully"))
+DEDUP_FUNCTIONS_FULLY = Option(
+    "dedup-functions-fully", "bool", False,
+    "Keep one function per callee (func data-flow edges instead of named computations).")
 
 
 @register("import-pipeline", "Shardy's import pipeline (symbol-dce, lift meshes, ..., data-flow "
-                             "edges; constraints and groups with dedup-functions-fully).")
+                             "edges; constraints and groups with dedup-functions-fully).",
+          (DEDUP_FUNCTIONS_FULLY,))
 def run(module: Module, options: PassOptions) -> Module:
     for name in _MODULES:
         importlib.import_module(f"sdy_dl.passes.import_.{name}")
-    for name in pipeline_passes(dedup_option(options)):
+    for name in pipeline_passes(options[DEDUP_FUNCTIONS_FULLY]):
         module = PASSES[name].run(module, options)
     return module

@@ -8,7 +8,8 @@ other passes (:mod:`.aggressive_propagation`, :mod:`.op_priority_propagation`,
 :mod:`.user_priority_propagation`) call :func:`run_strategy` with their
 strategy and schedule.  The ``propagation-strategy`` pass option (basic,
 aggressive, basic-then-aggressive) chooses the step strategy of the
-aggressive, op- and user-priority passes (:func:`strategy_option`).
+aggressive, op- and user-priority passes.  The options of this pass are
+those every propagation pass reads (:data:`BASIC_PROPAGATION_OPTIONS`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from sdy_dl.ir import Module
 from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.op_index import index_from_model
 from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes.import_.apply_sharding_constraints import (
+    DEBUG_PROPAGATION_EDGE_SHARDING, DEBUG_SHARDING_ORIGINS)
+from sdy_dl.passes.options import Option
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.groups import sync_sharding_groups
@@ -28,6 +32,19 @@ from sdy_dl.propagation.trace import StepReplay
 
 RULE_ATTR = "sdy.sharding_rule"
 
+CONSERVATIVE_PROPAGATION = Option(
+    "conservative-propagation", "bool", False,
+    "Disallow split axes and non-divisible sharding axes (same as --conservative).")
+KEEP_SHARDING_RULES = Option(
+    "keep-sharding-rules", "bool", False,
+    "Keep existing and created sdy.sharding_rule attributes (same as --keep-sharding-rules).")
+MODULE_DUMP_DIRECTORY = Option("module-dump-directory", "string", "",
+                               "Where Shardy dumps rewritten modules.", implemented=False)
+
+#: The options of basic propagation, which every propagation pass extends.
+BASIC_PROPAGATION_OPTIONS = (KEEP_SHARDING_RULES, MODULE_DUMP_DIRECTORY, CONSERVATIVE_PROPAGATION,
+                             DEBUG_SHARDING_ORIGINS, DEBUG_PROPAGATION_EDGE_SHARDING)
+
 
 def make_propagator(module: Module, options: PassOptions, strategy: str) -> Propagator:
     """A propagator over ``module`` with the rule DB and engine ``options`` name."""
@@ -35,25 +52,27 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
     from sdy_dl.rules.db import load_rule_db
 
     check_static_shapes(module)
-    rules = load_rule_db(options.rule_files, conservative=options.conservative)
-    engine = options.make_engine() if options.replay_dir is None else None
+    run = options.context
+    conservative = options[CONSERVATIVE_PROPAGATION]
+    rules = load_rule_db(run.rule_files, conservative=conservative)
+    engine = run.make_engine() if run.replay_dir is None else None
 
     def build(module: Module) -> Propagator:
-        if options.replay_dir is not None:
-            evaluate = StepReplay(options.replay_dir, module.meshes)
+        if run.replay_dir is not None:
+            evaluate = StepReplay(run.replay_dir, module.meshes)
         else:
             def evaluate(steps):
                 return evaluate_steps(engine, steps, module.meshes)
-        if options.recorder is not None:
-            evaluate = options.recorder.wrap(evaluate)
+        if run.recorder is not None:
+            evaluate = run.recorder.wrap(evaluate)
         propagator = Propagator(
             module,
             rule_for=lambda op: rules.rule_for(op, module),
             evaluate=evaluate,
             strategy=strategy,
-            conservative=options.conservative,
+            conservative=conservative,
         )
-        propagator.state.tracer = options.tracer
+        propagator.state.tracer = run.tracer
         return propagator
 
     propagator = build(module)
@@ -111,20 +130,21 @@ def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
 
 
 def run_strategy(module: Module, options: PassOptions, strategy: str,
-                 schedule: str = "plain") -> Module:
+                 schedule: str = "plain", op_priority: bool = True) -> Module:
     """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
-    ("plain": one; "op-priority": five bands; "user-priority": bands per priority)."""
+    ("plain": one; "op-priority": five bands; "user-priority": per priority, the
+    bands when ``op_priority``, else one fixpoint)."""
     propagator = make_propagator(module, options, strategy)
-    with propagation_progress(len(propagator.module.ops), options.quiet) as report:
+    with propagation_progress(len(propagator.module.ops), options.context.quiet) as report:
         if schedule == "plain":
             propagator.propagate(progress=report)
         elif schedule == "op-priority":
             run_op_priority(propagator, functools.partial(run_analysis, options=options), report)
         else:
             run_user_priority(propagator, functools.partial(run_analysis, options=options), report,
-                              options.option("run-op-priority-propagation"))
+                              op_priority)
     propagator.finish()
-    finish_rules(propagator.module, propagator, options.keep_sharding_rules)
+    finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
     model = propagator.module
     out = model if not propagator.erased else index_on_demand(model.mlir, model.file)
     # (only attributes changed, or dead ops were erased: the model gives the op index)
@@ -132,11 +152,7 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     return out
 
 
-@register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)")
+@register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)",
+          BASIC_PROPAGATION_OPTIONS)
 def basic_propagate(module: Module, options: PassOptions) -> Module:
     return run_strategy(module, options, "basic")
-
-
-def strategy_option(options: PassOptions) -> str:
-    """The ``propagation-strategy`` pass option (default aggressive)."""
-    return options.option("propagation-strategy")

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.propagation.basic_propagation import run_strategy, strategy_option
+from sdy_dl.passes.propagation.aggressive_propagation import PROPAGATION_STRATEGY
+from sdy_dl.passes.propagation.basic_propagation import run_strategy
+from sdy_dl.passes.propagation.op_priority_propagation import (
+    OP_PRIORITY_PROPAGATION_OPTIONS, RUN_OP_PRIORITY_PROPAGATION)
 
 
-@register("user-priority-propagate", "Shardy's user-priority propagation (sdy-user-priority-propagate)")
+@register("user-priority-propagate", "Shardy's user-priority propagation (sdy-user-priority-propagate)",
+          OP_PRIORITY_PROPAGATION_OPTIONS)
 def user_priority_propagate(module: Module, options: PassOptions) -> Module:
-    return run_strategy(module, options, strategy_option(options), "user-priority")
+    return run_strategy(module, options, options[PROPAGATION_STRATEGY], "user-priority",
+                        options[RUN_OP_PRIORITY_PROPAGATION])
