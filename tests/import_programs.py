@@ -22,8 +22,7 @@ import lowering
 from sdy_dl.ir import parse_module_text
 from oracle import normalize, shardy  # noqa: F401  (shared oracle helpers)
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.passes import PASSES
-from sdy_dl.pipeline import make_options
+from sdy_dl.passes import PASSES, PassOptions
 
 # -- differential helpers ----------------------------------------------------------------
 
@@ -36,11 +35,11 @@ def _load_import_passes() -> None:
         importlib.import_module(f"sdy_dl.passes.import_.{info.name}")
 
 
-def ours(text: str, name: str, engine: str = "clingo", **extra) -> str:
-    """``text`` after sdy-dl's pass ``name``."""
+def ours(text: str, name: str, engine: str = "clingo", **options) -> str:
+    """``text`` after sdy-dl's pass ``name`` with Shardy's pass ``options``."""
     _load_import_passes()
     module = parse_module_text(text, "<test>")
-    out = PASSES[name].run(module, make_options(extra, engine=engine))
+    out = PASSES[name].run(module, PassOptions.create(name, options, engine=engine))
     return normalize(out.print())
 
 

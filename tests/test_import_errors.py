@@ -85,7 +85,7 @@ def test_pass_error_matches_shardy(name, text, message):
 
 def test_group_error_from_the_pipeline():
     with pytest.raises(SdyError, match="cannot cross ManualComputationOp"):
-        ours(GROUP_ACROSS_MANUAL, "import-pipeline", {"dedup-functions-fully": True})
+        ours(GROUP_ACROSS_MANUAL, "import-pipeline", dedup_functions_fully=True)
     # Without dedup-functions-fully the pipeline does not import groups.
     expected = shardy(GROUP_ACROSS_MANUAL, "sdy-import-pipeline")
     assert ours(GROUP_ACROSS_MANUAL, "import-pipeline") == expected
