@@ -90,7 +90,7 @@ def test_conflict_says_what_the_output_does_there():
 
 # -- conflicts of a real model: what the output does, grouping, axis origins ----------------
 
-EXPLICIT = PassOptions(extra={"enable_insert_explicit_collectives": True})
+EXPLICIT = make_options({"enable-insert-explicit-collectives": True})
 
 
 def swiglu(layers: int) -> str:
@@ -157,7 +157,7 @@ def test_conflicts_say_what_the_output_does():
     communicate: none ends with "nothing")."""
     text = swiglu(2)
     explicit = Audit(parse_module_text(text), EXPLICIT)
-    plain = Audit(parse_module_text(text), PassOptions())
+    plain = Audit(parse_module_text(text), make_options())
     got = explicit.conflicts()
     assert got and all(c.output and not c.predicted for c in got)
     for c in got:
@@ -174,8 +174,8 @@ def test_conflicts_say_what_the_output_does():
 
 
 def test_a_16_layer_and_a_2_layer_model_give_the_same_groups():
-    small = Audit(parse_module_text(swiglu(2)), PassOptions()).conflict_groups()
-    large = Audit(parse_module_text(swiglu(16)), PassOptions()).conflict_groups()
+    small = Audit(parse_module_text(swiglu(2)), make_options()).conflict_groups()
+    large = Audit(parse_module_text(swiglu(16)), make_options()).conflict_groups()
     assert len(small) == len(large) >= 2
     assert sum(g.count for g in large) == 8 * sum(g.count for g in small)
     for a, b in zip(small, large):
@@ -188,7 +188,7 @@ def test_competitors_follow_the_contested_axis():
     """At the first matmul "data" is contested between the batch (factor i) and the
     weight's input dim (factor k): the result's "data" came from the batch's
     annotation only, not from the weight whose "data" is on the contracting dim."""
-    audit = Audit(parse_module_text(swiglu(2)), PassOptions())
+    audit = Audit(parse_module_text(swiglu(2)), make_options())
     first = audit.conflicts()[0]
     assert first.kind == "across-factor" and first.axis == "data"
     by_tensor = {x["tensor"]: x for x in first.competitors}

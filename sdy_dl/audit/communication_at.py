@@ -56,9 +56,10 @@ class OpCommunication:
         from sdy_dl.ir import parse_module_text
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.passes import get_pass
-        from sdy_dl.pipeline import EXPLICIT_COLLECTIVES, split_stage, stage_options
+        from sdy_dl.pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES, EXPLICIT_COLLECTIVES,
+                                     split_stage, stage_options)
 
-        if options.option("enable-insert-explicit-collectives"):
+        if options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
             return cls(module, predicted=False)
         with mlir_context():
             text = module.mlir.operation.get_asm(enable_debug_info=True)
