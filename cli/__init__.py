@@ -102,7 +102,8 @@ def run(**click_options) -> None:
 def _register() -> None:
     from sdy_dl.cli import show  # noqa: F401  (commands register themselves on `main`)
     for name in ("rules_cmd", "passes_cmd", "propagate_cmd", "emit_cmd", "explain_cmd",
-                 "conflicts_cmd", "report_cmd", "diff_cmd", "cache_cmd"):
+                 "conflicts_cmd", "report_cmd", "diff_cmd", "cache_cmd",
+                 "comms_cmd", "memory_cmd"):
         try:
             __import__(f"sdy_dl.cli.{name}")
         except ModuleNotFoundError as e:

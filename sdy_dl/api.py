@@ -8,6 +8,10 @@ result answers every question about its output without running it again::
     result.sharding("%3")       # its printed sharding (None: unsharded)
     result.explain("result:0")  # the derivation tree (sdy_dl.audit.Node)
     result.conflicts()          # where propagation could not agree
+
+    result = sdy_dl.propagate("model.mlir", explicit_collectives=True)
+    result.collectives()        # the collective ledger (bytes per device, causes)
+    result.memory()             # bytes per device of every value, top unsharded
 """
 
 from __future__ import annotations
@@ -47,10 +51,38 @@ class PropagationResult:
         """Every place propagation could not agree."""
         return self.audit.conflicts()
 
+    def collectives(self, cost_model=None):
+        """The collective ledger (:class:`sdy_dl.audit.collectives.Ledger`) of a result
+        propagated with ``explicit_collectives=True`` (else an ``SdyError``).
+
+        ``ledger.entries`` lists every collective of the output, largest first, as
+        :class:`~sdy_dl.audit.collectives.Collective`: ``kind``, ``function``, ``name``,
+        ``shape``, ``element_type``, ``axes``, ``devices``, ``bytes`` (per device),
+        ``in_sharding``/``out_sharding`` and the cause ``had``/``needed``
+        (:class:`~sdy_dl.audit.collectives.Side`: values, shardings, annotations);
+        ``ledger.groups()`` groups them by pattern; ``ledger.totals()`` sums bytes in
+        all, per function, per mesh axis and per kind; ``ledger.to_json()`` is what
+        ``sdy-dl comms --format json`` prints.  ``cost_model``: None (no times), a
+        YAML file's path, or a :class:`~sdy_dl.audit.cost_model.CostModel`
+        (``load_cost_model()`` is the shipped one): entries get ``seconds``."""
+        from sdy_dl.audit.cost_model import load_cost_model
+
+        if isinstance(cost_model, str):
+            cost_model = load_cost_model(cost_model)
+        return self.audit.collectives(cost_model)
+
+    def memory(self, top: int = 10):
+        """The memory table (:class:`sdy_dl.audit.memory.MemoryTable`): ``values`` (every
+        value's ``bytes_per_device``, ``global_bytes``, ``devices``), ``functions``
+        (per function ``arguments``, ``results`` and ``peak_intermediates``, an
+        estimate) and ``top``, the ``top`` largest replicated or partly sharded values
+        with ``why`` and ``shardable`` (mesh axis -> dims it divides)."""
+        return self.audit.memory(top)
+
 
 def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
               keep_sharding_rules: bool = False, rules=(), pass_options: dict | None = None,
-              file: str | None = None) -> PropagationResult:
+              file: str | None = None, explicit_collectives: bool = False) -> PropagationResult:
     """Propagate ``module`` (module text, or the path of a module file).
 
     ``rules`` are extra YAML rule files; ``pass_options`` are Shardy's pass
@@ -60,6 +92,8 @@ def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
     :class:`~sdy_dl.errors.UsageError` listing the valid ones).
     ``conservative`` and ``keep_sharding_rules`` are the options
     ``conservative-propagation`` and ``keep-sharding-rules``.
+    ``explicit_collectives`` ends the pipeline as ``propagate --explicit-collectives``
+    does (needed by :meth:`PropagationResult.collectives`).
     """
     from sdy_dl.engines import ENGINE_NAMES
     from sdy_dl.errors import UsageError
@@ -72,7 +106,8 @@ def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
                          f"not {type(pass_options).__name__}")
     given = dict(pass_options or {})
     for name, flag in (("conservative-propagation", conservative),
-                       ("keep-sharding-rules", keep_sharding_rules)):
+                       ("keep-sharding-rules", keep_sharding_rules),
+                       ("enable-insert-explicit-collectives", explicit_collectives)):
         if flag:
             given[name] = True
     if isinstance(rules, (str, bytes)):

@@ -18,6 +18,9 @@ printed output module:
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
 | `step_proofs` | proofs for the step nodes of trees, from the engine the audit ran |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |
+| `collectives` | the collective ledger: every collective, its bytes per device and its cause |
+| `cost_model` | bytes per device of tensors and collectives; bandwidth and latency per mesh axis |
+| `memory`     | bytes per device of every value, per-function totals, the largest unsharded tensors |
 """
 
 from __future__ import annotations
@@ -86,6 +89,19 @@ class Audit:
         from sdy_dl.audit.conflicts import group_conflicts
 
         return group_conflicts(self.conflicts())
+
+    def collectives(self, cost_model=None):
+        """The collective ledger of the output (see :mod:`sdy_dl.audit.collectives`;
+        the propagation must have run with explicit collectives)."""
+        from sdy_dl.audit.collectives import ledger
+
+        return ledger(self, cost_model)
+
+    def memory(self, top: int = 10):
+        """Bytes per device of every value (see :mod:`sdy_dl.audit.memory`)."""
+        from sdy_dl.audit.memory import memory_table
+
+        return memory_table(self, top)
 
     def attach_proofs(self, trees: list[Node]) -> None:
         """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""

@@ -14,6 +14,7 @@ started from.  Keys are the tracer's (``value_key`` of a sharding slot, or
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -156,10 +157,62 @@ class ProvenanceTracer:
 
     def _last_write(self, key, before: int) -> int | None:
         at = self._by_key.get(key, ())
-        for i in reversed(at):
-            if i < before:
-                return i
-        return None
+        k = bisect.bisect_left(at, before)
+        return at[k - 1] if k else None
+
+    def _read_keys(self, write: Write) -> list:
+        """The keys whose earlier shardings ``write`` descends from: what its cause
+        read (with a sharding); a rewrite without inputs (user priorities, group
+        syncs) continues with the key's own earlier sharding."""
+        keys = list(dict.fromkeys(k for k, s in write.cause.inputs if s is not None))
+        return keys or [write.key]
+
+    def roots(self, key, before: int | None = None) -> list:
+        """The leaves of ``key``'s derivation tree (:meth:`tree` without a depth limit):
+        the keys whose shardings as the propagation found them it descends from, in
+        the order first met.  Each write's leaves are computed once and kept (as a
+        bit set over the leaf keys), so asking for many keys costs one walk of the
+        writes behind them."""
+        if not hasattr(self, "_root_memo"):
+            self._root_memo: dict[int, int] = {}
+            self._root_keys: list = []
+            self._root_bit: dict = {}
+        memo, leaf_bit = self._root_memo, self._leaf_bit
+        start = self._last_write(key, len(self.writes) if before is None else before)
+        if start is None:
+            bits = leaf_bit(key)
+        else:
+            stack = [(start, False)]
+            while stack:
+                w, expanded = stack.pop()
+                if w in memo:
+                    continue
+                write = self.writes[w]
+                first = write.cause.first
+                children = [(k, self._last_write(k, first)) for k in self._read_keys(write)]
+                if not expanded:
+                    stack.append((w, True))
+                    stack.extend((c, False) for _, c in children
+                                 if c is not None and c not in memo)
+                    continue
+                bits = 0
+                for k, c in children:
+                    # (a child write comes before its cause began: the walk ends)
+                    bits |= leaf_bit(k) if c is None else memo[c]
+                memo[w] = bits
+            bits = memo[start]
+        keys = self._root_keys
+        return [keys[i] for i in range(bits.bit_length()) if bits >> i & 1]
+
+    def _leaf_bit(self, key) -> int:
+        """The bit of leaf ``key`` (0: it had no sharding when the propagation began)."""
+        if self.initial.get(key) is None:
+            return 0
+        bit = self._root_bit.get(key)
+        if bit is None:
+            bit = self._root_bit[key] = len(self._root_keys)
+            self._root_keys.append(key)
+        return 1 << bit
 
     def _node(self, key, before: int, depth: int, seen: set) -> Derivation | None:
         write_at = self._last_write(key, before)
@@ -176,18 +229,8 @@ class ProvenanceTracer:
             node.truncated = "depth"
             return node
         seen.add(marker)
-        cause = write.cause
-        # What the cause read: its inputs; a rewrite without inputs (user priorities,
-        # group syncs) continues with the key's own earlier sharding.
-        inputs = [(k, s) for k, s in cause.inputs if s is not None]
-        if not inputs:
-            inputs = [(key, None)]
-        done = set()
-        for input_key, _ in inputs:
-            if input_key in done:
-                continue
-            done.add(input_key)
-            child = self._node(input_key, cause.first, depth - 1, seen)
+        for input_key in self._read_keys(write):
+            child = self._node(input_key, write.cause.first, depth - 1, seen)
             if child is not None:
                 node.children.append(child)
         return node

@@ -1,0 +1,460 @@
+"""The collective ledger: every collective of an explicit-collectives output, its
+bytes per device and its cause.
+
+:func:`ledger` reads the output module of an :class:`~sdy_dl.audit.Audit` that
+ran ``propagate --explicit-collectives`` (``insert-explicit-reshards`` in its
+full version, then ``reshard-to-collectives``) and makes one
+:class:`Collective` per ``sdy.all_gather``, ``all_slice``, ``all_to_all``,
+``collective_permute``, ``all_reduce``, ``reduce_scatter``,
+``sharded_to_unreduced``, ``replicated_to_unreduced`` and left-over
+``sdy.reshard`` op.  Bytes follow :mod:`sdy_dl.audit.cost_model`.
+
+Its **cause** is the two shardings it reconciles, each with the input
+annotations its derivation starts from (the leaves of ``sdy-dl explain``'s
+tree of those values, :meth:`ProvenanceTracer.roots`):
+
+* **had**: the value the chain of collectives starts from (the collectives
+  of one reshard follow each other) and the sharding the output prints for
+  it; for an all-reduce of a reduction factor (a dot or reduce whose
+  contracting or reduced dims are sharded), the producer's operands that
+  carry the all-reduced axes;
+* **needed**: the sharding the chain ends with, which the consuming ops read
+  (their results' derivations; a function result's annotation), or for a
+  reduction all-reduce, the producer's result sharding (what the all-reduce
+  prints as its out_sharding; the derivation of the producer's result).
+
+Collectives of one pattern (kind, function, type, axes, shardings, producing
+and consuming op kinds) are grouped with a count: a 64-layer model shows
+about as many groups as a 2-layer one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sdy_dl.audit.cost_model import CostModel, collective_bytes, local_bytes
+from sdy_dl.errors import SdyError
+from sdy_dl.sharding import AxisRef, TensorSharding, parse_axis_ref
+
+#: Collective op -> its kind (the op name without ``sdy.``) and the attribute
+#: holding the axes it runs over.
+COLLECTIVE_OPS = {
+    "sdy.all_gather": "gathering_axes", "sdy.all_slice": "slicing_axes",
+    "sdy.all_to_all": "params", "sdy.collective_permute": None,
+    "sdy.all_reduce": "reduction_axes", "sdy.reduce_scatter": "reduce_scatter_axes",
+    "sdy.sharded_to_unreduced": "axes", "sdy.replicated_to_unreduced": "axes",
+    "sdy.reshard": None,
+}
+
+_AXIS_REF = re.compile(r'"(?:[^"\\]|\\.)*"(?::\(\d+\)\d+)?')
+
+
+@dataclass
+class Side:
+    """One of the two decisions a collective reconciles: values and their shardings
+    as the output prints them, the op there, and the input annotations they derive from."""
+
+    values: list[dict]            # [{"value": name, "sharding": text}]
+    op: str                       # the producing op (had) or the consuming ops (needed)
+    place: str                    # where that op is (input line or python line)
+    annotations: list[str] = field(default_factory=list)
+
+    @property
+    def sharding(self) -> str:
+        """The sharding of the first value (the one the entry is about)."""
+        return self.values[0]["sharding"] if self.values else "(none)"
+
+    def to_json(self) -> dict:
+        return {"values": self.values, "op": self.op, "place": self.place,
+                "annotations": self.annotations}
+
+    def text(self) -> str:
+        values = "; ".join(f"{v['value']} {_inner(v['sharding'])}" for v in self.values)
+        notes = "; ".join(self.annotations) if self.annotations else "no input annotation reaches it"
+        return f"{values} ({self.op} at {self.place}) <- {notes}"
+
+
+@dataclass
+class Collective:
+    """One collective (or left-over reshard) of the output module."""
+
+    kind: str                     # all_gather, ..., reshard
+    function: str                 # main, @name
+    name: str                     # its result's name in the output
+    output_line: int | None       # the line of the printed output defining it
+    input_place: str              # the input module's line of the op it was made for
+    python: str | None            # the Python source line (JAX debug info), if any
+    shape: tuple[int, ...]
+    element_type: str
+    mesh: str
+    axes: list[str]               # the mesh axes it runs over (sub-axes as such)
+    devices: int                  # n: the product of their sizes
+    bytes: int | None             # per device (None: a reshard, not lowered)
+    in_sharding: str              # of its operand
+    out_sharding: str
+    had: Side
+    needed: Side
+    reduction: bool = False       # an all-reduce of a reduction factor
+    seconds: float | None = None  # estimated (with a cost model)
+
+    @property
+    def axis_names(self) -> list[str]:
+        """The names of the full mesh axes it runs over."""
+        return [parse_axis_ref(a).name for a in self.axes]
+
+    @property
+    def type_text(self) -> str:
+        return f"tensor<{'x'.join(map(str, self.shape))}{'x' if self.shape else ''}{self.element_type}>"
+
+    def pattern(self) -> tuple:
+        """What collectives of one pattern across layers share."""
+        return (self.kind, self.function, self.shape, self.element_type, tuple(self.axes),
+                self.in_sharding, self.out_sharding, self.had.op, self.needed.op)
+
+    def to_json(self) -> dict:
+        out = {"kind": self.kind, "function": self.function, "value": self.name,
+               "output_line": self.output_line, "input_place": self.input_place,
+               "python": self.python, "type": self.type_text, "shape": list(self.shape),
+               "element_type": self.element_type, "mesh": self.mesh, "axes": self.axes,
+               "devices": self.devices, "bytes_per_device": self.bytes,
+               "in_sharding": self.in_sharding, "out_sharding": self.out_sharding,
+               "cause": {"had": self.had.to_json(), "needed": self.needed.to_json(),
+                         "reduction": self.reduction}}
+        if self.seconds is not None:
+            out["estimated_seconds"] = self.seconds
+        return out
+
+
+@dataclass
+class Group:
+    """Collectives of one pattern (:meth:`Collective.pattern`)."""
+
+    members: list[Collective]
+
+    @property
+    def first(self) -> Collective:
+        return self.members[0]
+
+    @property
+    def bytes(self) -> int | None:
+        b = [m.bytes for m in self.members]
+        return None if any(x is None for x in b) else sum(b)
+
+    @property
+    def seconds(self) -> float | None:
+        s = [m.seconds for m in self.members]
+        return None if any(x is None for x in s) else sum(s)
+
+    def to_json(self) -> dict:
+        return {"count": len(self.members), "bytes_per_device": self.bytes,
+                **({"estimated_seconds": self.seconds} if self.seconds is not None else {}),
+                "example": self.first.to_json(), "values": [m.name for m in self.members]}
+
+
+class Ledger:
+    """Every collective of one explicit-collectives propagation, sorted by bytes
+    (largest first), with groups and totals."""
+
+    def __init__(self, entries: list[Collective], file: str, cost_model: CostModel | None):
+        self.entries = sorted(entries, key=lambda c: (-(c.bytes or 0), c.output_line or 0))
+        self.file = file
+        self.cost_model = cost_model
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def groups(self) -> list[Group]:
+        """The entries grouped by pattern, largest total first."""
+        by: dict[tuple, list[Collective]] = {}
+        for e in sorted(self.entries, key=lambda c: c.output_line or 0):
+            by.setdefault(e.pattern(), []).append(e)
+        groups = [Group(m) for m in by.values()]
+        return sorted(groups, key=lambda g: (-(g.bytes or 0), g.first.output_line or 0))
+
+    def totals(self) -> dict:
+        """Bytes per device (and estimated seconds) in all, per function, per mesh axis
+        (a collective over several axes counts under each) and per kind."""
+        def add(table, key, e):
+            row = table.setdefault(key, {"count": 0, "bytes_per_device": 0})
+            row["count"] += 1
+            row["bytes_per_device"] += e.bytes or 0
+            if e.seconds is not None:
+                row["estimated_seconds"] = row.get("estimated_seconds", 0.0) + e.seconds
+
+        total: dict = {}
+        per = {"function": {}, "axis": {}, "kind": {}}
+        for e in self.entries:
+            add(total, "all", e)
+            add(per["function"], e.function, e)
+            add(per["kind"], e.kind, e)
+            for a in dict.fromkeys(e.axis_names):
+                add(per["axis"], a, e)
+        out = {"all": total.get("all", {"count": 0, "bytes_per_device": 0})}
+        for k, table in per.items():
+            out[k] = dict(sorted(table.items(), key=lambda kv: -kv[1]["bytes_per_device"]))
+        unknown = sum(1 for e in self.entries if e.bytes is None)
+        if unknown:
+            out["not_lowered_reshards"] = unknown
+        return out
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "cost_model": self.cost_model.to_json() if self.cost_model
+                else None, "totals": self.totals(), "groups": [g.to_json() for g in self.groups()],
+                "collectives": [e.to_json() for e in self.entries]}
+
+
+def _inner(sharding: str) -> str:
+    """``#sdy.sharding<@mesh, [{"a"}, {}]>`` -> ``[{"a"}, {}]`` (the mesh is in the entry)."""
+    m = re.match(r"#sdy\.sharding<(?:@[\w$.\-\"]+|mesh<.*?>), (.*)>$", sharding)
+    return m.group(1) if m else sharding
+
+
+def _text(sharding: TensorSharding | None) -> str:
+    return "(none)" if sharding is None else sharding.to_text()
+
+
+def axes_of(mop, attribute: str | None) -> list[AxisRef]:
+    """The axis refs of a collective's axes attribute, in order."""
+    if attribute is None or attribute not in mop.attributes:
+        return []
+    return [parse_axis_ref(m.group(0)) for m in _AXIS_REF.finditer(str(mop.attributes[attribute]))]
+
+
+def _permuted_axes(have: TensorSharding | None, want: TensorSharding | None) -> list[AxisRef]:
+    """The axes a collective-permute moves: those not on the same dim at the same place."""
+    if want is None:
+        return []
+    old = {}
+    for d, dim in enumerate(have.dims if have is not None else ()):
+        for i, a in enumerate(dim.axes):
+            old[a] = (d, i)
+    moved = [a for d, dim in enumerate(want.dims) for i, a in enumerate(dim.axes)
+             if old.get(a) != (d, i)]
+    return moved or [a for dim in want.dims for a in dim.axes]
+
+
+class _Builder:
+    """Reads the collectives of one audit's output module."""
+
+    def __init__(self, audit, cost_model: CostModel | None):
+        from sdy_dl.ir.meshes import module_meshes
+
+        self.audit = audit
+        self.outputs = audit.outputs
+        self.explainer = audit.explainer
+        self.tracer = audit.tracer
+        self.meshes = module_meshes(audit.module)
+        self.cost_model = cost_model
+        self._notes: dict = {}
+
+    # -- values ------------------------------------------------------------
+
+    def sharding_of(self, value) -> TensorSharding | None:
+        """The sharding the output shows for ``value`` (a collective's own out_sharding)."""
+        from sdy_dl.ir.storage import read_own
+
+        owner = getattr(value.owner, "operation", None)
+        if owner is not None and owner.name in COLLECTIVE_OPS:
+            return read_own(owner, "sharding" if owner.name == "sdy.reshard" else "out_sharding")
+        out = self.outputs.by_value.get(value)
+        if out is not None and out.sharding is not None:
+            return out.sharding
+        if owner is None:
+            # a block argument of a while or case: the sharding its op stores for it
+            # (a manual computation's body argument: its local view)
+            from sdy_dl.ir.value_sharding import get_sharding
+
+            return get_sharding(value)
+        return None
+
+    def name_of(self, value) -> str:
+        return self.outputs.name_of(value)
+
+    def annotations(self, values) -> list[str]:
+        """The input annotations the shardings of ``values`` (MLIR values, or output
+        values) derive from; a collective's result stands for its chain's source."""
+        found: dict[str, None] = {}
+        for v in values:
+            if v is None:
+                continue
+            if not hasattr(v, "key"):
+                v = self.outputs.by_value.get(self.chain_source(v))
+                if v is None:
+                    continue
+            if v.key is None:
+                found.setdefault(f"{v.name}: created by the export passes, no derivation")
+                continue
+            for root in self.tracer.roots(v.key):
+                found.setdefault(self._note(root))
+        return list(found)
+
+    @staticmethod
+    def chain_source(value):
+        """The value a chain of collectives ending in ``value`` starts from."""
+        while (owner := getattr(value.owner, "operation", None)) is not None \
+                and owner.name in COLLECTIVE_OPS:
+            value = owner.operands[0]
+        return value
+
+    def _note(self, key) -> str:
+        """``NAME = SHARDING (op at place)`` of a derivation leaf."""
+        note = self._notes.get(key)
+        if note is None:
+            from sdy_dl.audit.provenance import Derivation
+
+            leaf = self.explainer._leaf(Derivation(key, self.tracer.initial[key], None),
+                                        self.explainer.key_name(key))
+            note = leaf.because.removeprefix("annotation in the input: ")
+            if leaf.kind != "annotation":
+                note = f"{leaf.what}: {note}"
+            self._notes[key] = note
+        return note
+
+    def place(self, mop) -> tuple[str, str | None]:
+        """(input place, python place) of an op from its location."""
+        from sdy_dl.audit.naming import _FILE_LOC_RE
+
+        loc = str(mop.location)
+        places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
+        python = next((f"{f}:{line}" for f, line in places if f.endswith(".py")), None)
+        module = next((f"input line {line}" for f, line in places if not f.endswith(".py")), None)
+        return module or (f"python {python}" if python else "(unknown)"), python
+
+    # -- the ledger --------------------------------------------------------
+
+    def build(self) -> list[Collective]:
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.mlir_ops import walk_pre
+
+        with mlir_context():
+            ops = walk_pre(self.audit.module.mlir.operation)
+            by_value = self.outputs.by_value
+            return [self.entry(op, by_value[op.results[0]].line or None)
+                    for op in ops if op.name in COLLECTIVE_OPS]
+
+    def entry(self, mop, output_line: int | None) -> Collective:
+        from sdy_dl.ir.mlir_ops import tensor_info
+        from sdy_dl.ir.meshes import mesh_of
+        from sdy_dl.ir.storage import read_own
+
+        kind = mop.name[len("sdy."):]
+        operand, result = mop.operands[0], mop.results[0]
+        out_sharding = read_own(mop, "sharding" if kind == "reshard" else "out_sharding")
+        in_sharding = self.sharding_of(operand)
+        mesh = mesh_of(out_sharding, self.meshes) if out_sharding is not None else None
+        if mesh is None:
+            raise SdyError(f"{mop.name} at output line {output_line}: unknown mesh")
+        shape = tensor_info(result.type)[1]
+        if shape is None:
+            raise SdyError(f"{mop.name} at output line {output_line}: not a statically shaped "
+                           "tensor")
+        element = str(result.type.maybe_downcast().element_type)
+        if kind == "collective_permute":
+            axes = _permuted_axes(in_sharding, out_sharding)
+        elif kind == "reshard":
+            axes = list(dict.fromkeys(
+                a for s in (in_sharding, out_sharding) if s is not None for a in s.axes_used()))
+        else:
+            axes = axes_of(mop, COLLECTIVE_OPS[mop.name])
+        n = 1
+        for a in axes:
+            n *= a.ref_size(mesh)
+        in_local = local_bytes(shape, element, in_sharding, mesh)
+        out_local = local_bytes(shape, element, out_sharding, mesh)
+        sent = collective_bytes(kind, n, in_local, out_local)
+        input_place, python = self.place(mop)
+        had, needed, reduction = self.cause(mop, kind, axes, out_sharding)
+        axis_names = [a.to_text() for a in axes]
+        seconds = (self.cost_model.seconds(kind, n, sent, [a.name for a in axes])
+                   if self.cost_model is not None else None)
+        return Collective(kind, self.outputs.by_value[result].func, self.name_of(result),
+                          output_line, input_place, python, tuple(shape), element,
+                          out_sharding.mesh_text(), axis_names, n, sent, _text(in_sharding),
+                          _text(out_sharding), had, needed, reduction, seconds)
+
+    # -- causes ------------------------------------------------------------
+
+    def cause(self, mop, kind: str, axes: list[AxisRef], out_sharding) -> tuple[Side, Side, bool]:
+        source = self.chain_source(mop.operands[0])
+        by_value = self.outputs.by_value
+        if kind == "all_reduce":
+            producer = getattr(mop.operands[0].owner, "operation", None)
+            have = self.sharding_of(mop.operands[0])
+            unreduced = set(have.unreduced) if have is not None else set()
+            if producer is not None and producer.name not in COLLECTIVE_OPS \
+                    and not set(axes) <= unreduced:
+                carriers = [v for v in producer.operands
+                            if (s := self.sharding_of(v)) is not None
+                            and set(axes) & set(s.axes_used())]
+                if carriers:
+                    place = self.place(producer)
+                    had = Side([{"value": self.name_of(v), "sharding": _text(self.sharding_of(v))}
+                                for v in carriers], producer.name, place[0],
+                               self.annotations(carriers))
+                    # the producer's result as the all-reduce leaves it (not partial)
+                    needed = Side([{"value": self.name_of(mop.results[0]),
+                                    "sharding": _text(out_sharding)}],
+                                  producer.name, place[0], self.annotations([mop.operands[0]]))
+                    return had, needed, True
+        src_owner = getattr(source.owner, "operation", None)
+        src_op = src_owner.name if src_owner is not None else "block argument"
+        src_place = self.place(src_owner)[0] if src_owner is not None else "(argument)"
+        had = Side([{"value": self.name_of(source), "sharding": _text(self.sharding_of(source))}],
+                   src_op, src_place, self.annotations([source]))
+        end, consumers = self.chain_end(mop)
+        targets, ops, places = [], [], []
+        for user, index in consumers:
+            ops.append(user.name)
+            places.append(self.place(user)[0])
+            if user.name == "func.return":
+                targets.append(self.function_result(user, index))
+            else:
+                targets += list(user.results)
+        needed = Side([{"value": self.name_of(end), "sharding": _text(self.sharding_of(end))}],
+                      ", ".join(dict.fromkeys(ops)) or "(unused)",
+                      ", ".join(dict.fromkeys(places)) or "(unused)", self.annotations(targets))
+        return had, needed, False
+
+    def chain_end(self, mop):
+        """The last collective of ``mop``'s chain and the (op, operand index) uses of it
+        that are not collectives."""
+        value, seen = mop.results[0], 0
+        while True:
+            uses = [(u.owner, u.operand_number) for u in value.uses]
+            nxt = [o for o, _ in uses if o.name in COLLECTIVE_OPS]
+            if len(nxt) == 1 and len(uses) == 1 and seen < 64:
+                value, seen = nxt[0].results[0], seen + 1
+                continue
+            return value, [(o, i) for o, i in uses if o.name not in COLLECTIVE_OPS]
+
+    def function_result(self, ret, index: int):
+        """The output value of result ``index`` of the function returning with ``ret``."""
+        func = ret.parent
+        while func is not None and func.name != "func.func":
+            func = func.parent
+        if func is None:
+            return None
+        from sdy_dl.ir.mlir_ops import symbol_name
+
+        label = self.outputs.by_value.get(ret.operands[index])
+        prefix = "" if label is not None and label.func == "main" else f"@{symbol_name(func)}:"
+        try:
+            return self.outputs.find(f"{prefix}result:{index}")
+        except SdyError:
+            return None
+
+
+def ledger(audit, cost_model: CostModel | None = None) -> Ledger:
+    """The collective ledger of ``audit``'s output (which must come from a propagation
+    with explicit collectives: ``enable-insert-explicit-collectives``)."""
+    from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+
+    if not audit.options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
+        raise SdyError("the collective ledger needs a propagation with explicit collectives "
+                       "(sdy-dl comms runs one; in Python, sdy_dl.propagate(..., "
+                       "explicit_collectives=True))")
+    return Ledger(_Builder(audit, cost_model).build(), audit.file, cost_model)

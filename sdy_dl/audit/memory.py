@@ -1,0 +1,295 @@
+"""The memory table: bytes per device of every value of the output module.
+
+:func:`memory_table` reads the output of an :class:`~sdy_dl.audit.Audit`:
+
+* every value's **bytes per device**: its global bytes divided by the shard
+  count of each dim (sub-axes by their own size), non-divisible dims padded
+  up (:func:`sdy_dl.audit.cost_model.local_bytes`); a value without a
+  sharding is whole on every device (inside a manual computation its type is
+  already the local one);
+* per function, the totals of its **arguments** (parameters and optimizer
+  state), its **results** (as their result shardings say), and a **peak
+  estimate** of live intermediates: each op result is live from its op to
+  its last use in the printed op order, with no buffer reuse, fusion or
+  rematerialization; the largest sum over the op order is the estimate;
+* the **top N** largest values that are replicated or only partly sharded
+  (on fewer devices than their mesh has), each with why (the input
+  annotations its sharding derives from and why propagation did not shard
+  it further, or "no annotation reaches it") and which mesh axes could
+  shard it (a dim whose per-device size an axis it does not use divides).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sdy_dl.audit.cost_model import local_bytes, local_shape, tensor_bytes
+
+#: Label of the intermediates' peak.
+PEAK_NOTE = ("estimate: each op result is live from its op to its last use in op order "
+             "(no buffer reuse, fusion or rematerialization)")
+
+
+@dataclass
+class ValueMemory:
+    """One value of the output and its bytes per device."""
+
+    name: str
+    function: str
+    op: str                       # defining op, "argument", or "result" (function results)
+    shape: tuple[int, ...]
+    element_type: str
+    sharding: str                 # as printed ("(none)": whole on every device)
+    bytes_per_device: int
+    global_bytes: int
+    devices: int                  # how many devices it is split over
+    mesh_devices: int             # how many devices its mesh has (1: no mesh)
+    out: object = field(default=None, repr=False)   # the OutputValue
+
+    @property
+    def replicated(self) -> bool:
+        return self.devices == 1
+
+    @property
+    def partly_sharded(self) -> bool:
+        return 1 < self.devices < self.mesh_devices
+
+    def to_json(self) -> dict:
+        return {"value": self.name, "function": self.function, "op": self.op,
+                "shape": list(self.shape), "element_type": self.element_type,
+                "sharding": self.sharding, "bytes_per_device": self.bytes_per_device,
+                "global_bytes": self.global_bytes, "devices": self.devices,
+                "mesh_devices": self.mesh_devices}
+
+
+@dataclass
+class FunctionMemory:
+    """Per-function totals (bytes per device)."""
+
+    function: str
+    arguments: int
+    results: int
+    peak_intermediates: int       # an estimate (PEAK_NOTE)
+    peak_at: str                  # the value defined where the peak is reached
+
+    def to_json(self) -> dict:
+        return {"function": self.function, "arguments": self.arguments, "results": self.results,
+                "peak_intermediates_estimate": self.peak_intermediates, "peak_at": self.peak_at,
+                "note": PEAK_NOTE}
+
+
+@dataclass
+class Unsharded:
+    """A large value that is replicated or partly sharded: why, and what could shard it."""
+
+    value: ValueMemory
+    why: list[str]
+    shardable: dict[str, list[int]]    # mesh axis -> dims it divides
+
+    def to_json(self) -> dict:
+        return {**self.value.to_json(), "why": self.why,
+                "could_shard": [{"axis": a, "dims": d} for a, d in self.shardable.items()]}
+
+
+class MemoryTable:
+    """Every value's bytes per device, per-function totals and the top replicated or
+    partly sharded values."""
+
+    def __init__(self, file: str, values: list[ValueMemory], functions: list[FunctionMemory],
+                 top: list[Unsharded]):
+        self.file = file
+        self.values = values
+        self.functions = functions
+        self.top = top
+
+    def value(self, name: str) -> ValueMemory:
+        """The row of the value called ``name``."""
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "functions": [f.to_json() for f in self.functions],
+                "top_unsharded": [u.to_json() for u in self.top],
+                "values": [v.to_json() for v in self.values]}
+
+
+def memory_table(audit, top: int = 10) -> MemoryTable:
+    """The memory table of ``audit``'s output module, with the ``top`` largest
+    replicated or partly sharded values explained."""
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        return _Builder(audit).build(top)
+
+
+class _Builder:
+    def __init__(self, audit):
+        from sdy_dl.audit.collectives import _Builder as Collectives
+        from sdy_dl.ir.meshes import module_meshes
+
+        self.audit = audit
+        self.outputs = audit.outputs
+        self.meshes = module_meshes(audit.module)
+        self.collectives = Collectives(audit, None)
+        real = [m for m in self.meshes.values() if m.axes]
+        self.only_mesh = real[0] if len(real) == 1 else None
+
+    def row(self, out, value_type, sharding, op: str) -> ValueMemory | None:
+        from sdy_dl.ir.meshes import mesh_of
+        from sdy_dl.ir.mlir_ops import tensor_info
+
+        shape = tensor_info(value_type)[1]
+        if shape is None:
+            return None
+        element = str(value_type.maybe_downcast().element_type)
+        mesh = mesh_of(sharding, self.meshes) if sharding is not None else None
+        devices = _split(shape, sharding, mesh)
+        mesh_size = (mesh or self.only_mesh).total_size if (mesh or self.only_mesh) else 1
+        return ValueMemory(out.name, out.func, op, tuple(shape), element,
+                           sharding.to_text() if sharding is not None else "(none)",
+                           local_bytes(shape, element, sharding, mesh),
+                           tensor_bytes(shape, element), devices, mesh_size, out)
+
+    def build(self, top: int) -> MemoryTable:
+        from sdy_dl.ir.mlir_ops import func_result_types, key, walk_pre
+
+        rows: list[ValueMemory] = []
+        functions: list[FunctionMemory] = []
+        by_value = self.outputs.by_value
+        sharding_of = self.collectives.sharding_of
+        top_ops = self.audit.module.mlir.operation.regions[0].blocks[0].operations
+        for func in [op.operation for op in top_ops if op.operation.name == "func.func"]:
+            body = func.regions[0].blocks[0] if len(func.regions[0].blocks) else None
+            if body is None:
+                continue
+            label = None
+            arguments = 0
+            for arg in body.arguments:
+                out = by_value.get(arg)
+                if out is None:
+                    continue
+                label = out.func
+                r = self.row(out, arg.type, out.sharding, "argument")
+                if r is not None:
+                    rows.append(r)
+                    arguments += r.bytes_per_device
+            ops = walk_pre(func)[1:]
+            position = {}
+            intermediates = []
+            for i, op in enumerate(ops):
+                position[key(op)] = i
+                for res in op.results:
+                    out = by_value.get(res)
+                    if out is None:
+                        continue
+                    label = out.func
+                    r = self.row(out, res.type, sharding_of(res), op.name)
+                    if r is not None:
+                        rows.append(r)
+                        intermediates.append((i, res, r))
+            peak, peak_at = _peak(intermediates, position, key)
+            results = 0
+            if label is None:
+                label = "main" if func == self.outputs._table.main else f"@{_symbol(func)}"
+            prefix = "" if label == "main" else f"{label}:"
+            for i, t in enumerate(func_result_types(func)):
+                try:
+                    out = self.outputs.find(f"{prefix}result:{i}")
+                except Exception:
+                    continue
+                r = self.row(out, t, out.sharding, "result")
+                if r is not None:
+                    rows.append(r)
+                    results += r.bytes_per_device
+            functions.append(FunctionMemory(label, arguments, results, peak, peak_at))
+        candidates = [r for r in rows if r.op != "result" and (r.replicated or r.partly_sharded)
+                      and r.bytes_per_device > 0]
+        candidates.sort(key=lambda r: (-r.bytes_per_device, r.name))
+        explained = [self.unsharded(r) for r in candidates[:top]]
+        return MemoryTable(self.audit.file, rows, functions, explained)
+
+    def unsharded(self, r: ValueMemory) -> Unsharded:
+        from sdy_dl.audit.reasons import unsharded_reasons
+        from sdy_dl.ir.meshes import mesh_of
+
+        out = r.out
+        why = []
+        if out.key is None:
+            why.append(f"the result of {out.op}, created by the export passes"
+                       + (" (see sdy-dl comms)" if out.op.startswith("sdy.") else ""))
+            if out.value is not None:
+                source = self.collectives.chain_source(out.value)
+                if source is not out.value:
+                    why += [f"its source {self.collectives.name_of(source)} derives from {a}"
+                            for a in self.collectives.annotations([source])]
+        else:
+            notes = self.collectives.annotations([out])
+            why += [f"derived from {a}" for a in notes]
+            explainer = self.audit.explainer
+            reasons = unsharded_reasons(explainer, out)
+            if notes:
+                reasons = [x for x in reasons if not x.startswith("no annotation")]
+            why += reasons
+        sharding = None
+        try:
+            sharding = self.collectives.sharding_of(out.value) if out.value is not None else None
+        except Exception:
+            sharding = None
+        mesh = (mesh_of(sharding, self.meshes) if sharding is not None else None) or self.only_mesh
+        return Unsharded(r, list(dict.fromkeys(why)), _shardable(r.shape, sharding, mesh))
+
+
+def _split(shape, sharding, mesh) -> int:
+    """How many devices a value is split over (the product of its dims' shard counts)."""
+    from sdy_dl.audit.cost_model import shard_counts
+
+    return math.prod(shard_counts(sharding, mesh, len(shape)))
+
+
+def _shardable(shape, sharding, mesh) -> dict[str, list[int]]:
+    """Mesh axis (unused by ``sharding``) -> the dims whose per-device size it divides."""
+    if mesh is None:
+        return {}
+    used = {a.name for a in sharding.axes_used()} if sharding is not None else set()
+    local = local_shape(shape, sharding, mesh)
+    out = {}
+    for axis in mesh.axes:
+        if axis.name in used or axis.size <= 1:
+            continue
+        dims = [d for d, size in enumerate(local) if size % axis.size == 0 and size > 0]
+        if dims:
+            out[axis.name] = dims
+    return out
+
+
+def _peak(intermediates, position, key) -> tuple[int, str]:
+    """The largest sum of live intermediates' bytes over the op order, and the value
+    defined where it is reached."""
+    events: dict[int, int] = {}
+    for i, value, r in intermediates:
+        last = i
+        for use in value.uses:
+            p = position.get(key(use.owner))
+            if p is not None and p > last:
+                last = p
+        events[i] = events.get(i, 0) + r.bytes_per_device
+        events[last + 1] = events.get(last + 1, 0) - r.bytes_per_device
+    names = {}
+    for i, _, r in intermediates:
+        names.setdefault(i, r.name)
+    live = peak = 0
+    at = ""
+    for i in sorted(events):
+        live += events[i]
+        if live > peak:
+            peak, at = live, names.get(i, "")
+    return peak, at
+
+
+def _symbol(func) -> str:
+    from sdy_dl.ir.mlir_ops import symbol_name
+
+    return symbol_name(func)
