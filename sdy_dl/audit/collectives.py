@@ -58,7 +58,7 @@ class Side:
     values: list[dict]            # [{"value": name, "sharding": text}]
     op: str                       # the producing op (had) or the consuming ops (needed)
     place: str                    # where that op is (input line or python line)
-    annotations: list[str] = field(default_factory=list)
+    annotations: list[str] = field(default_factory=list)   # those naming its axes first
 
     @property
     def sharding(self) -> str:
@@ -69,9 +69,14 @@ class Side:
         return {"values": self.values, "op": self.op, "place": self.place,
                 "annotations": self.annotations}
 
-    def text(self) -> str:
+    def text(self, most: int = 3) -> str:
+        """One line; at most ``most`` annotations (those naming the collective's axes
+        come first), then how many more."""
         values = "; ".join(f"{v['value']} {_inner(v['sharding'])}" for v in self.values)
-        notes = "; ".join(self.annotations) if self.annotations else "no input annotation reaches it"
+        notes = "; ".join(self.annotations[:most]) if self.annotations else \
+            "no input annotation reaches it"
+        if len(self.annotations) > most:
+            notes += f"; and {len(self.annotations) - most} more (--format json lists them)"
         return f"{values} ({self.op} at {self.place}) <- {notes}"
 
 
@@ -368,6 +373,9 @@ class _Builder:
         sent = collective_bytes(kind, n, in_local, out_local)
         input_place, python = self.place(mop)
         had, needed, reduction = self.cause(mop, kind, axes, out_sharding)
+        for side in (had, needed):   # the annotations naming an axis it runs over first
+            names = {f'"{a.name}"' for a in axes}
+            side.annotations.sort(key=lambda note: not any(n in note for n in names))
         axis_names = [a.to_text() for a in axes]
         seconds = (self.cost_model.seconds(kind, n, sent, [a.name for a in axes])
                    if self.cost_model is not None else None)
