@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from sdy_dl.passes import PASSES, PassOptions
 from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
-from sdy_dl.pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES, EXPLICIT_COLLECTIVES, PIPELINE,
-                             pipeline_options, split_stage, stages)
+from sdy_dl.pipeline import EXPLICIT_COLLECTIVES, PIPELINE, pipeline_options, split_stage, stages
 
 #: Shardy's folder of a pass, from the subpackage its module lives in.
 _FOLDERS = {"import_": "import", "propagation": "propagation", "export": "export"}
@@ -25,17 +24,18 @@ def folder(name: str) -> str:
 
 def pipeline_uses() -> dict[str, list[str]]:
     """Pass name -> the pipelines that run it, as ``propagate`` runs them."""
-    from sdy_dl.passes.import_.import_pipeline import pipeline_passes
+    from sdy_dl.passes.export import export_pipeline
+    from sdy_dl.passes.import_ import import_pipeline
+
     uses: dict[str, list[str]] = {}
     runs = []
     for dedup in (False, True):
         mode = "dedup-functions-fully" if dedup else "default"
-        runs.append((f"import-pipeline ({mode})", pipeline_passes(dedup)))
+        runs.append((f"import-pipeline ({mode})", import_pipeline.pipeline_passes(dedup)))
         runs.append((f"propagate ({mode})",
                      stages(PassOptions(values={DEDUP_FUNCTIONS_FULLY.name: dedup}))))
-    explicit = stages(PassOptions(values={ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True}))
-    runs.append(("propagate (explicit-collectives)",
-                 [n for n in explicit if n.startswith(tuple(EXPLICIT_COLLECTIVES))]))
+    runs.append(("export-pipeline", export_pipeline.pipeline_passes()))
+    runs.append(("export-pipeline (explicit-collectives)", EXPLICIT_COLLECTIVES))
     for label, names in runs:
         for name in dict.fromkeys(split_stage(n)[0] for n in names):
             uses.setdefault(name, []).append(label)

@@ -7,44 +7,45 @@ computations with data-flow edges), symbol-dce, apply-sharding-constraints
 and sharding-group-import; pre-order-funcs; user-priority propagation (the
 op-priority bands with the aggressive strategy); export-named-computations
 (default mode) and propagate-to-func-results; unflatten-call-graph and
-symbol-dce; insert-func-call-reshards; and the export pipeline (§9.3) with
-its registered defaults (its insert-explicit-reshards reshards call
-operands to the callee's argument shardings).  In dedup-functions-fully mode
+symbol-dce; insert-func-call-reshards; and ``export-pipeline`` (§9.3,
+:mod:`sdy_dl.passes.export.export_pipeline`) with its registered defaults
+(its insert-explicit-reshards reshards call operands to the callee's
+argument shardings).  In dedup-functions-fully mode
 functions stay functions: add-func-data-flow-edges replaces the call
 handling, and sink-func-data-flow-edges follows propagate-to-func-results
 in place of export-named-computations.  The verifier
 verify-unreduced-axes is not listed.
 
 With ``enable-insert-explicit-collectives`` (``sdy-dl propagate
---explicit-collectives``; Shardy's export option of that name) the pipeline
-ends with ``insert-explicit-reshards{enable-full-version=true}`` and
-``reshard-to-collectives``: every sharding change becomes an explicit
-collective.  Shardy's export pipeline with that option also runs the
-``sdy-reshard`` and ``sdy-collective`` canonicalization patterns (fusing
-collectives), which sdy-dl does not have.
+--explicit-collectives``; the export pipeline's option of that name) the
+export pipeline ends with ``insert-explicit-reshards{enable-full-version=true}``
+and ``reshard-to-collectives``: every sharding change becomes an explicit
+collective.
 
 A stage is a pass name, optionally with options the pipeline fixes for it in
-Shardy's syntax (``name{key=value}``).  The pipeline reads its own option
-(:data:`ENABLE_INSERT_EXPLICIT_COLLECTIVES`) and every option of the passes
-it may run (:func:`pipeline_options`); :func:`make_options` checks them.
+Shardy's syntax (``name{key=value}``).  The pipeline reads every option of
+the passes it may run (:func:`pipeline_options`); :func:`make_options`
+checks them.
 """
 
 from __future__ import annotations
 
 
 from sdy_dl.ir import Module
-from sdy_dl.passes import PassOptions, get_pass
+from sdy_dl.passes import PassOptions, get_pass, split_stage
+from sdy_dl.passes.export import export_pipeline
+from sdy_dl.passes.export.export_pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES,
+                                                  EXPLICIT_COLLECTIVES)
+from sdy_dl.passes.import_ import import_pipeline
 from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
-from sdy_dl.passes.options import Option, resolve_options
-from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
+from sdy_dl.passes.options import Option
 
 #: The name the pipeline's options are checked under (``sdy-dl propagate``).
 PIPELINE = "propagate"
 
-ENABLE_INSERT_EXPLICIT_COLLECTIVES = Option(
-    "enable-insert-explicit-collectives", "bool", False,
-    "End with insert-explicit-reshards{enable-full-version=true} and "
-    "reshard-to-collectives (same as --explicit-collectives).")
+__all__ = ["ENABLE_INSERT_EXPLICIT_COLLECTIVES", "EXPLICIT_COLLECTIVES", "PIPELINE",
+           "all_stage_names", "make_options", "pipeline_options", "propagate",
+           "split_stage", "stage_options", "stages"]
 
 
 def stages(options: PassOptions) -> list[str]:
@@ -61,56 +62,25 @@ def stages(options: PassOptions) -> list[str]:
         names += ["propagate-to-func-results", "sink-func-data-flow-edges"]
     else:
         names += ["export-named-computations", "propagate-to-func-results"]
-    names += ["unflatten-call-graph", "symbol-dce", "insert-func-call-reshards"]
-    names += EXPORT
-    if not options[KEEP_SHARDING_RULES]:
-        names.append("drop-sharding-rules")
-    if options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
-        names += EXPLICIT_COLLECTIVES
+    names += ["unflatten-call-graph", "symbol-dce", "insert-func-call-reshards",
+              "export-pipeline"]
     return names
 
 
-#: The stages that make every sharding change an explicit collective.
-EXPLICIT_COLLECTIVES = ["insert-explicit-reshards{enable-full-version=true}",
-                        "reshard-to-collectives"]
-
-
-def split_stage(stage: str) -> tuple[str, dict]:
-    """(pass name, the options fixed for it) of a stage ``name{key=value ...}``."""
-    name, _, rest = stage.partition("{")
-    items = rest.rstrip("}").split()
-    if not items:
-        return name, {}
-    return name, resolve_options(items, get_pass(name).options, name, only_implemented=False)
-
-
-#: The export pipeline (§9.3) up to dropping the sharding rules, with the
-#: registered defaults (update-non-divisible-input-output-shardings on;
-#: insert-explicit-reshards in its non-full version; canonicalize with the
-#: sdy-collective patterns).
-EXPORT = ["constant-or-scalar-merger", "sink-data-flow-edges", "remove-sharding-groups",
-          "sharding-constraint-to-reshard", "update-non-divisible-input-output-shardings",
-          "remove-sub-axes-in-input-output-shardings", "close-shardings",
-          "insert-explicit-reshards", "canonicalize"]
-
-
 def all_stage_names() -> list[str]:
-    """Every pass name ``propagate`` may run (in any mode), with the import
-    pipeline's passes."""
-    from sdy_dl.passes.import_.import_pipeline import pipeline_passes
-
+    """Every pass name ``propagate`` may run (in any mode), with the passes
+    of the import and export pipelines."""
     names = []
     for dedup in (False, True):
-        names += stages(PassOptions(values={DEDUP_FUNCTIONS_FULLY.name: dedup,
-                                            ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True}))
-        names += pipeline_passes(dedup)
-    names += ["drop-sharding-rules"]
+        names += stages(PassOptions(values={DEDUP_FUNCTIONS_FULLY.name: dedup}))
+        names += import_pipeline.pipeline_passes(dedup)
+    names += export_pipeline.pipeline_passes(False, True)
     return list(dict.fromkeys(split_stage(name)[0] for name in names))
 
 
 def pipeline_options() -> tuple[Option, ...]:
-    """The options ``propagate`` reads: its own and those of every pass it may run."""
-    found = {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: ENABLE_INSERT_EXPLICIT_COLLECTIVES}
+    """The options ``propagate`` reads: those of every pass it may run."""
+    found = {}
     for name in all_stage_names():
         for option in get_pass(name).options:
             found.setdefault(option.name, option)

@@ -20,7 +20,6 @@ from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import allow_unregistered_dialects
 from sdy_dl.passes import PassOptions, get_pass
 from sdy_dl.pipeline import make_options
-from sdy_dl.pipeline import EXPORT as PIPELINE_EXPORT
 
 IMPORT = "shardy/dialect/sdy/transforms/import/test"
 EXPORT = "shardy/dialect/sdy/transforms/export/test"
@@ -197,7 +196,7 @@ CHAINED = {
         PROPAGATION, ("basic-propagate",), "sdy-basic-propagate{keep-sharding-rules=true}",
         {"keep-sharding-rules": True}),
     "export_pipeline.mlir": (
-        EXPORT, ("add-data-flow-edges", *PIPELINE_EXPORT, "drop-sharding-rules"),
+        EXPORT, ("add-data-flow-edges", "export-pipeline"),
         "sdy-add-data-flow-edges,sdy-export-pipeline", {}),
 }
 

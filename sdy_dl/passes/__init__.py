@@ -115,6 +115,18 @@ def get_pass(name: str) -> PassSpec:
     return spec
 
 
+def split_stage(stage: str) -> tuple[str, dict]:
+    """(pass name, the options fixed for it) of a pipeline stage
+    ``name{key=value ...}`` (Shardy's syntax)."""
+    from sdy_dl.passes.options import resolve_options
+
+    name, _, rest = stage.partition("{")
+    items = rest.rstrip("}").split()
+    if not items:
+        return name, {}
+    return name, resolve_options(items, get_pass(name).options, name, only_implemented=False)
+
+
 def rewrite(module: Module, edit: Callable[[], bool], attributes_only: bool = False) -> Module:
     """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
     changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did
