@@ -208,8 +208,22 @@ class _Builder:
         candidates = [r for r in rows if r.op != "result" and (r.replicated or r.partly_sharded)
                       and r.bytes_per_device > 0]
         candidates.sort(key=lambda r: (-r.bytes_per_device, r.name))
-        explained = [self.unsharded(r) for r in candidates[:top]]
+        chosen = candidates[:top]
+        self.records = self.step_records([r.out for r in chosen])
+        explained = [self.unsharded(r) for r in chosen]
         return MemoryTable(self.audit.file, rows, functions, explained)
+
+    def step_records(self, outs):
+        """Factor records of the steps :func:`unsharded_reasons` reads for ``outs``,
+        evaluated at once (None: there are none)."""
+        from sdy_dl.audit.reasons import last_steps
+
+        steps = {}
+        for out in outs:
+            if out.key is not None:
+                for cause in last_steps(self.audit.explainer, out.key).values():
+                    steps.setdefault(cause.step)
+        return self.audit.explainer.records_for(list(steps)) if steps else None
 
     def unsharded(self, r: ValueMemory) -> Unsharded:
         from sdy_dl.audit.reasons import unsharded_reasons
@@ -229,7 +243,7 @@ class _Builder:
             notes = self.collectives.annotations([out])
             why += [f"derived from {a}" for a in notes]
             explainer = self.audit.explainer
-            reasons = unsharded_reasons(explainer, out)
+            reasons = unsharded_reasons(explainer, out, self.records)
             if notes:
                 reasons = [x for x in reasons if not x.startswith("no annotation")]
             why += reasons

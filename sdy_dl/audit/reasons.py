@@ -14,20 +14,29 @@ from __future__ import annotations
 from math import prod
 
 
-def unsharded_reasons(explainer, out) -> list[str]:
-    """One line per reason the propagation left ``out`` (partly) without axes."""
+def last_steps(explainer, key) -> dict:
+    """The last step of each op that read tracer key ``key`` (by op tag)."""
+    last = {}
+    for cause in explainer.steps_reading(key):
+        last[(cause.op or {}).get("tag") or id(cause)] = cause
+    return last
+
+
+def unsharded_reasons(explainer, out, records=None) -> list[str]:
+    """One line per reason the propagation left ``out`` (partly) without axes
+    (``records``: factor records covering its :func:`last_steps`, evaluated
+    together for several values; None: evaluated here)."""
     key = out.key
     if key is None:
         return [f"{out.op} was created by the export passes"]
     empty = _empty_dims(out)
-    last = {}
-    for cause in explainer.steps_reading(key):
-        last[(cause.op or {}).get("tag") or id(cause)] = cause
+    last = last_steps(explainer, key)
     reasons = []
     if last:
         from sdy_dl.audit.conflicts import _step_conflicts
 
-        records = explainer.records_for([c.step for c in last.values()])
+        if records is None:
+            records = explainer.records_for([c.step for c in last.values()])
         for cause in last.values():
             i = records.index.get(cause.step)
             conflicts = set()
