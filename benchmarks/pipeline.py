@@ -18,7 +18,16 @@ counts of ``SIZES``, then times whole processes on each module file:
   ``sdy-propagation-pipeline`` and prints the module (the reference);
 * with ``--explain``, ``sdy-dl explain MODULE result:0 --engine python``, timed
   against the python engine's ``propagate`` (issue 9's explain target); its
-  output must be the same in every run.
+  output must be the same in every run;
+* with ``--comms``, ``sdy-dl comms`` and ``sdy-dl memory`` (``--format json``,
+  python engine), timed against ``propagate --explicit-collectives`` (the
+  ``explicit`` row; target: at most 1.5x); their outputs must be the same in
+  every run;
+* with ``--xla``, JAX compiles each step on the 8 CPU devices and sdy-dl's
+  collective totals per kind (from ``comms``) are printed beside the
+  collectives of XLA's compiled module (``compiled.as_text()``, read as
+  ``tests/comms_programs.xla_collectives`` reads it), and sdy-dl's argument
+  bytes per device beside ``memory_analysis()``'s.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -31,6 +40,7 @@ sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
     python benchmarks/pipeline.py                 # sizes 1k and 13k, 3 runs
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
     python benchmarks/pipeline.py --sizes 51k --runs 7 --explain
+    python benchmarks/pipeline.py --sizes 1k 13k --runs 3 --comms --xla
     git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
     python benchmarks/pipeline.py --compare-tree /tmp/old
 
@@ -95,6 +105,11 @@ sys.exit(main())
 
 def gpt_train_step(layers: int) -> str:
     """The module text of one Adam step of a ``layers``-layer GPT, lowered by JAX."""
+    return gpt_lowered(layers).as_text()
+
+
+def gpt_lowered(layers: int):
+    """One Adam step of a ``layers``-layer GPT, lowered by JAX (``jax.stages.Lowered``)."""
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
@@ -165,7 +180,7 @@ def gpt_train_step(layers: int) -> str:
     tokens = jax.ShapeDtypeStruct((BATCH, SEQ), jnp.int32)
     data = ns("data", None)
     jitted = jax.jit(step, in_shardings=(shardings, shardings, shardings, data, data))
-    return jitted.lower(params, params, params, tokens, tokens).as_text()
+    return jitted.lower(params, params, params, tokens, tokens)
 
 
 def count_ops(text: str) -> int:
@@ -217,7 +232,12 @@ def sdy_dl_argv() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "sdy_dl.cli"]
 
 
-def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False) -> list[Tool]:
+#: Tools timed against another tool than Shardy's process.
+REFERENCE = {"explain": "python", "comms": "explicit", "memory": "explicit"}
+
+
+def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
+          comms: bool = False) -> list[Tool]:
     base = sdy_dl_argv()
 
     def engine(name: str, *flags: str):
@@ -232,6 +252,13 @@ def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False) 
     if explain:
         out.append(Tool("explain", lambda m, o: base + ["explain", "--quiet", "--engine", "python",
                                                         m, "result:0"], stdout=True))
+    if comms:
+        out.append(Tool("explicit", lambda m, o: base + [
+            "propagate", "--quiet", "--engine", "python", "--explicit-collectives", m],
+            stdout=True))
+        for name in ("comms", "memory"):
+            out.append(Tool(name, lambda m, o, name=name: base + [
+                name, "--quiet", "--engine", "python", "--format", "json", m], stdout=True))
     for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), clingo engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
         out.append(Tool(f"clingo@{os.path.basename(os.path.normpath(tree))}",
@@ -294,22 +321,23 @@ def wait_for_builds(cache: str) -> None:
 
 
 def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
-               trees: list[str], explain: bool = False) -> dict:
+               trees: list[str], explain: bool = False, comms: bool = False) -> dict:
     """One row of the table; ``caches``: the sdy-dl cache of the python runs and,
     when Soufflé runs, of the souffle runs (each fresh: the first size runs cold)."""
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools("souffle" in caches, clingo, trees, explain)
+    procs = tools("souffle" in caches, clingo, trees, explain, comms)
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
     cold = {}
     for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
-        cache = caches.get("python" if tool.name == "explain" else tool.name)
+        cache = caches.get("python" if tool.name in REFERENCE or tool.name == "explicit"
+                           else tool.name)
         if cache is None:
             continue
         tool.env = dict(os.environ, SDY_DL_CACHE=cache)
         if tool.name not in caches:
-            continue   # (explain uses the cache the python engine's first run filled)
+            continue   # (explain, comms, ... use the cache the python engine's first run filled)
         before = cached_entries(caches[tool.name])
         start = time.perf_counter()
         first, _, _ = run_process(tool.argv(module, outputs[tool.name]), tool.env,
@@ -352,13 +380,13 @@ def ratios(tool: Tool, ref: Tool) -> tuple[float, float, float]:
 
 def table(rows: list[dict]) -> str:
     """The markdown table of ``rows``: ratios to Shardy's process (``explain``'s to the
-    python engine's ``propagate``)."""
+    python engine's ``propagate``, ``comms``' and ``memory``'s to ``explicit``)."""
     names = [t.name for t in rows[0]["tools"]]
     head = ["module", "ops"]
     for name in names:
         head += [f"{name} s", f"{name} CPU s", f"{name} MB", f"{name} ms/op"]
         if name != "shardy":
-            of = " / python" if name == "explain" else ""
+            of = f" / {REFERENCE[name]}" if name in REFERENCE else ""
             head += [f"{name}{of} ratio", f"{name}{of} CPU ratio", f"{name}{of} ratio of rounds"]
     head.append("identical")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
@@ -370,10 +398,50 @@ def table(rows: list[dict]) -> str:
             cells += [f"{t:.2f}", f"{cpu:.2f}", f"{statistics.median(tools_[name].rss_kb) / 1024:.0f}",
                       f"{1000 * t / row['ops']:.3f}"]
             if name != "shardy":
-                ref = tools_["python" if name == "explain" else "shardy"]
+                ref = tools_[REFERENCE.get(name, "shardy")]
                 cells += [f"{r:.2f}x" for r in ratios(tools_[name], ref)]
         cells.append(", ".join(f"{n}: {'yes' if s else 'NO'}" for n, s in row["same"].items()))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def beside_xla(label: str, workdir: str) -> str:
+    """sdy-dl's collectives per kind and argument bytes beside XLA's compiled module's
+    (from the ``comms`` and ``memory`` outputs of the last timed run)."""
+    import json
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from comms_programs import xla_collectives
+
+    start = time.perf_counter()
+    compiled = gpt_lowered(SIZES[label]).compile()
+    seconds = time.perf_counter() - start
+    xla = xla_collectives(compiled.as_text())
+    with open(os.path.join(workdir, f"{label}.comms.out"), encoding="utf-8") as f:
+        ledger = json.load(f)
+    with open(os.path.join(workdir, f"{label}.memory.out"), encoding="utf-8") as f:
+        memory = json.load(f)
+    kinds = sorted({c["kind"] for c in xla} | set(ledger["totals"]["kind"]))
+    lines = [f"  {label}: collectives, sdy-dl comms beside XLA's compiled module "
+             f"(compiled in {seconds:.1f} s)",
+             "  | kind | sdy-dl count | sdy-dl bytes/device | XLA count | XLA bytes/device |",
+             "  |---|---:|---:|---:|---:|"]
+    for kind in kinds:
+        mine = ledger["totals"]["kind"].get(kind, {"count": 0, "bytes_per_device": 0})
+        theirs = [c for c in xla if c["kind"] == kind]
+        lines.append(f"  | {kind} | {mine['count']} | {mine['bytes_per_device']:,} | "
+                     f"{len(theirs)} | {sum(c['bytes'] for c in theirs):,} |")
+    total = ledger["totals"]["all"]
+    lines.append(f"  | all | {total['count']} | {total['bytes_per_device']:,} | {len(xla)} | "
+                 f"{sum(c['bytes'] for c in xla):,} |")
+    args = sum(f["arguments"] for f in memory["functions"] if f["function"] == "main")
+    analysis = compiled.memory_analysis()
+    lines.append(f"  argument bytes per device: sdy-dl {args:,}, XLA "
+                 f"{analysis.argument_size_in_bytes:,}; results: sdy-dl "
+                 f"{sum(f['results'] for f in memory['functions'] if f['function'] == 'main'):,}"
+                 f", XLA {analysis.output_size_in_bytes:,}; XLA temp {analysis.temp_size_in_bytes:,}"
+                 f", sdy-dl peak estimate "
+                 f"{sum(f['peak_intermediates_estimate'] for f in memory['functions'] if f['function'] == 'main'):,}")
     return "\n".join(lines)
 
 
@@ -387,6 +455,12 @@ def main(argv=None) -> int:
     parser.add_argument("--clingo", action="store_true", help="also time --engine clingo")
     parser.add_argument("--explain", action="store_true",
                         help="also time 'sdy-dl explain MODULE result:0' (python engine)")
+    parser.add_argument("--comms", action="store_true",
+                        help="also time 'sdy-dl comms' and 'sdy-dl memory' against "
+                             "'propagate --explicit-collectives' (python engine)")
+    parser.add_argument("--xla", action="store_true",
+                        help="print sdy-dl's collective and argument totals beside XLA's "
+                             "compiled module's (implies --comms)")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -403,9 +477,11 @@ def main(argv=None) -> int:
     rows = []
     for label in args.sizes:
         row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree,
-                         args.explain)
+                         args.explain, args.comms or args.xla)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
+        if args.xla:
+            print(beside_xla(label, args.workdir), flush=True)
         if "python" in row["cold"]:
             print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
                   flush=True)
