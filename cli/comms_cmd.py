@@ -8,33 +8,13 @@ import json
 import click
 
 from sdy_dl.audit import Audit
+from sdy_dl.audit.cost_model import human_bytes, human_seconds
 from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
-
-
-def human_bytes(n: int | None) -> str:
-    """``4096`` -> ``4.0 KiB`` (``None``: unknown)."""
-    if n is None:
-        return "?"
-    value, unit = float(n), "B"
-    for u in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, u
-    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-
-
-def human_seconds(s: float | None) -> str:
-    if s is None:
-        return "?"
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
 
 
 def cost_model_option(fn):

@@ -8,8 +8,8 @@ import json
 import click
 
 from sdy_dl.audit import Audit
+from sdy_dl.audit.cost_model import human_bytes
 from sdy_dl.cli import main
-from sdy_dl.cli.comms_cmd import human_bytes
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module

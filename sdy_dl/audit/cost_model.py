@@ -127,6 +127,28 @@ def collective_bytes(kind: str, n: int, in_local: int, out_local: int) -> int | 
     return round(moved)
 
 
+def human_bytes(n: int | None) -> str:
+    """``4096`` -> ``4.0 KiB`` (``None``: unknown)."""
+    if n is None:
+        return "?"
+    value, unit = float(n), "B"
+    for u in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, u
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def human_seconds(s: float | None) -> str:
+    """``2e-5`` -> ``20 us`` (``None``: unknown)."""
+    if s is None:
+        return "?"
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
 # -- the model file ------------------------------------------------------------------
 
 _UNITS_BW = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
