@@ -36,6 +36,12 @@ class SdyGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
             _usage_error(e)
+        except SdyError as e:   # --help or --version on a closed or full standard output
+            click.echo(f"sdy-dl: error: {e}", err=True)
+            sys.exit(getattr(e, "exit_code", 1))
+        except BrokenPipeError:
+            sys.stdout = open(os.devnull, "w")
+            sys.exit(1)
 
     def invoke(self, ctx):
         try:
@@ -81,8 +87,13 @@ def run(**click_options) -> None:
     cycles, a command leaves few, and each young collection re-scans the
     million objects allocated since the last (docs/performance.md, "Decisions
     taken").  :func:`main` alone (in-process callers, the tests) keeps
-    collecting."""
+    collecting.
+
+    Closed, full or broken standard streams are plain outcomes (``streams``)."""
+    from sdy_dl.cli import streams
+
     gc.disable()
+    streams.guard()
     try:
         main(**click_options)
         code = 0
@@ -91,12 +102,7 @@ def run(**click_options) -> None:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):   # a closed pipe: nothing more to say
-            pass
-    os._exit(code or 0)
+    os._exit(streams.finish(code or 0))
 
 
 def _register() -> None:

@@ -1,6 +1,7 @@
 """Output files: written whole or not at all, and never clobbering what a path points to.
 
-* ``-`` is standard output.
+* ``-`` is standard output; nothing is written to it until the whole text is
+  made.  An empty name is a usage error.
 * A new file, or an existing regular file, is written to a temporary file in
   the same directory and renamed over the target: a failure leaves no partial
   file.  A new file gets the permissions the umask gives (like ``open``); a
@@ -19,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 
 
 def write_atomic(path: str, text: str | Iterable[str]) -> None:
@@ -28,6 +29,8 @@ def write_atomic(path: str, text: str | Iterable[str]) -> None:
     if path == "-":
         _write_stdout(text)
         return
+    if not path:
+        raise UsageError("the output file name is empty (-o '')")
     try:
         st = os.stat(path)  # follows symlinks
     except FileNotFoundError:
@@ -49,14 +52,21 @@ def _pieces(text: str | Iterable[str]) -> Iterable[str]:
 
 
 def _write_stdout(text: str | Iterable[str]) -> None:
+    """Every piece is made before the first is written: a failure while making
+    them leaves standard output untouched.  A broken pipe stays
+    :class:`BrokenPipeError` (the CLI stops quietly); any other failure is an
+    error about ``<stdout>``."""
+    pieces = list(_pieces(text))
     try:
-        for piece in _pieces(text):
+        for piece in pieces:
             sys.stdout.write(piece)
         sys.stdout.flush()
     except BrokenPipeError:
         # Nobody reads the rest; keep Python from complaining again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SdyError("cannot write output: broken pipe", file="<stdout>") from None
+        raise
+    except OSError as e:
+        raise SdyError(f"cannot write output: {e.strerror or e}", file="<stdout>") from None
 
 
 def _write_through(path: str, text: str | Iterable[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import AsmNames, Block, Module, Op, Region, Value, op_position
 
@@ -15,6 +15,8 @@ _DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
 def read_text(path: str) -> str:
     """The text of ``path`` (``-`` reads standard input)."""
     name = "<stdin>" if path == "-" else path
+    if not path:
+        raise UsageError("the module file name is empty ('')")
     try:
         if path == "-":
             data = sys.stdin.buffer.read()
