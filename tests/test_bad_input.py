@@ -137,7 +137,25 @@ CASES = [
          "%arg0: tensor<?x8xf32>", '%arg0: tensor<?x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}')},
      None, 1, ["{m}:3:8:", "tensors without a static shape are not supported"]),
     ("non-utf8-symbol", ["propagate", "{m}", "-o", "{out}", "--quiet"],
-     {"m": NON_UTF8_SYMBOL}, None, 1, ["{m}:6:1:", "is not UTF-8"]),
+     {"m": NON_UTF8_SYMBOL}, None, 1, ["{m}:3:14:", "is not valid UTF-8"]),
+    ("non-utf8-axis-name", ["show", "{m}"],
+     {"m": SHARDED.replace('[{"a"}]>', '[{"a\\FFb"}]>')}, None, 1,
+     ["{m}:2:79:", 'string "a\\FFb" is not valid UTF-8']),
+    ("non-utf8-mesh-axis", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace('"a"=2]', '"a\\C3("=2]')}, None, 1, ["{m}:1:22:", "not valid UTF-8"]),
+    ("non-utf8-result-info", ["explain", "{m}", "--all"],
+     {"m": SHARDED.replace(f") -> {T} {{", f') -> ({T} {{jax.result_info = "r\\FF"}}) {{')},
+     None, 1, ["{m}:2:", "not valid UTF-8"]),
+    ("non-utf8-custom-call-target", ["conflicts", "{m}"],
+     {"m": SHARDED.replace("stablehlo.negate %arg0", 'stablehlo.custom_call @"t\\80"(%arg0)')
+      .replace(f"%arg0 : {T}", f"%arg0) : ({T}) -> {T}").replace("(%arg0)) :", "(%arg0) :")},
+     None, 1, ["{m}:3:", "not valid UTF-8"]),
+    ("non-utf8-named-computation", ["report", "{m}", "-o", "{out}"],
+     {"m": module(f'%0 = sdy.named_computation<"n\\FF">(%arg0) (%a: {T}) {{\n'
+                  f'  sdy.return %a : {T}\n}} : ({T}) -> {T}\nreturn %0 : {T}')},
+     None, 1, ["{m}:3:", "not valid UTF-8"]),
+    ("nul-axis-name", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace('"a"', '"a\\00"')}, None, 1, ["{m}:1:22:", "holds a NUL character"]),
     ("non-utf8-stdin", ["show", "-"], {}, b"func.func @main() {\n  return\n}\xff\n", 1,
      ["<stdin>:3:2:", "not UTF-8"]),
     ("non-utf8-file", ["propagate", "{m}", "-o", "{out}"], {"m": b"\xfe\xff"}, None, 1,
@@ -202,10 +220,16 @@ def test_bad_input_is_one_located_line(tmp_path, args, files, stdin, code, words
 
 # -- inputs sdy-dl must handle as Shardy does ----------------------------------------------------
 
+OPAQUE_BACKEND_CONFIG = SHARDED.replace(
+    f"stablehlo.negate %arg0 : {T}",
+    f'stablehlo.custom_call @foo(%arg0) {{backend_config = "\\00\\FF\\80"}} : ({T}) -> {T}')
+
+
 @pytest.mark.parametrize("text", [COMPLEX_CONSTANT, QUOTED_SYMBOL, nested_whiles(1100, False),
-                                  SHARDED.replace('"a"=2]', '"a"=2147483647]')],
+                                  SHARDED.replace('"a"=2]', '"a"=2147483647]'),
+                                  OPAQUE_BACKEND_CONFIG],
                          ids=["complex-constant", "quoted-symbol", "1100-nested-whiles",
-                              "mesh-2^31-1"])
+                              "mesh-2^31-1", "opaque-backend-config"])
 def test_inputs_that_work(tmp_path, text):
     check_works_as_shardy(tmp_path, text)
 

@@ -43,8 +43,11 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
     """Parse module text; errors become :class:`SdyError` located in ``file``."""
     from jaxlib.mlir import ir
 
+    from sdy_dl.ir.strings import check_string_literals
+
     if not text.strip():
         raise SdyError("empty module file", file=file)
+    check_string_literals(text, file)
     ctx = mlir_context()
     with ctx:
         try:

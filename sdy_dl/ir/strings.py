@@ -1,0 +1,93 @@
+"""String literals of module text, checked before jaxlib parses it.
+
+An MLIR string literal may spell any byte with a two-digit hex escape
+(``"a\\FFb"``), so valid UTF-8 text can hold strings that are not UTF-8 once
+their escapes are decoded.  jaxlib turns every string it hands to Python into
+a ``str``, and one that is not UTF-8 raises, or, inside a diagnostic callback
+(``unknown axis "a\\xFFb"``), aborts the process.  So no such string may reach
+jaxlib: :func:`check_string_literals` rejects, with the place of the first bad
+byte, every literal that decodes to invalid UTF-8 or holds a NUL (a NUL in a
+name cannot reach Datalog).  The one exception is the value of
+``backend_config``: opaque bytes for a custom call's implementation, which
+neither Shardy nor sdy-dl reads and jaxlib prints escaped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sdy_dl.errors import SdyError
+
+#: A byte that may start trouble: an escape of a non-ASCII byte or of NUL, or a raw NUL.
+_SUSPECT = re.compile(r"\\(?:[89a-fA-F][0-9a-fA-F]|00)|\x00")
+#: String literals (the closing quote may be missing: the parser reports that) and comments.
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*')
+_HEX = set("0123456789abcdefABCDEF")
+_SIMPLE = {'"': 0x22, "\\": 0x5C, "n": 0x0A, "t": 0x09}
+#: Just before a literal that is a custom call's opaque ``backend_config``.
+_OPAQUE = re.compile(r"\bbackend_config\s*=\s*$")
+
+
+def check_string_literals(text: str, file: str) -> None:
+    """Raise :class:`SdyError` at the first string literal of ``text`` that is not
+    UTF-8 or holds a NUL once its escapes are decoded (see the module docstring)."""
+    if _SUSPECT.search(text) is None:
+        return
+    for m in _TOKEN.finditer(text):
+        token = m.group()
+        if token[0] != '"' or _SUSPECT.search(token) is None:
+            continue
+        if _OPAQUE.search(text, max(0, m.start() - 64), m.start()):
+            continue
+        data, where = _decode(token[1:])
+        bad, what = _first_bad(data)
+        if bad is not None:
+            offset = m.start() + 1 + where[bad]
+            line = text.count("\n", 0, offset) + 1
+            col = len(text[text.rfind("\n", 0, offset) + 1:offset].encode()) + 1
+            shown = token if len(token) <= 40 else token[:37] + "..."
+            raise SdyError(f"string {shown} {what} once its escapes are decoded",
+                           file, line, col)
+
+
+def _decode(body: str) -> tuple[bytes, list[int]]:
+    """The bytes a literal's body (after the opening quote) stands for, and for each
+    byte the offset in ``body`` of the character or escape it comes from."""
+    out, where = bytearray(), []
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == '"' and i == n - 1:
+            break
+        if c == "\\" and i + 1 < n:
+            nxt = body[i + 1]
+            if nxt in _SIMPLE:
+                out.append(_SIMPLE[nxt])
+                where.append(i)
+                i += 2
+                continue
+            if i + 2 < n and nxt in _HEX and body[i + 2] in _HEX:
+                out.append(int(body[i + 1:i + 3], 16))
+                where.append(i)
+                i += 3
+                continue
+        encoded = c.encode()
+        out += encoded
+        where += [i] * len(encoded)
+        i += 1
+    return bytes(out), where
+
+
+def _first_bad(data: bytes) -> tuple[int | None, str]:
+    """The index of the first byte of ``data`` that is not valid UTF-8 or is NUL."""
+    nul = data.find(0)
+    try:
+        data.decode("utf-8")
+        invalid = None
+    except UnicodeDecodeError as e:
+        invalid = e.start
+    if invalid is not None and (nul < 0 or invalid < nul):
+        return invalid, "is not valid UTF-8"
+    if nul >= 0:
+        return nul, "holds a NUL character"
+    return None, ""
