@@ -253,11 +253,22 @@ def check_works_as_shardy(tmp_path, text):
 
 @pytest.fixture(scope="module")
 def emitted_once(tmp_path_factory):
-    """An emitted program directory (program.dl and facts) for SHARDED."""
+    """An emitted program directory for SHARDED: program.dl, facts and the relations
+    the program derives (by the Python engine, as Soufflé would write them)."""
+    from sdy_dl.datalog.facts import read_facts_dir, write_relations_dir
+    from sdy_dl.datalog.program import Program, parse_declarations
+    from sdy_dl.engines import get_engine
+
     tmp = tmp_path_factory.mktemp("emit")
     result, paths = run(["emit", "{m}", "--out-dir", "{tmp}/emitted", "--quiet"],
                         {"m": SHARDED}, tmp)
     assert result.exit_code == 0, result.stderr
+    out = os.path.join(paths["tmp"], "emitted")
+    with open(os.path.join(out, "program.dl")) as f:
+        text = f.read()
+    program = Program(text, parse_declarations(text))
+    write_relations_dir(program, get_engine("python").run(program, read_facts_dir(program, out)),
+                        out)
     return paths
 
 
@@ -276,10 +287,25 @@ def emitted(emitted_once, tmp_path):
     ({"step_dim": "0\tx\t0\t1\n"}, ["step_dim.csv:1:3:", "is a number"]),
     ({"step_mesh": "0\tnomesh\n", "step_updated": "0\t0\n"}, ["emitted:", "inconsistent"]),
     ({"step_mesh": b"0\t\xff\n"}, ["step_mesh.csv:", "not UTF-8"]),
-], ids=["columns", "number", "inconsistent", "not-utf8"])
+    ({"step_dim_axis": None}, ["emitted:", "missing step_dim_axis.csv"]),
+    ({"in_dim.facts": None}, ["emitted:", "missing in_dim.facts"]),
+    ({"step_updated": ""}, ["emitted:", "asked for 1 of the 4 recorded steps"]),
+    ({"step_dim": ""}, ["emitted:", "inconsistent", "has 0 dims"]),
+    ({"step_dim_axis": ""}, ["in_dim.facts:", "not the recorded one"]),
+    ({"step_updated": "0\t0\n0\t1\n1\t1\n", "step_dim": "0\t0\t0\t1\n0\t1\t0\t0\n1\t1\t0\t0\n",
+      "step_dim_axis": "0\t0\t0\t0\ta\t1\t2\n0\t1\t0\t0\ta\t1\t2\n1\t1\t0\t0\ta\t1\t2\n"},
+     ["step_updated.csv:", "unchanged"]),
+    ({"in_dim.facts": "0\t0\t0\t1\t0\t1\t0\n"}, ["in_dim.facts:", "not the recorded one"]),
+], ids=["columns", "number", "inconsistent", "not-utf8", "deleted-relation", "deleted-facts",
+        "emptied-updated", "emptied-dims", "emptied-dim-axes", "unchanged", "changed-facts"])
 def test_malformed_relations(emitted, relations, words):
+    """A replay of changed relations stops with one error naming the file (never loops)."""
     for relation, content in relations.items():
-        path = os.path.join(emitted["tmp"], "emitted", f"{relation}.csv")
+        name = relation if relation.endswith(".facts") else f"{relation}.csv"
+        path = os.path.join(emitted["tmp"], "emitted", name)
+        if content is None:
+            os.unlink(path)
+            continue
         with open(path, "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
     result = CliRunner().invoke(main, ["propagate", emitted["m"], "--relations",

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import get_sharding
@@ -159,6 +160,7 @@ class Propagator:
         visits = 0
         erased, quiet_of, memo, live_uses = self.erased, self._quiet, self._memo, self.live_uses
         state = self.state   # (speculation swaps it and puts it back)
+        applied: set[tuple[int, StepInput]] = set()   # (op, step) whose output changed something
         # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
         stack, pending = worklist._stack, worklist._pending
         while stack:
@@ -208,6 +210,10 @@ class Propagator:
                 output = memo[step]
             if not any(output.operands) and not any(output.results):
                 quiet_of[oid] = (site, self.strategy, state.clock, step)
+            elif (oid, step) in applied:
+                raise _no_fixpoint(op)
+            else:
+                applied.add((oid, step))
             self._current = op
             if tracer is not None:
                 kind, title, detail, keys, shardings = self._describe(op, site, step)
@@ -540,6 +546,18 @@ class Propagator:
                 self.state.set_result(main, index, output.results[0])
             if tracer is not None:
                 tracer.end()
+
+
+def _no_fixpoint(op: Op) -> SdyError:
+    """A step that changes shardings applied twice to the same input in one fixpoint:
+    the tensors it wrote were put back, so the fixpoint would never be reached.
+    Every step only adds axes, so this cannot happen with steps an engine derived;
+    it stops a replay of relations that were changed (``--relations``)."""
+    from sdy_dl.ir.model import op_position
+
+    line, col = op_position(op.mlir)
+    return SdyError(f"propagation does not converge: the step of {op.name} changes the same "
+                    "shardings again (the step outputs contradict each other)", line=line, col=col)
 
 
 def manual_edge_transforms(op: Op, owner: Value):

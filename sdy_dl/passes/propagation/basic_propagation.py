@@ -143,6 +143,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         else:
             run_user_priority(propagator, functools.partial(run_analysis, options=options), report,
                               op_priority)
+    if isinstance(propagator.evaluate, StepReplay):
+        propagator.evaluate.check_complete()
     propagator.finish()
     finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
     model = propagator.module
