@@ -184,3 +184,44 @@ def test_pipeline_erases_dead_reshards(name):
 def test_engines_agree(name):
     text = extra_module(EXTRA[name])
     assert ours(text, "canonicalize", engine="souffle") == ours(text, "canonicalize", engine="clingo")
+
+
+# -- no-op collectives: an all-gather, all-slice, reduce-scatter or all-reduce naming no
+# axis (on a scalar its list of dims is empty) is its input; one naming an axis stays.
+
+def collective_module(kind: str, rank: int, axis: str | None) -> str:
+    """One ``sdy.<kind>`` on ``%arg0`` of rank ``rank``, along ``axis`` (on dim 0) or none."""
+    shape = "x".join(["8"] * rank)
+    t = f"tensor<{shape + 'x' if shape else ''}f32>"
+    empty = ", ".join(["{}"] * rank)
+    named = ", ".join([f'{{"{axis}"}}'] + ["{}"] * (rank - 1)) if axis else empty
+    if kind == "all_reduce":
+        attr, sharded_in, out = (f'{{"{axis}"}}' if axis else "{}"), empty, empty
+    elif kind == "all_gather":
+        attr, sharded_in, out = f"[{named}]", named, empty
+    else:   # all_slice, reduce_scatter
+        attr, sharded_in, out = f"[{named}]", empty, named
+    return (f'sdy.mesh @mesh = <["a"=2, "b"=2]>\n'
+            f"func.func @main(%arg0: {t} {{sdy.sharding = #sdy.sharding<@mesh, [{sharded_in}]>}})"
+            f" -> {t} {{\n"
+            f"  %0 = sdy.{kind} {attr} %arg0 out_sharding=<@mesh, [{out}]> : {t}\n"
+            f"  %1 = stablehlo.negate %0 : {t}\n"
+            f"  return %1 : {t}\n}}\n")
+
+
+COLLECTIVES = {f"{kind}-rank{rank}-{axis or 'noop'}": collective_module(kind, rank, axis)
+               for kind in ("all_slice", "all_gather", "reduce_scatter", "all_reduce")
+               for rank in (0, 1, 2) for axis in (None, "a") if rank or axis is None}
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_noop_collectives(name):
+    """The no-op patterns, in the pass and in the whole pipeline."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.passes import PassOptions
+    from sdy_dl.pipeline import propagate
+
+    text = COLLECTIVES[name]
+    assert_same(shardy(text, PIPELINE_PASS), normalize(ours(text, "canonicalize")))
+    actual = propagate(parse_module_text(text, "<test>"), PassOptions()).print()
+    assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(actual))

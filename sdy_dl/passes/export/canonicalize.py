@@ -10,8 +10,9 @@ decides both: which ops are erased (unused ops without memory effects, with
 their regions) and which all-reduces fold (to their input, to the input of a
 ``replicated_to_unreduced`` on the same axes, or into an ``all_gather`` of
 the input of a ``sharded_to_unreduced`` over them); this module rewrites.
-The patterns of the other collectives (which only reshard-to-collectives
-creates) are not implemented.
+An all-gather, all-slice or reduce-scatter naming no axis is its input as
+well (their no-op patterns); the other patterns of those collectives and
+of collective-permute and all-to-all are not implemented.
 The ``sdy.constant`` ops the pipeline has by then are not ``ConstantLike``,
 so no constant is moved or merged.
 """
@@ -68,7 +69,8 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
     """The facts of stage ``canonicalize`` and the ops they number."""
     facts: dict[str, set] = {"in_op": set(), "in_parent": set(), "in_reads": set(),
                              "in_side_effect_attr": set(), "in_tensor_def": set(),
-                             "in_all_reduce": set(), "in_all_reduce_noop": set(),
+                             "in_all_reduce": set(), "in_axes_collective": set(),
+                             "in_collective_axis": set(),
                              "in_replicated_to_unreduced": set(),
                              "in_sharded_to_unreduced": set(),
                              "in_effect_free_dialect": {(d,) for d in EFFECT_FREE_DIALECTS},
@@ -104,17 +106,26 @@ def _axes_text(axes) -> str:
     return ", ".join(a.to_text() for a in axes)
 
 
+#: The collectives whose axes the no-op patterns look at, and the attribute naming them.
+AXES_ATTR = {"sdy.all_reduce": "reduction_axes", "sdy.all_gather": "gathering_axes",
+             "sdy.all_slice": "slicing_axes", "sdy.reduce_scatter": "reduce_scatter_axes"}
+
+
 def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> None:
     """The facts of the collectives the all-reduce patterns look at (``defs``:
     value -> number of its defining op)."""
+    if mop.name in AXES_ATTR:
+        attr = mop.attributes[AXES_ATTR[mop.name]]
+        facts["in_axes_collective"].add((i, mop.name.partition(".")[2]))
+        axes = (_axes(attr) if mop.name == "sdy.all_reduce" else
+                [a for text in re.findall(r"\{[^{}]*\}", str(attr))
+                 for a in parse_dim_sharding(text).axes])
+        facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
     if mop.name == "sdy.all_reduce":
         d = defs.get(mop.operands[0])
         if d is not None:
             facts["in_tensor_def"].add((i, d))
-        axes = _axes(mop.attributes["reduction_axes"])
         facts["in_all_reduce"].add((i, _axes_text(axes)))
-        if not axes:
-            facts["in_all_reduce_noop"].add((i,))
     elif mop.name == "sdy.replicated_to_unreduced":
         facts["in_replicated_to_unreduced"].add((i, _axes_text(_axes(mop.attributes["axes"]))))
     elif mop.name == "sdy.sharded_to_unreduced":
@@ -131,7 +142,7 @@ def _split(names) -> set[tuple[str, str]]:
 
 @register("canonicalize",
           "MLIR's canonicalizer with Shardy's sdy-collective patterns only "
-          "(erases dead ops, folds all-reduces).", (ENABLE_PATTERNS,))
+          "(erases dead ops, folds all-reduces and no-op collectives).", (ENABLE_PATTERNS,))
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
 
@@ -140,15 +151,15 @@ def run(module: Module, options: PassOptions) -> Module:
         if not ops:
             return module
         derived = run_analysis("canonicalize", facts, options)
-        folded = fold_all_reduces(ops, derived)
+        folded = fold_collectives(ops, derived)
         erase = sorted(i for (i,) in derived["erase"])
         for i in reversed(erase):
             ops[i].erase()
         return rebuild(module) if erase or folded else module
 
 
-def fold_all_reduces(ops: list, derived: dict) -> bool:
-    """Carry out the all-reduce folds the stage decided (each all-reduce's uses
+def fold_collectives(ops: list, derived: dict) -> bool:
+    """Carry out the folds the stage decided (each folded collective's uses
     go to its replacement and it is erased)."""
     from jaxlib.mlir import ir
 
