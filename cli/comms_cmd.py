@@ -30,7 +30,8 @@ def ledger_lines(ledger) -> list[str]:
     totals = ledger.totals()
     groups = ledger.groups()
     timed = ledger.cost_model is not None
-    head = (f"{len(ledger)} collectives in {len(groups)} groups; "
+    head = (f"{len(ledger)} collective{'s' * (len(ledger) != 1)} in {len(groups)} "
+            f"group{'s' * (len(groups) != 1)}; "
             f"{human_bytes(totals['all']['bytes_per_device'])} per device in all")
     if timed:
         head += (f", estimated {human_seconds(totals['all'].get('estimated_seconds', 0.0))} "

@@ -23,6 +23,11 @@ tree of those values, :meth:`ProvenanceTracer.roots`):
   reduction all-reduce, the producer's result sharding (what the all-reduce
   prints as its out_sharding; the derivation of the producer's result).
 
+A side lists at most :data:`MOST_ANNOTATIONS` annotations and says how many
+there are (a value deep in a model derives from every layer before it): on
+the side that had the axes, those naming the collective's axes first; on the
+side that needed them elsewhere or not at all, those not naming them first.
+
 Collectives of one pattern (kind, function, type, axes, shardings, producing
 and consuming op kinds) are grouped with a count: a 64-layer model shows
 about as many groups as a 2-layer one.
@@ -47,6 +52,9 @@ COLLECTIVE_OPS = {
     "sdy.reshard": None,
 }
 
+#: The most annotations a side of a cause lists (``annotation_count`` says how many).
+MOST_ANNOTATIONS = 12
+
 _AXIS_REF = re.compile(r'"(?:[^"\\]|\\.)*"(?::\(\d+\)\d+)?')
 
 
@@ -58,7 +66,8 @@ class Side:
     values: list[dict]            # [{"value": name, "sharding": text}]
     op: str                       # the producing op (had) or the consuming ops (needed)
     place: str                    # where that op is (input line or python line)
-    annotations: list[str] = field(default_factory=list)   # those naming its axes first
+    annotations: list[str] = field(default_factory=list)   # at most MOST_ANNOTATIONS
+    annotation_count: int = 0     # how many annotations it derives from in all
 
     @property
     def sharding(self) -> str:
@@ -67,7 +76,7 @@ class Side:
 
     def to_json(self) -> dict:
         return {"values": self.values, "op": self.op, "place": self.place,
-                "annotations": self.annotations}
+                "annotations": self.annotations, "annotation_count": self.annotation_count}
 
     def text(self, most: int = 3) -> str:
         """One line; at most ``most`` annotations (those naming the collective's axes
@@ -75,8 +84,9 @@ class Side:
         values = "; ".join(f"{v['value']} {_inner(v['sharding'])}" for v in self.values)
         notes = "; ".join(self.annotations[:most]) if self.annotations else \
             "no input annotation reaches it"
-        if len(self.annotations) > most:
-            notes += f"; and {len(self.annotations) - most} more (--format json lists them)"
+        shown = min(most, len(self.annotations))
+        if self.annotation_count > shown:
+            notes += f"; of {self.annotation_count} (--format json lists more)"
         return f"{values} ({self.op} at {self.place}) <- {notes}"
 
 
@@ -255,6 +265,8 @@ class _Builder:
         self.meshes = module_meshes(audit.module)
         self.cost_model = cost_model
         self._notes: dict = {}
+        self._axis_masks: dict[str, int] = {}
+        self._masked = 0
 
     # -- values ------------------------------------------------------------
 
@@ -279,10 +291,15 @@ class _Builder:
     def name_of(self, value) -> str:
         return self.outputs.name_of(value)
 
-    def annotations(self, values) -> list[str]:
+    def annotations(self, values, axes=(), naming_first: bool = True) -> tuple[list[str], int]:
         """The input annotations the shardings of ``values`` (MLIR values, or output
-        values) derive from; a collective's result stands for its chain's source."""
-        found: dict[str, None] = {}
+        values) derive from, and how many there are; a collective's result stands for
+        its chain's source.  At most :data:`MOST_ANNOTATIONS` are listed (a layer deep
+        in a model derives from every layer before it): with ``axes`` (mesh axis
+        names), those naming one of them first (``naming_first``: the side that had
+        the axes) or last (the side that needed them elsewhere or not at all)."""
+        tracer = self.tracer
+        bits, notes = 0, []
         for v in values:
             if v is None:
                 continue
@@ -291,11 +308,33 @@ class _Builder:
                 if v is None:
                     continue
             if v.key is None:
-                found.setdefault(f"{v.name}: created by the export passes, no derivation")
+                notes.append(f"{v.name}: created by the export passes, no derivation")
                 continue
-            for root in self.tracer.roots(v.key):
-                found.setdefault(self._note(root))
-        return list(found)
+            bits |= tracer.root_bits(v.key)
+        total = bits.bit_count() + len(notes)
+        groups = [bits]
+        if axes:
+            naming = bits & self.axis_mask(axes)
+            groups = [naming, bits & ~naming] if naming_first else [bits & ~naming, naming]
+        for group in groups:
+            left = MOST_ANNOTATIONS - len(notes)
+            if left > 0:
+                notes += [self._note(k) for k in tracer.root_keys(group, left)]
+        return list(dict.fromkeys(notes)), total
+
+    def axis_mask(self, axes) -> int:
+        """The bit set of the leaf keys whose sharding names one of ``axes``."""
+        tracer, masks = self.tracer, self._axis_masks
+        keys = tracer._root_keys
+        for i in range(self._masked, len(keys)):
+            sharding = tracer.initial[keys[i]]
+            for a in dict.fromkeys(a.name for a in sharding.axes_used()):
+                masks[a] = masks.get(a, 0) | 1 << i
+        self._masked = len(keys)
+        mask = 0
+        for a in axes:
+            mask |= masks.get(a, 0)
+        return mask
 
     @staticmethod
     def chain_source(value):
@@ -373,9 +412,6 @@ class _Builder:
         sent = collective_bytes(kind, n, in_local, out_local)
         input_place, python = self.place(mop)
         had, needed, reduction = self.cause(mop, kind, axes, out_sharding)
-        for side in (had, needed):   # the annotations naming an axis it runs over first
-            names = {f'"{a.name}"' for a in axes}
-            side.annotations.sort(key=lambda note: not any(n in note for n in names))
         axis_names = [a.to_text() for a in axes]
         seconds = (self.cost_model.seconds(kind, n, sent, [a.name for a in axes])
                    if self.cost_model is not None else None)
@@ -389,6 +425,7 @@ class _Builder:
     def cause(self, mop, kind: str, axes: list[AxisRef], out_sharding) -> tuple[Side, Side, bool]:
         source = self.chain_source(mop.operands[0])
         by_value = self.outputs.by_value
+        names = list(dict.fromkeys(a.name for a in axes))
         if kind == "all_reduce":
             producer = getattr(mop.operands[0].owner, "operation", None)
             have = self.sharding_of(mop.operands[0])
@@ -402,17 +439,18 @@ class _Builder:
                     place = self.place(producer)
                     had = Side([{"value": self.name_of(v), "sharding": _text(self.sharding_of(v))}
                                 for v in carriers], producer.name, place[0],
-                               self.annotations(carriers))
+                               *self.annotations(carriers, names))
                     # the producer's result as the all-reduce leaves it (not partial)
                     needed = Side([{"value": self.name_of(mop.results[0]),
                                     "sharding": _text(out_sharding)}],
-                                  producer.name, place[0], self.annotations([mop.operands[0]]))
+                                  producer.name, place[0],
+                                  *self.annotations([mop.operands[0]], names, False))
                     return had, needed, True
         src_owner = getattr(source.owner, "operation", None)
         src_op = src_owner.name if src_owner is not None else "block argument"
         src_place = self.place(src_owner)[0] if src_owner is not None else "(argument)"
         had = Side([{"value": self.name_of(source), "sharding": _text(self.sharding_of(source))}],
-                   src_op, src_place, self.annotations([source]))
+                   src_op, src_place, *self.annotations([source], names))
         end, consumers = self.chain_end(mop)
         targets, ops, places = [], [], []
         for user, index in consumers:
@@ -424,7 +462,8 @@ class _Builder:
                 targets += list(user.results)
         needed = Side([{"value": self.name_of(end), "sharding": _text(self.sharding_of(end))}],
                       ", ".join(dict.fromkeys(ops)) or "(unused)",
-                      ", ".join(dict.fromkeys(places)) or "(unused)", self.annotations(targets))
+                      ", ".join(dict.fromkeys(places)) or "(unused)",
+                      *self.annotations(targets, names, False))
         return had, needed, False
 
     def chain_end(self, mop):

@@ -136,22 +136,32 @@ class _Builder:
         self.collectives = Collectives(audit, None)
         real = [m for m in self.meshes.values() if m.axes]
         self.only_mesh = real[0] if len(real) == 1 else None
+        self._rows: dict = {}
 
     def row(self, out, value_type, sharding, op: str) -> ValueMemory | None:
+        """The row of one value (None: not a statically shaped tensor).  Its numbers
+        depend only on its type and sharding, which values share: computed once."""
+        known = self._rows.get((value_type, sharding))
+        if known is None:
+            known = self._rows[(value_type, sharding)] = self._numbers(value_type, sharding)
+        if known[0] is None:
+            return None
+        return ValueMemory(out.name, out.func, op, *known, out)
+
+    def _numbers(self, value_type, sharding) -> tuple:
         from sdy_dl.ir.meshes import mesh_of
         from sdy_dl.ir.mlir_ops import tensor_info
 
         shape = tensor_info(value_type)[1]
         if shape is None:
-            return None
+            return (None,)
         element = str(value_type.maybe_downcast().element_type)
         mesh = mesh_of(sharding, self.meshes) if sharding is not None else None
         devices = _split(shape, sharding, mesh)
         mesh_size = (mesh or self.only_mesh).total_size if (mesh or self.only_mesh) else 1
-        return ValueMemory(out.name, out.func, op, tuple(shape), element,
-                           sharding.to_text() if sharding is not None else "(none)",
-                           local_bytes(shape, element, sharding, mesh),
-                           tensor_bytes(shape, element), devices, mesh_size, out)
+        return (tuple(shape), element, sharding.to_text() if sharding is not None else "(none)",
+                local_bytes(shape, element, sharding, mesh), tensor_bytes(shape, element),
+                devices, mesh_size)
 
     def build(self, top: int) -> MemoryTable:
         from sdy_dl.ir.mlir_ops import func_result_types, key, walk_pre
@@ -238,9 +248,9 @@ class _Builder:
                 source = self.collectives.chain_source(out.value)
                 if source is not out.value:
                     why += [f"its source {self.collectives.name_of(source)} derives from {a}"
-                            for a in self.collectives.annotations([source])]
+                            for a in self.collectives.annotations([source])[0]]
         else:
-            notes = self.collectives.annotations([out])
+            notes = self.collectives.annotations([out])[0]
             why += [f"derived from {a}" for a in notes]
             explainer = self.audit.explainer
             reasons = unsharded_reasons(explainer, out, self.records)

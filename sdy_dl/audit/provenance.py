@@ -170,9 +170,22 @@ class ProvenanceTracer:
     def roots(self, key, before: int | None = None) -> list:
         """The leaves of ``key``'s derivation tree (:meth:`tree` without a depth limit):
         the keys whose shardings as the propagation found them it descends from, in
-        the order first met.  Each write's leaves are computed once and kept (as a
-        bit set over the leaf keys), so asking for many keys costs one walk of the
-        writes behind them."""
+        the order first met."""
+        return self.root_keys(self.root_bits(key, before))
+
+    def root_keys(self, bits: int, limit: int | None = None) -> list:
+        """The leaf keys of a bit set of :meth:`root_bits` (at most ``limit``, lowest first)."""
+        keys, out = self._root_keys, []
+        while bits and (limit is None or len(out) < limit):
+            low = bits & -bits
+            out.append(keys[low.bit_length() - 1])
+            bits ^= low
+        return out
+
+    def root_bits(self, key, before: int | None = None) -> int:
+        """:meth:`roots` as a bit set over the leaf keys (bit i: the i-th leaf key met,
+        ``root_keys`` names them).  Each write's leaves are computed once and kept,
+        so asking for many keys costs one walk of the writes behind them."""
         if not hasattr(self, "_root_memo"):
             self._root_memo: dict[int, int] = {}
             self._root_keys: list = []
@@ -201,8 +214,7 @@ class ProvenanceTracer:
                     bits |= leaf_bit(k) if c is None else memo[c]
                 memo[w] = bits
             bits = memo[start]
-        keys = self._root_keys
-        return [keys[i] for i in range(bits.bit_length()) if bits >> i & 1]
+        return bits
 
     def _leaf_bit(self, key) -> int:
         """The bit of leaf ``key`` (0: it had no sharding when the propagation began)."""
