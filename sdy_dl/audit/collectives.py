@@ -447,8 +447,11 @@ class _Builder:
                                   *self.annotations([mop.operands[0]], names, False))
                     return had, needed, True
         src_owner = getattr(source.owner, "operation", None)
-        src_op = src_owner.name if src_owner is not None else "block argument"
-        src_place = self.place(src_owner)[0] if src_owner is not None else "(argument)"
+        if src_owner is not None:
+            src_op, src_place = src_owner.name, self.place(src_owner)[0]
+        else:
+            arg = by_value.get(source)
+            src_op, src_place = "block argument", arg.func if arg is not None else "?"
         had = Side([{"value": self.name_of(source), "sharding": _text(self.sharding_of(source))}],
                    src_op, src_place, *self.annotations([source], names))
         end, consumers = self.chain_end(mop)
