@@ -17,7 +17,7 @@ import click
 from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir import load_module
 from sdy_dl.pipeline import propagate
 from sdy_dl.propagation.trace import StepRecorder
@@ -48,6 +48,8 @@ def write_dir(out_dir: str, fill) -> None:
     """Let ``fill`` write files into a fresh directory next to ``out_dir``, then
     move them into ``out_dir`` (created if needed): nothing lands in ``out_dir``
     unless every file was written."""
+    if not out_dir:
+        raise UsageError("the output directory name is empty (--out-dir '')")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise SdyError("not a directory", file=out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))

@@ -36,6 +36,8 @@ CASES = [
     ("version-stdout-full", "{s} --version > /dev/full", 1, ["<stdout>:", "No space left"], False),
     ("o-empty", "{s} propagate {m} -o ''", 2, ["output file name is empty"], False),
     ("module-empty", "{s} propagate '' -o {o}", 2, ["module file name is empty"], False),
+    ("out-dir-empty", "{s} emit {m} --out-dir ''", 2, ["output directory name is empty"], False),
+    ("rules-empty", "{s} propagate {m} --rules '' -o {o}", 2, ["rule file name is empty"], False),
 ]
 
 

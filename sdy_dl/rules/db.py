@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
 from sdy_dl.rules.instance import RuleInstance
@@ -157,7 +157,10 @@ def _region_structure(op) -> tuple:
 
 
 def rule_files_in(path: str | Path) -> list[Path]:
-    """The ``*.yaml``/``*.yml`` files of a folder (sorted), or the file itself."""
+    """The ``*.yaml``/``*.yml`` files of a folder (sorted), or the file itself (an
+    empty name is an error, not the current folder)."""
+    if not str(path):
+        raise UsageError("the rule file name is empty ('')")
     p = Path(path)
     if p.is_dir():
         return sorted(q for q in p.iterdir() if q.suffix in (".yaml", ".yml") and q.is_file())
