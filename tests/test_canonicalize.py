@@ -187,7 +187,8 @@ def test_engines_agree(name):
 
 
 # -- no-op collectives: an all-gather, all-slice, reduce-scatter or all-reduce naming no
-# axis (on a scalar its list of dims is empty) is its input; one naming an axis stays.
+# axis (on a scalar its list of dims is empty) is its input; one naming an axis stays; a
+# collective permute is its input when its operand's sharding is equivalent to its own.
 
 def collective_module(kind: str, rank: int, axis: str | None) -> str:
     """One ``sdy.<kind>`` on ``%arg0`` of rank ``rank``, along ``axis`` (on dim 0) or none."""
@@ -195,6 +196,17 @@ def collective_module(kind: str, rank: int, axis: str | None) -> str:
     t = f"tensor<{shape + 'x' if shape else ''}f32>"
     empty = ", ".join(["{}"] * rank)
     named = ", ".join([f'{{"{axis}"}}'] + ["{}"] * (rank - 1)) if axis else empty
+    if kind == "collective_permute":   # "a": from "a" to "b"; "same": "a" to "a"
+        same = ", ".join(['{"a"}'] + ["{}"] * (rank - 1)) if rank else ""
+        moved = same.replace('"a"', '"b"')
+        attr, sharded_in, out = "", *{None: (empty, empty), "a": (same, moved),
+                                      "same": (same, same)}[axis]
+        return (f'sdy.mesh @mesh = <["a"=2, "b"=2]>\n'
+                f"func.func @main(%arg0: {t} {{sdy.sharding = #sdy.sharding<@mesh, [{sharded_in}]>}})"
+                f" -> {t} {{\n"
+                f"  %0 = sdy.collective_permute %arg0 out_sharding=<@mesh, [{out}]> : {t}\n"
+                f"  %1 = stablehlo.negate %0 : {t}\n"
+                f"  return %1 : {t}\n}}\n")
     if kind == "all_reduce":
         attr, sharded_in, out = (f'{{"{axis}"}}' if axis else "{}"), empty, empty
     elif kind == "all_gather":
@@ -210,8 +222,10 @@ def collective_module(kind: str, rank: int, axis: str | None) -> str:
 
 
 COLLECTIVES = {f"{kind}-rank{rank}-{axis or 'noop'}": collective_module(kind, rank, axis)
-               for kind in ("all_slice", "all_gather", "reduce_scatter", "all_reduce")
-               for rank in (0, 1, 2) for axis in (None, "a") if rank or axis is None}
+               for kind in ("all_slice", "all_gather", "reduce_scatter", "all_reduce",
+                            "collective_permute")
+               for rank in (0, 1, 2) for axis in (None, "a", "same")
+               if (rank or axis is None) and (axis != "same" or kind == "collective_permute")}
 
 
 @pytest.mark.parametrize("name", sorted(COLLECTIVES))

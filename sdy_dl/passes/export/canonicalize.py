@@ -11,8 +11,9 @@ their regions) and which all-reduces fold (to their input, to the input of a
 ``replicated_to_unreduced`` on the same axes, or into an ``all_gather`` of
 the input of a ``sharded_to_unreduced`` over them); this module rewrites.
 An all-gather, all-slice or reduce-scatter naming no axis is its input as
-well (their no-op patterns); the other patterns of those collectives and
-of collective-permute and all-to-all are not implemented.
+well, and so is a collective-permute to a sharding equivalent to its
+operand's (their no-op patterns); the other patterns of those collectives
+and of all-to-all are not implemented.
 The ``sdy.constant`` ops the pipeline has by then are not ``ConstantLike``,
 so no constant is moved or merged.
 """
@@ -70,7 +71,9 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
     facts: dict[str, set] = {"in_op": set(), "in_parent": set(), "in_reads": set(),
                              "in_side_effect_attr": set(), "in_tensor_def": set(),
                              "in_all_reduce": set(), "in_axes_collective": set(),
-                             "in_collective_axis": set(),
+                             "in_collective_axis": set(), "in_permute": set(),
+                             "in_has_sharding": set(), "in_mesh_ref": set(),
+                             "in_dim_axis": set(), "in_unreduced": set(),
                              "in_replicated_to_unreduced": set(),
                              "in_sharded_to_unreduced": set(),
                              "in_effect_free_dialect": {(d,) for d in EFFECT_FREE_DIALECTS},
@@ -121,6 +124,15 @@ def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> N
                 [a for text in re.findall(r"\{[^{}]*\}", str(attr))
                  for a in parse_dim_sharding(text).axes])
         facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
+    if mop.name == "sdy.collective_permute":
+        from sdy_dl.ir.value_sharding import get_sharding
+        from sdy_dl.passes.export.reshard_to_collectives import equivalence_facts
+
+        facts["in_permute"].add((i,))
+        for side, sharding in (("in", get_sharding(mop.operands[0])),
+                               ("out", read_own(mop, "out_sharding"))):
+            if sharding is not None:
+                equivalence_facts(facts, i, side, sharding)
     if mop.name == "sdy.all_reduce":
         d = defs.get(mop.operands[0])
         if d is not None:

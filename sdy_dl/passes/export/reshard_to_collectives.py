@@ -67,18 +67,24 @@ def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
             if mesh is None:
                 raise op_error(module, reshard, f"reshard-to-collectives: unknown mesh "
                                f"{sharding.mesh_text()}")
-            facts["in_has_sharding"].add((r, side))
+            equivalence_facts(facts, r, side, sharding)
             facts["in_rank"].add((r, side, sharding.rank))
-            facts["in_mesh_ref"].add((r, side, sharding.mesh_text()))
             facts["in_mesh_axes"].add((r, side, ", ".join(a.to_text() for a in mesh.axes)))
             if mesh.is_maximal:
                 facts["in_maximal"].add((r, side))
-            for d, dim in enumerate(sharding.dims):
-                for i, axis in enumerate(dim.axes):
-                    facts["in_dim_axis"].add((r, side, d, i, axis.to_text()))
-            for axis in sharding.unreduced:
-                facts["in_unreduced"].add((r, side, axis.to_text()))
     return facts
+
+
+def equivalence_facts(facts: dict[str, set], r: int, side: str, sharding: TensorSharding) -> None:
+    """The facts of the equivalence macro (``datalog/reshard_to_collectives/
+    equivalent.dl.j2``) for side ``side`` ("in" or "out") of pair ``r``."""
+    facts["in_has_sharding"].add((r, side))
+    facts["in_mesh_ref"].add((r, side, sharding.mesh_text()))
+    for d, dim in enumerate(sharding.dims):
+        for i, axis in enumerate(dim.axes):
+            facts["in_dim_axis"].add((r, side, d, i, axis.to_text()))
+    for axis in sharding.unreduced:
+        facts["in_unreduced"].add((r, side, axis.to_text()))
 
 
 def collective_op(step: Collective, operand, loc):
