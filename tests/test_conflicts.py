@@ -43,7 +43,7 @@ def test_conflicting_programs(name, kind, factor):
     matching = [c for c in found if c.kind == kind and (factor is None or c.factor == factor)]
     assert matching, [(c.op, c.factor, c.kind) for c in found]
     c = matching[0]
-    assert c.place.startswith("<string>:") and c.decided["strategy"] == "aggressive strategy"
+    assert c.place.startswith("input line ") and c.decided["strategy"] == "aggressive strategy"
     origins = [a for comp in c.competitors for o in comp["origins"] for a in o["from"]]
     assert origins and all(a.startswith("%") for a in origins), origins
     assert any(comp["won"] for comp in c.competitors) or not any(c.kept.values())

@@ -17,7 +17,9 @@ from sdy_dl.audit import Audit
 from sdy_dl.cli import main
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
+from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
+from sdy_dl.ir.value_sharding import get_sharding as mlir_get_sharding
 from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
@@ -55,7 +57,10 @@ def test_root_is_the_printed_sharding_and_steps_are_factor_level(chain):
     assert tree.sharding == '#sdy.sharding<@mesh, [{"a"}, {}]>'   # closed, as printed
     step = tree.children[0]
     assert step.sharding == '#sdy.sharding<@mesh, [{"a", ?}, {?}]>'  # as propagation left it
-    assert step.op["name"] == "stablehlo.dot_general" and step.op["place"] == "<string>:4"
+    assert step.op["name"] == "stablehlo.dot_general" and step.op["place"] == "input line 4"
+    line = step.op["output_line"]   # where the output prints the op, beside its input line
+    assert "stablehlo.dot_general" in chain.text.splitlines()[line - 1]
+    assert f"at output line {line} (input line 4)" in step.because
     assert step.op["origin"].startswith("rules/") and ".yaml:" in step.op["origin"]
     assert step.strategy == "aggressive" and "band" in step.phase
     [factor] = step.factors
@@ -94,7 +99,11 @@ def _printed_in_order(text: str) -> list[tuple[list[str], str]]:
     main_func = module.main_func()
     out = []
     for v in module.values:
-        s = get_sharding(v) if is_shardable(v) else None
+        if v.is_block_arg and v.block.region.owner.name == "stablehlo.while":
+            with mlir_context():
+                s = mlir_get_sharding(v.mlir)   # the matching while result's (§1.5)
+        else:
+            s = get_sharding(v) if is_shardable(v) else None
         out.append((_model_names(module, v, main_func), "(none)" if s is None else s.to_text()))
     for fname, func in module.funcs.items():
         prefix = "" if func is main_func else f"@{fname}:"
@@ -413,3 +422,16 @@ def test_value_table_lists_values_as_the_model_does(kind, name):
             assert (is_arg, index, owner) == (v.is_block_arg, v.index, model_owner.mlir), key
             assert value == v.mlir, key
             assert table.names.names[key] == _model_names(module, v, main), key
+
+
+def test_a_tree_cut_by_depth_says_so_in_text_dot_and_json(tmp_path):
+    from sdy_dl.audit.render import CUT_TEXT, text_lines, to_dot
+
+    audit = Audit(parse_module_text(jax_programs.lowered("mlp")), CLINGO)
+    whole, cut = audit.explain("result:0", depth=100), audit.explain("result:0", depth=1)
+    assert not any(n.truncated == "depth" for n in whole.walk())
+    assert any(n.truncated == "depth" for n in cut.walk())
+    assert CUT_TEXT["depth"] in "\n".join(text_lines(cut))
+    assert CUT_TEXT["depth"] not in "\n".join(text_lines(whole))
+    assert CUT_TEXT["depth"] in to_dot([cut]) and CUT_TEXT["depth"] not in to_dot([whole])
+    assert '"truncated": "depth"' in json.dumps(cut.to_json())

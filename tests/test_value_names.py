@@ -61,7 +61,20 @@ def _check(name: str) -> None:
         assert result.sharding(out.name) == (None if out.sharding is None else expected)
         assert result.explain(out.name).sharding == expected, out.name
     assert printed_twice, "the program should print some name twice"
-    assert [t.what for t in audit.explain_all(depth=2)] == names
+    trees = audit.explain_all(depth=100)
+    assert [t.what for t in trees] == names
+    for tree in trees:
+        for node in tree.walk():
+            _says_whose_lines(node.because)
+    for conflict in result.conflicts():
+        _says_whose_lines(conflict.place)
+
+
+def _says_whose_lines(text: str) -> None:
+    """Every line ``text`` cites says whose: the output's, the input's or Python's."""
+    for m in re.finditer(r"(\w+) line \d+", text):
+        assert m.group(1) in ("output", "input"), text
+    assert not re.search(r"(\.mlir|<string>|<jax>):\d+", text), text
 
 
 @pytest.mark.parametrize("name", DEFAULT)

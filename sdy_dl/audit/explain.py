@@ -100,7 +100,7 @@ class Explainer:
             return outs[0].name
         for record in self.propagated.by_key.get(key, ()):
             if record.origin is not None and not record.is_edge:
-                return f"{record.origin.names[0]} (input; erased by the pipeline)"
+                return f"input {record.origin.names[0]} (erased by the pipeline)"
         return "(a value the pipeline created and erased)"
 
     def steps_reading(self, key) -> list:
@@ -145,6 +145,12 @@ class Explainer:
     def explain(self, out: OutputValue, depth: int = 8) -> Node:
         """The tree of output value ``out``: its root carries the printed sharding."""
         printed = _text(out.sharding)
+        if out.held_by is not None:
+            holder = out.held_by
+            line = f" (output line {holder.line})" if holder.line else ""
+            return Node(out.name, printed, f"a block argument of stablehlo.while{line}: its "
+                        f"sharding is the one the while prints for {holder.name}", kind="edge",
+                        children=[self.explain(holder, depth)])
         if out.result_of is not None and out.key is not None and not isinstance(out.key, tuple):
             if out.sharding is None or not _has_axes(out.sharding):
                 node = self.explain(out.result_of, depth)
@@ -198,17 +204,25 @@ class Explainer:
         from jaxlib.mlir.ir import OpResult
 
         value = out.value
-        node = Node(out.name, _text(out.sharding), f"{out.op} created by the export passes",
-                    kind="export", op={"name": out.op, "place": out.place})
+        at = f" at output line {out.line}" if out.line else ""
+        op = {"name": out.op, "place": f"output line {out.line}" if out.line else out.place}
+        if out.line:
+            op["output_line"] = out.line
+        node = Node(out.name, _text(out.sharding), f"{out.op}{at} created by the export passes",
+                    kind="export", op=op)
         if out.op == "sdy.reshard":
-            node.because = ("sdy.reshard inserted by the export passes (insert-explicit-reshards, "
-                            "insert-func-call-reshards): the operand is resharded to what its user "
-                            "needs")
+            node.because = (f"sdy.reshard{at} inserted by the export passes (insert-explicit-"
+                            "reshards, insert-func-call-reshards): the operand is resharded to what "
+                            "its user needs")
         if value is not None and isinstance(value, OpResult):
             for operand in value.owner.operands:
                 src = self.outputs.by_value.get(operand)
-                if src is not None and depth > 1:
+                if src is None:
+                    continue
+                if depth > 1:
                     node.children.append(self.explain(src, depth - 1))
+                else:
+                    node.truncated = "depth"
         return node
 
     def _unsharded(self, out: OutputValue) -> Node:
@@ -251,15 +265,16 @@ class Explainer:
         if d.write is None:
             return self._leaf(d, name)
         c = d.write.cause
-        node = Node(name, d.sharding.to_text(), self._because(c), kind=c.kind, op=c.op,
+        op = c.op
+        if op is not None and self.outputs.line_of_tag(op.get("tag")):
+            op = {**op, "output_line": self.outputs.line_of_tag(op.get("tag"))}
+        node = Node(name, d.sharding.to_text(), self._because(c), kind=c.kind, op=op,
                     strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated,
                     key=d.key)
         if c.step is not None:
             node.factors = self._factors(c, d.key)
         if d.truncated == "seen":
             node.because += " (derived above)"
-        elif d.truncated == "depth":
-            node.because += " (deeper steps not shown: raise --depth)"
         children = d.children
         if node.factors:
             # The tensors the changed factors came from (and the value's own past).
@@ -271,6 +286,17 @@ class Explainer:
                 s.pop("key", None)
         return node
 
+    def op_place(self, op) -> str:
+        """Where the op a step ran on is: ``output line 52 (input line 48)``, or its
+        input place alone when the pipeline erased it."""
+        line = self.outputs.line_of_tag(op.get("tag"))
+        place = op.get("place")
+        if place.endswith("(no line)"):
+            place = ""
+        if line:
+            return f"output line {line}" + (f" ({place})" if place else "")
+        return place
+
     def _because(self, c: Cause) -> str:
         if c.kind in ("step", "edge", "barrier") and c.op is not None:
             op = c.op
@@ -278,7 +304,8 @@ class Explainer:
             rule = f"rule {c.step.rule.to_text()}" if c.kind == "step" and c.step is not None else ""
             parts = [p for p in (rule, f"from {op.get('origin')}" if c.kind == "step" else "",
                                  c.strategy, c.phase) if p]
-            return f"{what} at {op.get('place')}" + (f" [{', '.join(parts)}]" if parts else "")
+            place = self.op_place(op)
+            return what + (f" at {place}" if place else "") + (f" [{', '.join(parts)}]" if parts else "")
         return c.label + (f" [{c.detail}]" if c.detail else "")
 
     def _factors(self, c: Cause, key) -> list[dict]:
@@ -303,21 +330,28 @@ class Explainer:
         return out
 
     def _leaf(self, d: Derivation, name: str) -> Node:
+        """A leaf: the annotation of the input a key's first sharding is.  The node is
+        named as the output names the value (``input %9`` when the output has no such
+        value); the annotation is cited with the input's own name and place."""
         text = d.sharding.to_text()
         if isinstance(d.key, tuple):
             given = self.inputs.results.get(d.key[1])
             return Node(name, text, f"annotation in the input: {name} = {given}", kind="annotation")
         records = self.propagated.by_key.get(d.key, ())
+        in_output = bool(self.outputs.by_key.get(d.key))
+
+        def named(o) -> str:
+            return name if in_output else f"input {o.names[0]}"
         for record in records:
             o = record.origin
             if o is not None and o.sharding is not None:
-                return Node(o.names[0], text, f"annotation in the input: {o.names[0]} = "
+                return Node(named(o), text, f"annotation in the input: {o.names[0]} = "
                             f"{o.sharding} ({o.op} at {o.place})", kind="annotation")
         origin = next((r.origin for r in records if r.origin is not None), None)
         for record in records:
             for rel in (record.origin.related if record.origin is not None else ()):
                 if rel.sharding is not None:
-                    return Node(rel.names[0], text, f"annotation in the input: {rel.names[0]} = "
+                    return Node(named(record.origin), text, f"annotation in the input: {rel.names[0]} = "
                                 f"{rel.sharding} ({rel.op} at {rel.place}), moved onto "
                                 f"{record.origin.names[0]} by the import passes", kind="annotation")
         where = f" from {origin.names[0]} ({origin.op} at {origin.place})" if origin else ""

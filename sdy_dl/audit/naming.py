@@ -98,15 +98,18 @@ def _tag_all(module: Module, prefix: str) -> dict[int, str]:
 
 
 def place_in(loc: str, file: str) -> str:
-    """Where an op whose location prints as ``loc`` comes from: ``python FILE.py:LINE``
-    (JAX debug info) or ``FILE:LINE`` of the module ``file``."""
+    """Where an op whose location prints as ``loc`` comes from, saying whose line it
+    is: ``python FILE.py:LINE`` (JAX debug info), ``input line LINE`` (a line of
+    the module read, whose text the parser located it in), ``FILE:LINE`` (a
+    location the module's text gives, of another file), else ``input (no line)``.
+    ``file``: the module read (its name is not repeated in every place)."""
     places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
     for f, line in places:
         if f.endswith(".py"):
             return f"python {f}:{line}"
-    if places:
-        return f"{file}:{places[0][1]}"
-    return f"{file}"
+    for f, line in places:
+        return f"input line {line}" if f in ("-", file) else f"{f}:{line}"
+    return "input (no line)"
 
 
 def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
@@ -587,6 +590,7 @@ class OutputValue(_Named):
     ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
     table_key: tuple | None = field(default=None, repr=False)  # its ValueTable key (results: the function's op)
     lines: "SsaNames | None" = field(default=None, repr=False)  # where its output line is read
+    held_by: "OutputValue | None" = field(default=None, repr=False)  # a while's block argument: its result
 
     @property
     def name(self) -> str:
@@ -649,11 +653,14 @@ class OutputIndex:
                         label = labels[func] = _func_label(func, main)
                 record = (propagated.lookup_at(value.location, -1, None) if is_arg
                           else propagated.lookup_at(loc, index, name))
-                sharding = read_stored(mop, index, is_arg)   # (None: no place for one)
+                held_by = by_value[mop.results[index]] if is_arg and name == "stablehlo.while" \
+                    else None
+                # (None: no place for one; a while's block argument: its result's, §1.5)
+                sharding = read_stored(mop, index, is_arg and held_by is None)
                 out = OutputValue(names[key], sharding, name, (loc, file),
                                   record.key if record is not None else None, value,
                                   func=label, ssa=ssa if key in pending else None,
-                                  table_key=key, lines=ssa)
+                                  table_key=key, lines=ssa, held_by=held_by)
                 by_value[value] = out
                 if is_arg and mop == main:
                     out._names += _arg_paths(value.location)
@@ -677,25 +684,21 @@ class OutputIndex:
                                       table_key=(f"o{op_number[func]}", -2), lines=ssa)
                     self._add(out)
 
-    def has_reshard(self, tag: str | None) -> bool:
-        """Whether the output op tagged ``tag`` has a ``sdy.reshard`` on an operand or result."""
+    def line_of_tag(self, tag: str | None) -> int:
+        """The output line of the op tagged ``tag`` (``px:oN``, the op a propagation
+        step ran on); 0: the pipeline erased it."""
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.mlir_ops import value_place
 
         if tag is None:
-            return False
-        with mlir_context():
-            if not hasattr(self, "_ops_by_tag"):
-                self._ops_by_tag = {}
-                for mop in self._table.ops:
+            return 0
+        if not hasattr(self, "_op_by_tag"):
+            self._op_by_tag = {}
+            with mlir_context():
+                for n, mop in enumerate(self._table.ops):
                     for t in tags(mop.location, "px")[:1]:
-                        self._ops_by_tag.setdefault(t, mop)
-            op = self._ops_by_tag.get(tag)
-            if op is None:
-                return False
-            return (any(not is_arg and owner.name == "sdy.reshard"
-                        for owner, _, is_arg in map(value_place, op.operands))
-                    or any(u.owner.name == "sdy.reshard" for r in op.results for u in r.uses))
+                        self._op_by_tag.setdefault(t, n)
+        n = self._op_by_tag.get(tag)
+        return 0 if n is None else self._ssa.op_lines[n]
 
     def _add(self, out: OutputValue) -> None:
         self.values.append(out)

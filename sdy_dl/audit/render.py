@@ -23,8 +23,16 @@ def text_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
         lines += [f"{inner}   proof: " + line if k == 0 else f"{inner}          " + line
                   for k, line in enumerate(proof.lines())]
     for i, child in enumerate(node.children):
-        lines += text_lines(child, inner, i == len(node.children) - 1, top=False)
+        lines += text_lines(child, inner, i == len(node.children) - 1 and not node.truncated,
+                            top=False)
+    if node.truncated:
+        lines.append(f"{inner}└─ {CUT_TEXT[node.truncated]}")
     return lines
+
+
+#: The marker where a tree is cut: at the depth asked for, or a step shown above.
+CUT_TEXT = {"depth": "… deeper steps cut here (raise --depth to see them)",
+            "seen": "… derived above in this tree"}
 
 
 def factor_text(f: dict) -> str:
@@ -59,6 +67,10 @@ def to_dot(trees: list[Node]) -> str:
         for c in n.children:
             edges.add((node_id(c), me, label))
             visit(c)
+        if n.truncated == "depth":   # a visible marker where --depth cut the tree
+            cut = f"cut{me}"
+            lines.append(f"  {cut} [label={_dot_str(CUT_TEXT['depth'])}, shape=plaintext];")
+            edges.add((cut, me, "…"))
 
     for t in trees:
         visit(t)
