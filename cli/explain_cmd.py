@@ -1,4 +1,4 @@
-"""``sdy-dl explain MODULE VALUE``: why VALUE has its printed sharding, as a derivation tree."""
+"""``sdy-dl explain MODULE VALUE [-o FILE]``: why VALUE has its printed sharding, as a derivation tree."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
+from sdy_dl.output import write_atomic
 
 
 @main.command("explain")
@@ -22,11 +23,14 @@ from sdy_dl.ir import load_module
               show_default=True, help="dot: Graphviz text; svg: rendered by Graphviz's dot.")
 @click.option("--depth", default=8, show_default=True, type=click.IntRange(1, 100),
               help="How many derivation steps to show below the value.")
+@click.option("-o", "--output", default="-", show_default=True,
+              type=click.Path(dir_okay=False, allow_dash=True),
+              help="Output file (- for stdout), written whole or not at all.")
 @unregistered_dialect_option
 @click.option("--proof", is_flag=True, help="Expand each step into its Datalog derivation.")
 @pass_options
-def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: int, proof: bool,
-            **opts) -> None:
+def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: int, output: str,
+            proof: bool, **opts) -> None:
     """Explain the sharding VALUE has in the output of 'sdy-dl propagate MODULE'
     (named as that output prints it: %3 or %arg0 in main, @func:%2 elsewhere,
     arg:N, result:N, @func:arg:N; %2@L7 when several values print as %2, by the output line
@@ -42,25 +46,31 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
         if proof:
             audit.attach_proofs(trees)
         if fmt == "json" and all_values:
-            _echo_json_list(trees)
+            pieces = _json_list(trees)
         elif fmt == "json":
-            click.echo(json.dumps(trees[0].to_json(), indent=2))
+            pieces = [json.dumps(trees[0].to_json(), indent=2) + "\n"]
         elif fmt in ("dot", "svg"):
             dot = to_dot(trees)
-            click.echo(dot_to_svg(dot) if fmt == "svg" else dot, nl=False)
+            pieces = [dot_to_svg(dot) if fmt == "svg" else dot]
         else:
-            for i, tree in enumerate(trees):   # (tree by tree: see _echo_json_list)
-                click.echo(("\n\n" if i else "") + "\n".join(text_lines(tree)), nl=False)
-            click.echo("")
+            pieces = _text(trees)
+        write_atomic(output, pieces)
 
 
-def _echo_json_list(trees) -> None:
+def _text(trees):
+    """The trees (any iterable) as text, tree by tree (see :func:`_json_list`)."""
+    for i, tree in enumerate(trees):
+        yield ("\n\n" if i else "") + "\n".join(text_lines(tree))
+    yield "\n"
+
+
+def _json_list(trees):
     """The trees (any iterable) as one JSON list, exactly as ``json.dumps(list,
-    indent=2)`` prints it, written tree by tree (every value's tree of a large
+    indent=2)`` prints it, made tree by tree (every value's tree of a large
     module is hundreds of MB of JSON: it is never held whole)."""
     opened = False
     for tree in trees:
         text = json.dumps(tree.to_json(), indent=2)
-        click.echo((",\n  " if opened else "[\n  ") + text.replace("\n", "\n  "), nl=False)
+        yield (",\n  " if opened else "[\n  ") + text.replace("\n", "\n  ")
         opened = True
-    click.echo("\n]" if opened else "[]")
+    yield "\n]\n" if opened else "[]\n"

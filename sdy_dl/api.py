@@ -5,22 +5,32 @@ result answers every question about its output without running it again::
 
     result = sdy_dl.propagate("model.mlir", engine="clingo")
     result.text                 # the annotated module, as `sdy-dl propagate` prints it
+    result.values()             # every value's name, as the output prints it
     result.sharding("%3")       # its printed sharding (None: unsharded)
-    result.explain("result:0")  # the derivation tree (sdy_dl.audit.Node)
-    result.conflicts()          # where propagation could not agree
+    print(result.explain("result:0"))   # the derivation tree (sdy_dl.audit.Node)
+    print(result.conflicts())   # where propagation could not agree
 
     result = sdy_dl.propagate("model.mlir", explicit_collectives=True)
     result.collectives()        # the collective ledger (bytes per device, causes)
     result.memory()             # bytes per device of every value, top unsharded
+
+Values are named as ``sdy-dl propagate`` prints them (``%3``, ``%arg0``,
+``@func:%2``, ``arg:0``, ``result:0``; ``%3@L16`` when several values print as
+``%3``): see :mod:`sdy_dl.audit.naming`.  ``str()`` of a result, a tree or the
+conflicts is readable text, and Jupyter shows them as HTML.
 """
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Mapping
 
 from sdy_dl.audit import Audit, Node
 from sdy_dl.ir import load_module, parse_module_text
+
+#: Rows a result's HTML shows (Jupyter); ``values()`` lists all.
+HTML_ROWS = 200
 
 
 class PropagationResult:
@@ -35,7 +45,8 @@ class PropagationResult:
         return self.audit.text
 
     def values(self) -> list[str]:
-        """The names of every value of the output module."""
+        """The names of every value of the output module, in module order (each
+        names one value: see :mod:`sdy_dl.audit.naming`)."""
         return [v.name for v in self.audit.outputs.values]
 
     def sharding(self, value: str) -> str | None:
@@ -44,12 +55,12 @@ class PropagationResult:
         return None if s is None else s.to_text()
 
     def explain(self, value: str, depth: int = 8) -> Node:
-        """Why ``value`` has its printed sharding."""
+        """Why ``value`` has its printed sharding (``print()`` it for the tree as text)."""
         return self.audit.explain(value, depth)
 
-    def conflicts(self) -> list:
-        """Every place propagation could not agree."""
-        return self.audit.conflicts()
+    def conflicts(self) -> "Conflicts":
+        """Every place propagation could not agree (``print()`` them for the groups)."""
+        return Conflicts(self.audit.conflicts(), self.audit.conflict_groups())
 
     def collectives(self, cost_model=None):
         """The collective ledger (:class:`sdy_dl.audit.collectives.Ledger`) of a result
@@ -78,6 +89,47 @@ class PropagationResult:
         estimate) and ``top``, the ``top`` largest replicated or partly sharded values
         with ``why`` and ``shardable`` (mesh axis -> dims it divides)."""
         return self.audit.memory(top)
+
+    def __str__(self) -> str:
+        """The propagated module, as ``sdy-dl propagate`` prints it."""
+        return self.text
+
+    def __repr__(self) -> str:
+        outs = self.audit.outputs.values
+        sharded = sum(1 for o in outs
+                      if o.sharding is not None and any(d.axes for d in o.sharding.dims))
+        return (f"<PropagationResult of {self.audit.file}: {len(outs)} values, "
+                f"{sharded} sharded>")
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        outs = self.audit.outputs.values
+        rows = "".join(
+            f"<tr><td><code>{esc(o.name)}</code></td><td>{esc(o.func)}</td><td>{esc(o.op)}</td>"
+            f"<td>{o.line or ''}</td><td><code>{esc(o.sharding.to_text() if o.sharding else '')}"
+            "</code></td></tr>" for o in outs[:HTML_ROWS])
+        more = (f"<p>{len(outs) - HTML_ROWS} more: <code>values()</code> lists all.</p>"
+                if len(outs) > HTML_ROWS else "")
+        return (f"<p>{esc(repr(self))}</p><table><tr><th>value</th><th>function</th><th>op</th>"
+                f"<th>output line</th><th>sharding</th></tr>{rows}</table>{more}")
+
+
+class Conflicts(list):
+    """The conflicts of a propagation (a list of
+    :class:`~sdy_dl.audit.conflicts.Conflict`), printed and shown grouped by
+    pattern as ``sdy-dl conflicts`` prints them."""
+
+    def __init__(self, conflicts: list, groups: list):
+        super().__init__(conflicts)
+        self.groups = groups
+
+    def __str__(self) -> str:
+        from sdy_dl.audit.conflicts import groups_text
+
+        return groups_text(self.groups)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(str(self))}</pre>"
 
 
 def propagate(module: str, *, engine: str = "auto", conservative: bool = False,

@@ -50,3 +50,46 @@ def test_jax_explain_names_arguments_and_python_lines():
     leaves = result.explain("result").leaves()
     assert {leaf.what for leaf in leaves} == {"%arg0", "%arg2"}
     assert any("argument x" in leaf.because for leaf in leaves)
+
+
+def test_results_trees_and_conflicts_print_as_the_cli_does_and_show_in_jupyter(tmp_path):
+    from click.testing import CliRunner
+
+    from sdy_dl.audit.render import text_lines
+    from sdy_dl.cli import main
+
+    result = sdy_dl.propagate(WITHIN, engine="clingo")
+    assert str(result) == result.text
+    assert repr(result).startswith(f"<PropagationResult of <string>: {len(result.values())} values")
+    page = result._repr_html_()
+    assert page.count("<tr>") == len(result.values()) + 1
+    assert all(f"<code>{name}</code>" in page for name in result.values())
+    tree = result.explain("%0")
+    assert str(tree) == "\n".join(text_lines(tree)) and str(tree).startswith("%0 = (none)\n   because: ")
+    assert "because:" in tree._repr_html_() and "<code>%0</code>" in tree._repr_html_()
+    path = tmp_path / "m.mlir"
+    path.write_text(WITHIN)
+    cli = CliRunner().invoke(main, ["conflicts", str(path), "--engine", "clingo", "--quiet"])
+    conflicts = result.conflicts()
+    assert [c.kind for c in conflicts] == ["within-factor"]   # still a list of Conflict
+    assert str(conflicts) + "\n" == cli.output and str(conflicts).startswith("1 conflicts in 1 pattern")
+    assert conflicts._repr_html_().startswith("<pre>")
+
+
+def test_jax_explain_takes_propagates_options(monkeypatch):
+    import jax
+
+    jitted = jax.jit(lambda x: x * 2.0, in_shardings=jax_programs._ns("data", None))
+    seen = {}
+    real = sdy_dl.jax.propagate
+
+    def spy(text, **options):
+        seen.update(options)
+        return real(text, **options)
+    monkeypatch.setattr(sdy_dl.jax, "propagate", spy)
+    options = {"propagation-strategy": "basic"}
+    result = sdy_dl.jax.explain(jitted, jax_programs._f32(8, 4), engine="clingo",
+                                pass_options=options, keep_sharding_rules=True)
+    assert seen["engine"] == "clingo" and seen["pass_options"] == options
+    assert seen["keep_sharding_rules"] is True and "sdy.sharding_rule" in result.text
+    assert result.sharding("result:0") == '#sdy.sharding<@mesh, [{"data"}, {}]>'

@@ -435,3 +435,24 @@ def test_a_tree_cut_by_depth_says_so_in_text_dot_and_json(tmp_path):
     assert CUT_TEXT["depth"] not in "\n".join(text_lines(whole))
     assert CUT_TEXT["depth"] in to_dot([cut]) and CUT_TEXT["depth"] not in to_dot([whole])
     assert '"truncated": "depth"' in json.dumps(cut.to_json())
+
+
+def test_explain_writes_its_output_file_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(CHAIN)
+    out = tmp_path / "tree.json"
+    args = ["explain", str(path), "%1", "--format", "json", "--engine", "clingo", "--quiet"]
+    printed = CliRunner().invoke(main, args)
+    written = CliRunner().invoke(main, args + ["-o", str(out)])
+    assert written.exit_code == 0 and written.output == ""
+    assert out.read_text() == printed.output and json.loads(out.read_text())["value"] == "%1"
+    everything = CliRunner().invoke(main, ["explain", str(path), "--all", "--engine", "clingo",
+                                           "--quiet", "-o", str(out)])
+    assert everything.exit_code == 0 and out.read_text().startswith("%arg0 = ")
+    kept = out.read_text()
+    failed = CliRunner().invoke(main, args[:2] + ["%7"] + args[3:] + ["-o", str(out)])
+    assert failed.exit_code == 1 and "no value '%7'" in failed.stderr
+    assert out.read_text() == kept   # untouched
+    missing = tmp_path / "new.txt"
+    CliRunner().invoke(main, args[:2] + ["%7"] + args[3:] + ["-o", str(missing)])
+    assert not missing.exists()

@@ -29,6 +29,7 @@ from sdy_dl.audit.explain import Explainer, Node
 from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
 from sdy_dl.audit.provenance import ProvenanceTracer
 from sdy_dl.audit.steps import OpDescriber
+from sdy_dl.progress import Display
 
 #: The pipeline stage right before which the propagated values are tagged.
 PROPAGATION_STAGE = "user-priority-propagate"
@@ -57,6 +58,7 @@ class Audit:
         self._text: str | None = None
         self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)
+        self.display = Display(self.outputs.op_count, options.context.quiet)
 
     @property
     def text(self) -> str:
@@ -80,9 +82,18 @@ class Audit:
         from sdy_dl.audit.conflicts import find_conflicts
 
         if not hasattr(self, "_conflicts"):
-            self._conflicts = find_conflicts(
-                self.explainer, lambda: OpCommunication.of_output(self.module, self.options))
+            self._step_records("conflicts")
+            with self.display.stage(f"conflicts: comparing the factors of "
+                                    f"{len(self.tracer.steps)} steps"):
+                self._conflicts = find_conflicts(
+                    self.explainer, lambda: OpCommunication.of_output(self.module, self.options))
         return self._conflicts
+
+    def _step_records(self, what: str) -> None:
+        """Evaluate the factor records of every step (once), shown as a stage of ``what``."""
+        if not hasattr(self.explainer, "_records"):
+            with self.display.stage(f"{what}: factor records of {len(self.tracer.steps)} steps"):
+                self.explainer.step_records()
 
     def conflict_groups(self) -> list:
         """:meth:`conflicts` grouped by pattern (one entry per pattern, with its members)."""
@@ -116,9 +127,14 @@ class Audit:
     def iter_explain_all(self, depth: int = 8):
         """:meth:`explain_all`'s trees one at a time, each made when asked for (the
         trees of every value of a large module at once are gigabytes)."""
-        self.explainer.prepare_all()
-        for out in self.outputs.values:
-            yield self.explainer.explain(out, depth)
+        self._step_records("explaining every value")
+        with self.display.stage("explaining every value: the steps' detail"):
+            self.explainer.prepare_all()
+        values = self.outputs.values
+        with self.display.stage("explaining every value", total=len(values)) as stage:
+            for out in values:
+                yield self.explainer.explain(out, depth)
+                stage.advance()
 
 
 __all__ = ["Audit", "Node"]

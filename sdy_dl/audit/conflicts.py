@@ -368,3 +368,41 @@ def group_conflicts(conflicts: list[Conflict]) -> list[ConflictGroup]:
         g.members.append({"value": c.value, "place": c.place,
                           "competitors": [x["value"] for x in c.competitors]})
     return list(groups.values())
+
+
+#: Members listed per group in text (``--format json`` lists all).
+SHOWN_MEMBERS = 8
+
+
+def group_lines(g: ConflictGroup) -> list[str]:
+    """One group of conflicts as text lines."""
+    c = g.example
+    on = f"axis {c.axis} on factors {c.factor}" if c.kind == "across-factor" else (
+        f"factor {c.factor}" + (f", axis {c.axis}" if c.axis else ""))
+    times = f" x{g.count}" if g.count > 1 else ""
+    lines = [f"{c.op} ({c.rule}): {on} ({c.kind} conflict){times}"]
+    for comp in c.competitors:
+        rep = f", replicated {', '.join(comp['replicated'])}" if comp["replicated"] else ""
+        won = " [kept]" if comp["won"] else ""
+        lines.append(f"  {comp['value']} ({comp['tensor']} dim {comp['dim']}, factor "
+                     f"{comp['factor']}): [{', '.join(comp['axes'])}]{rep}{won}")
+        for o in comp["origins"]:
+            lines.append(f"      {o['axis']} <- {'; '.join(o['from'])}")
+    kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in c.kept.items())
+    lines.append(f"  kept: {kept}")
+    lines.append(f"  decided by: {c.decided_text}")
+    lines.append(f"  output: {c.output_text}")
+    shown = g.members[:SHOWN_MEMBERS]
+    more = f", ... ({g.count - len(shown)} more; --format json lists all)" if g.count > len(shown) else ""
+    at = ", ".join(f"{m['value']} ({m['place']})" for m in shown)
+    lines.append(f"  at: {at}{more}")
+    return lines
+
+
+def groups_text(groups: list[ConflictGroup]) -> str:
+    """The groups as ``sdy-dl conflicts`` prints them (and ``print(result.conflicts())``)."""
+    if not groups:
+        return "no conflicts"
+    total = sum(g.count for g in groups)
+    return "\n".join([f"{total} conflicts in {len(groups)} patterns"]
+                     + [line for g in groups for line in group_lines(g)])

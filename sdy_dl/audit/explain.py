@@ -68,6 +68,17 @@ class Node:
         for c in self.children:
             yield from c.walk()
 
+    def __str__(self) -> str:
+        """The tree as ``sdy-dl explain`` prints it."""
+        from sdy_dl.audit.tree_text import text_lines
+
+        return "\n".join(text_lines(self))
+
+    def _repr_html_(self) -> str:
+        from sdy_dl.audit.tree_text import tree_html
+
+        return f"<ul style='list-style:none'>{tree_html(self)}</ul>"
+
 
 def _has_axes(sharding) -> bool:
     return bool(sharding.replicated) or any(d.axes for d in sharding.dims)

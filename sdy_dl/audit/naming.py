@@ -684,6 +684,11 @@ class OutputIndex:
                                       table_key=(f"o{op_number[func]}", -2), lines=ssa)
                     self._add(out)
 
+    @property
+    def op_count(self) -> int:
+        """How many ops the output module has."""
+        return len(self._table.ops)
+
     def line_of_tag(self, tag: str | None) -> int:
         """The output line of the op tagged ``tag`` (``px:oN``, the op a propagation
         step ran on); 0: the pipeline erased it."""

@@ -6,39 +6,7 @@ import html
 import re
 
 from sdy_dl.audit.explain import Node
-
-
-def text_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
-    """The tree as indented text lines."""
-    head = "" if top else prefix + ("└─ " if last else "├─ ")
-    lines = [f"{head}{node.what} = {node.sharding}"]
-    inner = "" if top else prefix + ("   " if last else "│  ")
-    lines.append(f"{inner}   because: {node.because}")
-    for f in node.factors:
-        lines.append(f"{inner}   {factor_text(f)}")
-    for reason in node.reasons:
-        if reason != node.because:
-            lines.append(f"{inner}   why not more: {reason}")
-    for proof in node.proof:
-        lines += [f"{inner}   proof: " + line if k == 0 else f"{inner}          " + line
-                  for k, line in enumerate(proof.lines())]
-    for i, child in enumerate(node.children):
-        lines += text_lines(child, inner, i == len(node.children) - 1 and not node.truncated,
-                            top=False)
-    if node.truncated:
-        lines.append(f"{inner}└─ {CUT_TEXT[node.truncated]}")
-    return lines
-
-
-#: The marker where a tree is cut: at the depth asked for, or a step shown above.
-CUT_TEXT = {"depth": "… deeper steps cut here (raise --depth to see them)",
-            "seen": "… derived above in this tree"}
-
-
-def factor_text(f: dict) -> str:
-    sources = ", ".join(f"{s['value']} ({s['tensor']} dim {s['dim']})" for s in f["from"])
-    return (f"factor {f['factor']} ({f['kind']}) of {f['tensor']} dim {f['dim']} gets "
-            f"{', '.join(f['axes'])}" + (f" from {sources}" if sources else ""))
+from sdy_dl.audit.tree_text import CUT_TEXT, factor_text, text_lines  # noqa: F401 (text_lines: for callers)
 
 
 # -- Graphviz ---------------------------------------------------------------------------

@@ -135,7 +135,10 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     ("plain": one; "op-priority": five bands; "user-priority": per priority, the
     bands when ``op_priority``, else one fixpoint)."""
     propagator = make_propagator(module, options, strategy)
-    with propagation_progress(len(propagator.module.ops), options.context.quiet) as report:
+    name = {"plain": f"{strategy}-propagate", "op-priority": "op-priority-propagate",
+            "user-priority": "user-priority-propagate"}[schedule]
+    with propagation_progress(len(propagator.module.ops), options.context.quiet, name,
+                              lambda: propagator.phase) as report:
         if schedule == "plain":
             propagator.propagate(progress=report)
         elif schedule == "op-priority":
