@@ -8,47 +8,13 @@ import json
 import click
 
 from sdy_dl.audit import Audit
-from sdy_dl.audit.cost_model import human_bytes
+from sdy_dl.audit.memory import text_lines
 from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
-
-
-def memory_lines(table, all_values: bool) -> list[str]:
-    from sdy_dl.audit.collectives import _inner
-    from sdy_dl.audit.memory import PEAK_NOTE
-
-    lines = [f"{table.file}: bytes per device"]
-    for f in table.functions:
-        lines.append(f"  {f.function}: arguments {human_bytes(f.arguments)}, results "
-                     f"{human_bytes(f.results)}, peak of live intermediates ~"
-                     f"{human_bytes(f.peak_intermediates)} (at {f.peak_at or '-'})")
-    lines.append(f"  (peak: {PEAK_NOTE})")
-    lines.append("")
-    lines.append(f"largest replicated or partly sharded values (top {len(table.top)}):")
-    for i, u in enumerate(table.top, 1):
-        v = u.value
-        state = "replicated" if v.replicated else f"split over {v.devices} of {v.mesh_devices} devices"
-        lines.append(f"[{i}] {v.name} in {v.function} ({v.op}): "
-                     f"tensor<{'x'.join(map(str, v.shape))}x{v.element_type}> "
-                     f"{_inner(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
-        for w in u.why:
-            lines.append(f"    why: {w}")
-        if u.shardable:
-            lines.append("    could shard: " + "; ".join(
-                f"{a} on dim {', '.join(map(str, d))}" for a, d in u.shardable.items()))
-        else:
-            lines.append("    could shard: no unused mesh axis divides a dim")
-    if all_values:
-        lines.append("")
-        lines.append("every value:")
-        for v in table.values:
-            lines.append(f"  {v.function} {v.name} ({v.op}) {human_bytes(v.bytes_per_device)} "
-                         f"{_inner(v.sharding)}")
-    return lines
 
 
 @main.command("memory")
@@ -74,4 +40,4 @@ def memory(module: str, fmt: str, top: int, all_values: bool, output: str, **opt
     if fmt == "json":
         write_atomic(output, json.dumps(table.to_json(), indent=2) + "\n")
     else:
-        write_atomic(output, "\n".join(memory_lines(table, all_values)) + "\n")
+        write_atomic(output, "\n".join(text_lines(table, all_values)) + "\n")

@@ -257,6 +257,7 @@ def test_groups_count_layers():
     reduces = [g for g in ledger.groups() if g.first.kind == "all_reduce"]
     assert [len(g.members) for g in reduces] == [2]
     assert reduces[0].bytes == 2 * reduces[0].first.bytes
+    assert "all_reduce x2 over \"model\"" in str(ledger)   # as sdy-dl comms prints it
     del jnp
 
 

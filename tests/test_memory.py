@@ -70,6 +70,7 @@ def test_top_names_the_replicated_lm_head_weight():
     assert any("%arg2 = #sdy.sharding<@mesh, [{}, {}]>" in w for w in first.why)
     assert any("closed" in w for w in first.why)
     assert first.shardable == {"data": [0, 1], "model": [0, 1]}
+    assert "[1] %arg2 in main (argument)" in str(table)   # as sdy-dl memory prints it
     assert [u.value.bytes_per_device for u in table.top] == sorted(
         (u.value.bytes_per_device for u in table.top), reverse=True)
 

@@ -216,10 +216,60 @@ class Ledger:
             out["not_lowered_reshards"] = unknown
         return out
 
+    def __str__(self) -> str:
+        """The ledger as ``sdy-dl comms`` prints it."""
+        return "\n".join(text_lines(self))
+
     def to_json(self) -> dict:
         return {"file": self.file, "cost_model": self.cost_model.to_json() if self.cost_model
                 else None, "totals": self.totals(), "groups": [g.to_json() for g in self.groups()],
                 "collectives": [e.to_json() for e in self.entries]}
+
+
+def text_lines(ledger: "Ledger") -> list[str]:
+    """The ledger as text: totals, then one block per group of one pattern."""
+    from sdy_dl.audit.cost_model import human_bytes, human_seconds
+
+    totals = ledger.totals()
+    groups = ledger.groups()
+    timed = ledger.cost_model is not None
+    head = (f"{len(ledger)} collective{'s' * (len(ledger) != 1)} in {len(groups)} "
+            f"group{'s' * (len(groups) != 1)}; "
+            f"{human_bytes(totals['all']['bytes_per_device'])} per device in all")
+    if timed:
+        head += (f", estimated {human_seconds(totals['all'].get('estimated_seconds', 0.0))} "
+                 f"(cost model {ledger.cost_model.file})")
+    lines = [f"{ledger.file}: {head}"]
+    if "not_lowered_reshards" in totals:
+        lines.append(f"  {totals['not_lowered_reshards']} sdy.reshard ops were not lowered to "
+                     "collectives: their bytes are unknown")
+    for what in ("kind", "axis", "function"):
+        if totals[what]:
+            cells = [f"{k} {row['count']}x {human_bytes(row['bytes_per_device'])}"
+                     + (f" ~{human_seconds(row.get('estimated_seconds'))}" if timed else "")
+                     for k, row in totals[what].items()]
+            lines.append(f"  per {what}: " + "; ".join(cells))
+    for i, g in enumerate(groups, 1):
+        e = g.first
+        each = human_bytes(e.bytes)
+        count = f" x{len(g.members)}" if len(g.members) > 1 else ""
+        time = f", ~{human_seconds(e.seconds)} each" if timed and e.seconds is not None else ""
+        axes = ", ".join(e.axes) or "(no axes)"
+        lines.append("")
+        lines.append(f"[{i}] {e.kind}{count} over {axes} ({e.devices} devices) in {e.function}: "
+                     f"{each} per device each, {human_bytes(g.bytes)} in all{time}")
+        where = f"output line {e.output_line}" if e.output_line else "output"
+        src = f"; {e.input_place}" + (f"; python {e.python}" if e.python else "")
+        lines.append(f"    {e.name} at {where}{src}: {e.type_text} {_inner(e.in_sharding)} -> "
+                     f"{_inner(e.out_sharding)}")
+        what = "reduced over the axes: " if e.reduction else ""
+        lines.append(f"    had:    {what}{e.had.text()}")
+        lines.append(f"    needed: {e.needed.text()}")
+        if len(g.members) > 1:
+            names = [m.name for m in g.members]
+            shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
+            lines.append(f"    all: {shown}")
+    return lines
 
 
 def _inner(sharding: str) -> str:

@@ -110,10 +110,49 @@ class MemoryTable:
                 return v
         raise KeyError(name)
 
+    def __str__(self) -> str:
+        """The table as ``sdy-dl memory`` prints it (without every value)."""
+        return "\n".join(text_lines(self))
+
     def to_json(self) -> dict:
         return {"file": self.file, "functions": [f.to_json() for f in self.functions],
                 "top_unsharded": [u.to_json() for u in self.top],
                 "values": [v.to_json() for v in self.values]}
+
+
+def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
+    """The table as ``sdy-dl memory`` prints it (``all_values``: every value too)."""
+    from sdy_dl.audit.collectives import _inner
+    from sdy_dl.audit.cost_model import human_bytes
+
+    lines = [f"{table.file}: bytes per device"]
+    for f in table.functions:
+        lines.append(f"  {f.function}: arguments {human_bytes(f.arguments)}, results "
+                     f"{human_bytes(f.results)}, peak of live intermediates ~"
+                     f"{human_bytes(f.peak_intermediates)} (at {f.peak_at or '-'})")
+    lines.append(f"  (peak: {PEAK_NOTE})")
+    lines.append("")
+    lines.append(f"largest replicated or partly sharded values (top {len(table.top)}):")
+    for i, u in enumerate(table.top, 1):
+        v = u.value
+        state = "replicated" if v.replicated else f"split over {v.devices} of {v.mesh_devices} devices"
+        lines.append(f"[{i}] {v.name} in {v.function} ({v.op}): "
+                     f"tensor<{'x'.join(map(str, v.shape))}x{v.element_type}> "
+                     f"{_inner(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
+        for w in u.why:
+            lines.append(f"    why: {w}")
+        if u.shardable:
+            lines.append("    could shard: " + "; ".join(
+                f"{a} on dim {', '.join(map(str, d))}" for a, d in u.shardable.items()))
+        else:
+            lines.append("    could shard: no unused mesh axis divides a dim")
+    if all_values:
+        lines.append("")
+        lines.append("every value:")
+        for v in table.values:
+            lines.append(f"  {v.function} {v.name} ({v.op}) {human_bytes(v.bytes_per_device)} "
+                         f"{_inner(v.sharding)}")
+    return lines
 
 
 def memory_table(audit, top: int = 10) -> MemoryTable:
