@@ -9,6 +9,7 @@ round or compared, nested ones), recursion, several heads and the ``.output``
 forms.  A relation's rules read inputs and earlier relations (negation and
 aggregates only earlier ones) and, positively, itself: every program is
 stratified unless ``unstratified`` asks for a cycle through negation.
+Some relations are nullary (``flag()``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def _quote(s: str) -> str:
 
 
 class _Gen:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, extra: random.Random):
         self.rng = rng
+        self.extra = extra   # draws of later additions (the programs of earlier seeds stay)
         self.decls: list[str] = []
         self.rules: list[str] = []
         self.types: dict[str, tuple[str, ...]] = {}
@@ -74,6 +76,8 @@ class _Gen:
 
     def expression(self, numbers: list[str]) -> str:
         a = self.rng.choice(numbers)
+        if self.extra.random() < 0.15:
+            a = f"-{a}" if self.extra.random() < 0.5 else f"-({a} - 1)"
         if self.rng.random() < 0.3:
             return a
         op = self.rng.choice(["+", "-", "*", "/", "%"])
@@ -91,7 +95,7 @@ def _bound_in(atom_text: str) -> set[str]:
 def random_program(seed: int, unstratified: bool = False) -> Generated:
     """A random program and facts (see the module docstring)."""
     rng = random.Random(seed)
-    g = _Gen(rng)
+    g = _Gen(rng, random.Random(f"{seed}-extra"))
     inputs = {"in_e": ("number", "number"), "in_n": ("number",), "in_s": ("number", "symbol")}
     facts: dict[str, list[tuple]] = {}
     for name, types in inputs.items():
@@ -106,6 +110,8 @@ def random_program(seed: int, unstratified: bool = False) -> Generated:
         name = f"r{i}"
         types = tuple(rng.choice(["number", "number", "number", "symbol"])
                       for _ in range(rng.randint(1, 3)))
+        if g.extra.random() < 0.1:
+            types = ()
         derived.append(name)
         style = rng.random()
         io = "output" if style < 0.8 else None

@@ -12,7 +12,8 @@ import shutil
 
 import pytest
 
-from datalog_programs import random_program
+from datalog_fuzz_found import FOUND
+from datalog_programs import Generated, random_program
 from sdy_dl.datalog.program import Program, parse_declarations
 from sdy_dl.engines import get_engine
 from sdy_dl.errors import SdyError
@@ -33,11 +34,15 @@ def engines() -> list[str]:
     return ["python", "clingo"] + (["souffle"] if shutil.which("souffle") else [])
 
 
-def compare(seeds, unstratified: bool = False) -> dict[str, int]:
+def compare(seeds) -> dict[str, int]:
     """Run the programs of ``seeds`` on every engine; counts of the outcomes."""
+    return compare_programs((seed, random_program(seed)) for seed in seeds)
+
+
+def compare_programs(cases) -> dict[str, int]:
+    """Run the ``(seed, Generated)`` programs on every engine; counts of the outcomes."""
     counts = {"relations": 0, "rejected": 0, "arithmetic error": 0}
-    for seed in seeds:
-        case = random_program(seed, unstratified=unstratified)
+    for seed, case in cases:
         results = {e: outcome(e, case.text, case.facts) for e in engines()}
         first = results["python"]
         for name, result in results.items():
@@ -60,9 +65,8 @@ def test_random_programs_agree():
 
 
 def test_programs_the_fuzzer_found_agree():
-    # divisions evaluated for bindings the other literals reject (fixed: divisions
-    # run last, for the bindings the rest of the body admits)
-    assert compare([700, 1149, 1675, 1726])["relations"] == 4
+    cases = [(n, Generated(text, facts)) for n, (text, facts) in enumerate(FOUND)]
+    assert compare_programs(cases)["relations"] == len(FOUND)
 
 
 @pytest.mark.slow
