@@ -4,6 +4,9 @@ disagree on, kept as they were generated (text, facts).
 Seeds 700, 1149, 1675 and 1726 of the first generator: the Python engine evaluated a
 division for bindings that other literals of the body reject (a division by zero
 clingo never met); divisions now run after the rest of their body in both engines.
+Seed 5178 of the second: a rule with a division by zero whose head another rule had
+already derived; clingo skipped it (no error), Soufflé and the Python engine evaluate
+it; clingo now derives an auxiliary relation of every variable of such a body.
 """
 
 FOUND = [
@@ -131,5 +134,38 @@ FOUND = [
         'in_e': [(3, 1), (3, 3)],
         'in_n': [(1,), (2,), (3,), (4,)],
         'in_s': [(0, 'x\\y'), (1, 'x\\y'), (2, 'a'), (2, 'c d'), (2, 'q"t'), (3, 'a')],
+    }),
+    (  # seed 5178 of the second generator
+        '// in_e: a generated relation\n'
+        '.decl in_e(c0: number, c1: number)\n'
+        '.input in_e\n'
+        '// in_n: a generated relation\n'
+        '.decl in_n(c0: number)\n'
+        '.input in_n\n'
+        '// in_s: a generated relation\n'
+        '.decl in_s(c0: number, c1: symbol)\n'
+        '.input in_s\n'
+        '// r0: a generated relation\n'
+        '.decl r0()\n'
+        '// r1: a generated relation\n'
+        '.decl r1(c0: symbol, c1: symbol)\n'
+        '.output r1\n'
+        '// r2: a generated relation\n'
+        '.decl r2(c0: number, c1: number)\n'
+        '.output r2\n'
+        '// r3: a generated relation\n'
+        '.decl r3(c0: number)\n'
+        '.output r3\n'
+        'r0() :- in_s(Y, X), in_e(Z, W), A = (Y % W).\n'
+        'r0() :- in_s(_, X), in_s(Z, W), !in_n(Z), Z >= 1.\n'
+        'r0() :- in_e(W, W), in_e(Y, Z), r0(), Z != Y.\n'
+        'r1(X, X) :- r0(), in_n(Z), in_s(Y, X), !in_e(Z, Y), A = Y, N = min R : { in_e(Q, R), in_e(Q, R), Q < Q }.\n'
+        'r1(Z, "q\\"t") :- in_e(X, W), r0(), r1(Z, Z), W = W.\n'
+        'r2(X, X) :- in_n(Z), in_e(X, Z), r0().\n'
+        'r3(Y) :- in_s(Y, W), r3(_).\n'
+    , {
+        'in_e': [(-2147483648, 4), (1, 2147483647), (2, 4), (2147483647, 2), (3, 2), (7, 0)],
+        'in_n': [(2,)],
+        'in_s': [(3, ''), (3, 'a')],
     }),
 ]

@@ -66,7 +66,8 @@ def test_random_programs_agree():
 
 def test_programs_the_fuzzer_found_agree():
     cases = [(n, Generated(text, facts)) for n, (text, facts) in enumerate(FOUND)]
-    assert compare_programs(cases)["relations"] == len(FOUND)
+    # the first four derive relations, the last divides by zero (an error on every engine)
+    assert compare_programs(cases) == {"relations": 4, "rejected": 0, "arithmetic error": 1}
 
 
 @pytest.mark.slow

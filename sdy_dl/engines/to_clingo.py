@@ -11,8 +11,10 @@ computes the same perfect model Soufflé does; what differs is bridged here:
   an error on division by zero, which clingo would silently drop, and on
   ``-2147483648 / -1``, which stops clingo's process), only for the bindings
   the rest of the body admits (an auxiliary relation of them comes first,
-  :func:`~sdy_dl.datalog.check.deferred`); ``+ - *`` wrap at 32 bits in
-  clingo as in Soufflé;
+  :func:`~sdy_dl.datalog.check.deferred`), and for each of them (a second
+  auxiliary relation holds every variable of the body: clingo skips a rule
+  whose head is already a fact); ``+ - *`` wrap at 32 bits in clingo as in
+  Soufflé;
 * clingo aggregates over a set of tuples: over the tuples of a single-atom
   body (Soufflé's count of the atom's tuples) the tuple lists the body's
   variables and a fresh variable for each ``_`` of the atom; over a
@@ -104,22 +106,40 @@ class _Rule:
         if not self.clause.body:
             return [f"{head}."]
         late = deferred(self.clause.body)
-        early = [lit for lit, is_late in zip(self.clause.body, late) if not is_late]
-        if any(late) and early:
-            # Divisions only for the bindings the rest of the body admits: the rest
-            # first derives an auxiliary relation of the variables the divisions need.
-            rest = [lit for lit, is_late in zip(self.clause.body, late) if is_late]
-            used = set().union(variables(self.clause.head), *(variables(x) for x in rest))
-            shared = sorted(set().union(*(variables(x) for x in early)) & used)
-            self.aux[0] += 1
-            name = f"sdy_pre_{self.aux[0]}"
-            args = f"({', '.join(shared)})" if shared else ""
-            pre = self.conjunction(early, [], 0)
-            self.rules.append(f"{name}{args} :- {', '.join(pre)}.")
-            body = [f"{name}{args}"] + self.conjunction(rest, early, 0)
+        if not any(late):
+            body = self.conjunction(self.clause.body, [], 0)
             return self.rules + [f"{head} :- {', '.join(body)}."]
-        body = self.conjunction(self.clause.body, [], 0)
-        return self.rules + [f"{head} :- {', '.join(body)}."]
+        # Divisions only for the bindings the rest of the body admits: the rest first
+        # derives an auxiliary relation of the variables the divisions need; then
+        # one of every variable of the body, so that clingo evaluates each division
+        # (it skips a rule whose head is already a fact).
+        early = [lit for lit, is_late in zip(self.clause.body, late) if not is_late]
+        rest = [lit for lit, is_late in zip(self.clause.body, late) if is_late]
+        used = set().union(variables(self.clause.head), *(self.top_vars(x) for x in rest))
+        shared = sorted(set().union(*(self.top_vars(x) for x in early)) & used)
+        body = []
+        if early:
+            pre = self.relation("sdy_pre", shared)
+            self.rules.append(f"{pre} :- {', '.join(self.conjunction(early, [], 0))}.")
+            body.append(pre)
+        body += self.conjunction(rest, early, 0)
+        evaluated = self.relation("sdy_eval", sorted(set(shared) | used))
+        self.rules.append(f"{evaluated} :- {', '.join(body)}.")
+        return self.rules + [f"{head} :- {evaluated}."]
+
+    def relation(self, prefix: str, args: list[str]) -> str:
+        """An atom of a new auxiliary relation over ``args``."""
+        self.aux[0] += 1
+        return f"{prefix}_{self.aux[0]}" + (f"({', '.join(args)})" if args else "")
+
+    def top_vars(self, lit) -> set[str]:
+        """The variables of ``lit`` outside its aggregates' own (their injected ones)."""
+        if lit[0] == "atom":
+            return variables(lit)
+        out: set[str] = set()
+        for side in (lit[2], lit[3]):
+            out |= self.injected[side[4]] if side[0] == "agg" else variables(side)
+        return out
 
     def term(self, t) -> str:
         kind = t[0]
