@@ -13,9 +13,12 @@ Contents:
 * printing, byte for byte like the MLIR printer (``to_text`` methods,
   :func:`format_sharding_per_value`, :func:`quote_string`,
   :func:`format_symbol_ref`);
-* parsing with a small tokenizer and recursive-descent parser
+* parsing of text a user types outside a module (a sharding on the command
+  line) with a small tokenizer and recursive-descent parser
   (:func:`parse_mesh`, :func:`parse_axis_ref`, :func:`parse_tensor_sharding`,
   :func:`parse_sharding_per_value`), which verifies meshes (:meth:`Mesh.verify`).
+  Attributes of a module never go through it: they are read and built through
+  jaxlib's bindings (:mod:`sdy_dl.ir.sdy_attrs`).
 
 Every parse or verification failure raises :class:`~sdy_dl.errors.SdyError`
 with a one-line message.
@@ -123,12 +126,14 @@ MAX_DEVICES = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class Mesh:
+class Mesh(HashedOnce):
     """A ``MeshAttr``: ordered named axes plus optional explicit device ids.
 
     An iota ``device_ids`` list on a mesh with axes is dropped on
     construction (Shardy's attribute builder does the same).
     """
+
+    __hash__ = HashedOnce.__hash__
 
     axes: tuple[MeshAxis, ...] = ()
     device_ids: tuple[int, ...] = ()
@@ -194,6 +199,14 @@ class Mesh:
 
     __str__ = to_text
 
+    def check_engine_limits(self, what: str = "mesh") -> None:
+        """What jaxlib accepts but the Datalog engines cannot hold: more than
+        :data:`MAX_DEVICES` devices; raise SdyError."""
+        if self.total_size > MAX_DEVICES:
+            raise SdyError(f"{what} {self.to_text()}: {self.total_size} devices; at most "
+                           f"{MAX_DEVICES} (device ids and sizes are 31-bit numbers in the "
+                           "Datalog engines)")
+
     def verify(self, what: str = "mesh") -> None:
         """Check the §1.1 rules (``MeshAttr::verify``); raise SdyError."""
         where = f"{what} {self.to_text()}"
@@ -201,9 +214,7 @@ class Mesh:
             if axis.size < 1:
                 raise SdyError(f"{where}: axis {quote_string(axis.name)} has "
                                f"size {axis.size}; axis sizes must be at least 1")
-        if self.total_size > MAX_DEVICES:
-            raise SdyError(f"{where}: {self.total_size} devices; at most {MAX_DEVICES} "
-                           "(device ids and sizes are 31-bit numbers in the Datalog engines)")
+        self.check_engine_limits(what)
         for device_id in self.device_ids:
             if device_id < 0:
                 raise SdyError(f"{where}: device id {device_id} is negative; "

@@ -63,7 +63,7 @@ def check_top_level(mlir_module, file: str) -> None:
     names that are not UTF-8 and meshes that do not parse."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.sharding import parse_mesh
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
 
     for mop in mlir_module.body.operations:
         mop = mop.operation
@@ -77,7 +77,7 @@ def check_top_level(mlir_module, file: str) -> None:
             raise SdyError(f"symbol name {raw!r} is not UTF-8", file, line, col) from None
         if mop.name == "sdy.mesh":
             try:
-                parse_mesh(str(mop.attributes["mesh"]))
+                mesh_of_attr(mop.attributes["mesh"])
             except SdyError as e:
                 raise e.located(file, *op_position(mop)) from None
 
@@ -97,7 +97,7 @@ def build_model(mlir_module, file: str) -> Module:
     """Index an MLIR module: ops in pre-order, values with ids and uses, meshes."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.sharding import parse_mesh
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
 
     module = Module(file=file, mlir=mlir_module)
     state = AsmNames(mlir_module.operation)
@@ -181,7 +181,7 @@ def build_model(mlir_module, file: str) -> Module:
         op = visit(top)
         if op.name == "sdy.mesh":
             name = ir.StringAttr(op.attr("sym_name")).value
-            module.meshes[name] = parse_mesh(op.attr_text("mesh"))
+            module.meshes[name] = mesh_of_attr(op.attr("mesh"))
             module.mesh_ops.append(op)
         elif op.name == "func.func":
             module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op

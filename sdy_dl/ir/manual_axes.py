@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from sdy_dl.ir.mlir_ops import split_top_level
-from sdy_dl.ir.storage import parse_attr
-from sdy_dl.sharding import DimSharding, TensorSharding, parse_axis_ref, quote_string
+from sdy_dl.ir.sdy_attrs import axes_of_list, manual_axes_attr
+from sdy_dl.sharding import DimSharding, TensorSharding
 
 
 def _manual_prefix_length(dim: DimSharding, manual: Collection[str]) -> int:
@@ -52,12 +51,9 @@ def add_free_axes(outer: TensorSharding, new: TensorSharding,
 
 def manual_axes(mop) -> list[str]:
     """The ``manual_axes`` of a manual computation, in their stored order."""
-    text = str(mop.operation.attributes["manual_axes"])   # #sdy<manual_axes{"a", "b"}>
-    inner = text[text.index("{") + 1: text.rindex("}")]
-    return [parse_axis_ref(part.strip()).name for part in split_top_level(inner) if part.strip()]
+    return [axis.name for axis in axes_of_list(mop.operation.attributes["manual_axes"])]
 
 
 def set_manual_axes(mop, names: list[str]) -> None:
     """Store the ``manual_axes`` of a manual computation."""
-    mop.operation.attributes["manual_axes"] = parse_attr(
-        "#sdy<manual_axes{" + ", ".join(quote_string(n) for n in names) + "}>")
+    mop.operation.attributes["manual_axes"] = manual_axes_attr(tuple(names))

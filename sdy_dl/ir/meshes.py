@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sdy_dl.ir.mlir_ops import module_ops
 from sdy_dl.ir.model import Module
-from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, merge_adjacent, parse_mesh
+from sdy_dl.ir.sdy_attrs import mesh_of_attr
+from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, merge_adjacent
 
 
 def module_meshes(module: Module) -> dict[str, Mesh]:
@@ -14,7 +15,7 @@ def module_meshes(module: Module) -> dict[str, Mesh]:
     out = {}
     for op in module_ops(module):
         if op.name == "sdy.mesh":
-            out[ir.StringAttr(op.attributes["sym_name"]).value] = parse_mesh(str(op.attributes["mesh"]))
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = mesh_of_attr(op.attributes["mesh"])
     return out
 
 

@@ -23,7 +23,8 @@ from jaxlib.mlir import ir
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import function_type, parse_attr
+from sdy_dl.ir.storage import function_type
+from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
@@ -362,7 +363,7 @@ def insert_sharding_op_after(name: str, value, sharding: TensorSharding, loc=Non
     """Create ``name`` (``sdy.sharding_constraint`` or ``sdy.reshard``) on ``value`` with
     ``sharding``, insert it right after ``value`` is defined, and return it."""
     op = ir.Operation.create(name, results=[value.type], operands=[value],
-                             attributes={"sharding": parse_attr(sharding.to_text())},
+                             attributes={"sharding": sharding_attr(sharding)},
                              loc=loc if loc is not None else ir.Location.unknown())
     insert_after_value(value, op)
     return op

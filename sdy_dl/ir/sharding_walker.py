@@ -9,8 +9,8 @@ from collections.abc import Callable
 from sdy_dl.ir.mlir_ops import module_ops
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
-from sdy_dl.ir.storage import (SHARDING_ATTR, parse_attr, per_value_attr, per_value_of,
-                               sharding_of, update_func_shardings)
+from sdy_dl.ir.sdy_attrs import per_value_attr, sharding_attr
+from sdy_dl.ir.storage import SHARDING_ATTR, per_value_of, sharding_of, update_func_shardings
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
@@ -68,7 +68,7 @@ def _new_per_value(attr, fn: ShardingFn):
 def _new_own(attr, fn: ShardingFn):
     s = sharding_of(attr)
     new = fn(s)
-    return None if new == s else parse_attr(new.to_text())
+    return None if new == s else sharding_attr(new)
 
 
 def _rewrite(mop, name: str, memo: _Memo) -> None:

@@ -29,8 +29,9 @@ from jaxlib.mlir import ir
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, Op, Value
 from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
-from sdy_dl.sharding import (TensorSharding, interned, parse_sharding_per_value,
-                             parse_tensor_sharding)
+from sdy_dl.ir.sdy_attrs import (per_value_attr, per_value_of_attr, sharding_attr,
+                                 sharding_of_attr)
+from sdy_dl.sharding import TensorSharding
 
 SHARDING_ATTR = "sdy.sharding"
 def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
@@ -145,33 +146,18 @@ def _entry(shardings, index: int) -> TensorSharding | None:
     return None if not shardings else shardings[index]
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def per_value_of(attr) -> tuple[TensorSharding, ...]:
-    """A ``#sdy.sharding_per_value`` attribute parsed; attributes are uniqued in
-    their context (equal attributes are one object, hashed by identity), so a
-    module's many equal attributes are printed and parsed once."""
-    return tuple(interned(s) for s in parse_sharding_per_value(str(attr)))
+#: A ``#sdy.sharding_per_value`` attribute as a tuple of shardings (once per
+#: distinct attribute: attributes are uniqued in their context).
+per_value_of = per_value_of_attr
 
-
-@functools.lru_cache(maxsize=1 << 16)
-def sharding_of(attr) -> TensorSharding:
-    """A ``#sdy.sharding`` attribute parsed (once per distinct attribute, as
-    :func:`per_value_of`)."""
-    return interned(parse_tensor_sharding(str(attr)))
+#: A ``#sdy.sharding`` attribute as a sharding (once per distinct attribute).
+sharding_of = sharding_of_attr
 
 
 def read_per_value(mop, name: str) -> list[TensorSharding] | None:
     """A ``#sdy.sharding_per_value`` attribute as a list (None when absent)."""
     attrs = mop.operation.attributes
     return list(per_value_of(attrs[name])) if name in attrs else None
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def per_value_attr(shardings: tuple[TensorSharding, ...]):
-    """The ``#sdy.sharding_per_value`` attribute of a tuple of shardings (built once
-    per distinct tuple: a module's many equal ones share it)."""
-    inner = ", ".join(s.to_inner_text() for s in shardings)
-    return parse_attr(f"#sdy.sharding_per_value<[{inner}]>")
 
 
 def write_per_value(mop, name: str, shardings) -> None:
@@ -203,7 +189,7 @@ def read_own(mop, name: str = "sharding") -> TensorSharding | None:
 
 
 def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:
-    mop.operation.attributes[name] = parse_attr(sharding.to_text())
+    mop.operation.attributes[name] = sharding_attr(sharding)
 
 
 def function_type(func):
@@ -266,6 +252,6 @@ def write_func_attrs(func, kind: str, shardings: dict[int, TensorSharding | None
         if sharding is None:
             items.pop(SHARDING_ATTR, None)
         else:
-            items[SHARDING_ATTR] = parse_attr(sharding.to_text())
+            items[SHARDING_ATTR] = sharding_attr(sharding)
         entries[index] = ir.DictAttr.get(items, context=ctx)
     func.operation.attributes[kind] = ir.ArrayAttr.get(entries, context=ctx)

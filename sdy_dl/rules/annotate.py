@@ -44,7 +44,7 @@ def annotate_module(module, db: RuleDB) -> int:
 
     Ops that already carry the attribute keep it as it is (it wins, as in Shardy).
     """
-    from jaxlib.mlir import ir
+    from sdy_dl.rules.rule_attr import rule_attr
 
     count = 0
     with mlir_context():
@@ -52,7 +52,7 @@ def annotate_module(module, db: RuleDB) -> int:
             if item.rule is None or item.own:
                 continue
             _check_static(module, item.op)
-            item.op.mlir.attributes[RULE_ATTR] = ir.Attribute.parse(item.rule.to_text())
+            item.op.mlir.attributes[RULE_ATTR] = rule_attr(item.rule)
             count += 1
     return count
 

@@ -18,7 +18,7 @@ from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
 from sdy_dl.rules.instance import RuleInstance
-from sdy_dl.rules.notation import parse_rule_text
+from sdy_dl.rules.rule_attr import rule_of_attr
 from sdy_dl.rules.interp import instantiate
 from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
                                  validate_entry)
@@ -96,11 +96,7 @@ class RuleDB:
         mlir = getattr(op, "mlir", None)
         attrs = mlir.attributes if mlir is not None else None
         if attrs is not None and RULE_ATTR in attrs:
-            try:
-                return parse_rule_text(str(attrs[RULE_ATTR]))
-            except SdyError as e:
-                file = getattr(module, "file", None)
-                raise e.located(file, op.line, op.col) from None
+            return rule_of_attr(attrs[RULE_ATTR])
         entry = self.entry_for(op)
         if entry is None or entry.no_rule:
             return None

@@ -20,12 +20,11 @@ so no constant is moved or merged.
 
 from __future__ import annotations
 
-import re
-
 from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_own
-from sdy_dl.sharding import AxisRef, parse_dim_sharding
+from sdy_dl.ir.sdy_attrs import axes_of_list, axis_lists_of
+from sdy_dl.sharding import AxisRef
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.ir.mlir_ops import key, module_ops, nested_ops, rebuild
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
@@ -102,7 +101,7 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
 
 def _axes(attr) -> list[AxisRef]:
     """The axes of an ``axis_ref_list`` attribute."""
-    return list(parse_dim_sharding(re.search(r"\{.*\}", str(attr)).group(0)).axes)
+    return list(axes_of_list(attr))
 
 
 def _axes_text(axes) -> str:
@@ -141,8 +140,7 @@ def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> N
     elif mop.name == "sdy.replicated_to_unreduced":
         facts["in_replicated_to_unreduced"].add((i, _axes_text(_axes(mop.attributes["axes"]))))
     elif mop.name == "sdy.sharded_to_unreduced":
-        lists = re.findall(r"\{[^{}]*\}", str(mop.attributes["axes"]))
-        axes = [a for text in lists for a in parse_dim_sharding(text).axes]
+        axes = [a for axes in axis_lists_of(mop.attributes["axes"]) for a in axes]
         mesh = mesh_of(read_own(mop, "out_sharding"), module_meshes(module))
         facts["in_sharded_to_unreduced"].add((i, _axes_text(sort_and_merge_axes(axes, mesh))))
 

@@ -6,19 +6,18 @@ from __future__ import annotations
 from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild_attributes_only
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_of
-from sdy_dl.ir.storage import attr_text
 from sdy_dl.passes import PassOptions, register
 
 
 @register("drop-sharding-rules", "Remove every non-custom sdy.sharding_rule.")
 def run(module: Module, options: PassOptions) -> Module:
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.rules.notation import parse_rule_text
+    from sdy_dl.rules.rule_attr import is_custom_rule
 
     with mlir_context():
         for func in funcs(module):
             for op in ops_of(module, func, post=True):
-                text = attr_text(op, SHARDING_RULE_ATTR)
-                if text is not None and not parse_rule_text(text).is_custom:
+                attrs = op.attributes
+                if SHARDING_RULE_ATTR in attrs and not is_custom_rule(attrs[SHARDING_RULE_ATTR]):
                     del op.attributes[SHARDING_RULE_ATTR]
         return rebuild_attributes_only(module)

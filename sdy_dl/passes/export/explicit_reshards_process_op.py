@@ -16,7 +16,7 @@ import dataclasses
 
 from sdy_dl.ir.meshes import sort_and_merge_axes
 from sdy_dl.ir.mlir_ops import tensor_rank
-from sdy_dl.ir.storage import parse_attr
+from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
@@ -183,7 +183,7 @@ def apply_full(p: Pending, update, meshes) -> bool:
         if update.updated[i] or others[i]:
             operand = mop.operands[i]
             reshard = _create("sdy.reshard", operand,
-                              {"sharding": parse_attr(update.shardings[i].to_text())},
+                              {"sharding": sharding_attr(update.shardings[i])},
                               operand.location)
             ir.InsertionPoint(mop).insert(reshard)
             mop.operands[i] = reshard.results[0]
@@ -193,7 +193,7 @@ def apply_full(p: Pending, update, meshes) -> bool:
         if update.updated[n + j] or others[n + j]:
             old = get_sharding(result) or TensorSharding(
                 p.op.mesh, tuple(DimSharding((), True) for _ in range(tensor_rank(result.type))))
-            reshard = _create("sdy.reshard", result, {"sharding": parse_attr(old.to_text())},
+            reshard = _create("sdy.reshard", result, {"sharding": sharding_attr(old)},
                               result.location)
             ir.InsertionPoint.after(anchor).insert(reshard)
             anchor = reshard
@@ -211,7 +211,7 @@ def apply_dot(p: Pending, update) -> bool:
     result = p.mop.results[0]
     old = get_sharding(result)
     set_sharding(result, update.shardings[-1])
-    reshard = _create("sdy.reshard", result, {"sharding": parse_attr(old.to_text())},
+    reshard = _create("sdy.reshard", result, {"sharding": sharding_attr(old)},
                       result.location)
     ir.InsertionPoint.after(p.mop).insert(reshard)
     result.replace_all_uses_except(reshard.results[0], reshard)
@@ -238,7 +238,7 @@ def all_reduce_reduction_factors(p: Pending, axes, meshes) -> bool:
             p.op.mesh, tuple(DimSharding((), True) for _ in range(tensor_rank(result.type))))
         all_reduce = _create("sdy.all_reduce", result,
                              {"reduction_axes": axes_attr,
-                              "out_sharding": parse_attr(sharding.to_text())}, result.location)
+                              "out_sharding": sharding_attr(sharding)}, result.location)
         ir.InsertionPoint.after(anchor).insert(all_reduce)
         anchor = all_reduce
         result.replace_all_uses_except(all_reduce.results[0], all_reduce)

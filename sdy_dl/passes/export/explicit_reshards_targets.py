@@ -17,7 +17,8 @@ from sdy_dl.ir.manual_axes import erase_manual_axes, manual_axes
 from sdy_dl.ir.meshes import mesh_of
 from sdy_dl.ir.mlir_ops import (insert_after_value, insert_sharding_op_after, is_block_arg,
                                 tensor_rank, value_index)
-from sdy_dl.ir.storage import parse_attr, read_func_attr, read_own, read_stored
+from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
+from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import block_arg_owners, edge_sources, get_sharding, result_owners
 from sdy_dl.passes.export.explicit_reshards_util import (insert_all_reduce_if_unreduced_to_replicated,
                                                          insert_unreduced_collectives,
@@ -162,7 +163,7 @@ def reshard_returned(func, meshes, on_full: bool) -> bool:
             sharding = target if target is not None else fully_closed_like(reduced)
             reshard = ir.Operation.create("sdy.reshard", results=[ret.operands[i].type],
                                           operands=[ret.operands[i]],
-                                          attributes={"sharding": parse_attr(sharding.to_text())},
+                                          attributes={"sharding": sharding_attr(sharding)},
                                           loc=ret.operands[i].location)
             ir.InsertionPoint(ret).insert(reshard)
             ret.operands[i] = reshard.results[0]

@@ -30,7 +30,7 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
         return source
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.storage import parse_attr
+    from sdy_dl.ir.sdy_attrs import sharding_attr
 
     mesh = meshes[source.mesh] if isinstance(source.mesh, str) else source.mesh
     target = user.unreduced if user is not None else ()
@@ -44,7 +44,7 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     all_reduce = ir.Operation.create(
         "sdy.all_reduce", results=[value.type], operands=[value],
         attributes={"reduction_axes": ir.Attribute.parse(axes_text),
-                    "out_sharding": parse_attr(sharding.to_text())},
+                    "out_sharding": sharding_attr(sharding)},
         loc=mop.location)
     insert(all_reduce)
     mop.operands[index] = all_reduce.results[0]
@@ -205,7 +205,7 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
     operand's new sharding, or None when nothing was inserted."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.storage import parse_attr
+    from sdy_dl.ir.sdy_attrs import sharding_attr
     from sdy_dl.ir.meshes import sort_and_merge_axes
     from sdy_dl.ir.value_sharding import get_sharding
 
@@ -248,19 +248,19 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
     last = have
     if need_reshard:
         last = dataclasses.replace(have, dims=tuple(dims))
-        result = create("sdy.reshard", result, {"sharding": parse_attr(last.to_text())})
+        result = create("sdy.reshard", result, {"sharding": sharding_attr(last)})
     r2u = axis_set_diff(added, s2u, mesh)
     if r2u:
         unreduced = sort_and_merge_axes(list(have.unreduced) + list(r2u), mesh)
         last = TensorSharding(have.mesh, tuple(dims), out.replicated, tuple(unreduced))
         result = create("sdy.replicated_to_unreduced", result,
                         {"axes": ir.Attribute.parse("#sdy<axis_ref_list" + _axes_attr(r2u) + ">"),
-                         "out_sharding": parse_attr(last.to_text())})
+                         "out_sharding": sharding_attr(last)})
     if s2u:
         lists = ", ".join(_axes_attr(axes) for axes in per_dim)
         result = create("sdy.sharded_to_unreduced", result,
                         {"axes": ir.Attribute.parse(f"#sdy<list_of_axis_ref_lists[{lists}]>"),
-                         "out_sharding": parse_attr(out.to_text())})
+                         "out_sharding": sharding_attr(out)})
         last = out
     if result == value:
         return None

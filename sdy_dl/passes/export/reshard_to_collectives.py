@@ -28,6 +28,7 @@ from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import parse_attr, read_own
+from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register, run_analysis
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
@@ -91,7 +92,7 @@ def collective_op(step: Collective, operand, loc):
     """The detached MLIR op of ``step`` applied to ``operand``."""
     from jaxlib.mlir import ir
 
-    attributes = {"out_sharding": parse_attr(step.out_sharding.to_text())}
+    attributes = {"out_sharding": sharding_attr(step.out_sharding)}
     if step.kind in ("all_gather", "all_slice"):
         lists = ", ".join(_axes_attr(axes) for axes in step.axes_per_dim)
         name = "gathering_axes" if step.kind == "all_gather" else "slicing_axes"

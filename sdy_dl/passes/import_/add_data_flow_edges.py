@@ -18,7 +18,7 @@ from __future__ import annotations
 from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
-from sdy_dl.ir.storage import parse_attr
+from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.traits import COMPUTATION_OPS, DATA_FLOW_OPS
 from sdy_dl.ir.value_sharding import block_arg_owners, get_edge_owner_sharding, result_owners
 from sdy_dl.passes import PassOptions, register
@@ -30,7 +30,7 @@ def insert_edge(mop, owner, after_op=None, block=None):
     from jaxlib.mlir import ir
 
     sharding = get_edge_owner_sharding(mop, owner)
-    attrs = {} if sharding is None else {"sharding": parse_attr(sharding.to_text())}
+    attrs = {} if sharding is None else {"sharding": sharding_attr(sharding)}
     with ir.Location.unknown():
         edge = ir.Operation.create("sdy.data_flow_edge", results=[owner.type], operands=[owner],
                                    attributes=attrs)

@@ -21,9 +21,10 @@ from sdy_dl.ir.mlir_ops import SymbolNamer, module_ops, rebuild, split_top_level
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.sharding_walker import transform_shardings
+from sdy_dl.ir.sdy_attrs import mesh_attr, mesh_of_attr
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.sharding import Mesh, MeshAxis, TensorSharding, format_symbol_ref, parse_mesh
+from sdy_dl.sharding import Mesh, MeshAxis, TensorSharding, format_symbol_ref
 
 _REPLICA_GROUP_OPS = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
                       "stablehlo.all_to_all", "stablehlo.collective_broadcast")
@@ -31,9 +32,9 @@ _RG_PREFIX = "#stablehlo.replica_group_mesh_axes<mesh = "
 _SHLO_MESH_AXIS_RE = re.compile(r'<name = ("(?:[^"\\]|\\.)*"), size = (\d+)>')
 
 
-def mesh_key(mesh: Mesh) -> str:
-    """Identity of a ``MeshAttr`` (structural equality = equal print form)."""
-    return mesh.to_text()
+def mesh_key(mesh: Mesh) -> Mesh:
+    """Identity of a ``MeshAttr``: the mesh itself (structural equality)."""
+    return mesh
 
 
 def new_mesh_name(mesh: Mesh) -> str:
@@ -44,16 +45,20 @@ def new_mesh_name(mesh: Mesh) -> str:
     return "mesh"
 
 
-def stablehlo_mesh_dict(mesh: Mesh) -> str:
-    """The ``stablehlo.mesh`` dictionary text of a mesh."""
-    from sdy_dl.sharding import quote_string
+def stablehlo_mesh_dict(mesh: Mesh):
+    """The ``stablehlo.mesh`` dictionary attribute of a mesh,
+    ``{axes = [{name = "x", size = 2 : i64}], device_ids = dense<[...]> : tensor<Nxi64>}``."""
+    import numpy as np
+    from jaxlib.mlir import ir
 
-    axes = ", ".join(f"{{name = {quote_string(a.name)}, size = {a.size} : i64}}" for a in mesh.axes)
-    text = f"{{axes = [{axes}]"
+    i64 = ir.IntegerType.get_signless(64)
+    entries = {"axes": ir.ArrayAttr.get([
+        ir.DictAttr.get({"name": ir.StringAttr.get(a.name),
+                         "size": ir.IntegerAttr.get(i64, a.size)}) for a in mesh.axes])}
     if mesh.device_ids:
-        ids = ", ".join(str(i) for i in mesh.device_ids)
-        text += f", device_ids = dense<[{ids}]> : tensor<{len(mesh.device_ids)}xi64>"
-    return text + "}"
+        entries["device_ids"] = ir.DenseIntElementsAttr.get(
+            np.asarray(mesh.device_ids, dtype=np.int64))
+    return ir.DictAttr.get(entries)
 
 
 class _Lifter:
@@ -70,7 +75,7 @@ class _Lifter:
             if op.name != "sdy.mesh":
                 continue
             name = symbol_name(op)
-            key = mesh_key(parse_mesh(str(op.attributes["mesh"])))
+            key = mesh_key(mesh_of_attr(op.attributes["mesh"]))
             if key in self.new_name:
                 self.new_name["@" + name] = self.new_name[key]
                 self.namer.erase(name)
@@ -93,7 +98,7 @@ class _Lifter:
         with ir.Location.unknown():
             op = ir.Operation.create("sdy.mesh", attributes={
                 "sym_name": ir.StringAttr.get(name),
-                "mesh": parse_attr("#sdy.mesh" + mesh.to_text())})
+                "mesh": mesh_attr(mesh)})
         self.ip.insert(op)
         self.created = True
         return name
@@ -125,7 +130,7 @@ class _Lifter:
             if name is None:
                 return
         elif mesh_text.startswith("#sdy.mesh"):
-            mesh = parse_mesh(mesh_text)
+            mesh = mesh_of_attr(parse_attr(mesh_text))
             key = mesh_key(mesh)
             name = self.new_name.get(key)
             if name is None:
@@ -169,6 +174,6 @@ def run(module: Module, options: PassOptions) -> Module:
                     lifter.lift_replica_groups(mop)
         for op in module_ops(module):
             if op.name == "sdy.mesh" and "stablehlo.mesh" not in op.attributes:
-                op.attributes["stablehlo.mesh"] = parse_attr(
-                    stablehlo_mesh_dict(parse_mesh(str(op.attributes["mesh"]))))
+                op.attributes["stablehlo.mesh"] = stablehlo_mesh_dict(
+                    mesh_of_attr(op.attributes["mesh"]))
         return rebuild(module, keep_ops=not lifter.erased and not lifter.created)

@@ -112,21 +112,17 @@ def check_static_shapes(module: Module) -> None:
 
 def finish_rules(module: Module, propagator: Propagator, keep: bool) -> None:
     """Attach created rules (kept) or drop every non-custom rule (§2.3)."""
-    from jaxlib.mlir import ir
-
-    from sdy_dl.ir.context import mlir_context
-    from sdy_dl.rules.notation import parse_rule_text
+    from sdy_dl.rules.rule_attr import is_custom_rule, rule_attr
 
     for op in module.ops:
         if op.oid in propagator.erased:
             continue
-        existing = op.attr_text(RULE_ATTR)
+        existing = op.attr(RULE_ATTR)
         if existing is not None:
-            if not keep and not parse_rule_text(existing).is_custom:
+            if not keep and not is_custom_rule(existing):
                 del op.mlir.attributes[RULE_ATTR]
         elif keep and op.oid in propagator.visited_rules:
-            op.mlir.attributes[RULE_ATTR] = ir.Attribute.parse(
-                propagator.visited_rules[op.oid].to_text(), context=mlir_context())
+            op.mlir.attributes[RULE_ATTR] = rule_attr(propagator.visited_rules[op.oid])
 
 
 def run_strategy(module: Module, options: PassOptions, strategy: str,
