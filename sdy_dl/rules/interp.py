@@ -64,8 +64,10 @@ def _place(loc: Loc) -> tuple[str, int, int]:
 
 def _einsum(entry: Entry, op) -> RuleInstance:
     """The compact form: sizes inferred from the op's shapes."""
-    note = entry.einsum
-    sizes = note.infer_sizes([v.shape for v in op.operands], [v.shape for v in op.results])
+    operands = [v.shape for v in op.operands]
+    results = [v.shape for v in op.results]
+    note = entry.einsum.for_ranks([len(s or ()) for s in operands], [len(s or ()) for s in results])
+    sizes = note.infer_sizes(operands, results)
     note.check_declared()
     return note.to_instance(sizes)
 

@@ -14,6 +14,19 @@ Grammar (whitespace is free)::
 This is exactly what Shardy prints inside ``#sdy.op_sharding_rule<...>``.  The
 compact form of user rules is the same text with the ``{sizes}`` optional
 (sizes are then inferred from the op's shapes) and any single-letter names.
+
+User rules may also be written as JAX's ``custom_partitioning`` writes a
+``sharding_rule`` (:func:`parse_custom_partitioning`)::
+
+    rule     := values '->' values [sizes] {kinds} [',' 'custom']
+    values   := value {',' value}              -- an empty side is one scalar
+    value    := ['...' [digits]] {dim}         -- '...': leading batch dims
+    dim      := ident | '(' ident ident {ident} ')'   -- '(i j)': a compound dim
+    ident    := letter {letter | digit | '_'}
+
+e.g. ``"... i j, ... j k -> ... i k" reduction={j}``.  The dims an ellipsis
+stands for (one factor each, shared by the values of one group ``...N``) are
+known only from the op's ranks: :meth:`Notation.for_ranks`.
 """
 
 from __future__ import annotations
@@ -26,6 +39,10 @@ from sdy_dl.errors import SdyError
 from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_index, factor_name
 
 _TOKEN_RE = re.compile(r"\s*(?:(->)|([A-Za-z](?:_\d+)?)|(\d+)|([()\[\]{},=]))")
+#: Tokens of the custom_partitioning form: identifiers, and ``...`` with its group.
+_JAX_TOKEN_RE = re.compile(r"\s*(?:(->)|(\.\.\.\d*)|([A-Za-z][A-Za-z0-9_]*)|(\d+)|([()\[\]{},=]))")
+#: The factor name of batch dim ``j`` of ellipsis group ``g`` (never an identifier).
+_BATCH = "...{group}#{dim}"
 _KIND_WORDS = ("reduction", "need_replication", "permutation", "blocked_propagation")
 _WORD_RE = re.compile(r"\s*(reduction|need_replication|permutation|blocked_propagation|custom)\b")
 
@@ -39,6 +56,32 @@ class Notation:
     sizes: dict[str, int] | None               # None: no size block
     kinds: dict[str, list[str]] = field(default_factory=dict)  # kind list name -> names
     custom: bool = False
+
+    def for_ranks(self, operand_ranks, result_ranks) -> "Notation":
+        """The notation with every ellipsis replaced by the batch dims it stands
+        for on tensors of these ranks (itself when it has none): a group's
+        rank is fixed by its first value, as JAX's ``sdy_sharding_rule_to_mlir``
+        does."""
+        tensors = self.operands + self.results
+        if not any(dims and dims[0][0].startswith("...") for dims in tensors):
+            return self
+        ranks = list(operand_ranks) + list(result_ranks)
+        if len(ranks) != len(tensors):
+            return self   # (infer_sizes reports the count)
+        group_rank: dict[str, int] = {}
+        out = []
+        for t, (dims, rank) in enumerate(zip(tensors, ranks)):
+            if not dims or not dims[0][0].startswith("..."):
+                out.append(dims)
+                continue
+            group = str(int(dims[0][0][3:] or "0"))
+            batch = max(rank - (len(dims) - 1), 0)
+            if group_rank.setdefault(group, batch) != batch:
+                raise SdyError(f"'...{group}' stands for {group_rank[group]} dim(s) in one "
+                               f"value and {batch} in another")
+            out.append([[_BATCH.format(group=group, dim=j)] for j in range(batch)] + dims[1:])
+        n = len(self.operands)
+        return Notation(out[:n], out[n:], self.sizes, self.kinds, self.custom)
 
     @property
     def factor_order(self) -> list[str]:
@@ -146,19 +189,20 @@ class Notation:
 
 
 class _Tokens:
-    def __init__(self, text: str):
+    def __init__(self, text: str, token_re: re.Pattern = _TOKEN_RE):
         self.text = text
         self.pos = 0
+        self.token_re = token_re
 
     def error(self, what: str) -> SdyError:
         return SdyError(f"malformed rule {self.text.strip()!r}: {what} at column {self.pos + 1}")
 
     def peek(self) -> str | None:
-        m = _TOKEN_RE.match(self.text, self.pos)
+        m = self.token_re.match(self.text, self.pos)
         return m.group(m.lastindex) if m else None
 
     def next(self) -> str:
-        m = _TOKEN_RE.match(self.text, self.pos)
+        m = self.token_re.match(self.text, self.pos)
         if not m:
             raise self.error("unexpected text" if self.text[self.pos:].strip() else
                              "unexpected end")
@@ -230,6 +274,11 @@ def parse_notation(text: str) -> Notation:
     operands = _list(tok, "(", ")", _tensor)
     tok.expect("->")
     results = _list(tok, "(", ")", _tensor)
+    return _sizes_and_kinds(tok, text, operands, results)
+
+
+def _sizes_and_kinds(tok: _Tokens, text: str, operands, results) -> Notation:
+    """The rest of a rule after its mappings: ``{sizes}``, kind lists, ``, custom``."""
     sizes = None
     if tok.peek() == "{":
         pairs = _list(tok, "{", "}", _size)
@@ -256,6 +305,64 @@ def parse_notation(text: str) -> Notation:
         kinds[word] = _list(tok, "{", "}", _name)
     assert set(FACTOR_KINDS[1:]) <= set(_KIND_WORDS)
     return Notation(operands, results, sizes, kinds, custom)
+
+
+#: Where a custom_partitioning rule's mappings end: a size block, a kind list or
+#: ``, custom`` at the end.
+_JAX_TAIL_RE = re.compile(r"\s*(?:\{|(?:reduction|need_replication|permutation|"
+                          r"blocked_propagation)\s*=|,\s*custom\s*(?:$|\{|[a-z_]+\s*=))")
+
+
+def _jax_values(tok: _Tokens, stop) -> list[list[list[str]]]:
+    """One side of a custom_partitioning rule: values separated by ``,``."""
+    values: list[list[list[str]]] = [[]]
+    while not stop():
+        t = tok.peek()
+        if t is None:
+            raise tok.error("expected '->'" if tok.at_end() else "unexpected text")
+        if t == ",":
+            tok.next()
+            values.append([])
+        elif t.startswith("..."):
+            if values[-1]:
+                raise tok.error("'...' must come first in a value")
+            values[-1].append([tok.next()])
+        elif t == "(":
+            tok.next()
+            names = []
+            while tok.peek() not in (")", None):
+                names.append(_name(tok))
+            tok.expect(")")
+            if len(names) < 2:
+                raise tok.error("a compound dim '(...)' needs at least two factors")
+            values[-1].append(names)
+        elif t[0].isalpha():
+            values[-1].append([tok.next()])
+        else:
+            raise tok.error("expected a factor name, '(', '...' or ','")
+    return values
+
+
+def parse_custom_partitioning(text: str) -> Notation:
+    """Parse a rule written as JAX's ``custom_partitioning`` ``sharding_rule``
+    (``"i j, j k -> i k"``, see the module docstring), optionally followed by
+    the sizes, kind lists and ``, custom`` of Shardy's form; raises
+    :class:`SdyError` when malformed."""
+    tok = _Tokens(text, _JAX_TOKEN_RE)
+    operands = _jax_values(tok, lambda: tok.peek() == "->")
+    tok.expect("->")
+    results = _jax_values(tok, lambda: tok.at_end()
+                          or _JAX_TAIL_RE.match(tok.text, tok.pos) is not None)
+    return _sizes_and_kinds(tok, text, operands, results)
+
+
+def parse_einsum(text: str) -> Notation:
+    """A user rule in either form: Shardy's printed ``([i, j]) -> ([i, j])``
+    (it starts with ``(`` followed by ``[`` or ``)``), else JAX's
+    ``custom_partitioning`` string."""
+    if re.match(r"\s*\(\s*[\[)]", text):
+        return parse_notation(text)
+    return parse_custom_partitioning(text)
 
 
 def parse_rule_text(text: str) -> RuleInstance:

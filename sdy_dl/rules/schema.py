@@ -17,7 +17,7 @@ from sdy_dl.errors import SdyError
 from sdy_dl.rules.attrs import OpSignature, op_signature
 from sdy_dl.rules.expr import CONSTANTS, Expr, compile_expr, compile_for, target_names
 from sdy_dl.rules.instance import FACTOR_KINDS
-from sdy_dl.rules.notation import Notation, parse_notation
+from sdy_dl.rules.notation import Notation, parse_einsum
 from sdy_dl.rules.view import OP_NAMES, group_names
 from sdy_dl.rules.yamlsrc import Loc, YList, YMap, load_yaml
 
@@ -285,12 +285,13 @@ def _parse_entry(key: str, section: str, node, loc: Loc, source: str) -> Entry:
         text = node["einsum"]
         if not isinstance(text, str):
             raise node.value_at("einsum").error("'einsum' must be a string such as "
-                                                "'([b, h], [h, f]) -> ([b, f]) reduction={h}'")
+                                                "'([b, h], [h, f]) -> ([b, f]) reduction={h}' "
+                                                "or 'b h, h f -> b f reduction={h}'")
         extra = [k for k in ("let", "no_rule_if") if k in node]
         if extra:
             raise node.at(extra[0]).error(f"'{extra[0]}' has no meaning with 'einsum'")
         try:
-            entry.einsum = parse_notation(text)
+            entry.einsum = parse_einsum(text)
             entry.einsum.check_declared()
         except SdyError as e:
             raise e.located(*_place(node.value_at("einsum"))) from None
