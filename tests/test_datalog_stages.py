@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +13,10 @@ from sdy_dl.errors import SdyError
 from sdy_dl.resources import datalog_dir
 
 #: Template parameters each stage needs (variants included).
-PARAMS = {"step": [{"max_factors": 3}], "import_constants": [{"variant": "or_scalar"},
-                                                             {"variant": "legacy"}],
-          "calls_unflatten": [{"dedup": False}, {"dedup": True}],
-          "explicit_reshards": [{"phase": "project"}, {"phase": "out"}]}
+PARAMS = {"step": [{"max_factors": 3}],
+          "constant_or_scalar_splitter": [{"variant": "or_scalar"}, {"variant": "legacy"}],
+          "unflatten_call_graph": [{"dedup": False}, {"dedup": True}],
+          "insert_explicit_reshards": [{"phase": "project"}, {"phase": "out"}]}
 
 
 def test_every_stage_is_a_folder_with_a_main():
@@ -42,3 +43,46 @@ def test_every_stage_compiles_with_in_names(stage):
 def test_in_names_are_checked(text, message):
     with pytest.raises(SdyError, match=re.escape(message)):
         check_input_names(parse_declarations(text, source="t.dl"), source="t.dl")
+
+
+#: Stages the propagation runs (``sdy_dl/propagation/``), not a pass.
+PROPAGATION_STAGES = {"step", "op_priorities"}
+
+
+def _declared_stages() -> dict[str, list[str]]:
+    """Stage name -> the pass modules declaring it (``Stage("name")``)."""
+    import ast
+
+    from sdy_dl.passes import Stage
+
+    found: dict[str, list[str]] = {}
+    root = Path(__file__).resolve().parent.parent / "sdy_dl" / "passes"
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == Stage.__name__:
+                assert isinstance(node.args[0], ast.Constant), path
+                found.setdefault(node.args[0].value, []).append(path.stem)
+    return found
+
+
+def test_every_pass_stage_is_declared_by_the_pass_it_is_named_after():
+    """A pass's Datalog is found from the pass file: each stage is declared once,
+    by the module named like it (a part of a pass, collective_inserter, by the
+    pass that runs it; insert-explicit-reshards's by the module of its facts)."""
+    declared = _declared_stages()
+    parts = {"collective_inserter": "reshard_to_collectives",
+             "insert_explicit_reshards": "explicit_reshards_projection"}
+    assert set(declared) == set(available_stages()) - PROPAGATION_STAGES
+    for stage, modules in declared.items():
+        assert modules == [parts.get(stage, stage)], (stage, modules)
+
+
+def test_passes_run_stages_only_through_their_declarations():
+    """No stage name is written at a call (``run_analysis("...")``)."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "sdy_dl" / "passes"
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_analysis":
+                assert not isinstance(node.args[0], ast.Constant), path

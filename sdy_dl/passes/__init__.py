@@ -149,3 +149,16 @@ def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dic
     program = compile_stage(stage, **params)
     engine = options.context.make_engine()
     return engine.run(program, {k: list(v) for k, v in facts.items()})
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A Datalog stage, ``datalog/<name>/main.dl.j2``, declared by the pass module
+    that runs it (``STAGE = Stage("constant_or_scalar_splitter")``) and named after
+    that pass, or, for a part of a pass, after the Shardy class it stands for."""
+
+    name: str
+
+    def run(self, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:
+        """The stage's derived relations on ``facts`` (:func:`run_analysis`)."""
+        return run_analysis(self.name, facts, options, **params)

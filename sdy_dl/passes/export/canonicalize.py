@@ -25,16 +25,18 @@ from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_own
 from sdy_dl.ir.sdy_attrs import axes_of_list, axis_lists_of
 from sdy_dl.sharding import AxisRef
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.ir.mlir_ops import key, module_ops, nested_ops, rebuild
 from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
                               RECURSIVE_EFFECT_OPS, TERMINATORS)
-from sdy_dl.passes import run_analysis
 from sdy_dl.passes.options import Option
 
 ENABLE_PATTERNS = Option(
     "enable-patterns", ("sdy-collective",), "sdy-collective",
     "The pattern labels the canonicalizer runs (sdy-dl has the set the pipeline runs).")
+
+#: The Datalog stage this pass runs (``datalog/canonicalize/``).
+STAGE = Stage("canonicalize")
 
 SIDE_EFFECT_ATTR = "has_side_effect"
 
@@ -160,7 +162,7 @@ def run(module: Module, options: PassOptions) -> Module:
         facts, ops = dead_code_facts(module)
         if not ops:
             return module
-        derived = run_analysis("canonicalize", facts, options)
+        derived = STAGE.run(facts, options)
         folded = fold_collectives(ops, derived)
         erase = sorted(i for (i,) in derived["erase"])
         for i in reversed(erase):

@@ -5,7 +5,7 @@ ops) with the same attribute dictionary (value, sharding, ...) in the same
 region, and ``broadcast_in_dim``s of a scalar with the same attributes,
 result type and operand in the same region, are merged into the first one
 in post-order.  Which op merges into which is the Datalog stage
-``export_constant_merger``; Python gathers the facts and rewrites.
+``constant_or_scalar_merger``; Python gathers the facts and rewrites.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.traits import CONSTANT_OPS
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register
+
+#: The Datalog stage this pass runs (``datalog/constant_or_scalar_merger/``).
+STAGE = Stage("constant_or_scalar_merger")
 
 
 class _Ids(dict):
@@ -25,7 +28,7 @@ class _Ids(dict):
 
 def collect(module: Module) -> tuple[list, dict]:
     """The ops of every function in post-order, numbered across the functions,
-    and the facts of stage ``export_constant_merger`` about them: attribute
+    and the facts of stage ``constant_or_scalar_merger`` about them: attribute
     dictionaries, types and values numbered, compared as MLIR objects
     (attributes and types are uniqued; nothing is edited while collecting).
     Regions are numbered across the functions too (in the order their first
@@ -62,7 +65,7 @@ def run(module: Module, options: PassOptions) -> Module:
         ops, facts = collect(module)
         if not facts["in_constant"] and not facts["in_broadcast"]:
             return module
-        out = run_analysis("export_constant_merger", facts, options)
+        out = STAGE.run(facts, options)
         replaced = {op: first for op, first in out["merged_constant"] | out["merged_broadcast"]}
         for n in sorted(replaced):
             op, first = ops[n], ops[replaced[n]]

@@ -17,7 +17,12 @@ from collections import defaultdict
 from sdy_dl.propagation.step import StepInput
 from sdy_dl.propagation.step_facts import ref_triple, step_facts, triple_ref
 from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.passes import Stage
 from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
+
+#: The Datalog stage of the insert-explicit-reshards pass
+#: (``datalog/insert_explicit_reshards/``).
+STAGE = Stage("insert_explicit_reshards")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +89,10 @@ def on_mesh(sharding: TensorSharding | None, mesh: str, rank: int) -> TensorShar
 
 def _run(ops: list[OpShardings], meshes: dict[str, Mesh], options, phase: str,
          extra: dict | None = None) -> dict[str, set[tuple]]:
-    from sdy_dl.passes import run_analysis
 
     facts = step_facts([op.step() for op in ops], meshes)
     facts.update(extra or {})
-    return run_analysis("explicit_reshards", facts, options, phase=phase)
+    return STAGE.run(facts, options, phase=phase)
 
 
 def lists_per_factor(rows) -> dict[tuple, dict[int, tuple]]:

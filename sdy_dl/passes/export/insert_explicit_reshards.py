@@ -74,6 +74,9 @@ ENABLE_FULL_VERSION = Option(
     "enable-full-version", "bool", False,
     "Reshard every op whose operand and result shardings conflict (not only calls).")
 
+#: The Datalog stage of this pass, ``datalog/insert_explicit_reshards/``, is run
+#: (and declared) by ``explicit_reshards_projection``, its facts in and relations out.
+
 #: Ops the non-full version treats in full (besides calls and some concatenates).
 ALWAYS_FULL = frozenset({"mhlo.ragged_dot"})
 

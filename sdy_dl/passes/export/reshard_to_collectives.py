@@ -30,12 +30,18 @@ from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
 from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
 from sdy_dl.passes.options import Option
 from sdy_dl.sharding import Mesh, TensorSharding
+
+#: The Datalog stages this pass runs: what becomes of each reshard
+#: (``datalog/reshard_to_collectives/``), and the decisions of Shardy's
+#: ``CollectiveInserter`` (``datalog/collective_inserter/``).
+STAGE = Stage("reshard_to_collectives")
+COLLECTIVE_INSERTER_STAGE = Stage("collective_inserter")
 
 #: Pass options that reach the Datalog stage as ``in_flag`` facts.
 KEEP_REDUNDANT_RESHARDS = Option(
@@ -188,8 +194,7 @@ def run(module: Module, options: PassOptions) -> Module:
                     for mop in ops_named(module, ("sdy.reshard",), top=func)]
         if not reshards:
             return module
-        decided = run_analysis("reshard_to_collectives",
-                               reshard_facts(reshards, meshes, options, module), options)
+        decided = STAGE.run(reshard_facts(reshards, meshes, options, module), options)
         for (r,) in sorted(decided["reject"])[:1]:
             raise op_error(module, reshards[r], "reshard-to-collectives: cannot reshard between "
                            "shardings of different ranks (a single-device mesh's sharding "
@@ -202,7 +207,7 @@ def run(module: Module, options: PassOptions) -> Module:
             reshards[r].erase()
 
         def analyse(facts):
-            return run_analysis("collective_inserter", facts, options)
+            return COLLECTIVE_INSERTER_STAGE.run(facts, options)
 
         for wave in in_waves(converted):
             inserters = [prepare(reshard, to_mesh, meshes, module) for reshard, to_mesh in wave]

@@ -4,7 +4,7 @@ Deduplicates the clones ``flatten-call-graph`` made: functions with the
 same computation key (original name, ``sdy.func_manual_axes``, argument
 shardings and result shardings) are merged into the callee of the first
 call (walk order) with that key, and every call is redirected to it (the
-Datalog stage ``calls_unflatten`` decides which).  Then
+Datalog stage ``unflatten_call_graph`` decides which).  Then
 ``sdy.original_func_name`` and ``sdy.func_manual_axes`` are removed from
 every function; the unused clones are left to ``symbol-dce``.  With the
 pass option ``dedup-functions-fully`` (false in the propagation pipeline)
@@ -18,10 +18,13 @@ from sdy_dl.ir.meshes import module_meshes
 from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
-from sdy_dl.passes import PassOptions, register, rewrite, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register, rewrite
 from sdy_dl.passes.call_graph import callee_name, func_result_shardings, func_table, original_name
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
+
+#: The Datalog stage this pass runs (``datalog/unflatten_call_graph/``).
+STAGE = Stage("unflatten_call_graph")
 
 FUNC_MANUAL_AXES_ATTR = "sdy.func_manual_axes"
 
@@ -70,7 +73,7 @@ def run(module: Module, options: PassOptions) -> Module:
         if calls:
             if not dedup:
                 del facts["in_func_group"]
-            out = run_analysis("calls_unflatten", facts, options, dedup=dedup)
+            out = STAGE.run(facts, options, dedup=dedup)
             for c, f in sorted(out["retarget"]):
                 if callee_name(calls[c]) != names[f]:
                     calls[c].attributes["callee"] = ir.FlatSymbolRefAttr.get(names[f])

@@ -12,7 +12,7 @@ written onto the input.  A constraint whose sharding is copied gets its
 pointwise ``sdy.sharding_rule``.
 
 Which constraints apply and the chain rule are the Datalog stage
-``import_constraints``; Python gathers facts and performs the rewrites.
+``apply_sharding_constraints``; Python gathers facts and performs the rewrites.
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ from sdy_dl.ir.op_index import op_names
 from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
                                       shardable_value)
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.options import Option
 from sdy_dl.sharding import TensorSharding
+
+#: The Datalog stage this pass runs (``datalog/apply_sharding_constraints/``).
+STAGE = Stage("apply_sharding_constraints")
 
 
 def factor_name(i: int) -> str:
@@ -202,7 +205,7 @@ def run(module: Module, options: PassOptions) -> Module:
         f, appliers, ops_by_id = collect(module)
         if not appliers:
             return module
-        out = run_analysis("import_constraints", f.facts, options)
+        out = STAGE.run(f.facts, options)
         applied = {a for (a,) in out["apply"]}
         chain_tail = {h: t for h, t in out["chain"]}
         redirects: dict = {}

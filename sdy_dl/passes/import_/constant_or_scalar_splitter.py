@@ -30,7 +30,7 @@ expressions; scalars are cloned too, there are no scalar expansions and no
 call/named-computation handling; every constant expression is erased at the
 end (with its sharding groups).
 
-The classification is the Datalog stage ``import_constants``; Python walks
+The classification is the Datalog stage ``constant_or_scalar_splitter``; Python walks
 in Shardy's order and clones.
 """
 
@@ -44,9 +44,12 @@ from sdy_dl.ir.op_index import names_of, op_index, op_names
 from sdy_dl.ir.opaque import recreate_renamed
 from sdy_dl.ir.traits import TERMINATORS, ops_with
 from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.call_graph import (call_graph, call_graph_post_order, callee_name, calls_in,
                                       clone_func, func_table, has_body, original_name)
+
+#: The Datalog stage this pass runs (``datalog/constant_or_scalar_splitter/``).
+STAGE = Stage("constant_or_scalar_splitter")
 
 
 def is_elementwise(mop, name: str) -> bool:
@@ -194,17 +197,17 @@ class _Splitter:
 
     def analyse(self, walks: list) -> tuple[set, set, dict]:
         """Classify the numbered ops of ``walks`` (:func:`numbered`) with the Datalog
-        stage ``import_constants``: the numbers of the constant expressions, of the
+        stage ``constant_or_scalar_splitter``: the numbers of the constant expressions, of the
         scalar expansions, and {number: operands to split}."""
-        out = run_analysis("import_constants", self.facts(walks), self.options,
-                           variant="legacy" if self.legacy else "or_scalar")
+        out = STAGE.run(self.facts(walks), self.options,
+                        variant="legacy" if self.legacy else "or_scalar")
         split: dict = {}
         for i, k in out["split_operand"]:
             split.setdefault(i, []).append(k)
         return {i for (i,) in out["const_expr"]}, {i for (i,) in out["expansion"]}, split
 
     def facts(self, walks: list) -> dict:
-        """The input facts of ``import_constants`` for the numbered ops of ``walks``."""
+        """The input facts of ``constant_or_scalar_splitter`` for the numbered ops of ``walks``."""
         # the number of the op defining each value (an op result's hash and
         # equality are its MLIR value's)
         defs = {result: i for _, _, items in walks for i, mop, _ in items

@@ -8,7 +8,7 @@
 3. A tensor tagged more than once keeps only its first ``sharding_group`` op.
 
 The analysis (validation, union, renumbering, duplicates) is the Datalog
-stage ``import_sharding_groups``; Python collects facts and rewrites ops.
+stage ``sharding_group_import``; Python collects facts and rewrites ops.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from __future__ import annotations
 from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, sharding_group_id
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
-from sdy_dl.passes import PassOptions, register, run_analysis
+from sdy_dl.passes import PassOptions, Stage, register
+
+#: The Datalog stage this pass runs (``datalog/sharding_group_import/``).
+STAGE = Stage("sharding_group_import")
 
 
 def _shape_text(value) -> str:
@@ -70,7 +73,7 @@ def run(module: Module, options: PassOptions) -> Module:
         ops, facts, original = collect(module)
         if not ops:
             return module
-        out = run_analysis("import_sharding_groups", facts, options)
+        out = STAGE.run(facts, options)
         errors = sorted([(op, 0, g) for op, g in out["crosses_manual"]]
                         + [(op, 1, g) for op, g in out["shape_mismatch"]])
         if errors:
