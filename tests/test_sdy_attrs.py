@@ -60,8 +60,7 @@ def test_awkward_names_round_trip(name):
 def test_awkward_names_propagate_as_in_shardy(name):
     """A module whose mesh and axes have awkward names, through the whole pipeline."""
     from sdy_dl.ir import parse_module_text
-    from sdy_dl.passes import PassOptions
-    from sdy_dl.pipeline import propagate
+    from sdy_dl.pipeline import make_options, propagate
 
     mesh_name = format_symbol_ref(name)
     axis, other = quote_string(name), quote_string(name + "2")
@@ -74,7 +73,7 @@ def test_awkward_names_propagate_as_in_shardy(name):
             f"(tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>\n"
             f"  return %2 : tensor<8x8xf32>\n}}\n")
     expected = shardy(text, "sdy-propagation-pipeline")
-    out = propagate(parse_module_text(text, "<test>"), PassOptions(engine="clingo"))
+    out = propagate(parse_module_text(text, "<test>"), make_options(engine="clingo"))
     assert normalize(out.print()) == expected
 
 

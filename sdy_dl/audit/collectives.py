@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.audit.cost_model import CostModel, collective_bytes, local_bytes
 from sdy_dl.errors import SdyError
+from sdy_dl.ir.sdy_attrs import axis_refs_in
 from sdy_dl.sharding import AxisRef, TensorSharding, parse_axis_ref
 
 #: Collective op -> its kind (the op name without ``sdy.``) and the attribute
@@ -54,8 +55,6 @@ COLLECTIVE_OPS = {
 
 #: The most annotations a side of a cause lists (``annotation_count`` says how many).
 MOST_ANNOTATIONS = 12
-
-_AXIS_REF = re.compile(r'"(?:[^"\\]|\\.)*"(?::\(\d+\)\d+)?')
 
 
 @dataclass
@@ -286,7 +285,7 @@ def axes_of(mop, attribute: str | None) -> list[AxisRef]:
     """The axis refs of a collective's axes attribute, in order."""
     if attribute is None or attribute not in mop.attributes:
         return []
-    return [parse_axis_ref(m.group(0)) for m in _AXIS_REF.finditer(str(mop.attributes[attribute]))]
+    return list(axis_refs_in(mop.attributes[attribute]))
 
 
 def _permuted_axes(have: TensorSharding | None, want: TensorSharding | None) -> list[AxisRef]:

@@ -9,16 +9,19 @@ attributes' ``get`` — no attribute text is printed or parsed on the way.
 Attributes are uniqued in their context, so each distinct attribute is
 converted once (the caches are keyed by the attribute, or by the model value).
 
-Three attribute kinds have no binding of their own: ``#sdy<manual_axes{...}>``
+Some attribute kinds have no binding of their own: ``#sdy<manual_axes{...}>``
 and ``#sdy<axis_ref_list{...}>`` are read through the one that prints the same
-braces, ``#sdy<dimension_sharding{...}>`` (:func:`axes_of_list`), and
+braces, ``#sdy<dimension_sharding{...}>`` (:func:`axes_of_list`),
 ``#sdy<list_of_axis_ref_lists[...]>`` through a sharding's dim list
-(:func:`axis_lists_of`), so names still reach Python decoded by jaxlib.
+(:func:`axis_lists_of`), and the axes of any other (``all_to_all_param_list``)
+the same way (:func:`axis_refs_in`), so names still reach Python decoded by
+jaxlib.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import sdy
@@ -103,6 +106,21 @@ def axis_lists_of(attr) -> tuple[tuple[AxisRef, ...], ...]:
     dims = text[text.index("["): text.rindex("]") + 1]
     sharding = ir.Attribute.parse("#sdy.sharding<@m, " + dims + ">", context=attr.context)
     return tuple(dim.axes for dim in sharding_of_attr(sharding).dims)
+
+
+#: An axis reference as printed: a quoted name, maybe a sub-axis.
+_PRINTED_REF = re.compile(r'"(?:[^"\\]|\\.)*"(?::\(\d+\)\d+)?')
+
+
+@functools.lru_cache(maxsize=_CACHE)
+def axis_refs_in(attr) -> tuple[AxisRef, ...]:
+    """Every axis reference an attribute prints, in order (for kinds with no
+    binding of their own, such as ``#sdy<all_to_all_param_list[...]>``)."""
+    refs = _PRINTED_REF.findall(str(attr))
+    if not refs:
+        return ()
+    return _dim_of_attr(ir.Attribute.parse("#sdy<dimension_sharding{" + ", ".join(refs) + "}>",
+                                           context=attr.context)).axes
 
 
 # -- building ------------------------------------------------------------------------
