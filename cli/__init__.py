@@ -26,10 +26,21 @@ def _usage_error(e: click.UsageError):
 
 
 class SdyGroup(click.Group):
-    """A click group that turns :class:`SdyError` into a one-line error and exit 1,
+    """A click group whose commands are imported when first asked for, and that
+    turns :class:`SdyError` into a one-line error and exit 1,
     a usage error into a one-line error and exit 2, and, as a last resort, any
     other exception (a bug) into a one-line "internal error" and exit 1
     (``SDY_DL_TRACEBACK=1`` re-raises it)."""
+
+    def get_command(self, ctx, name):
+        """The command ``name``, its module imported first (:data:`COMMANDS`)."""
+        if name not in self.commands:
+            _load_commands([name])
+        return super().get_command(ctx, name)
+
+    def list_commands(self, ctx):
+        _load_commands([None])
+        return super().list_commands(ctx)
 
     def make_context(self, info_name, args, parent=None, **extra):
         try:
@@ -105,16 +116,23 @@ def run(**click_options) -> None:
     os._exit(streams.finish(code or 0))
 
 
-def _register() -> None:
-    from sdy_dl.cli import show  # noqa: F401  (commands register themselves on `main`)
-    for name in ("rules_cmd", "passes_cmd", "propagate_cmd", "emit_cmd", "explain_cmd",
-                 "conflicts_cmd", "report_cmd", "diff_cmd", "cache_cmd",
-                 "comms_cmd", "memory_cmd"):
-        try:
-            __import__(f"sdy_dl.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"sdy_dl.cli.{name}":
-                raise
+#: Command name -> the module of this package that defines it, imported only when
+#: the command runs (a command's start pays for its own imports only).
+COMMANDS = {"show": "show", "rules": "rules_cmd", "pass": "passes_cmd", "passes": "passes_cmd",
+            "propagate": "propagate_cmd", "emit": "emit_cmd", "explain": "explain_cmd",
+            "conflicts": "conflicts_cmd", "report": "report_cmd", "diff": "diff_cmd",
+            "cache": "cache_cmd", "comms": "comms_cmd", "memory": "memory_cmd"}
 
 
-_register()
+def _load_commands(names) -> None:
+    """Import the modules defining commands ``names`` (all modules of this package
+    for a name no table entry has); the commands register themselves on `main`."""
+    import importlib
+    import pkgutil
+
+    modules = {COMMANDS[n] for n in names if n in COMMANDS}
+    if any(n not in COMMANDS for n in names):
+        modules |= {m.name for m in pkgutil.iter_modules(__path__)}
+    for module in sorted(m for m in modules - {"options", "render"} if not m.startswith("_")):
+        importlib.import_module(f"{__name__}.{module}")
+
