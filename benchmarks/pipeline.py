@@ -259,10 +259,10 @@ def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
         for name in ("comms", "memory"):
             out.append(Tool(name, lambda m, o, name=name: base + [
                 name, "--quiet", "--engine", "python", "--format", "json", m], stdout=True))
-    for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), clingo engine
+    for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), python engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
-        out.append(Tool(f"clingo@{os.path.basename(os.path.normpath(tree))}",
-                        lambda m, o, run=run: run + ["propagate", "--quiet", "--engine", "clingo",
+        out.append(Tool(f"python@{os.path.basename(os.path.normpath(tree))}",
+                        lambda m, o, run=run: run + ["propagate", "--quiet", "--engine", "python",
                                                      m, "-o", o],
                         ))
     return out
@@ -331,20 +331,21 @@ def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
     cold = {}
     for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
+        other_tree = tool.name.startswith("python@")
         cache = caches.get("python" if tool.name in REFERENCE or tool.name == "explicit"
-                           else tool.name)
+                           or other_tree else tool.name)
         if cache is None:
             continue
         tool.env = dict(os.environ, SDY_DL_CACHE=cache)
-        if tool.name not in caches:
+        if tool.name not in caches and not other_tree:
             continue   # (explain, comms, ... use the cache the python engine's first run filled)
-        before = cached_entries(caches[tool.name])
+        before = cached_entries(cache)
         start = time.perf_counter()
         first, _, _ = run_process(tool.argv(module, outputs[tool.name]), tool.env,
                                   outputs[tool.name] if tool.stdout else None)
         if tool.name == "souffle":
             wait_for_builds(caches[tool.name])
-        built = len(cached_entries(caches[tool.name]) - before)
+        built = len(cached_entries(cache) - before)
         cold[tool.name] = (first, time.perf_counter() - start, built)
     same = {}
     printed: dict[str, set[str]] = {}   # tools whose output is what they print: every run's
@@ -465,7 +466,7 @@ def main(argv=None) -> int:
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
                         help="also time the sdy-dl source tree DIR (e.g. an older commit "
-                             "extracted with git archive), clingo engine")
+                             "extracted with git archive), python engine")
     args = parser.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     compile_bytecode(args.compare_tree)
