@@ -122,8 +122,7 @@ def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> N
         attr = mop.attributes[AXES_ATTR[mop.name]]
         facts["in_axes_collective"].add((i, mop.name.partition(".")[2]))
         axes = (_axes(attr) if mop.name == "sdy.all_reduce" else
-                [a for text in re.findall(r"\{[^{}]*\}", str(attr))
-                 for a in parse_dim_sharding(text).axes])
+                [a for axes in axis_lists_of(attr) for a in axes])
         facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
     if mop.name == "sdy.collective_permute":
         from sdy_dl.ir.value_sharding import get_sharding
