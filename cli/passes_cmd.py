@@ -19,6 +19,7 @@ from sdy_dl.passes import get_pass
 def run_pass(name: str, module: str, output: str, **opts) -> None:
     """Run pass NAME on MODULE and write the result to OUT."""
     from sdy_dl.cli.options import errors_in, make_pass_options
+    from sdy_dl.ir.loader import verify_module
 
     try:
         spec = get_pass(name)
@@ -27,6 +28,7 @@ def run_pass(name: str, module: str, output: str, **opts) -> None:
     options = make_pass_options(name, **opts)
     with errors_in(module):
         result = spec.run(load_module(module), options)
+        verify_module(result)
         text = result.print()
     write_atomic(output, text)
 

@@ -110,10 +110,14 @@ def stage_options(stage: str, options: PassOptions) -> PassOptions:
 
 def propagate(module: Module, options: PassOptions, before=None) -> Module:
     """Run the pipeline stages in order; ``before(name, module)``, when given, is
-    called before each stage (the audit tags values there)."""
+    called before each stage (the audit tags values there).  The result is
+    verified (``verify_module``)."""
+    from sdy_dl.ir.loader import verify_module
+
     for stage in stages(options):
         name = split_stage(stage)[0]
         if before is not None:
             before(name, module)
         module = get_pass(name).run(module, stage_options(stage, options))
+    verify_module(module)
     return module

@@ -82,6 +82,20 @@ def check_top_level(mlir_module, file: str) -> None:
                 raise e.located(file, *op_position(mop)) from None
 
 
+def verify_module(module: Module) -> None:
+    """Verify the whole module, as Shardy's pass manager does after a pass: an
+    invalid result (a group sync that put a sharding of another rank on a
+    member, an invalid collective) is the located error of its first
+    diagnostic, never printed."""
+    from jaxlib.mlir import ir
+
+    with mlir_context():
+        try:
+            module.mlir.operation.verify()
+        except ir.MLIRError as e:
+            raise mlir_error(e, module.file) from None
+
+
 def mlir_error(e, file: str) -> SdyError:
     """The first diagnostic of an MLIR parse/verify failure, with its place."""
     diags = list(getattr(e, "error_diagnostics", []) or [])

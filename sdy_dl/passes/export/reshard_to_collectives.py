@@ -117,14 +117,9 @@ def verify(module: Module) -> None:
     2x3 in one sharding and 3x2 in the other); the error is at the reshard.
     The collectives' checks run with the module's symbol uses, so the whole
     module is verified."""
-    from jaxlib.mlir import ir
+    from sdy_dl.ir.loader import verify_module
 
-    from sdy_dl.ir.loader import mlir_error
-
-    try:
-        module.mlir.operation.verify()
-    except ir.MLIRError as e:
-        raise mlir_error(e, module.file) from None
+    verify_module(module)
 
 
 def prepare(reshard, to_input_mesh: bool, meshes: dict[str, Mesh],
