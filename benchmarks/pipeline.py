@@ -27,7 +27,12 @@ counts of ``SIZES``, then times whole processes on each module file:
   collective totals per kind (from ``comms``) are printed beside the
   collectives of XLA's compiled module (``compiled.as_text()``, read as
   ``tests/comms_programs.xla_collectives`` reads it), and sdy-dl's argument
-  bytes per device beside ``memory_analysis()``'s.
+  bytes per device beside ``memory_analysis()``'s;
+* with ``--audit``, the audit commands on the python engine, timed against its
+  ``propagate``: ``sdy-dl report MODULE -o FILE`` (with the page's size and, when
+  ``/usr/bin/chromium`` exists, the time until headless Chromium shows its first
+  content and until the table of values is shown, medians over the runs), ``sdy-dl
+  conflicts`` and ``sdy-dl explain --all``; each output must be the same in every run.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -41,6 +46,7 @@ sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
     python benchmarks/pipeline.py --sizes 1k 13k 51k 100k 200k --runs 3
     python benchmarks/pipeline.py --sizes 51k --runs 7 --explain
     python benchmarks/pipeline.py --sizes 1k 13k --runs 3 --comms --xla
+    python benchmarks/pipeline.py --sizes 13k 51k --runs 3 --audit --no-souffle
     git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
     python benchmarks/pipeline.py --compare-tree /tmp/old
 
@@ -233,11 +239,12 @@ def sdy_dl_argv() -> list[str]:
 
 
 #: Tools timed against another tool than Shardy's process.
-REFERENCE = {"explain": "python", "comms": "explicit", "memory": "explicit"}
+REFERENCE = {"explain": "python", "comms": "explicit", "memory": "explicit",
+             "report": "python", "conflicts": "python", "explain-all": "python"}
 
 
 def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
-          comms: bool = False) -> list[Tool]:
+          comms: bool = False, audit: bool = False) -> list[Tool]:
     base = sdy_dl_argv()
 
     def engine(name: str, *flags: str):
@@ -259,6 +266,13 @@ def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
         for name in ("comms", "memory"):
             out.append(Tool(name, lambda m, o, name=name: base + [
                 name, "--quiet", "--engine", "python", "--format", "json", m], stdout=True))
+    if audit:
+        out += [Tool("report", lambda m, o: base + ["report", "--quiet", "--engine", "python", m,
+                                                    "-o", o]),
+                Tool("conflicts", lambda m, o: base + ["conflicts", "--quiet", "--engine", "python",
+                                                       m], stdout=True),
+                Tool("explain-all", lambda m, o: base + ["explain", "--quiet", "--engine", "python",
+                                                         "--all", m], stdout=True)]
     for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), python engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
         out.append(Tool(f"python@{os.path.basename(os.path.normpath(tree))}",
@@ -320,15 +334,32 @@ def wait_for_builds(cache: str) -> None:
         time.sleep(1)
 
 
+def page_times(path: str) -> tuple[float, float] | None:
+    """(ms to the first contentful paint, ms until the table of values is shown) of the
+    report ``path`` in headless Chromium (None: no ``/usr/bin/chromium``)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from chromium import CHROMIUM, Browser
+
+    if not os.path.exists(CHROMIUM):
+        return None
+    with Browser("file://" + os.path.abspath(path), timeout=600) as page:
+        page.wait_for("performance.getEntriesByName('first-contentful-paint').length > 0 && "
+                      "performance.getEntriesByName('values-shown').length > 0")
+        return page.evaluate("[performance.getEntriesByName('first-contentful-paint')[0].startTime, "
+                             "performance.getEntriesByName('values-shown')[0].startTime]")
+
+
 def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
-               trees: list[str], explain: bool = False, comms: bool = False) -> dict:
+               trees: list[str], explain: bool = False, comms: bool = False,
+               audit: bool = False) -> dict:
     """One row of the table; ``caches``: the sdy-dl cache of the python runs and,
     when Soufflé runs, of the souffle runs (each fresh: the first size runs cold)."""
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools("souffle" in caches, clingo, trees, explain, comms)
-    outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}.out") for t in procs}
+    procs = tools("souffle" in caches, clingo, trees, explain, comms, audit)
+    outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}."
+                                    f"{'html' if t.name == 'report' else 'out'}") for t in procs}
     cold = {}
     for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
         other_tree = tool.name.startswith("python@")
@@ -348,7 +379,8 @@ def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
         built = len(cached_entries(cache) - before)
         cold[tool.name] = (first, time.perf_counter() - start, built)
     same = {}
-    printed: dict[str, set[str]] = {}   # tools whose output is what they print: every run's
+    printed: dict[str, set[str]] = {}   # tools not compared with Shardy: every run's output
+    page = {"bytes": [], "paint_ms": [], "table_ms": []}
     for _ in range(runs):
         for tool in procs:
             elapsed, cpu, rss = run_process(tool.argv(module, outputs[tool.name]), tool.env,
@@ -356,19 +388,25 @@ def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
             tool.times.append(elapsed)
             tool.cpu.append(cpu)
             tool.rss_kb.append(rss)
-            if tool.stdout:
+            if tool.stdout or tool.name in REFERENCE:
                 with open(outputs[tool.name], encoding="utf-8") as f:
                     printed.setdefault(tool.name, set()).add(f.read())
+            if tool.name == "report":
+                page["bytes"].append(os.path.getsize(outputs[tool.name]))
+                times = page_times(outputs[tool.name])
+                if times is not None:
+                    page["paint_ms"].append(times[0])
+                    page["table_ms"].append(times[1])
     with open(outputs["shardy"], encoding="utf-8") as f:
         expected = f.read()
     for tool in procs[1:]:
-        if tool.stdout:   # the same (non-empty) output in every run
+        if tool.stdout or tool.name in REFERENCE:   # the same (non-empty) output in every run
             same[tool.name] = len(printed[tool.name]) == 1 and "" not in printed[tool.name]
             continue
         with open(outputs[tool.name], encoding="utf-8") as f:
             same[tool.name] = f.read() == expected
     return {"label": label, "layers": SIZES[label], "ops": ops, "tools": procs,
-            "same": same, "cold": cold}
+            "same": same, "cold": cold, "page": page}
 
 
 def ratios(tool: Tool, ref: Tool) -> tuple[float, float, float]:
@@ -381,7 +419,8 @@ def ratios(tool: Tool, ref: Tool) -> tuple[float, float, float]:
 
 def table(rows: list[dict]) -> str:
     """The markdown table of ``rows``: ratios to Shardy's process (``explain``'s to the
-    python engine's ``propagate``, ``comms``' and ``memory``'s to ``explicit``)."""
+    python engine's ``propagate``, ``comms``' and ``memory``'s to ``explicit``, the audit
+    commands' to ``python``), then the report page's size and times."""
     names = [t.name for t in rows[0]["tools"]]
     head = ["module", "ops"]
     for name in names:
@@ -389,6 +428,9 @@ def table(rows: list[dict]) -> str:
         if name != "shardy":
             of = f" / {REFERENCE[name]}" if name in REFERENCE else ""
             head += [f"{name}{of} ratio", f"{name}{of} CPU ratio", f"{name}{of} ratio of rounds"]
+    with_page = any(row["page"]["bytes"] for row in rows)
+    if with_page:
+        head += ["report MB", "report first paint ms", "report table shown ms"]
     head.append("identical")
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for row in rows:
@@ -401,6 +443,11 @@ def table(rows: list[dict]) -> str:
             if name != "shardy":
                 ref = tools_[REFERENCE.get(name, "shardy")]
                 cells += [f"{r:.2f}x" for r in ratios(tools_[name], ref)]
+        if with_page:
+            p = row["page"]
+            cells.append(f"{statistics.median(p['bytes']) / 1e6:.1f}" if p["bytes"] else "")
+            cells += [f"{statistics.median(p[k]):.0f}" if p[k] else "n/a"
+                      for k in ("paint_ms", "table_ms")]
         cells.append(", ".join(f"{n}: {'yes' if s else 'NO'}" for n, s in row["same"].items()))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -462,6 +509,9 @@ def main(argv=None) -> int:
     parser.add_argument("--xla", action="store_true",
                         help="print sdy-dl's collective and argument totals beside XLA's "
                              "compiled module's (implies --comms)")
+    parser.add_argument("--audit", action="store_true",
+                        help="also time 'sdy-dl report', 'conflicts' and 'explain --all' (python "
+                             "engine), with the report's size and its first paint in Chromium")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -478,7 +528,7 @@ def main(argv=None) -> int:
     rows = []
     for label in args.sizes:
         row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree,
-                         args.explain, args.comms or args.xla)
+                         args.explain, args.comms or args.xla, args.audit)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
         if args.xla:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sdy_dl.audit import Audit
-from sdy_dl.audit.render import html_chunks
+from sdy_dl.audit.report import html_chunks
 from sdy_dl.cli import main
 from sdy_dl.cli.options import make_pass_options, pass_options
 from sdy_dl.ir import load_module
@@ -16,11 +16,11 @@ from sdy_dl.output import write_atomic
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True,
               type=click.Path(dir_okay=False, allow_dash=True), help="The HTML file (- for stdout).")
-@click.option("--depth", default=8, show_default=True, type=click.IntRange(1, 100),
-              help="How many derivation steps to show below each value.")
 @pass_options
-def report(module: str, output: str, depth: int, **opts) -> None:
-    """One self-contained HTML page: every value of the propagated MODULE, its
-    sharding, its derivation (linked along derivations) and the conflicts."""
+def report(module: str, output: str, **opts) -> None:
+    """One self-contained HTML page on the propagated MODULE: a summary (meshes, how
+    many values are sharded, partially sharded, replicated; conflict groups), the
+    conflicts, and a table of every value, searchable and filterable by name, op,
+    function, sharding and source, whose derivation opens on demand."""
     audit = Audit(load_module(module), make_pass_options(**opts))
-    write_atomic(output, html_chunks(audit, depth))
+    write_atomic(output, html_chunks(audit))

@@ -62,6 +62,10 @@ class PropagationResult:
         """Every place propagation could not agree (``print()`` them for the groups)."""
         return Conflicts(self.audit.conflicts(), self.audit.conflict_groups())
 
+    def conflict_groups(self) -> list:
+        """:meth:`conflicts` grouped by pattern, each group with its count and members."""
+        return self.audit.conflict_groups()
+
     def collectives(self, cost_model=None):
         """The collective ledger (:class:`sdy_dl.audit.collectives.Ledger`) of a result
         propagated with ``explicit_collectives=True`` (else an ``SdyError``).

@@ -13,7 +13,8 @@ printed output module:
 | `reasons`    | why a value is unsharded or blocked |
 | `conflicts`  | where propagation could not agree, what decided, what the output does; grouped |
 | `communication_at` | the reshards and collectives at an op of the output (or of its explicit copy) |
-| `render`     | trees as text, Graphviz dot and one HTML report |
+| `render`     | trees as text and Graphviz dot |
+| `report`     | the HTML report: named sections, the values' data, derivations as a DAG |
 | `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
 | `step_proofs` | proofs for the step nodes of trees, from the engine the audit ran |

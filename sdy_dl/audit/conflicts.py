@@ -58,6 +58,7 @@ class Conflict:
     output: list[dict] = field(default_factory=list)  # moves at the op: tensor, ops
     predicted: bool = True         # output moves learnt from an explicit copy (not printed)
     tag: str | None = field(default=None, repr=False)
+    tensors: list[int] = field(default_factory=list, repr=False)   # the competitors' step tensors
 
     @property
     def factor(self) -> str:
@@ -81,6 +82,7 @@ class Conflict:
     def to_json(self) -> dict:
         out = asdict(self)
         out.pop("tag")
+        out.pop("tensors")
         out["decided_text"] = self.decided_text
         out["output_text"] = self.output_text
         return out
@@ -124,9 +126,7 @@ def find_conflicts(explainer, communication=None) -> list[Conflict]:
         visits[(cause.op or {}).get("tag") or id(cause)] += 1
     out = []
     for cause in last_visits(explainer):
-        i = records.index[cause.step]
-        if i in records.mesh:
-            out += _step_conflicts(explainer, cause, i, records)
+        out += [(c, cause) for c in step_conflicts(explainer, cause, records)]
     if not out:
         return out
     if callable(communication):
@@ -135,8 +135,7 @@ def find_conflicts(explainer, communication=None) -> list[Conflict]:
     total = len(explainer.tracer.steps)
     for c, cause in out:
         keys = [k for k, _ in cause.inputs]
-        for comp in c.competitors:
-            t = comp.pop("t")
+        for comp, t in zip(c.competitors, c.tensors):
             key = keys[t] if t < len(keys) else None
             axes = [c.axis] if c.axis else comp["axes"]
             comp["origins"] = [{"axis": a, "from": origins.of(key, comp["dim"], a, cause.at,
@@ -153,8 +152,20 @@ def find_conflicts(explainer, communication=None) -> list[Conflict]:
     return [c for c, _ in out]
 
 
-def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object]]:
-    """The conflicts of step ``i`` (``cause``'s step), each with the cause."""
+def step_conflicts(explainer, cause, records) -> list[Conflict]:
+    """The conflicts of ``cause``'s step (found once per cause and records; their
+    origins, order and output are filled in by :func:`find_conflicts`)."""
+    memo = explainer.__dict__.setdefault("_step_conflicts", {})
+    marker = (cause.index, id(records))
+    if marker not in memo:
+        i = records.index.get(cause.step)
+        memo[marker] = ([] if i is None or i not in records.mesh
+                        else _step_conflicts(explainer, cause, i, records))
+    return memo[marker]
+
+
+def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
+    """The conflicts of step ``i`` (``cause``'s step)."""
     recs, replicated = records.rec, records.replicated
     step = cause.step
     rule = step.rule
@@ -191,6 +202,8 @@ def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object
     def axes_of(t: int, f: int) -> list[str]:
         return [records.ref_text(i, r) for r in recs.get((i, t, f), [])]
 
+    if not found:
+        return []
     conflicts = []
     first_value = next((explainer.key_name(k) for k in keys[n:] + keys[:n]), "")
     for kind, factors, axis in found:
@@ -198,7 +211,7 @@ def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object
                     [records.fin.get((i, t, f), []) for t in tensors
                      if tensor_dim(rule, t, f) is not None])]
                 for f in factors}
-        competitors = []
+        competitors, tensor_of = [], []
         for f in factors:
             for t in tensors:
                 refs = recs.get((i, t, f), [])
@@ -216,8 +229,9 @@ def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object
                 name = factor_name(f)
                 won = (axis in {_axis_name(x) for x in kept[name]} if axis and not rep
                        else bool(axes) and axes == kept[name])
+                tensor_of.append(t)
                 competitors.append({
-                    "t": t, "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
+                    "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
                     "tensor": tensor(t), "dim": tensor_dim(rule, t, f), "factor": name,
                     "axes": axes, "replicated": rep, "won": won})
         if len(competitors) < 2:
@@ -231,10 +245,10 @@ def _step_conflicts(explainer, cause, i, records) -> list[tuple[Conflict, object
             decided["source"] = "; ".join(
                 f"factor {factor_name(f)} takes the axes of its source tensor {tensor(s)} (the "
                 "largest sharded tensor of the factor)" for f, s in sources)
-        conflicts.append((Conflict(cause.op["name"], cause.op["place"],
-                                   [factor_name(f) for f in factors], axis, kind, first_value,
-                                   rule.to_text(), competitors, kept, decided,
-                                   tag=cause.op.get("tag")), cause))
+        conflicts.append(Conflict(cause.op["name"], cause.op["place"],
+                                  [factor_name(f) for f in factors], axis, kind, first_value,
+                                  rule.to_text(), competitors, kept, decided,
+                                  tag=cause.op.get("tag"), tensors=tensor_of))
     return conflicts
 
 

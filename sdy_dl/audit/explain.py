@@ -80,12 +80,34 @@ class Node:
         return f"<ul style='list-style:none'>{tree_html(self)}</ul>"
 
 
+def shown_children(key, factors: list, children: list) -> list:
+    """The children (anything with a ``key``) the step node of tracer key ``key`` shows:
+    when the step changed ``factors`` (with their sources' keys), the tensors they came
+    from and the value's own past; else all."""
+    if not factors:
+        return children
+    wanted = {key} | {s["key"] for f in factors for s in f["from"]}
+    return [child for child in children if child.key in wanted] or children
+
+
 def _has_axes(sharding) -> bool:
     return bool(sharding.replicated) or any(d.axes for d in sharding.dims)
 
 
+#: Sharding -> its text (shardings are interned and hash once; a report prints each
+#: of them thousands of times).
+_TEXTS: dict = {}
+
+
 def _text(sharding) -> str:
-    return "(none)" if sharding is None else sharding.to_text()
+    if sharding is None:
+        return "(none)"
+    text = _TEXTS.get(sharding)
+    if text is None:
+        if len(_TEXTS) > 1 << 16:
+            _TEXTS.clear()
+        text = _TEXTS[sharding] = sharding.to_text()
+    return text
 
 
 class Explainer:
@@ -98,12 +120,25 @@ class Explainer:
         self.propagated = propagated
         self.outputs = outputs
         self._details: dict[int, list] = {}
+        self._all_prepared = False   # every write's step detail is in _details
         self._steps_reading: dict | None = None
+        # What every tree containing a step repeats, made once: names by key, a
+        # cause's text, a step's factors (with and without the sources' keys).
+        self._names: dict = {}
+        self._becauses: dict[int, str] = {}
+        self._factor_lists: dict[tuple, tuple[list, list]] = {}
 
     # -- names ------------------------------------------------------------
 
     def key_name(self, key) -> str:
         """The name of a tracer key: an output value, else an input value, else internal."""
+        try:
+            return self._names[key]
+        except KeyError:
+            name = self._names[key] = self._key_name(key)
+            return name
+
+    def _key_name(self, key) -> str:
         if isinstance(key, tuple) and key and key[0] == "result":
             return f"result:{key[1]}"
         outs = self.outputs.by_key.get(key)
@@ -212,9 +247,6 @@ class Explainer:
         return self._node(d)
 
     def _export_created(self, out: OutputValue, depth: int) -> Node:
-        from jaxlib.mlir.ir import OpResult
-
-        value = out.value
         at = f" at output line {out.line}" if out.line else ""
         op = {"name": out.op, "place": f"output line {out.line}" if out.line else out.place}
         if out.line:
@@ -225,16 +257,22 @@ class Explainer:
             node.because = (f"sdy.reshard{at} inserted by the export passes (insert-explicit-"
                             "reshards, insert-func-call-reshards): the operand is resharded to what "
                             "its user needs")
-        if value is not None and isinstance(value, OpResult):
-            for operand in value.owner.operands:
-                src = self.outputs.by_value.get(operand)
-                if src is None:
-                    continue
-                if depth > 1:
-                    node.children.append(self.explain(src, depth - 1))
-                else:
-                    node.truncated = "depth"
+        for src in self.operand_values(out):
+            if depth > 1:
+                node.children.append(self.explain(src, depth - 1))
+            else:
+                node.truncated = "depth"
         return node
+
+    def operand_values(self, out: OutputValue) -> list[OutputValue]:
+        """The output values an op result ``out`` reads (its op's operands)."""
+        from jaxlib.mlir.ir import OpResult
+
+        value = out.value
+        if value is None or not isinstance(value, OpResult):
+            return []
+        found = (self.outputs.by_value.get(operand) for operand in value.owner.operands)
+        return [src for src in found if src is not None]
 
     def _unsharded(self, out: OutputValue) -> Node:
         from sdy_dl.audit.reasons import unsharded_reasons
@@ -244,6 +282,8 @@ class Explainer:
 
     def _prepare(self, derivations: list[Derivation]) -> None:
         """Evaluate the factor-level detail of every step in ``derivations`` at once."""
+        if self._all_prepared:
+            return
         todo: dict[int, Cause] = {}
         stack = list(derivations)
         while stack:
@@ -266,12 +306,14 @@ class Explainer:
             self._details[c.index] = by_step[c.step]
 
     def prepare_all(self) -> None:
-        """Evaluate the detail of every step the propagation took (``--all``)."""
+        """Evaluate the detail of every step the propagation took (``--all``, ``report``):
+        the op steps' from the whole propagation's records, the rest in one call."""
         self.step_records()
-        roots = [d for d in (self.tracer.tree(k, 1) for k in self.tracer.keys()) if d is not None]
-        self._prepare(roots)
+        self._prepare([Derivation(w.key, w.sharding, w) for w in self.tracer.writes])
+        self._all_prepared = True
 
     def _node(self, d: Derivation) -> Node:
+        """The named node of ``d`` and its subtree."""
         name = self.key_name(d.key)
         if d.write is None:
             return self._leaf(d, name)
@@ -279,23 +321,32 @@ class Explainer:
         op = c.op
         if op is not None and self.outputs.line_of_tag(op.get("tag")):
             op = {**op, "output_line": self.outputs.line_of_tag(op.get("tag"))}
-        node = Node(name, d.sharding.to_text(), self._because(c), kind=c.kind, op=op,
+        node = Node(name, _text(d.sharding), self._because(c), kind=c.kind, op=op,
                     strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated,
                     key=d.key)
+        plain = []
         if c.step is not None:
-            node.factors = self._factors(c, d.key)
+            node.factors, plain = self._factor_pair(c, d.key)
         if d.truncated == "seen":
             node.because += " (derived above)"
-        children = d.children
-        if node.factors:
-            # The tensors the changed factors came from (and the value's own past).
-            wanted = {d.key} | {s["key"] for f in node.factors for s in f["from"]}
-            children = [child for child in children if child.key in wanted] or children
-        node.children = [self._node(child) for child in children]
-        for f in node.factors:
-            for s in f["from"]:
-                s.pop("key", None)
+        node.children = [self._node(child) for child in shown_children(d.key, node.factors,
+                                                                       d.children)]
+        node.factors = plain
         return node
+
+    def _factor_pair(self, c: Cause, key) -> tuple[list, list]:
+        """:meth:`_factors` of a step, with the sources' keys and without (made once per
+        step and key, shared by every tree showing it: not to be modified)."""
+        marker = (c.index, key)
+        pair = self._factor_lists.get(marker)
+        if pair is None:
+            keyed = self._factors(c, key)
+            plain = [dict(f, **{"from": [{k: v for k, v in x.items() if k != "key"}
+                                         for x in f["from"]]}) for f in keyed]
+            pair = (keyed, plain)
+            if c.index in self._details:
+                self._factor_lists[marker] = pair
+        return pair
 
     def op_place(self, op) -> str:
         """Where the op a step ran on is: ``output line 52 (input line 48)``, or its
@@ -309,6 +360,12 @@ class Explainer:
         return place
 
     def _because(self, c: Cause) -> str:
+        text = self._becauses.get(c.index)
+        if text is None:
+            text = self._becauses[c.index] = self._cause_text(c)
+        return text
+
+    def _cause_text(self, c: Cause) -> str:
         if c.kind in ("step", "edge", "barrier") and c.op is not None:
             op = c.op
             what = {"edge": "data-flow edge", "barrier": "propagation barrier"}.get(c.kind, op["name"])
@@ -344,7 +401,7 @@ class Explainer:
         """A leaf: the annotation of the input a key's first sharding is.  The node is
         named as the output names the value (``input %9`` when the output has no such
         value); the annotation is cited with the input's own name and place."""
-        text = d.sharding.to_text()
+        text = _text(d.sharding)
         if isinstance(d.key, tuple):
             given = self.inputs.results.get(d.key[1])
             return Node(name, text, f"annotation in the input: {name} = {given}", kind="annotation")

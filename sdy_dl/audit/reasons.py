@@ -33,18 +33,11 @@ def unsharded_reasons(explainer, out, records=None) -> list[str]:
     last = last_steps(explainer, key)
     reasons = []
     if last:
-        from sdy_dl.audit.conflicts import _step_conflicts
-
         if records is None:
             records = explainer.records_for([c.step for c in last.values()])
         for cause in last.values():
-            i = records.index.get(cause.step)
-            conflicts = set()
-            if i is not None and i in records.mesh:
-                conflicts = {(c.place, c.op, f)
-                             for c, _ in _step_conflicts(explainer, cause, i, records)
-                             for f in c.factors}
-            reasons += _blocked(records, cause, key, empty, conflicts)
+            reasons += _blocked(records, cause, key, empty,
+                                _conflicting_factors(explainer, cause, records))
     if not reasons and last:
         elsewhere = sorted({f"{c.op['name']} at {c.op['place']}" for c in last.values()
                             if any(s is not None and any(d.axes for d in s.dims)
@@ -57,6 +50,14 @@ def unsharded_reasons(explainer, out, records=None) -> list[str]:
         reasons.append("no annotation reaches it: no op with a sharding rule connects it to a "
                        "value that has axes on the same factor")
     return list(dict.fromkeys(reasons))
+
+
+def _conflicting_factors(explainer, cause, records) -> set:
+    """(place, op, factor) of the conflicting factors of ``cause``'s step."""
+    from sdy_dl.audit.conflicts import step_conflicts
+
+    return {(c.place, c.op, f) for c in step_conflicts(explainer, cause, records)
+            for f in c.factors}
 
 
 def _empty_dims(out) -> set[int] | None:

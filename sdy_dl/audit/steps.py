@@ -153,7 +153,7 @@ DETAIL_BATCH = 256
 
 
 def evaluate_with_details(steps: list, meshes) -> dict[str, set[tuple]]:
-    """Run the ``step`` program on ``steps`` with clingo, reading ``DETAIL_RELATIONS`` too
+    """Run the ``step`` program on ``steps`` with the embedded Python engine, reading ``DETAIL_RELATIONS`` too
     (in batches of ``DETAIL_BATCH``; instance ids are positions in ``steps``)."""
     if len(steps) <= DETAIL_BATCH:
         return _evaluate_batch(steps, meshes)
@@ -165,11 +165,8 @@ def evaluate_with_details(steps: list, meshes) -> dict[str, set[tuple]]:
 
 
 def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
-    import clingo
-    import clingo.ast
-
     from sdy_dl.datalog.program import Program
-    from sdy_dl.engines.to_clingo import Context, translate
+    from sdy_dl.engines.python_engine import PythonEngine
     from sdy_dl.propagation.step_eval import step_program
     from sdy_dl.propagation.step_facts import step_facts
 
@@ -177,30 +174,8 @@ def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     decls = {n: (replace(d, is_output=True) if n in DETAIL_RELATIONS or d.is_output else d)
              for n, d in program.decls.items()}
     shown = Program(program.text, decls)
-    facts = step_facts(steps, meshes)
-    ctl = clingo.Control(["--warn=none"])
-    with clingo.ast.ProgramBuilder(ctl) as builder:
-        clingo.ast.parse_string(translate(shown), builder.add)
-    ctl.add("base", [], "".join(_fact(n, r) for n, rows in facts.items() for r in rows))
-    context = Context()
-    ctl.ground([("base", [])], context=context)
-    if context.error is not None:
-        raise context.error
-    out: dict[str, set[tuple]] = {d.name: set() for d in shown.outputs}
-    with ctl.solve(yield_=True) as handle:
-        for model in handle:
-            for sym in model.symbols(shown=True):
-                out[sym.name].add(tuple(a.number if a.type == clingo.SymbolType.Number else a.string
-                                        for a in sym.arguments))
-    return out
-
-
-def _fact(name: str, row: tuple) -> str:
-    def term(v):
-        if isinstance(v, int):
-            return str(v)
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    return f"{name}({','.join(term(v) for v in row)}).\n" if row else f"{name}.\n"
+    out = PythonEngine().run(shown, step_facts(steps, meshes))
+    return {d.name: set(out.get(d.name, ())) for d in shown.outputs}
 
 
 class StepRecords:
