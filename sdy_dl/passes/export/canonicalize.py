@@ -73,8 +73,9 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
                              "in_side_effect_attr": set(), "in_tensor_def": set(),
                              "in_all_reduce": set(), "in_axes_collective": set(),
                              "in_collective_axis": set(), "in_permute": set(),
-                             "in_has_sharding": set(), "in_mesh_ref": set(),
+                             "in_has_sharding": set(), "in_mesh_ref": set(), "in_rank": set(),
                              "in_dim_axis": set(), "in_unreduced": set(),
+                             "in_ignore_unreduced": set(),
                              "in_replicated_to_unreduced": set(),
                              "in_sharded_to_unreduced": set(),
                              "in_effect_free_dialect": {(d,) for d in EFFECT_FREE_DIALECTS},
@@ -126,7 +127,7 @@ def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> N
         facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
     if mop.name == "sdy.collective_permute":
         from sdy_dl.ir.value_sharding import get_sharding
-        from sdy_dl.passes.export.reshard_to_collectives import equivalence_facts
+        from sdy_dl.passes.export.is_equivalent import equivalence_facts
 
         facts["in_permute"].add((i,))
         for side, sharding in (("in", get_sharding(mop.operands[0])),

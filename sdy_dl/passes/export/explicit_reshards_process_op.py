@@ -23,11 +23,10 @@ from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_m
                                                                project_out)
 from sdy_dl.passes.export.explicit_reshards_reshape import (greatest_common_prefix_axes,
                                                             redistributed)
-from sdy_dl.passes.export.explicit_reshards_targets import equivalent
 from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, dot_result_axes, get_mesh,
                                                          is_fully_replicated, reduction_axes,
                                                          sharding_bypassing_barriers)
-from sdy_dl.passes.export.insert_func_call_reshards import is_equivalent
+from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.sharding import DimSharding, TensorSharding, axis_set_diff
 
 
@@ -119,7 +118,7 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
             for k, op, proj in zip(indices, ops, legal)}
 
 
-def decide(pendings: list[Pending], meshes, options):
+def decide(pendings: list[Pending], meshes, options, is_equivalent: IsEquivalent):
     """Per pending op: (its update: which tensors change and their new
     shardings, or None; the axes to all-reduce after it)."""
     projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options)
@@ -147,19 +146,16 @@ def decide(pendings: list[Pending], meshes, options):
     outs = project_out([p.op for p, (axes, _) in zip(pendings, plans) if axes is not None],
                        [axes for axes, _ in plans if axes is not None], meshes, options)
     it = iter(outs)
-    decided = []
-    for k, (p, (axes, reduce_axes)) in enumerate(zip(pendings, plans)):
-        update = next(it) if axes is not None else None
-        if k in reshapes:
-            # The reshape's tensors change when their new sharding is not
-            # equivalent to the old one (the operand's own, the result's
-            # read through barriers).
-            operand, result = update.shardings
-            update = dataclasses.replace(update, updated=(
-                not equivalent(get_sharding(p.mop.operands[0]), operand),
-                not is_equivalent(result, p.originals[1])))
-        decided.append((update, reduce_axes))
-    return decided
+    updates = [next(it) if axes is not None else None for axes, _ in plans]
+    # A reshape's tensors change when their new sharding is not equivalent to
+    # the old one (the operand's own, the result's read through barriers).
+    pairs = [pair for k in sorted(reshapes) for pair in (
+        (get_sharding(pendings[k].mop.operands[0]), updates[k].shardings[0], False),
+        (updates[k].shardings[1], pendings[k].originals[1], False))]
+    same = iter(is_equivalent.many(pairs))
+    for k in sorted(reshapes):
+        updates[k] = dataclasses.replace(updates[k], updated=(not next(same), not next(same)))
+    return [(update, reduce_axes) for update, (_, reduce_axes) in zip(updates, plans)]
 
 
 def _create(name: str, value, attributes: dict, loc):

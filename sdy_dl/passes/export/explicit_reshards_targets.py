@@ -21,23 +21,15 @@ from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import block_arg_owners, edge_sources, get_sharding, result_owners
 from sdy_dl.passes.export.explicit_reshards_util import (insert_all_reduce_if_unreduced_to_replicated,
-                                                         insert_unreduced_collectives,
-                                                         is_fully_replicated)
-from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like, is_equivalent
+                                                         insert_unreduced_collectives)
+from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
+from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 
-def equivalent(sharding: TensorSharding | None, other: TensorSharding | None) -> bool:
-    """Shardy's free ``isEquivalent``: a missing sharding is equivalent to any
-    sharding without dim axes (unreduced axes aside)."""
-    if sharding is None:
-        return is_fully_replicated(other)
-    return is_equivalent(sharding, other)
-
-
 def reshard_to_target(mop, index: int, target: TensorSharding | None, meshes,
-                      on_full: bool) -> bool:
+                      on_full: bool, equivalent: IsEquivalent) -> bool:
     """Shardy's ``insertExplicitReshardsToTargetSharding`` with the new ops right
     after operand ``index`` of ``mop``: all-reduce the unreduced axes ``target``
     does not keep, make unreduced the axes it adds, and, in full, reshard to
@@ -77,14 +69,14 @@ def call_targets(call, func, meshes) -> list[TensorSharding] | None:
     return None
 
 
-def reshard_call_operands(call, func, meshes) -> bool:
+def reshard_call_operands(call, func, meshes, equivalent: IsEquivalent) -> bool:
     """``insertExplicitReshardsOnCallOp`` (calls are always treated in full)."""
     targets = call_targets(call, func, meshes)
     if targets is None:
         return False
     changed = False
     for i, target in enumerate(targets):
-        changed |= reshard_to_target(call, i, target, meshes, True)
+        changed |= reshard_to_target(call, i, target, meshes, True, equivalent)
     return changed
 
 
@@ -105,12 +97,12 @@ def edge_owners(mop):
     return out
 
 
-def reshard_edge_sources(mop, meshes, on_full: bool) -> bool:
+def reshard_edge_sources(mop, meshes, on_full: bool, equivalent: IsEquivalent) -> bool:
     """``insertExplicitReshardsOnDataFlowOp``."""
     changed = False
     for target, sources in edge_owners(mop):
         for user, i in sources:
-            changed |= reshard_to_target(user, i, target, meshes, on_full)
+            changed |= reshard_to_target(user, i, target, meshes, on_full, equivalent)
     return changed
 
 
@@ -143,7 +135,7 @@ def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes,
     return changed
 
 
-def reshard_returned(func, meshes, on_full: bool) -> bool:
+def reshard_returned(func, meshes, on_full: bool, equivalent: IsEquivalent) -> bool:
     """``insertExplicitReshardsOnFuncReturn``: each returned value against the
     function's result sharding, the new ops right before the return."""
     block = func.regions[0].blocks[0]

@@ -68,6 +68,7 @@ from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced
                                                             reshard_returned,
                                                             reshard_to_unreduced)
 from sdy_dl.passes.export.explicit_reshards_util import DOT_OPS
+from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.passes.options import Option
 
 ENABLE_FULL_VERSION = Option(
@@ -118,6 +119,7 @@ def run(module: Module, options: PassOptions) -> Module:
         meshes = module_meshes(module)
         table = func_table(module)
         rules = op_rules(module, options)
+        equivalent = IsEquivalent(options)
         changed = False
         pendings: list[Pending] = []
         # Without unreduced axes anywhere, no operand is all-reduced and the
@@ -143,10 +145,11 @@ def run(module: Module, options: PassOptions) -> Module:
                     continue
                 on_full = is_on_full_version(mop, full)
                 if mop.name in DATA_FLOW_OPS:
-                    changed |= reshard_edge_sources(mop, meshes, on_full)
+                    changed |= reshard_edge_sources(mop, meshes, on_full, equivalent)
                     continue
                 if mop.name == "func.call":
-                    changed |= reshard_call_operands(mop, table[callee_name(mop)], meshes)
+                    changed |= reshard_call_operands(mop, table[callee_name(mop)], meshes,
+                                                     equivalent)
                     continue
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
                     known.clear()
@@ -163,8 +166,9 @@ def run(module: Module, options: PassOptions) -> Module:
                         raise op_error(module, mop, "insert-explicit-reshards: tensors without "
                                        "a static shape are not supported")
                     pendings.append(pending)
-            changed |= reshard_returned(func, meshes, full)
-        for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options)):
+            changed |= reshard_returned(func, meshes, full, equivalent)
+        for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options,
+                                                             equivalent)):
             if update is not None:
                 changed |= apply_full(p, update, meshes) if p.on_full else apply_dot(p, update)
             if reduce_axes:

@@ -5,9 +5,9 @@ For every ``func.call`` (walk order) the callee's result shardings
 non-maximal mesh; when the callee has none, fully closed shardings like the
 call's own, and nothing happens when the call has none either) are compared
 with the shardings of the call's results.  Each result whose sharding is not
-equivalent (same mesh and dimension axes, unreduced axes ignored as jaxlib's
-pass ignores them; a missing or fully replicated sharding equals only a
-fully replicated one) gets an
+equivalent (Shardy's ``isEquivalent``, decided in Datalog:
+:mod:`.is_equivalent`; unreduced axes ignored as jaxlib's pass ignores them)
+gets an
 ``sdy.reshard`` right after the call to its current sharding (or fully
 closed when it has none), which all its other uses now read.  The call's
 ``sdy.sharding`` becomes the callee's result shardings.
@@ -22,6 +22,7 @@ from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import calls_with_callees, func_result_shardings
+from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 
@@ -30,31 +31,17 @@ def fully_closed_like(s: TensorSharding) -> TensorSharding:
     return TensorSharding(s.mesh, tuple(DimSharding((), True) for _ in s.dims))
 
 
-def is_equivalent(a: TensorSharding | None, b: TensorSharding | None,
-                  ignore_unreduced: bool = False) -> bool:
-    """``TensorShardingAttr::isEquivalent`` (unreduced axes compared unless
-    ``ignore_unreduced``)."""
-    def replicated(s):
-        return s is None or ((ignore_unreduced or not s.unreduced)
-                             and all(not d.axes for d in s.dims))
-
-    if replicated(a):
-        return replicated(b)
-    if b is None or a.mesh != b.mesh or (not ignore_unreduced and a.unreduced != b.unreduced):
-        return False
-    return len(a.dims) == len(b.dims) and all(x.axes == y.axes for x, y in zip(a.dims, b.dims))
-
-
-def insert_reshards(call, func, meshes) -> bool:
+def insert_reshards(call, func, meshes, is_equivalent: IsEquivalent) -> bool:
     wanted = func_result_shardings(func, meshes)
     if wanted is None:
         current = read_per_value(call, SHARDING_ATTR)
         if not current:
             return False
         wanted = [fully_closed_like(s) for s in current]
-    for want, result in zip(wanted, call.results):
-        have = get_sharding(result)
-        if is_equivalent(want, have, ignore_unreduced=True):
+    haves = [get_sharding(result) for result in call.results]
+    same = is_equivalent.many((want, have, True) for want, have in zip(wanted, haves))
+    for want, result, have, equivalent in zip(wanted, call.results, haves, same):
+        if equivalent:
             continue
         target = have if have is not None else fully_closed_like(want)
         reshard = insert_sharding_op_after("sdy.reshard", result, target, call.location)
@@ -68,8 +55,9 @@ def insert_reshards(call, func, meshes) -> bool:
 def run(module: Module, options: PassOptions) -> Module:
     def edit() -> bool:
         meshes = module_meshes(module)
+        is_equivalent = IsEquivalent(options)
         changed = False
         for call, callee in calls_with_callees(module):
-            changed |= insert_reshards(call, callee, meshes)
+            changed |= insert_reshards(call, callee, meshes, is_equivalent)
         return changed
     return rewrite(module, edit)

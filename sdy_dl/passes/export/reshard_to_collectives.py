@@ -34,6 +34,8 @@ from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
 from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
+from sdy_dl.passes.export.is_equivalent import RELATIONS as EQUIVALENCE_RELATIONS
+from sdy_dl.passes.export.is_equivalent import equivalence_facts
 from sdy_dl.passes.options import Option
 from sdy_dl.sharding import Mesh, TensorSharding
 
@@ -62,8 +64,7 @@ def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
     """The facts of stage ``reshard_to_collectives`` for ``reshards`` (numbered
     by position)."""
     facts: dict[str, set] = {name: set() for name in (
-        "in_reshard", "in_has_sharding", "in_mesh_ref", "in_mesh_axes", "in_maximal",
-        "in_rank", "in_dim_axis", "in_unreduced")}
+        "in_reshard", "in_mesh_axes", "in_maximal") + EQUIVALENCE_RELATIONS}
     facts["in_flag"] = {(flag.name,) for flag in FLAGS if options[flag]}
     for r, reshard in enumerate(reshards):
         facts["in_reshard"].add((r,))
@@ -75,23 +76,10 @@ def reshard_facts(reshards: list, meshes: dict[str, Mesh], options: PassOptions,
                 raise op_error(module, reshard, f"reshard-to-collectives: unknown mesh "
                                f"{sharding.mesh_text()}")
             equivalence_facts(facts, r, side, sharding)
-            facts["in_rank"].add((r, side, sharding.rank))
             facts["in_mesh_axes"].add((r, side, ", ".join(a.to_text() for a in mesh.axes)))
             if mesh.is_maximal:
                 facts["in_maximal"].add((r, side))
     return facts
-
-
-def equivalence_facts(facts: dict[str, set], r: int, side: str, sharding: TensorSharding) -> None:
-    """The facts of the equivalence macro (``datalog/reshard_to_collectives/
-    equivalent.dl.j2``) for side ``side`` ("in" or "out") of pair ``r``."""
-    facts["in_has_sharding"].add((r, side))
-    facts["in_mesh_ref"].add((r, side, sharding.mesh_text()))
-    for d, dim in enumerate(sharding.dims):
-        for i, axis in enumerate(dim.axes):
-            facts["in_dim_axis"].add((r, side, d, i, axis.to_text()))
-    for axis in sharding.unreduced:
-        facts["in_unreduced"].add((r, side, axis.to_text()))
 
 
 def collective_op(step: Collective, operand, loc):
