@@ -21,24 +21,34 @@ from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import DimSharding, TensorSharding
 
 BANDS = 5
-OFFLOAD_TARGETS = tuple(sorted(ops_with("priority_pass_through_custom_calls")))
+
+#: The traits of the op-trait table (``rules/traits/op_traits.yaml``) that stage
+#: ``op_priorities`` derives each op's op-priority class from.
+CLASS_TRAITS = ("priority_dynamic_slice", "priority_broadcast", "priority_pass_through",
+                "priority_pass_through_custom_calls")
 
 
 #: Edge ops: propagated through with an identity rule, no rule attribute.
 EDGE_OPS = frozenset({"sdy.data_flow_edge", "sdy.func_data_flow_edge"})
 
 
-def op_class(op: Op) -> str:
-    """The op-priority class of ``op`` (see ``datalog/op_priorities/main.dl.j2``)."""
-    if op.name in ops_with("priority_dynamic_slice"):
-        return "dynamic_slice"
-    if op.name in ops_with("priority_broadcast"):
-        return "broadcast"
-    if (is_elementwise(op) or op.name in ops_with("priority_pass_through")
-            or (op.name == "stablehlo.custom_call"
-                and op.attr_text("call_target_name") in (f'"{t}"' for t in OFFLOAD_TARGETS))):
-        return "pass_through"
-    return "other"
+def class_facts(op: Op) -> tuple[str, int, str]:
+    """What stage ``op_priorities`` derives ``op``'s op-priority class from: its
+    name, whether it is elementwise (:func:`is_elementwise`, which the step reads
+    too) and, for a custom call, its call target name ("" otherwise)."""
+    target = ""
+    if op.name == "stablehlo.custom_call":
+        text = op.attr_text("call_target_name") or ""
+        plain = len(text) >= 2 and text[0] == text[-1] == '"' and "\\" not in text
+        target = text[1:-1] if plain else text
+    return op.name, int(is_elementwise(op)), target
+
+
+def trait_facts(names) -> list[tuple[str, str]]:
+    """``in_trait`` of stage ``op_priorities``: (name, trait) for every op name or
+    call target in ``names`` that the op-trait table gives one of :data:`CLASS_TRAITS`."""
+    return [(name, trait) for name in sorted(set(names)) for trait in CLASS_TRAITS
+            if name in ops_with(trait)]
 
 
 class OpPriorities:
@@ -90,8 +100,9 @@ class OpPriorities:
         return directions
 
     def _static_part(self, op: Op) -> tuple | None:
-        """(class, operands as (first index of the same value, scalar), pass-through
-        flag per factor, has a rule attribute), or None for ops without a rule."""
+        """(:func:`class_facts`, operands as (first index of the same value, scalar),
+        pass-through flag per factor, has a rule attribute), or None for ops
+        without a rule."""
         if op.oid not in self._static:
             rule = self._rule(op)
             if rule is None:
@@ -100,7 +111,7 @@ class OpPriorities:
                 first: dict[int, int] = {}
                 operands = tuple((first.setdefault(v.vid, k), int(v.rank == 0))
                                  for k, v in enumerate(op.operands))
-                self._static[op.oid] = (op_class(op), operands,
+                self._static[op.oid] = (class_facts(op), operands,
                                         tuple(int(f.kind == "pass_through") for f in rule.factors),
                                         int(op.name not in EDGE_OPS))
         return self._static[op.oid]
@@ -144,11 +155,16 @@ class OpPriorities:
         todo = sorted(s for s in signatures if s not in self._decided)
         if not todo:
             return
-        facts = {"in_band": [(b,) for b in range(BANDS)], "in_op": [], "in_operand": [],
-                 "in_uses": [], "in_factor": [], "in_rule_attr": []}
+        facts = {"in_band": [(b,) for b in range(BANDS)], "in_op": [], "in_elementwise": [],
+                 "in_call_target": [], "in_trait": [], "in_operand": [], "in_uses": [],
+                 "in_factor": [], "in_rule_attr": []}
         values = 0
-        for o, (cls, operands, factors, rule_attr, counts) in enumerate(todo):
-            facts["in_op"].append((o, cls))
+        for o, ((name, elementwise, target), operands, factors, rule_attr, counts) in enumerate(todo):
+            facts["in_op"].append((o, name))
+            if elementwise:
+                facts["in_elementwise"].append((o,))
+            if target:
+                facts["in_call_target"].append((o, target))
             ids = {}
             for k, (j, scalar) in enumerate(operands):
                 if j not in ids:
@@ -159,6 +175,8 @@ class OpPriorities:
             facts["in_factor"].extend((o, f, p) for f, p in enumerate(factors))
             if rule_attr:
                 facts["in_rule_attr"].append((o,))
+        facts["in_trait"] = trait_facts([n for (_, n) in facts["in_op"]]
+                                        + [t for (_, t) in facts["in_call_target"]])
         out = self.run_stage("op_priorities", facts)
         found: dict[tuple[int, int], dict[int, str]] = {}
         for b, o, f, d in out["direction"]:
