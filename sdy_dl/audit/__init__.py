@@ -18,6 +18,7 @@ printed output module:
 | `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
 | `step_proofs` | proofs for the step nodes of trees, from the engine the audit ran |
+| `decision_proofs` | proofs for the rewrite nodes a Datalog stage decided (user priorities, group syncs) |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |
 | `collectives` | the collective ledger: every collective, its bytes per device and its cause |
 | `cost_model` | bytes per device of tensors and collectives; bandwidth and latency per mesh axis |
@@ -116,10 +117,13 @@ class Audit:
         return memory_table(self, top)
 
     def attach_proofs(self, trees: list[Node]) -> None:
-        """Give every step node of ``trees`` its Datalog proof (``Node.proof``)."""
+        """Give every step node of ``trees``, and every rewrite node a Datalog stage
+        decided, its Datalog proof (``Node.proof``)."""
+        from sdy_dl.audit.decision_proofs import attach_decision_proofs
         from sdy_dl.audit.step_proofs import attach_proofs
 
         attach_proofs(self, trees)
+        attach_decision_proofs(self, trees)
 
     def explain_all(self, depth: int = 8) -> list[Node]:
         """The trees of every value of the output module, in module order."""

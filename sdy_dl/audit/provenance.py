@@ -42,6 +42,18 @@ class _Pairs(Sequence):
         return zip(self.keys, self.shardings)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What a Datalog stage decided for a rewrite cause (user priorities, group
+    syncs): the stage, the facts it ran on, and per tracer key the derived
+    tuples (relation, args) behind that key's write, which ``explain --proof``
+    proves."""
+
+    stage: str
+    facts: Mapping
+    tuples: Mapping
+
+
 @dataclass(slots=True)
 class Cause:
     """What made shardings change: one step or one rewrite."""
@@ -58,6 +70,7 @@ class Cause:
     phase: str = ""
     first: int = -1                # index of the cause's first write
     at: int = 0                    # how many writes came before the cause began
+    decision: Decision | None = None   # the Datalog decision behind a rewrite
 
     @property
     def label(self) -> str:
@@ -101,17 +114,19 @@ class ProvenanceTracer:
     # -- recording (called by the driver and the sharding state) ----------
 
     def begin(self, kind: str, title: str, detail: str = "", inputs=(), op=None, step=None,
-              output=None, strategy: str = "", phase: str = "", keys=None, shardings=None) -> None:
+              output=None, strategy: str = "", phase: str = "", keys=None, shardings=None,
+              decision: Decision | None = None) -> None:
         """A cause begins: ``inputs`` are the ``(key, sharding)`` pairs it read, or
         ``keys`` and ``shardings`` give them as two parallel tuples; ``op``, the op
-        of a step, is described by ``describe_op`` (its line joins the label)."""
+        of a step, is described by ``describe_op`` (its line joins the label);
+        ``decision``: what a Datalog stage decided for a rewrite."""
         self._count += 1
         inputs = _Pairs(keys, shardings) if keys is not None else list(inputs)
         info = None
         if op is not None:
             info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
         self._cause = Cause(self._count, kind, title, detail, inputs, info, step, output,
-                            strategy, phase, at=len(self.writes))
+                            strategy, phase, at=len(self.writes), decision=decision)
         if kind == "step" and step is not None:
             self.steps.append(self._cause)
 

@@ -8,7 +8,8 @@
 * :func:`run_op_priority` runs the five bands, each a complete fixpoint.
 * :func:`run_user_priority` closes and replicates the dims of priority > 0,
   runs the bands, then re-opens the dims of each priority in turn and runs
-  them again.
+  them again; which dims and axes, in which round, is the Datalog stage
+  ``user_priority_propagation``'s decision.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from sdy_dl.ir import Op
 from sdy_dl.ir.traits import ops_with
 from sdy_dl.propagation.driver import Propagator
+from sdy_dl.propagation.state import value_key
 from sdy_dl.propagation.traits import is_elementwise
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -199,62 +201,108 @@ def run_op_priority(propagator: Propagator, run_stage, progress=None, priority: 
 
 # -- user priorities (§7.2) ---------------------------------------------------------
 
-def initialized(sharding: TensorSharding, mesh) -> TensorSharding:
-    """Shardy's ``getInitializedSharding``: dims with priority > 0 become closed
-    and empty, their axes replicated; explicit priority 0 is dropped."""
-    dims, replicated = [], list(sharding.replicated)
-    for d in sharding.dims:
-        if (d.priority or 0) == 0:
-            dims.append(DimSharding(d.axes, d.is_closed))
-        else:
-            replicated.extend(d.axes)
-            dims.append(DimSharding((), True))
-    replicated.sort(key=lambda a: a.sort_key_in(mesh))
-    return TensorSharding(sharding.mesh, tuple(dims), tuple(replicated), sharding.unreduced)
+#: The stage that decides the user priorities.
+USER_PRIORITY_STAGE = "user_priority_propagation"
 
 
-def reopened(current: TensorSharding, original: TensorSharding, priority: int) -> TensorSharding:
-    """Shardy's ``getUpdatedShardingForPriority``: the dims of ``priority`` get their
-    original sharding back, and their axes leave the replicated list."""
-    dims, seen = list(current.dims), set()
-    for i, d in enumerate(original.dims):
-        if (d.priority or 0) == priority:
-            dims[i] = DimSharding(d.axes, d.is_closed)
-            seen.update(d.axes)
-    return TensorSharding(current.mesh, tuple(dims),
-                          tuple(a for a in current.replicated if a not in seen), current.unreduced)
+def user_priority_facts(sites: list[TensorSharding]) -> dict[str, list[tuple]]:
+    """The facts of stage ``user_priority_propagation``: site ``k`` is ``sites[k]``."""
+    facts: dict[str, list[tuple]] = {"in_site": [], "in_dim_priority": [], "in_dim_axis": []}
+    for k, sharding in enumerate(sites):
+        facts["in_site"].append((k,))
+        for d, dim in enumerate(sharding.dims):
+            if dim.priority is not None:
+                facts["in_dim_priority"].append((k, d, dim.priority))
+            facts["in_dim_axis"].extend((k, d, a.to_text()) for a in dim.axes)
+    return facts
+
+
+def initialized(sharding: TensorSharding, mesh, closed: set[int],
+                replicated: set[str]) -> TensorSharding:
+    """Shardy's ``getInitializedSharding`` as decided: the dims ``closed`` become
+    closed and empty, the axes ``replicated`` (as text) join the replicated list
+    in mesh order, and no dim keeps a priority."""
+    axes = {a.to_text(): a for d in sharding.dims for a in d.axes}
+    dims = tuple(DimSharding((), True) if d in closed else DimSharding(dim.axes, dim.is_closed)
+                 for d, dim in enumerate(sharding.dims))
+    added = [axes[a] for a in sorted(replicated)]
+    return TensorSharding(sharding.mesh, dims,
+                          tuple(sorted(list(sharding.replicated) + added,
+                                       key=lambda a: a.sort_key_in(mesh))),
+                          sharding.unreduced)
+
+
+def reopened(current: TensorSharding, original: TensorSharding, dims: set[int],
+             unreplicated: set[str]) -> TensorSharding:
+    """Shardy's ``getUpdatedShardingForPriority`` as decided: the dims ``dims`` get
+    their ``original`` sharding back, the axes ``unreplicated`` (as text) leave the
+    replicated list."""
+    new = tuple(DimSharding(original.dims[i].axes, original.dims[i].is_closed) if i in dims
+                else d for i, d in enumerate(current.dims))
+    return TensorSharding(current.mesh, new,
+                          tuple(a for a in current.replicated if a.to_text() not in unreplicated),
+                          current.unreduced)
 
 
 def run_user_priority(propagator: Propagator, run_stage, progress=None,
                       op_priority: bool = True) -> None:
-    """User-priority propagation: op-priority bands once per priority (§7.2); one
-    plain fixpoint per priority instead when ``op_priority`` is false."""
+    """User-priority propagation (§7.2): which dims are closed, replicated and
+    re-opened in which round is stage ``user_priority_propagation``'s decision;
+    each round runs the op-priority bands (one plain fixpoint instead when
+    ``op_priority`` is false)."""
+    from sdy_dl.audit.provenance import Decision
+
     module = propagator.module
     tracer = propagator.state.tracer
-    if tracer is not None:
-        tracer.begin("priority", "user priorities: dims with priority > 0 closed and replicated")
-    references: dict[int, list[tuple]] = {}
-    for site, read, write in sharding_sites(propagator):
-        sharding = read()
-        if sharding is None or not isinstance(sharding.mesh, str):
-            continue
-        for p in sorted({d.priority for d in sharding.dims if d.priority}):
-            references.setdefault(p, []).append((read, write, sharding))
-        new = initialized(sharding, module.meshes[sharding.mesh])
-        if new != sharding:
-            write(new)
-    if tracer is not None:
-        tracer.end()
+    sites = [(key, read, write, sharding) for key, read, write in sharding_sites(propagator)
+             for sharding in (read(),)
+             if sharding is not None and isinstance(sharding.mesh, str)
+             and any(d.priority is not None for d in sharding.dims)]
+    rounds: list[tuple[int, int]] = []
+    if sites:
+        facts = user_priority_facts([sharding for *_, sharding in sites])
+        decided = run_stage(USER_PRIORITY_STAGE, facts)
+        closed = _by_site(decided["closed_at_start"])
+        replicated = _by_site(decided["replicated_at_start"])
+        rounds = sorted((n, p) for p, n in decided["round"])
+        if tracer is not None:
+            tracer.begin("priority", "user priorities: dims with priority > 0 closed and replicated",
+                         decision=Decision(USER_PRIORITY_STAGE, facts, {
+                             sites[k][0](): [("closed_at_start", (k, d)) for d in sorted(closed[k])]
+                             + [("replicated_at_start", (k, a)) for a in sorted(replicated[k])]
+                             for k in closed}))
+        for k, (key, read, write, sharding) in enumerate(sites):
+            new = initialized(sharding, module.meshes[sharding.mesh], closed.get(k, set()),
+                              replicated.get(k, set()))
+            if new != sharding:
+                write(new)
+        if tracer is not None:
+            tracer.end()
     priorities = OpPriorities(propagator, run_stage)
     _run_priority(propagator, run_stage, progress, 0, op_priority, priorities)
-    for priority in sorted(references):
+    for n, priority in rounds:
+        dims = _by_site((s, d) for m, s, d in decided["reopen"] if m == n)
+        axes = _by_site((s, a) for m, s, a in decided["unreplicated"] if m == n)
         if tracer is not None:
-            tracer.begin("priority", f"user priority {priority}: its dims re-opened")
-        for read, write, original in references[priority]:
-            write(reopened(read(), original, priority))
+            tracer.begin("priority", f"user priority {priority}: its dims re-opened",
+                         decision=Decision(USER_PRIORITY_STAGE, facts, {
+                             sites[k][0](): [("reopen", (n, k, d)) for d in sorted(dims[k])]
+                             + [("unreplicated", (n, k, a)) for a in sorted(axes.get(k, ()))]
+                             for k in dims}))
+        for k in sorted(dims):
+            _, read, write, original = sites[k]
+            write(reopened(read(), original, dims[k], axes.get(k, set())))
         if tracer is not None:
             tracer.end()
         _run_priority(propagator, run_stage, progress, priority, op_priority, priorities)
+
+
+def _by_site(rows) -> dict[int, set]:
+    """``{site: {item, ...}}`` of ``(site, item)`` rows."""
+    out: dict[int, set] = {}
+    for k, item in rows:
+        out.setdefault(k, set()).add(item)
+    return out
 
 
 def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
@@ -268,14 +316,16 @@ def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
 
 
 def sharding_sites(propagator: Propagator):
-    """(site, read, write) for every stored sharding that is not shadowed by a
-    data-flow edge: values (op results, block arguments, edges) and function results."""
+    """(key, read, write) for every stored sharding that is not shadowed by a
+    data-flow edge: values (op results, block arguments, edges) and function
+    results; ``key()`` is the key provenance records the site's writes under."""
     state = propagator.state
     for value in propagator.module.values:
         if state.slot(value) is value and state.can_hold(value):
-            yield value, (lambda v=value: state.get(v)), (lambda s, v=value: state.set(v, s))
+            yield (lambda v=value: value_key(v)), (lambda v=value: state.get(v)), \
+                (lambda s, v=value: state.set(v, s))
     for func in propagator.module.funcs.values():
         results = len(func.mlir.attributes["function_type"].value.results)
         for i in range(results):
-            yield (func, i), (lambda f=func, i=i: state.get_result(f, i)), \
+            yield (lambda i=i: ("result", i)), (lambda f=func, i=i: state.get_result(f, i)), \
                 (lambda s, f=func, i=i: state.set_result(f, i, s))
