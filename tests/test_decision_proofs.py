@@ -1,6 +1,7 @@
 """``explain --proof`` reaches the rules of the Datalog stages that decide rewrites:
 a value whose sharding a user priority closed and re-opened shows the
-``user_priority_propagation`` rules behind each write."""
+``user_priority_propagation`` rules behind each write, and a value a sharding
+group's sync wrote shows ``sharding_group_map``'s."""
 
 from __future__ import annotations
 
@@ -43,3 +44,27 @@ def test_user_priority_rewrites_have_proofs(engine):
         text = "\n".join(proof.lines())
         assert "in_dim_priority(0, 0, 1)  [input fact]" in text
     assert "round(1, 1)" in "\n".join(reopened.proof[0].lines())
+
+
+GROUP = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  sdy.sharding_group %arg0 group_id=0 : tensor<8x8xf32>
+  sdy.sharding_group %arg1 group_id=0 : tensor<8x8xf32>
+  %0 = stablehlo.negate %arg1 : tensor<8x8xf32>
+  return %0, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["python", "clingo"])
+def test_group_sync_has_proof(engine):
+    audit = Audit(parse_module_text(GROUP), PassOptions(engine=engine))
+    tree = audit.explain("%arg1")
+    audit.attach_proofs([tree])
+    [synced] = [n for n in tree.walk() if n.kind == "group"]
+    assert synced.because == "sharding group 0: members synced"
+    [proof] = synced.proof
+    assert proof.atom() == "synced(0, 1, 0)"
+    assert _rules(proof) >= {"datalog/sharding_group_map/main.dl.j2"}
+    text = "\n".join(proof.lines())
+    assert "common(0, 0)" in text and "in_sharding(0, 0)  [input fact]" in text

@@ -1,6 +1,6 @@
 """Proofs for the rewrite nodes of derivation trees whose cause a Datalog stage
 decided (user priorities: ``user_priority_propagation``; sharding-group syncs:
-``sharding_group_sync``): the proof search over the stage's program and the
+``sharding_group_map``): the proof search over the stage's program and the
 facts it ran on, for the tuples behind the node's write."""
 
 from __future__ import annotations

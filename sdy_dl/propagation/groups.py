@@ -2,10 +2,11 @@
 
 ``group_members`` maps each group member (the input of an
 ``sdy.sharding_group`` op) to its group's members in module order.
-``sync_sharding_groups`` runs once at the start of a propagation pass: a
-group whose members' shardings agree gets that sharding on every member; a
-group whose members disagree gets an open ``sdy.sharding_constraint`` after
-every member, which becomes the member (Shardy warns and does the same).
+``sync_sharding_groups`` runs once at the start of a propagation pass and
+carries out what the Datalog stage ``sharding_group_map`` decides: a group
+whose members' shardings agree gets that sharding on every member; a group
+whose members disagree gets an open ``sdy.sharding_constraint`` after every
+member, which becomes the member (Shardy warns and does the same).
 """
 
 from __future__ import annotations
@@ -30,51 +31,71 @@ def group_members(module: Module) -> dict[int, list[Value]]:
     return {v.vid: members for members in groups_of(module).values() for v in members}
 
 
-def _fully_open_and_replicated(sharding: TensorSharding) -> bool:
-    return all(not d.axes and not d.is_closed for d in sharding.dims)
+#: The stage that decides the sync.
+SYNC_STAGE = "sharding_group_map"
 
 
-def sync_sharding_groups(module: Module, state) -> Module:
-    """Sync every group's shardings through ``state``; returns the (re-indexed) module.
+def sync_facts(groups: dict[int, list[Value]], state) -> tuple[dict, list[TensorSharding]]:
+    """The facts of stage ``sharding_group_map`` for ``groups`` (values numbered
+    by their position in the module's walk, as their vids), and the shardings by
+    their number."""
+    facts: dict[str, list[tuple]] = {"in_member": [], "in_sharding": [], "in_dim": [],
+                                     "in_can_hold": []}
+    numbers: dict[TensorSharding, int] = {}
+    for gid, members in groups.items():
+        for k, member in enumerate(members):
+            facts["in_member"].append((gid, k, member.vid))
+            if state.can_hold(member):
+                facts["in_can_hold"].append((member.vid,))
+            sharding = state.get(member)
+            if sharding is None:
+                continue
+            if sharding not in numbers:
+                numbers[sharding] = len(numbers)
+                facts["in_dim"].extend((numbers[sharding], d, int(dim.is_closed), len(dim.axes))
+                                       for d, dim in enumerate(sharding.dims))
+            facts["in_sharding"].append((member.vid, numbers[sharding]))
+    return facts, list(numbers)
+
+
+def sync_sharding_groups(module: Module, state, run_stage) -> Module:
+    """Sync every group's shardings through ``state`` as stage
+    ``sharding_group_map`` decides (``run_stage(stage, facts)`` runs it); returns
+    the (re-indexed) module.
 
     ``state`` reads and writes shardings the way propagation does (through
     data-flow-edge slots).  When a group needs open constraints the module is
     rewritten and re-indexed, so callers must build their state anew.
     """
-    groups = groups_of(module)
-    conflicts = []
-    for gid in sorted(groups):
+    from sdy_dl.audit.provenance import Decision
+    from sdy_dl.propagation.state import value_key
+
+    groups = {gid: members for gid, members in groups_of(module).items() if len(members) > 1}
+    if not groups:
+        return module
+    facts, shardings = sync_facts(groups, state)
+    decided = run_stage(SYNC_STAGE, facts)
+    synced: dict[int, list[tuple[int, int]]] = {}
+    for gid, k, s in sorted(decided["synced"]):
+        synced.setdefault(gid, []).append((k, s))
+    for gid in sorted(synced):
         members = groups[gid]
-        if len(members) == 1:
-            continue
-        common, conflict = None, False
-        for member in members:
-            candidate = state.get(member)
-            if candidate is None or _fully_open_and_replicated(candidate):
-                continue
-            if common is None:
-                common = candidate
-            elif candidate != common:
-                conflict = True
-                break
-        if common is None:
-            continue
-        if not conflict:
-            if state.tracer is not None:
-                state.tracer.begin("group", f"sharding group {gid}: members synced")
-            for member in members:
-                if state.can_hold(member) and state.get(member) != common:
-                    state.set(member, common)
-            if state.tracer is not None:
-                state.tracer.end()
-        else:
-            conflicts.append((members, common))
-    if not conflicts:
+        if state.tracer is not None:
+            state.tracer.begin("group", f"sharding group {gid}: members synced",
+                               decision=Decision(SYNC_STAGE, facts, {
+                                   value_key(state.slot(members[k])): [("synced", (gid, k, s))]
+                                   for k, s in synced[gid]}))
+        for k, s in synced[gid]:
+            state.set(members[k], shardings[s])
+        if state.tracer is not None:
+            state.tracer.end()
+    constrained = sorted(decided["constrained"])
+    if not constrained:
         return module
     state.write_back()
-    for members, common in conflicts:
-        for member in members:
-            _constrain(member, TensorSharding.open_empty(common.mesh, len(common.dims)))
+    for gid, k, s in constrained:
+        common = shardings[s]
+        _constrain(groups[gid][k], TensorSharding.open_empty(common.mesh, len(common.dims)))
     return build_model(module.mlir, module.file)
 
 

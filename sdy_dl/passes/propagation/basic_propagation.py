@@ -76,7 +76,8 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
         return propagator
 
     propagator = build(module)
-    synced = sync_sharding_groups(module, propagator.state)
+    synced = sync_sharding_groups(module, propagator.state,
+                                  functools.partial(run_analysis, options=options))
     return propagator if synced is module else build(synced)
 
 
