@@ -18,6 +18,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sdy_dl.propagation.decisions import Decision
 from sdy_dl.sharding import TensorSharding
 
 
@@ -40,18 +41,6 @@ class _Pairs(Sequence):
 
     def __iter__(self):
         return zip(self.keys, self.shardings)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a Datalog stage decided for a rewrite cause (user priorities, group
-    syncs): the stage, the facts it ran on, and per tracer key the derived
-    tuples (relation, args) behind that key's write, which ``explain --proof``
-    proves."""
-
-    stage: str
-    facts: Mapping
-    tuples: Mapping
 
 
 @dataclass(slots=True)

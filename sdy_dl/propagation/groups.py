@@ -14,6 +14,8 @@ from __future__ import annotations
 from sdy_dl.ir import Module, Value
 from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.mlir_ops import insert_sharding_op_after, sharding_group_id
+from sdy_dl.propagation.decisions import Decision
+from sdy_dl.propagation.state import value_key
 from sdy_dl.sharding import TensorSharding
 
 
@@ -67,10 +69,7 @@ def sync_sharding_groups(module: Module, state, run_stage) -> Module:
     data-flow-edge slots).  When a group needs open constraints the module is
     rewritten and re-indexed, so callers must build their state anew.
     """
-    from sdy_dl.audit.provenance import Decision
-    from sdy_dl.propagation.state import value_key
-
-    groups = {gid: members for gid, members in groups_of(module).items() if len(members) > 1}
+    groups = groups_of(module)
     if not groups:
         return module
     facts, shardings = sync_facts(groups, state)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sdy_dl.ir import Op
 from sdy_dl.ir.traits import ops_with
+from sdy_dl.propagation.decisions import Decision
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.state import value_key
 from sdy_dl.propagation.traits import is_elementwise
@@ -250,7 +251,6 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
     re-opened in which round is stage ``user_priority_propagation``'s decision;
     each round runs the op-priority bands (one plain fixpoint instead when
     ``op_priority`` is false)."""
-    from sdy_dl.audit.provenance import Decision
 
     module = propagator.module
     tracer = propagator.state.tracer
