@@ -9,7 +9,7 @@ import pytest
 
 from sdy_dl.audit import Audit
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import make_options
 
 USER_PRIORITIES = """sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}p1, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}p0, {?}]>}, %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}p2, {"c"}p1]>}) -> (tensor<8x8xf32>) {
@@ -28,7 +28,7 @@ def _rules(proof) -> set[str]:
 
 @pytest.mark.parametrize("engine", ["python", "clingo"])
 def test_user_priority_rewrites_have_proofs(engine):
-    audit = Audit(parse_module_text(USER_PRIORITIES), PassOptions(engine=engine))
+    audit = Audit(parse_module_text(USER_PRIORITIES), make_options(engine=engine))
     tree = audit.explain("%arg0")
     audit.attach_proofs([tree])
     rewrites = [n for n in tree.walk() if n.kind == "priority"]
@@ -58,7 +58,7 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
 
 @pytest.mark.parametrize("engine", ["python", "clingo"])
 def test_group_sync_has_proof(engine):
-    audit = Audit(parse_module_text(GROUP), PassOptions(engine=engine))
+    audit = Audit(parse_module_text(GROUP), make_options(engine=engine))
     tree = audit.explain("%arg1")
     audit.attach_proofs([tree])
     [synced] = [n for n in tree.walk() if n.kind == "group"]

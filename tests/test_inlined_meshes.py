@@ -15,7 +15,7 @@ from oracle_isolated import shardy_each
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.passes import PassOptions, get_pass
-from sdy_dl.pipeline import propagate
+from sdy_dl.pipeline import make_options, propagate
 
 PASSES = ["basic-propagate", "aggressive-propagate", "op-priority-propagate",
           "user-priority-propagate"]
@@ -47,10 +47,11 @@ def test_refused_where_shardy_crashes(pass_name):
     assert crashed == [None] * len(names)
     for name in names:
         with pytest.raises(SdyError, match="inlined mesh.*lift-inlined-meshes"):
-            get_pass(pass_name).run(parse_module_text(INLINED[name], "<test>"), PassOptions())
+            get_pass(pass_name).run(parse_module_text(INLINED[name], "<test>"),
+                                    PassOptions.create(pass_name))
 
 
 def test_the_pipeline_lifts_them():
-    text = propagate(parse_module_text(INLINED["argument"], "<test>"), PassOptions()).print()
+    text = propagate(parse_module_text(INLINED["argument"], "<test>"), make_options()).print()
     assert "mesh<[" not in text
     assert 'stablehlo.negate %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"b"}]>]>}' in text
