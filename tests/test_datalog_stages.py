@@ -46,7 +46,7 @@ def test_in_names_are_checked(text, message):
 
 
 #: Stages the propagation runs (``sdy_dl/propagation/``), not a pass.
-PROPAGATION_STAGES = {"step", "op_priorities"}
+PROPAGATION_STAGES = {"step", "op_priorities", "user_priority_propagation", "sharding_group_map"}
 
 
 def _declared_stages() -> dict[str, list[str]]:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sdy_dl.passes import Stage
 from sdy_dl.sharding import TensorSharding
+
+STAGE = Stage("is_equivalent")
 
 #: The input relations of the equivalence macro (``equivalence.dl.j2``).
 RELATIONS = ("in_has_sharding", "in_mesh_ref", "in_rank", "in_dim_axis", "in_unreduced",
@@ -52,8 +55,6 @@ class IsEquivalent:
 
     def many(self, pairs: Iterable[Pair]) -> list[bool]:
         """The answer for each pair; the stage runs once for the pairs not seen yet."""
-        from sdy_dl.passes import run_analysis
-
         pairs = list(pairs)
         todo = list(dict.fromkeys(p for p in pairs if p not in self._known))
         if todo:
@@ -64,7 +65,7 @@ class IsEquivalent:
                 equivalence_facts(facts, k, "out", b)
                 if ignore:
                     facts["in_ignore_unreduced"].add((k,))
-            found = {k for (k,) in run_analysis("is_equivalent", facts, self.options)["equivalent"]}
+            found = {k for (k,) in STAGE.run(facts, self.options)["equivalent"]}
             for k, pair in enumerate(todo):
                 self._known[pair] = k in found
         return [self._known[p] for p in pairs]
