@@ -223,3 +223,32 @@ func.func @main(%arg0: tensor<4xf32>, %p: tensor<i32>) -> tensor<4xf32> {
                      "case", "add", "return", "while", "add", "return"]
     # main's body, the while's cond, the case's two branches, the while's body
     assert regions == [0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 0, 0, 0]
+
+
+def test_the_model_numbers_ops_and_values_in_walk_numbereds_order():
+    """One numbering: the model's op ids and value ids follow :func:`walk_numbered`'s
+    events (an op's results, then each block's arguments before its ops), the order
+    the audit's value keys are read in too."""
+    import jax_programs
+
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.loader import BLOCK, END, OP, walk_numbered
+
+    module = parse_module_text(jax_programs.lowered("shard_map_scan_pipeline"))
+    with mlir_context():
+        ops, values, opened, closed = [], [], [], []
+        for event in walk_numbered(module.mlir.body.operations):
+            if event[0] == OP:
+                ops.append(event[1])
+                values += list(event[1].results)
+                if len(event[1].regions):
+                    opened.append(event[1])
+            elif event[0] == BLOCK:
+                values += list(event[2].arguments)
+            else:
+                assert event[0] == END and event[1] == opened.pop()
+                closed.append(event[1])
+        assert not opened and closed
+        assert [op.mlir for op in module.ops] == ops
+        assert [v.mlir for v in module.values] == values
+        assert any(v.is_block_arg for v in module.values)

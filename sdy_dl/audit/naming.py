@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Value
+from sdy_dl.ir.loader import BLOCK, OP, walk_numbered
 from sdy_dl.ir.mlir_ops import key as pointer_of, main_of, symbol_name
 from sdy_dl.sharding import TensorSharding
 
@@ -212,14 +213,13 @@ def printed_op_lines(text: str, op_names: list[str]) -> list[int] | None:
     from jaxlib.mlir import ir
 
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import walk_pre
 
     with mlir_context():
         try:
             reparsed = ir.Module.parse(text)
         except ir.MLIRError:
             return None
-        ops = walk_pre(reparsed.operation)[1:]
+        ops = [e[1] for e in walk_numbered(reparsed.body.operations) if e[0] == OP]
         if len(ops) != len(op_names) or any(op.name != n for op, n in zip(ops, op_names)):
             return None
         lines = []
@@ -270,22 +270,47 @@ def _place(where) -> str:
 
 
 def _tag_input(top) -> None:
-    """Tag the ops (``in:oN``, N their place in pre-order) and block arguments
-    (``in:aN.K``) nested in the module op ``top``."""
+    """Tag the ops (``in:oN``) and block arguments (``in:aN.K``) nested in the module
+    op ``top`` by their keys (see :func:`_keyed_walk`)."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.mlir_ops import walk_pre
-
     name = ir.Location.name
-    for n, mop in enumerate(walk_pre(top)[1:]):
-        mop.location = name(f"sdy-dl.in:o{n}", mop.location)
-        if len(mop.regions):
-            k = 0
-            for region in mop.regions:
-                for block in region.blocks:
-                    for arg in block.arguments:
-                        arg.set_location(name(f"sdy-dl.in:a{n}.{k}", arg.location))
-                        k += 1
+    for event in _keyed_walk([op.operation for op in top.regions[0].blocks[0].operations]):
+        if event[0] == OP:
+            mop = event[2]
+            mop.location = name(f"sdy-dl.in:o{event[1]}", mop.location)
+        else:
+            for key, arg in event[3]:
+                arg.set_location(name(f"sdy-dl.in:{key[0]}", arg.location))
+
+
+def _keyed_walk(tops):
+    """The ops ``tops`` and every op nested in them, with the keys of their block
+    arguments, numbered by the walk that numbers the model's ops and values
+    (:func:`~sdy_dl.ir.loader.walk_numbered`): ``(OP, n, op, whether top-level)``,
+    then for each block of an op with regions ``(BLOCK, n, region number, [(key,
+    argument)])``, the key of the K-th argument of op N's blocks being ``(aN.K, -1)``
+    (op N's results are ``(oN, i)``)."""
+    n = -1
+    owner, count = -1, 0   # the op whose regions are open, its block arguments so far
+    saved = []
+    for event in walk_numbered(tops):
+        kind = event[0]
+        if kind == OP:
+            n += 1
+            mop = event[1]
+            yield OP, n, mop, not saved
+            if len(mop.regions):
+                saved.append((owner, count))
+                owner, count = n, 0
+        elif kind == BLOCK:
+            args = []
+            for arg in event[2].arguments:
+                args.append(((f"a{owner}.{count}", -1), arg))
+                count += 1
+            yield BLOCK, owner, event[1], args
+        else:
+            owner, count = saved.pop()
 
 
 class ValueTable:
@@ -293,16 +318,16 @@ class ValueTable:
     pre-order (``ops``; op N is tagged ``oN``), every value's place by key
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
-    block argument)), in the order :func:`~sdy_dl.ir.loader.build_model` numbers
-    values, the function holding each op (``enclosing``: op -> function), the
-    top-level functions (``functions``, ``main``) and the values' names
-    (``names``, an :class:`SsaNames`; ``text``: the module as printed, or a
-    function giving it).  The audit's indexes read it in place of a model of
-    the module (building one costs several times more)."""
+    block argument)), the function holding each op (``enclosing``: op ->
+    function), the top-level functions (``functions``, ``main``) and the values'
+    names (``names``, an :class:`SsaNames`; ``text``: the module as printed, or
+    a function giving it).  Ops and values are numbered by the walk that numbers
+    the model's (:func:`~sdy_dl.ir.loader.walk_numbered`): op N is the model's
+    op ``oid`` N and the K-th key of ``places`` its value ``vid`` K.  The audit's
+    indexes read it in place of a model of the module (building one costs
+    several times more)."""
 
     def __init__(self, top, text):
-        from jaxlib.mlir import ir
-
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.model import AsmNames
 
@@ -317,52 +342,33 @@ class ValueTable:
             funcs = [op for op in tops if op.name == "func.func"]
             self.functions = funcs
             self.main = main_of(funcs)
-            ops, places = self.ops, self.places
-            # Pre-order, iteratively.  A frame: the items left (the ops of a block;
-            # in an op's frame, each of its blocks, as (region number, block), and
-            # then the block's ops), the names' prefix and the function there, the
-            # op (its index) and the count of its block arguments so far.
-            stack = [[iter(tops), None, None, -1, 0]]
-            while stack:
-                frame = stack[-1]
-                item = next(frame[0], None)
-                if item is None:
-                    stack.pop()
-                    continue
-                prefix, func = frame[1], frame[2]
-                if isinstance(item, tuple):   # a block of op frame[3]: its arguments
-                    region, block = item
-                    n = frame[3]
-                    owner = ops[n]
-                    is_func = owner.name == "func.func"
-                    for arg in block.arguments:
-                        key = (f"a{n}.{frame[4]}", -1)
-                        frame[4] += 1
+            ops, places, enclosing = self.ops, self.places, self.enclosing
+            prefix, func = "", None   # the names' prefix and the function there
+            for event in _keyed_walk(tops):
+                if event[0] == OP:
+                    _, n, mop, top_level = event
+                    ops.append(mop)
+                    if top_level:
+                        func = mop if mop.name == "func.func" else None
+                        prefix = "" if func is None or mop == self.main else f"@{symbol_name(mop)}:"
+                    enclosing[mop] = func
+                    results = mop.results
+                    if len(results):
+                        tag = f"o{n}"
+                        for i, r in enumerate(results):
+                            key = (tag, i)
+                            names[key] = [prefix + r.get_name(state)]
+                            places[key] = (mop, r, i, False)
+                else:   # a block of op n: its arguments
+                    _, n, region, args = event
+                    mop = ops[n]
+                    is_func = mop.name == "func.func"
+                    for key, arg in args:
                         ns = names[key] = [prefix + arg.get_name(state)]
                         if is_func:
                             ns.append(f"{prefix}arg:{arg.arg_number}")
-                        places[key] = (owner, arg, arg.arg_number, True)
+                        places[key] = (mop, arg, arg.arg_number, True)
                         regions[key] = region
-                    continue
-                mop = item.operation
-                n = len(ops)
-                ops.append(mop)
-                name = mop.name
-                if name == "func.func":   # a function gives its values' prefix
-                    func = mop
-                    prefix = "" if mop == self.main else f"@{symbol_name(mop)}:"
-                elif prefix is None:
-                    prefix = ""
-                self.enclosing[mop] = func
-                results = mop.results
-                if len(results):
-                    tag = f"o{n}"
-                    for i, r in enumerate(results):
-                        key = (tag, i)
-                        names[key] = [prefix + r.get_name(state)]
-                        places[key] = (mop, r, i, False)
-                if len(mop.regions):
-                    stack.append([_blocks_and_ops(mop), prefix, func, n, 0])
         self.names = SsaNames(names, [op.name for op in ops], regions, text)
 
     def key_of(self, value) -> tuple:
@@ -396,14 +402,6 @@ class ValueTable:
             for m in members:
                 related.setdefault(m, []).extend(x for x in members if x != m)
         return related
-
-
-def _blocks_and_ops(mop):
-    """Each block of ``mop``'s regions, as (region number, block), followed by its ops."""
-    for r, region in enumerate(mop.regions):
-        for block in region.blocks:
-            yield r, block
-            yield from block.operations
 
 
 class InputIndex:

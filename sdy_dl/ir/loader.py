@@ -107,12 +107,53 @@ def mlir_error(e, file: str) -> SdyError:
     return SdyError(d.message.splitlines()[0], file=file, line=line, col=col)
 
 
+#: The events of :func:`walk_numbered`.
+OP, BLOCK, END = 0, 1, 2
+
+
+def walk_numbered(tops):
+    """The ops ``tops`` and every op nested in them, in pre-order, as events in the
+    one order that numbers a module's ops and values (the model's ``oid`` and
+    ``vid``, and the audit's value keys, :class:`~sdy_dl.audit.naming.ValueTable`):
+
+    * ``(OP, mop)``: the next op (its number: the count of ``OP`` events before
+      it); its results are the next values;
+    * ``(BLOCK, r, mblock)``: the next block of the op whose regions are open
+      (``r``: its region's number); its arguments are the next values, its ops
+      follow;
+    * ``(END, mop)``: the regions of ``mop`` (an op with regions) are done.
+
+    Iterative: nesting depth is not bounded by Python's recursion limit."""
+    stack = [(iter(tops), None)]
+    while stack:
+        items, owner = stack[-1]
+        item = next(items, None)
+        if item is None:
+            stack.pop()
+            if owner is not None:
+                yield END, owner
+            continue
+        if type(item) is tuple:   # a block of owner, as (region number, block)
+            yield BLOCK, item[0], item[1]
+            continue
+        mop = item.operation
+        yield OP, mop
+        if len(mop.regions):
+            stack.append((_blocks_and_ops(mop), mop))
+
+
+def _blocks_and_ops(mop):
+    """Each block of ``mop``'s regions, as (region number, block), followed by its ops
+    (a list: the bindings' op iterator starts again in each for loop)."""
+    for r, region in enumerate(mop.regions):
+        for block in region.blocks:
+            yield r, block
+            yield from list(block.operations)
+
+
 def build_model(mlir_module, file: str) -> Module:
-    """Index an MLIR module: ops in pre-order, values with ids and uses, meshes."""
-    from jaxlib.mlir import ir
-
-    from sdy_dl.ir.sdy_attrs import mesh_of_attr
-
+    """Index an MLIR module: ops in pre-order, values with ids and uses, meshes
+    (numbered in :func:`walk_numbered`'s order)."""
     module = Module(file=file, mlir=mlir_module)
     state = AsmNames(mlir_module.operation)
     by_mlir = {}
@@ -137,68 +178,42 @@ def build_model(mlir_module, file: str) -> Module:
             index += 1
         return out
 
-    def new_op(mop, parent: Op | None, block: Block | None) -> Op:
-        operands = list(map(value_at, mop.operands))
-        op = Op(len(ops), mop.name, operands, [], [], parent, block, mop)
-        add_op(op)
-        k = 0
-        for value in operands:
-            value.uses.append((op, k))
-            k += 1
-        by_mlir[mop] = op
-        op.results = new_values(mop.results, op, None)
-        return op
-
-    def blocks_of(op: Op):
-        """``op``'s blocks, each with an iterator over its ops, each block built
-        (its arguments first) when the walk reaches it."""
-        for mregion in op.mlir.regions:
-            region = Region(blocks=[], owner=op)
-            op.regions.append(region)
-            for mblock in mregion.blocks:
-                b = Block(args=[], ops=[], region=region)
-                region.blocks.append(b)
-                b.args = new_values(mblock.arguments, None, b)
-                # (a list: the bindings' op iterator starts again in each for loop)
-                yield b, iter(list(mblock.operations))
-
-    def visit(mop) -> Op:
-        """``mop`` and everything nested in it, in pre-order (iterative: nesting
-        depth is not bounded by Python's recursion limit).  A frame holds an op's
-        blocks, the block being built and the ops left in it; a block's ops are
-        built in one loop, left only to enter an op with regions first."""
-        top = new_op(mop.operation, None, None)
-        stack = [[blocks_of(top), None, None]]
-        while stack:
-            frame = stack[-1]
-            block = frame[1]
-            if block is None:
-                block, mops = next(frame[0], (None, None))
-                if block is None:
-                    stack.pop()
-                    continue
-                frame[1], frame[2] = block, mops
-            parent, append = block.region.owner, block.ops.append
-            for child in frame[2]:
-                child = child.operation
-                op = new_op(child, parent, block)
-                append(op)
-                if len(child.regions):
-                    stack.append([blocks_of(op), None, None])
-                    break
-            else:
-                frame[1] = None
-        return top
-
     check_top_level(mlir_module, file)
-    for top in mlir_module.body.operations:
-        op = visit(top)
-        if op.name == "sdy.mesh":
-            name = ir.StringAttr(op.attr("sym_name")).value
-            module.meshes[name] = mesh_of_attr(op.attr("mesh"))
-            module.mesh_ops.append(op)
-        elif op.name == "func.func":
-            module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
+    # The op whose regions are open and the block being filled (None at the top
+    # level), saved while a nested op's regions are open.
+    parent, block = None, None
+    saved = []
+    for event in walk_numbered(mlir_module.body.operations):
+        kind = event[0]
+        if kind == OP:
+            mop = event[1]
+            operands = list(map(value_at, mop.operands))
+            op = Op(len(ops), mop.name, operands, [], [], parent, block, mop)
+            add_op(op)
+            k = 0
+            for value in operands:
+                value.uses.append((op, k))
+                k += 1
+            by_mlir[mop] = op
+            op.results = new_values(mop.results, op, None)
+            if block is not None:
+                block.ops.append(op)
+            if len(mop.regions):
+                op.regions = [Region(blocks=[], owner=op) for _ in mop.regions]
+                saved.append((parent, block))
+                parent, block = op, None
+            elif parent is None:
+                _top_level(module, op)
+        elif kind == BLOCK:
+            region = parent.regions[event[1]]
+            block = Block(args=[], ops=[], region=region)
+            region.blocks.append(block)
+            block.args = new_values(event[2].arguments, None, block)
+        else:   # END
+            done = parent
+            parent, block = saved.pop()
+            if parent is None:
+                _top_level(module, done)
     # Uses in MLIR's use-list order (most recently created first): Shardy's
     # notifications follow it.  The operands gave every value its uses in program
     # order, which is that order when there is at most one.
@@ -206,6 +221,20 @@ def build_model(mlir_module, file: str) -> Module:
         if len(v.uses) > 1:
             v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
     return module
+
+
+def _top_level(module: Module, op: Op) -> None:
+    """Record a top-level op that is a mesh or a function in ``module``."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
+
+    if op.name == "sdy.mesh":
+        name = ir.StringAttr(op.attr("sym_name")).value
+        module.meshes[name] = mesh_of_attr(op.attr("mesh"))
+        module.mesh_ops.append(op)
+    elif op.name == "func.func":
+        module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
 
 
 def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
