@@ -4,8 +4,8 @@ On every program of ``naming_programs`` (several loops, conds, calls and
 shard_maps in one function): every value and function result of the output
 has a name no other has; the name resolves to exactly that value; a name
 several values print is an error listing them all; ``explain``'s root is the
-sharding the output prints, and ``values()`` and ``explain --all`` give the
-same distinct names in module order.
+sharding the output prints; ``values()`` and ``explain --all`` give the same
+distinct names in module order, and the report's HTML ids are distinct.
 """
 
 from __future__ import annotations
@@ -66,8 +66,17 @@ def _check(name: str) -> None:
     for tree in trees:
         for node in tree.walk():
             _says_whose_lines(node.because)
+            # a factor's sources are named as the children below the step name them
+            if node.factors and not node.truncated:
+                below = {c.what for c in node.children} | {node.what}
+                assert all(s["value"] in below for f in node.factors for s in f["from"]), node.what
     for conflict in result.conflicts():
         _says_whose_lines(conflict.place)
+    from sdy_dl.audit.render import html_chunks
+
+    page = "".join(html_chunks(audit, depth=2))
+    ids = re.findall(r'\bid="?([^"\s>]+)', page)
+    assert len(ids) == len(set(ids)) > len(names) / 2   # every HTML id once
 
 
 def _says_whose_lines(text: str) -> None:
