@@ -121,7 +121,8 @@ def run(**click_options) -> None:
 COMMANDS = {"show": "show", "rules": "rules_cmd", "pass": "passes_cmd", "passes": "passes_cmd",
             "propagate": "propagate_cmd", "emit": "emit_cmd", "explain": "explain_cmd",
             "conflicts": "conflicts_cmd", "report": "report_cmd", "diff": "diff_cmd",
-            "cache": "cache_cmd", "comms": "comms_cmd", "memory": "memory_cmd"}
+            "cache": "cache_cmd", "comms": "comms_cmd", "memory": "memory_cmd",
+            "whatif": "whatif_cmd"}
 
 
 def _load_commands(names) -> None:

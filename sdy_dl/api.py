@@ -9,6 +9,7 @@ result answers every question about its output without running it again::
     result.sharding("%3")       # its printed sharding (None: unsharded)
     print(result.explain("result:0"))   # the derivation tree (sdy_dl.audit.Node)
     print(result.conflicts())   # where propagation could not agree
+    after, changes = result.whatif(set={"arg:0": '<@mesh, [{"data"}, {}]>'})
 
     result = sdy_dl.propagate("model.mlir", explicit_collectives=True)
     result.collectives()        # the collective ledger (bytes per device, causes)
@@ -93,6 +94,29 @@ class PropagationResult:
         estimate) and ``top``, the ``top`` largest replicated or partly sharded values
         with ``why`` and ``shardable`` (mesh axis -> dims it divides)."""
         return self.audit.memory(top)
+    def whatif(self, edits=(), *, set: dict | None = None, unset=(), drop_constraints=()):
+        """Re-propagate with edited input annotations: ``(new result, WhatIf)``.
+
+        ``set``: value name -> sharding (sdy text or ``P(...)``); ``unset``: values
+        whose input annotation goes; ``drop_constraints``: constraint values to
+        remove; ``edits``: :class:`~sdy_dl.audit.whatif.Edit` objects.  Values are
+        named as this result's output prints them.  ``new.edited_input`` is the
+        edited input module's text."""
+        from sdy_dl.audit.whatif import Edit, whatif
+
+        all_edits = (list(edits) + [Edit("set", k, v) for k, v in (set or {}).items()]
+                     + [Edit("unset", v) for v in unset]
+                     + [Edit("drop", v) for v in drop_constraints])
+        after, changes = whatif(self.audit, all_edits)
+        return PropagationResult(after), changes
+
+    @property
+    def edited_input(self) -> str | None:
+        """The input module a what-if propagated (None: not a what-if's result)."""
+        from sdy_dl.audit.whatif import print_input
+
+        copy = getattr(self.audit, "edited_input", None)
+        return None if copy is None else print_input(copy)
 
     def __str__(self) -> str:
         """The propagated module, as ``sdy-dl propagate`` prints it."""

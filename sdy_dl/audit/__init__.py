@@ -23,6 +23,8 @@ printed output module:
 | `collectives` | the collective ledger: every collective, its bytes per device and its cause |
 | `cost_model` | bytes per device of tensors and collectives; bandwidth and latency per mesh axis |
 | `memory`     | bytes per device of every value, per-function totals, the largest unsharded tensors |
+| `whatif`     | edits of the input annotations, re-propagated, and what changed |
+| `partition_spec` | JAX ``PartitionSpec`` text and sdy shardings; the JAX line of an edit |
 """
 
 from __future__ import annotations

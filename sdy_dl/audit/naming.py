@@ -435,6 +435,10 @@ class InputIndex:
                     self.results[i] = s.to_text() if s is not None else None
             _tag_input(top)
 
+    def copy(self):
+        """A new copy of the input module as read (a raw ``builtin.module`` op), to edit."""
+        return self._snapshot.clone()
+
     @property
     def annotations(self) -> set[str]:
         """Every annotation of the input: the shardings of its values and main results."""

@@ -1,0 +1,430 @@
+"""What if an annotation changes: edits of the input, re-propagated, and what changed.
+
+An :class:`Edit` names a value as the propagated output prints it (``%3``,
+``%arg0``, ``arg:0``, ``result:0``, ``@f:%2``; a JAX argument path such as
+``params['w1']``) and says what to do with the *input* annotation that value
+comes from:
+
+* ``set``: the value's input annotation becomes the given sharding (a func
+  argument or result's ``sdy.sharding``, an op result's ``sdy.sharding``, a
+  constraint's own sharding);
+* ``unset``: the annotation is removed;
+* ``drop``: the ``sdy.sharding_constraint`` that defines the value is removed
+  (its uses read its operand).
+
+The output name is mapped to its input value through the audit's location
+tags (:mod:`sdy_dl.audit.naming`), the edit is applied to a copy of the input
+module as read, and the copy is propagated by the same pipeline with the same
+options: the what-if's output *is* a full propagation of the edited input.
+:class:`WhatIf` lists what changed: the values whose sharding differs (aligned
+by dataflow, :func:`sdy_dl.audit.diff.diff_modules`) and the conflicts that
+appeared or disappeared.
+
+A sharding is sdy text (``<@mesh, [{"data"}, {}]>``) or, for JAX users,
+``PartitionSpec`` text (``P('data', None)``; :mod:`sdy_dl.audit.partition_spec`).
+A bad edit (unknown value, wrong rank, unknown mesh or axis, a constraint to
+drop that is not one) is one :class:`~sdy_dl.errors.SdyError` listing the
+valid choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sdy_dl.errors import SdyError, UsageError
+
+#: Edit kinds, as the command line spells their options.
+KINDS = {"set": "--set", "unset": "--unset", "drop": "--drop-constraint"}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One edit: ``kind`` (set, unset, drop) of the input annotation of output value ``value``."""
+
+    kind: str
+    value: str
+    sharding: str | None = None   # set: the new sharding (sdy or PartitionSpec text)
+
+    @staticmethod
+    def parse_set(text: str) -> "Edit":
+        """``VALUE=SHARDING`` (the first ``=`` outside brackets and quotes splits)."""
+        depth, quote = 0, None
+        for i, c in enumerate(text):
+            if quote:
+                if c == "\\":
+                    continue
+                if c == quote:
+                    quote = None
+            elif c in "\"'":
+                quote = c
+            elif c in "[(<{":
+                depth += 1
+            elif c in "])>}":
+                depth -= 1
+            elif c == "=" and depth == 0:
+                value, sharding = text[:i].strip(), text[i + 1:].strip()
+                if value and sharding:
+                    return Edit("set", value, sharding)
+                break
+        raise UsageError(f"--set {text!r}: expected VALUE=SHARDING, e.g. "
+                       "arg:0=<@mesh, [{\"data\"}, {}]> or params['w1']=P('data', None)")
+
+    def to_text(self) -> str:
+        return f"{KINDS[self.kind]} {self.value}" + (f"={self.sharding}" if self.sharding else "")
+
+
+@dataclass
+class Applied:
+    """An edit resolved against the input module: what it changed there."""
+
+    edit: Edit
+    target: str                  # the input value it edits, as the input prints it
+    before: str | None           # its input annotation before (sdy text; None: none)
+    after: str | None            # ... and after (None: removed)
+    source: str = ""             # where in the program (python file.py:12, or FILE:line)
+    place: str = "op"            # arg (main argument), result (main result), op (op result)
+    op_name: str = ""            # the op defining the input value
+    jax_line: str = ""           # for JAX programs: the line to write
+
+    def to_json(self) -> dict:
+        return {"edit": self.edit.to_text(), "target": self.target, "before": self.before,
+                "after": self.after, "source": self.source, "jax": self.jax_line}
+
+
+@dataclass
+class WhatIf:
+    """What changed between a propagation and the propagation of its edited input."""
+
+    applied: list[Applied]
+    changed: list = field(default_factory=list)        # diff.Difference, before (A) / after (B)
+    unchanged: int = 0
+    conflicts_appeared: list = field(default_factory=list)
+    conflicts_disappeared: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"edits": [a.to_json() for a in self.applied],
+                "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
+                "conflicts_appeared": [c.to_json() for c in self.conflicts_appeared],
+                "conflicts_disappeared": [c.to_json() for c in self.conflicts_disappeared]}
+
+    def lines(self) -> list[str]:
+        """The what-if as text, one fact a line."""
+        out = []
+        for a in self.applied:
+            out.append(f"edit {a.edit.to_text()}: input {a.target} "
+                       f"{a.before or '(none)'} -> {a.after or '(none)'}"
+                       + (f" ({a.source})" if a.source else ""))
+            if a.jax_line:
+                out.append(f"  jax: {a.jax_line}")
+        for d in self.changed:
+            if d.kind == "different":
+                name = d.a if d.a == d.b else f"{d.a} -> {d.b}"
+                out.append(f"changed {name}: {d.a_sharding or '(none)'} -> {d.b_sharding or '(none)'}")
+            elif d.a is not None:
+                out.append(f"gone ({d.kind}) {d.a} = {d.a_sharding or '(none)'}")
+            else:
+                out.append(f"new ({d.kind}) {d.b} = {d.b_sharding or '(none)'}")
+        for word, conflicts in (("appeared", self.conflicts_appeared),
+                                ("disappeared", self.conflicts_disappeared)):
+            for c in conflicts:
+                out.append(f"conflict {word}: {c.op} at {c.place}: factor {c.factor} "
+                           f"({c.kind}), kept [{', '.join(c.kept)}]")
+        out.append(f"{len(self.changed)} values changed, {self.unchanged} unchanged, "
+                   f"{len(self.conflicts_appeared)} conflicts appeared, "
+                   f"{len(self.conflicts_disappeared)} disappeared")
+        return out
+
+
+# -- resolving an edit ----------------------------------------------------------
+
+@dataclass
+class _Target:
+    """Where an edit lands in the input: op ``op`` (its number in the input's pre-order
+    walk), result/argument ``index``; ``kind`` says which place holds the sharding."""
+
+    place: str                 # "arg" (func argument), "result" (main result), "op" (op result)
+    op: int                    # pre-order number (-1: the main function)
+    index: int
+    name: str                  # the input's name for it
+    op_name: str
+    rank: int
+    current: object            # TensorSharding or None
+    where: str
+
+
+def resolve(audit, edit: Edit) -> _Target:
+    """The input value ``edit`` targets (an error naming the valid choices if none)."""
+    out = audit.value(edit.value)   # unknown names: an error with close matches
+    file = audit.file
+    if out.value is None:   # a function result
+        if out.func != "main":
+            raise SdyError(f"{edit.value!r} is a result of {out.func}, which the pipeline may "
+                           "clone or inline; edit the main function's results (result:N) or the "
+                           "values inside", file=file)
+        index = int(out.names[0].rsplit(":", 1)[1])
+        return _main_result_target(audit, index)
+    origin = _origin(audit, out)
+    if origin is None:
+        raise SdyError(f"{edit.value!r} has no value in the input module (the pipeline made it); "
+                       "edit the value it was made from", file=file)
+    tag, res = origin.key
+    op = int(tag[1:].split(".")[0])
+    rank, current = _input_value_info(audit, origin.key)
+    name = origin.names[0]
+    if tag.startswith("a"):
+        if origin.op != "func.func":
+            raise SdyError(f"{edit.value!r} is a block argument of {origin.op}, which holds no "
+                           "sharding; edit the value it is bound to", file=file)
+        return _Target("arg", op, int(tag.split(".")[1]), name, origin.op, rank, current,
+                       origin.place)
+    return _Target("op", op, res, name, origin.op, rank, current, origin.place)
+
+
+def _input_value_info(audit, key) -> tuple[int, object]:
+    """(rank, input sharding) of the input value tagged ``key``."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import tensor_rank
+    from sdy_dl.ir.storage import read_stored
+
+    table = audit.inputs._read()
+    owner, value, index, is_arg = table.places[key]
+    with mlir_context():
+        return tensor_rank(value.type), read_stored(owner, index, is_arg)
+
+
+def _main_result_target(audit, index: int) -> _Target:
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import func_result_types, tensor_rank
+    from sdy_dl.ir.storage import read_func_attr
+
+    table = audit.inputs._read()
+    main = table.main
+    with mlir_context():
+        types = func_result_types(main)
+        if index >= len(types):
+            raise SdyError(f"the input's main function has {len(types)} results", file=audit.file)
+        return _Target("result", -1, index, f"result:{index}", "func.func",
+                       tensor_rank(types[index]), read_func_attr(main, "res_attrs", index),
+                       f"{audit.file}")
+
+
+def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
+    """The sharding an edit gives (sdy or ``P(...)`` text), read and bound to a mesh of
+    the module; whether it fits the value (rank, axes) is the MLIR verifier's
+    question once it is written (:func:`_verified`)."""
+    from sdy_dl.sharding import Mesh, parse_tensor_sharding
+
+    if text.lstrip().startswith(("P(", "PartitionSpec(")):
+        from sdy_dl.audit.partition_spec import spec_to_sdy
+
+        text = spec_to_sdy(text, target.rank, _mesh_for(target, meshes, file))
+    try:
+        sharding = parse_tensor_sharding(text)
+    except SdyError as e:
+        raise SdyError(f"sharding {text!r} for {target.name}: {e.message} (write sdy syntax, "
+                       f"e.g. <@mesh, [{{\"data\"}}, {{}}]>, or P('data', None))", file=file) from None
+    if not isinstance(sharding.mesh, Mesh) and sharding.mesh not in meshes:
+        raise SdyError(f"sharding of {target.name}: unknown mesh @{sharding.mesh}; meshes: "
+                       f"{_choices(meshes)}", file=file)
+    return sharding
+
+
+def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
+    """The edited op ``op`` verified by MLIR; a failure is one error naming the value's
+    rank and the mesh's axes."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.sharding import Mesh
+
+    try:
+        op.verify()
+    except ir.MLIRError as e:
+        diags = list(getattr(e, "error_diagnostics", []) or [])
+        message = diags[0].message.splitlines()[0] if diags else str(e).splitlines()[-1]
+        mesh = sharding.mesh if isinstance(sharding.mesh, Mesh) else meshes.get(sharding.mesh)
+        axes = ", ".join(a.to_text() for a in mesh.axes) if mesh is not None else ""
+        raise SdyError(f"sharding of {target.name}: {message} (the value has rank {target.rank}; "
+                       f"mesh {sharding.mesh_text()} has axes {axes or 'none'})", file=file) from None
+
+
+def _choices(meshes: dict) -> str:
+    return "; ".join(f"@{n} = {m.to_text()}" for n, m in sorted(meshes.items())) or "none"
+
+
+def _mesh_for(target: _Target, meshes: dict, file: str) -> str:
+    """The mesh name a PartitionSpec edit means: the module's only mesh, or the
+    mesh of the value's current annotation."""
+    if target.current is not None and isinstance(target.current.mesh, str):
+        return target.current.mesh
+    if len(meshes) == 1:
+        return next(iter(meshes))
+    raise SdyError(f"P(...) for {target.name}: the module has meshes "
+                   f"{', '.join('@' + n for n in sorted(meshes)) or '(none)'}; write the sharding "
+                   "in sdy syntax to say which", file=file)
+
+
+# -- applying edits to a copy of the input ----------------------------------------
+
+def edit_input(audit, edits: list[Edit]):
+    """(the edited copy of the input module as an MLIR op, the applied edits); nothing
+    is edited in ``audit``'s modules."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import main_of, walk_pre
+
+    if not edits:
+        raise UsageError("no edit given (--set VALUE=SHARDING, --unset VALUE, "
+                         "--drop-constraint VALUE)")
+    meshes = audit.propagated.meshes
+    planned, seen = [], {}
+    for edit in edits:
+        target = resolve(audit, edit)
+        key = (target.place, target.op, target.index)
+        if key in seen:
+            raise SdyError(f"{edit.to_text()} and {seen[key].to_text()} edit the same input "
+                           f"value {target.name}", file=audit.file)
+        seen[key] = edit
+        new = None
+        if edit.kind == "set":
+            new = parse_sharding(edit.sharding, target, meshes, audit.file)
+        elif edit.kind == "unset":
+            if target.current is None:
+                raise SdyError(f"--unset {edit.value}: its input value {target.name} has no "
+                               f"annotation to remove ({_annotated(audit)})", file=audit.file)
+            if target.op_name == "sdy.sharding_constraint":
+                raise SdyError(f"--unset {edit.value}: {target.name} is a sharding constraint; "
+                               "use --drop-constraint to remove it", file=audit.file)
+        elif edit.kind == "drop":
+            if target.op_name != "sdy.sharding_constraint":
+                raise SdyError(f"--drop-constraint {edit.value}: {target.name} is defined by "
+                               f"{target.op_name}, not a sharding constraint; constraints: "
+                               f"{_constraints(audit)}", file=audit.file)
+        else:
+            raise ValueError(f"edit kind {edit.kind!r}")
+        planned.append((edit, target, new))
+    with mlir_context():
+        copy = audit.inputs.copy()
+        ops = walk_pre(copy)[1:]
+        main = main_of([op.operation for op in copy.regions[0].blocks[0].operations
+                        if op.operation.name == "func.func"])
+        applied = []
+        drops = []
+        for edit, target, new in planned:
+            before = target.current.to_text() if target.current is not None else None
+            applied.append(Applied(edit, target.name, before,
+                                   None if edit.kind != "set" else new.to_text(), target.where,
+                                   target.place, target.op_name))
+            if edit.kind == "drop":
+                drops.append(ops[target.op])
+            else:
+                op = ops[target.op] if target.op >= 0 else main
+                _write(op, target, new)
+                if new is not None:
+                    _verified(op, target, new, meshes, audit.file)
+        for op in drops:
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+    return copy, applied
+
+
+def _write(op, target: _Target, sharding) -> None:
+    """Store (None: remove) ``sharding`` at ``target`` on the raw op ``op``."""
+    from sdy_dl.ir.mlir_ops import tensor_rank
+    from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, write_func_attr,
+                                   write_stored)
+    from sdy_dl.sharding import TensorSharding
+
+    if target.place == "arg":
+        write_func_attr(op, "arg_attrs", target.index, sharding)
+    elif target.place == "result":
+        write_func_attr(op, "res_attrs", target.index, sharding)
+    elif sharding is not None:
+        write_stored(op, target.index, False, [tensor_rank(r.type) for r in op.results], sharding)
+    else:
+        # Unset one result of an op's per-value sharding: open and empty (what an op
+        # without the attribute has); the attribute goes when no entry says more.
+        current = read_per_value(op, SHARDING_ATTR)
+        current[target.index] = TensorSharding.open_empty(current[target.index].mesh,
+                                                          target.rank)
+        if all(s.is_fully_open_empty for s in current):
+            del op.attributes[SHARDING_ATTR]
+        else:
+            write_stored(op, target.index, False, [], current[target.index])
+
+
+def _annotated(audit) -> str:
+    """The output names of the values annotated in the input (for an error)."""
+    names = [out.name for out in audit.outputs.values
+             if (origin := _origin(audit, out)) is not None and origin.sharding is not None
+             and origin.op != "sdy.sharding_constraint"]
+    names += [f"result:{i}" for i, s in sorted(audit.inputs.results.items()) if s is not None]
+    return "annotated: " + _few(names)
+
+
+def _constraints(audit) -> str:
+    """The output names of the values the input's sharding constraints define."""
+    return _few([out.name for out in audit.outputs.values
+                 if (origin := _origin(audit, out)) is not None
+                 and origin.op == "sdy.sharding_constraint"])
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:12]) + (", ..." if len(names) > 12 else "") if names else "none"
+
+
+def _origin(audit, out):
+    """The input value output value ``out`` comes from (None: none, or a function result)."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import value_place
+
+    if out.value is None:
+        return None
+    with mlir_context():
+        owner, index, is_arg = value_place(out.value)
+        site = (out.value.location, -1, None) if is_arg else (owner.location, index, owner.name)
+        record = audit.propagated.lookup_at(*site)
+    return record.origin if record is not None else None
+
+
+# -- running a what-if ---------------------------------------------------------------
+
+def print_input(copy) -> str:
+    """The edited input module as text (as the module printer prints it, without locations)."""
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        return str(copy)
+
+
+def whatif(audit, edits: list[Edit]):
+    """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
+    from sdy_dl.audit import Audit
+    from sdy_dl.audit.diff import diff_modules
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.ir.context import mlir_context
+
+    copy, applied = edit_input(audit, edits)
+    with mlir_context():
+        text = copy.get_asm(enable_debug_info=True)
+    after = Audit(parse_module_text(text, audit.file), audit.options)
+    after.edited_input = copy
+    _jax_lines(audit, applied)
+    equal, changed = diff_modules(audit.module, after.module)
+    result = WhatIf(applied, changed, equal)
+    before_c = {_conflict_key(c): c for c in audit.conflicts()}
+    after_c = {_conflict_key(c): c for c in after.conflicts()}
+    result.conflicts_appeared = [c for k, c in after_c.items() if k not in before_c]
+    result.conflicts_disappeared = [c for k, c in before_c.items() if k not in after_c]
+    return after, result
+
+
+def _conflict_key(c) -> tuple:
+    return (c.op, c.place, c.factor, c.kind, tuple(c.kept))
+
+
+def _jax_lines(audit, applied: list[Applied]) -> None:
+    """For JAX programs (ops at python source lines, arguments with paths), the line
+    each edit asks the user to write."""
+    from sdy_dl.audit.partition_spec import edit_line
+
+    for a in applied:
+        a.jax_line = edit_line(a) or ""

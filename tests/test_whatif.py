@@ -1,0 +1,361 @@
+"""``sdy-dl whatif`` / ``result.whatif``: edits of the input annotations, re-propagated.
+
+The what-if's output must be exactly a full ``sdy-dl propagate`` of the edited
+input module, and Shardy's pipeline on that edited input (the oracle); the
+edited input must differ from the input only where the edits say.  Edits are
+chosen per program from its propagated output: an argument set to another
+sharding with a dim priority, another argument's annotation removed, a
+constraint dropped, another set, an op result in main given a sharding with
+an open prioritised dim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import jax_programs
+import lowering
+from oracle import assert_same, normalize, shardy
+from sdy_dl import propagate
+from sdy_dl.audit.whatif import Edit
+from sdy_dl.errors import SdyError
+
+
+def constrained_mlp() -> str:
+    """An MLP with two constraints in the middle (JAX's with_sharding_constraint)."""
+    import jax
+
+    ns = jax_programs._ns
+
+    def f(x, w1, w2):
+        h = jax.lax.with_sharding_constraint(x @ w1, ns("data", "model"))
+        h = jax.nn.relu(h)
+        h = jax.lax.with_sharding_constraint(h, ns(None, "model"))
+        return h @ w2
+
+    f32 = jax_programs._f32
+    return jax.jit(f, in_shardings=(ns("data", None), ns(), ns("model", None))).lower(
+        f32(16, 32), f32(32, 64), f32(64, 32)).as_text()
+
+
+def constrained_residual() -> str:
+    """A residual block whose skip path is constrained."""
+    import jax
+    import jax.numpy as jnp
+
+    ns = jax_programs._ns
+
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        skip = jax.lax.with_sharding_constraint(x, ns(None, "model"))
+        return jax.lax.with_sharding_constraint(y + skip, ns("data", None)).sum(axis=0)
+
+    f32 = jax_programs._f32
+    return jax.jit(f, in_shardings=(ns("data", None), ns(None, "model"))).lower(
+        f32(8, 16), f32(16, 16)).as_text()
+
+
+EXTRA = {"constrained_mlp": constrained_mlp, "constrained_residual": constrained_residual}
+PROGRAMS = sorted(jax_programs.PROGRAMS) + sorted(EXTRA)
+
+
+def program(name: str) -> str:
+    if name in EXTRA:
+        return lowering.once("whatif", name, EXTRA[name])
+    return jax_programs.lowered(name)
+
+
+def _shape(out) -> list[int]:
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        return list(ir.RankedTensorType(out.value.type).shape)
+
+
+def _dims(shape, axis_sizes, priority: str = "", avoid: str | None = None) -> str:
+    """A sharding of ``shape``: the first dim an axis divides gets it (``priority``
+    appended), the rest closed and empty."""
+    dims, used = [], False
+    for size in shape:
+        axis = next((a for a, n in axis_sizes if not used and a != avoid and size % n == 0
+                     and size >= n), None)
+        if axis is not None:
+            dims.append(f'{{"{axis}"}}{priority}')
+            used = True
+        else:
+            dims.append("{}")
+    return f"<@mesh, [{', '.join(dims)}]>"
+
+
+def edits_for(result) -> list[Edit]:
+    """Several edits of the program ``result`` propagated (see the module docstring)."""
+    audit = result.audit
+    axes = [("model", 4), ("data", 2)]
+    outs = {v.name: v for v in audit.outputs.values if v.value is not None}
+    args = [n for n in outs if n.startswith("%arg") and "@" not in n and outs[n].func == "main"
+            and _owner(outs[n]).name == "func.func"]
+    args = [n for n in args if _shape(outs[n])]
+    edits = []
+    if args:
+        current = result.sharding(args[0]) or ""
+        avoid = "model" if '"model"' in current else "data" if '"data"' in current else None
+        edits.append(Edit("set", args[0], _dims(_shape(outs[args[0]]), axes, "p1", avoid)))
+    for name in args[1:]:
+        if _input_sharding(audit, outs[name]) is not None:
+            edits.append(Edit("unset", name))
+            break
+    constraints = [n for n in outs if _origin(audit, outs[n]) == "sdy.sharding_constraint"]
+    if constraints:
+        edits.append(Edit("drop", constraints[0]))
+    if len(constraints) > 1:
+        edits.append(Edit("set", constraints[1], _dims(_shape(outs[constraints[1]]), axes[::-1])))
+    body = [n for n in outs if not n.startswith("%arg") and outs[n].func == "main"
+            and not _place(outs[n])[2] and _owner(outs[n]).parent.name == "func.func"
+            and _origin(audit, outs[n]) not in (None, "sdy.sharding_constraint")
+            and len(_shape(outs[n])) >= 1 and any(s >= 2 for s in _shape(outs[n]))]
+    if body:
+        name = body[len(body) // 2]
+        shape = _shape(outs[name])
+        s = _dims(shape, axes[::-1], "p0")
+        edits.append(Edit("set", name, s.replace("}p0", ", ?}p0", 1)))
+    return edits
+
+
+def _owner(out):
+    """The op defining (or owning the block of) an output value."""
+    return _place(out)[0]
+
+
+def _place(out):
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import value_place
+
+    with mlir_context():
+        return value_place(out.value)
+
+
+def _origin(audit, out):
+    from sdy_dl.audit.whatif import _origin
+
+    origin = _origin(audit, out)
+    return origin.op if origin is not None else None
+
+
+def _input_sharding(audit, out):
+    from sdy_dl.audit.whatif import resolve
+
+    return resolve(audit, Edit("unset", out.name)).current
+
+
+def _check_whatif(name: str, engine: str) -> None:
+    text = program(name)
+    before = propagate(text, engine=engine)
+    edits = edits_for(before)
+    assert len(edits) >= 2, (name, edits)
+    after, changes = before.whatif(edits)
+    edited = after.edited_input
+    assert len(changes.applied) == len(edits)
+    # The what-if is a full propagation of the edited input, and Shardy's.
+    full = propagate(edited, engine=engine)
+    assert after.text == full.text, name
+    assert_same(shardy(edited, "sdy-propagation-pipeline"), normalize(after.text))
+    # The diff lists exactly the values whose printed sharding changed.
+    for d in changes.changed:
+        if d.kind == "different":
+            assert before.sharding(d.a) == d.a_sharding
+            assert after.sharding(d.b) == d.b_sharding
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_whatif_equals_full_propagate_and_shardy(name):
+    _check_whatif(name, "python")
+
+
+#: The clingo engine on three programs by default, on all with ``-m slow``.
+CLINGO_DEFAULT = ("constrained_mlp", "shard_map_scan_pipeline", "while_loop")
+
+
+@pytest.mark.parametrize("name", [n if n in CLINGO_DEFAULT else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in PROGRAMS])
+def test_whatif_equals_full_propagate_and_shardy_clingo(name):
+    _check_whatif(name, "clingo")
+
+
+def test_edits_cover_every_kind():
+    """Across the programs, the chosen edits set arguments (with priorities), unset
+    annotations, drop and set constraints, and set op results."""
+    kinds = set()
+    for name in PROGRAMS:
+        result = propagate(program(name), engine="python")
+        for e in edits_for(result):
+            kind = e.kind
+            if kind == "set" and "p1" in e.sharding:
+                kind = "set argument with priority"
+            elif kind == "set" and "?}p0" in e.sharding:
+                kind = "set op result, open with priority"
+            kinds.add(kind)
+    assert kinds == {"set argument with priority", "unset", "drop", "set",
+                     "set op result, open with priority"}
+
+
+def test_edited_input_changes_only_the_edited_annotations():
+    before = propagate(program("constrained_mlp"), engine="python")
+    after, changes = before.whatif(set={"arg:1": '<@mesh, [{}, {"data"}]>'},
+                                   drop_constraints=["%1"])
+    original = normalize(program("constrained_mlp"))
+    edited = after.edited_input
+    assert original.count("sdy.sharding_constraint") == 2
+    assert edited.count("sdy.sharding_constraint") == 1
+    assert '%arg1: tensor<32x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"data"}]>}' in edited
+    assert [(a.target, a.after) for a in changes.applied] == [
+        ("%arg1", '#sdy.sharding<@mesh, [{}, {"data"}]>'), ("%1", None)]
+
+
+def test_unchanged_whatif_reports_nothing():
+    before = propagate(program("mlp"), engine="python")
+    same = before.sharding("arg:0")
+    after, changes = before.whatif(set={"arg:0": same})
+    assert after.text == before.text
+    assert changes.changed == [] and changes.conflicts_appeared == [] \
+        and changes.conflicts_disappeared == []
+
+
+def test_conflicts_appear_and_disappear():
+    before = propagate(program("mlp"), engine="python")
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert changes.conflicts_appeared and not changes.conflicts_disappeared
+    back, undo = after.whatif(set={"arg:0": before.sharding("arg:0")})
+    assert back.text == before.text
+    assert ({(c.op, c.place, c.factor) for c in undo.conflicts_disappeared}
+            == {(c.op, c.place, c.factor) for c in changes.conflicts_appeared})
+
+
+# -- bad edits -------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, message", [
+    (Edit("set", "%99", '<@mesh, [{}]>'), "no value '%99'"),
+    (Edit("set", "arg:0", '<@mesh, [{"data"}]>'), "sharding doesn't match tensor rank: 1 != 2 (the value has rank 2"),
+    (Edit("set", "arg:0", '<@mesh, [{"x"}, {}]>'), 'unknown axis name: "x" (the value has rank 2; mesh @mesh has axes "data"=2, "model"=4)'),
+    (Edit("set", "arg:0", '<@other, [{}, {}]>'), "unknown mesh @other; meshes: @mesh"),
+    (Edit("drop", "%0"), "not a sharding constraint; constraints: %1, %3"),
+    (Edit("unset", "%0"), "has no annotation to remove (annotated: %arg0, %arg1, %arg2)"),
+    (Edit("unset", "%1"), "use --drop-constraint"),
+])
+def test_bad_edit_is_one_error_with_choices(edit, message):
+    before = propagate(program("constrained_mlp"), engine="python")
+    with pytest.raises(SdyError) as e:
+        before.whatif([edit])
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_cli_whatif_writes_outputs(tmp_path):
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    src = tmp_path / "in.mlir"
+    src.write_text(program("constrained_mlp"))
+    out, saved = tmp_path / "out.mlir", tmp_path / "edited.mlir"
+    r = CliRunner().invoke(main, ["whatif", str(src), "--engine", "python",
+                                  "--set", 'arg:0=<@mesh, [{"model"}, {}]>',
+                                  "--drop-constraint", "%3", "-o", str(out),
+                                  "--save-input", str(saved), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert [e["edit"] for e in report["edits"]] == ['--set arg:0=<@mesh, [{"model"}, {}]>',
+                                                    "--drop-constraint %3"]
+    assert report["changed"]
+    full = CliRunner().invoke(main, ["propagate", str(saved), "--engine", "python"])
+    assert full.exit_code == 0
+    assert out.read_text() == full.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "%99=<@mesh, [{}]>"], "no value '%99'"),
+    (["--set", 'arg:0=<@mesh, [{"data"}]>'], "doesn't match tensor rank"),
+    (["--set", 'arg:0=<@mesh, [{"nope"}, {}]>'], 'has axes "data"=2, "model"=4'),
+])
+def test_cli_bad_edit_writes_nothing(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    src = tmp_path / "in.mlir"
+    src.write_text(program("constrained_mlp"))
+    out, saved = tmp_path / "out.mlir", tmp_path / "edited.mlir"
+    r = CliRunner().invoke(main, ["whatif", str(src), "--engine", "python", *args,
+                                                  "-o", str(out), "--save-input", str(saved)])
+    assert r.exit_code == 1
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"sdy-dl: error: {src}: ") and message in lines[0]
+    assert not out.exists() and not saved.exists()
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "arg:0"], "expected VALUE=SHARDING"),
+    ([], "no edit given"),
+])
+def test_cli_usage_errors(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    src = tmp_path / "in.mlir"
+    src.write_text(program("mlp"))
+    r = CliRunner().invoke(main, ["whatif", str(src), *args])
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and message in r.stderr
+
+
+# -- JAX --------------------------------------------------------------------------
+
+def test_jax_paths_partition_specs_and_lines():
+    import jax
+    import jax.numpy as jnp
+
+    import sdy_dl.jax
+
+    ns, f32 = jax_programs._ns, jax_programs._f32
+
+    def f(params, x):
+        h = jnp.tanh(x @ params["w1"])
+        h = jax.lax.with_sharding_constraint(h, ns("data", "model"))
+        return h @ params["w2"]
+
+    jitted = jax.jit(f, in_shardings=({"w1": ns(None, "model"), "w2": ns("model", None)},
+                                      ns("data", None)))
+    result = sdy_dl.jax.explain(jitted, {"w1": f32(16, 32), "w2": f32(32, 8)}, f32(8, 16),
+                                engine="python")
+    after, changes = result.whatif(set={"params['w1']": "P('data', None)"},
+                                   drop_constraints=["%2"])
+    arg, drop = changes.applied
+    assert arg.after == '#sdy.sharding<@mesh, [{"data"}, {}]>'
+    assert arg.jax_line == "in_shardings entry for params['w1']: NamedSharding(mesh, P('data', None))"
+    line = f"{__file__}:{f.__code__.co_firstlineno + 2}"
+    assert drop.jax_line == f"at {line}: remove the jax.lax.with_sharding_constraint"
+    assert after.sharding("params['w1']") == '#sdy.sharding<@mesh, [{"data"}, {}]>'
+    _, changes = result.whatif(set={"%2": "P(None, ('data', 'model'))"})
+    assert changes.applied[0].after == '#sdy.sharding<@mesh, [{}, {"data", "model"}]>'
+    assert changes.applied[0].jax_line == (
+        f"at {line}: the jax.lax.with_sharding_constraint there becomes "
+        "jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P(None, ('data', 'model'))))")
+
+
+def test_partition_spec_text():
+    from sdy_dl.jax import sdy_to_spec, spec_to_sdy
+
+    assert spec_to_sdy("P('data', None)", 3, "mesh") == '<@mesh, [{"data"}, {}, {}]>'
+    assert spec_to_sdy("P(('data', 'model'), P.UNCONSTRAINED)", 2, "m") == \
+        '<@m, [{"data", "model"}, {?}]>'
+    assert sdy_to_spec('<@mesh, [{"data"}, {?}, {}]>') == "P('data', P.UNCONSTRAINED, None)"
+    assert sdy_to_spec('<@mesh, [{"data"}p1, {}]>') is None
+    for bad in ("P(1)", "Q('data')", "P('a', 'b')"):
+        with pytest.raises(SdyError):
+            spec_to_sdy(bad, 1, "mesh")
