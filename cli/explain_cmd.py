@@ -28,15 +28,33 @@ from sdy_dl.output import write_atomic
               help="Output file (- for stdout), written whole or not at all.")
 @unregistered_dialect_option
 @click.option("--proof", is_flag=True, help="Expand each step into its Datalog derivation.")
+@click.option("--why-not", "why_not_axis", metavar="AXIS",
+              help="Why VALUE has no AXIS: where each annotation's AXIS stopped on its way "
+                   "to VALUE, and the step program's rule and body literal that did not hold.")
+@click.option("--dim", type=click.IntRange(0), help="With --why-not: the dim of VALUE.")
 @pass_options
 def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: int, output: str,
-            proof: bool, **opts) -> None:
+            proof: bool, why_not_axis: str | None, dim: int | None, **opts) -> None:
     """Explain the sharding VALUE has in the output of 'sdy-dl propagate MODULE'
     (named as that output prints it: %3 or %arg0 in main, @func:%2 elsewhere,
     arg:N, result:N, @func:arg:N; %2@L7 when several values print as %2, by the output line
     defining it; %iterArg@L5:do for a block argument of one of its op's regions)."""
     if (value is None) == (not all_values):
         raise click.UsageError("give either VALUE or --all")
+    if dim is not None and why_not_axis is None:
+        raise click.UsageError("--dim goes with --why-not")
+    if why_not_axis is not None:
+        if all_values or fmt not in ("text", "json"):
+            raise click.UsageError("--why-not takes one VALUE and --format text or json")
+        from sdy_dl.audit.why_not import why_not
+
+        with errors_in(module):
+            audit = Audit(load_module(module), make_pass_options(**opts))
+            answer = why_not(audit, value, why_not_axis, dim)
+        text = (json.dumps(answer.to_json(), indent=2) if fmt == "json"
+                else "\n".join(answer.lines(proof)))
+        write_atomic(output, text + "\n")
+        return
     with errors_in(module):
         audit = Audit(load_module(module), make_pass_options(**opts))
         if all_values and not proof and fmt in ("json", "text"):

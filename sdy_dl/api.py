@@ -9,6 +9,7 @@ result answers every question about its output without running it again::
     result.sharding("%3")       # its printed sharding (None: unsharded)
     print(result.explain("result:0"))   # the derivation tree (sdy_dl.audit.Node)
     print(result.conflicts())   # where propagation could not agree
+    result.why_not("%3", "x")   # why %3 has no axis "x": where it stopped and why
     after, changes = result.whatif(set={"arg:0": '<@mesh, [{"data"}, {}]>'})
 
     result = sdy_dl.propagate("model.mlir", explicit_collectives=True)
@@ -94,6 +95,13 @@ class PropagationResult:
         estimate) and ``top``, the ``top`` largest replicated or partly sharded values
         with ``why`` and ``shardable`` (mesh axis -> dims it divides)."""
         return self.audit.memory(top)
+
+    def why_not(self, value: str, axis: str, dim: int | None = None):
+        """Why ``value`` has no ``axis`` (on ``dim``): :class:`sdy_dl.audit.why_not.WhyNot`."""
+        from sdy_dl.audit.why_not import why_not
+
+        return why_not(self.audit, value, axis, dim)
+
     def whatif(self, edits=(), *, set: dict | None = None, unset=(), drop_constraints=()):
         """Re-propagate with edited input annotations: ``(new result, WhatIf)``.
 

@@ -1,0 +1,344 @@
+"""Why is an axis NOT on a value: ``explain MODULE VALUE --why-not AXIS [--dim D]``.
+
+The propagation's op steps connect tracer keys (the last visit of each op,
+as :mod:`~sdy_dl.audit.conflicts` reads them).  From VALUE, a breadth-first
+walk over the steps stops at the first keys whose final sharding holds AXIS:
+each is where an annotation's AXIS got to (its input annotations are
+named), and the step between it and the key one hop nearer VALUE is *the
+first step that did not carry the axis on*.  That step is evaluated once
+more, alone, with every relation of the ``step`` program kept
+(:class:`~sdy_dl.audit.negation.Model`), and the program says why the
+nearer tensor's record for the axis's factor has no AXIS
+(``fin_axis(0, T, F, _, AXIS, _, _)``): the rule that would derive it and the
+body literal that did not hold, down to where the derivation stopped.
+:func:`cause_of` names the cause from that chain and the step's facts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from sdy_dl.audit.steps import tensor_dim
+from sdy_dl.errors import SdyError
+from sdy_dl.rules.instance import factor_name
+
+
+@dataclass
+class Blocked:
+    """One place where AXIS stopped on its way to the value."""
+
+    source: str                    # the value holding AXIS (named)
+    source_sharding: str
+    annotations: list[str]         # the input annotations its sharding came from
+    op: str                        # the op of the step that did not carry AXIS on
+    place: str
+    rule: str                      # the op's sharding rule
+    factor: str                    # the factor AXIS is on in the source
+    to: str                        # the value one step nearer VALUE
+    to_sharding: str
+    cause: str                     # the cause, phrased
+    why: object = None             # negation.Absence, or None when no Datalog question applies
+    strategy: str = ""
+    phase: str = ""
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "why"}
+        if self.why is not None:
+            out["datalog"] = self.why.to_json()
+        return out
+
+
+@dataclass
+class WhyNot:
+    """The answer for one value and axis."""
+
+    value: str
+    axis: str
+    dim: int | None
+    sharding: str
+    has_axis: bool = False
+    blocked: list[Blocked] = field(default_factory=list)
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "axis": self.axis, "dim": self.dim, "sharding": self.sharding,
+                "has_axis": self.has_axis, "note": self.note,
+                "blocked": [b.to_json() for b in self.blocked]}
+
+    def lines(self, proof: bool = False) -> list[str]:
+        dim = "" if self.dim is None else f" dim {self.dim}"
+        head = f"{self.value}{dim}: {self.sharding}"
+        if self.has_axis:
+            return [f"{head}", f"  has \"{self.axis}\"{dim}" + (f" ({self.note})" if self.note else "")]
+        out = [head, f"  no \"{self.axis}\"{dim}" + (f": {self.note}" if self.note else "")]
+        for b in self.blocked:
+            came = f" <- {'; '.join(b.annotations)}" if b.annotations else ""
+            out.append(f"  from {b.source} = {b.source_sharding}{came}")
+            out.append(f"    stopped at {b.op} ({b.place}; {b.strategy}"
+                       + (f", {b.phase}" if b.phase else "") + f"), factor {b.factor}, "
+                       f"into {b.to} = {b.to_sharding}")
+            out.append(f"    because: {b.cause}")
+            if b.why is not None:
+                chain = b.why.failures[0].chain() if b.why.failures else []
+                if proof:
+                    out += b.why.lines("    ")
+                elif chain:
+                    first, last = chain[0], chain[-1]
+                    out.append(f"    no {b.why.atom}: rule {first.rule}: {first.text}")
+                    out.append(f"      did not hold: {first.failed}"
+                               + (f" (blocked by {first.blocking})" if first.blocking else ""))
+                    if last is not first:
+                        out.append(f"      ... stopped at rule {last.rule}: {last.failed}"
+                                   + (f" (blocked by {last.blocking})" if last.blocking else "")
+                                   + " (--proof: the whole chain)")
+        return out
+
+
+def _axis_dims(sharding, axis: str) -> list[int]:
+    """The dims of ``sharding`` that hold ``axis`` (or a sub-axis of it)."""
+    if sharding is None:
+        return []
+    return [d for d, dim in enumerate(sharding.dims) if any(a.name == axis for a in dim.axes)]
+
+
+def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
+    """Why ``value`` (named as the output prints it) has no ``axis`` (on ``dim``)."""
+    out = audit.value(value)
+    meshes = audit.propagated.meshes
+    axes = sorted({a for m in meshes.values() for a in m.axis_names})
+    if axis not in axes:
+        raise SdyError(f"no axis {axis!r} in the module's meshes; axes: "
+                       f"{', '.join(axes) or 'none'}", file=audit.file)
+    sharding = out.sharding
+    if dim is not None:
+        rank = sharding.rank if sharding is not None else _rank(out)
+        if rank is not None and not 0 <= dim < rank:
+            raise SdyError(f"{value} has rank {rank}: --dim is 0..{rank - 1}", file=audit.file)
+    answer = WhyNot(out.name, axis, dim, "(none)" if sharding is None else sharding.to_text())
+    held = _axis_dims(sharding, axis)
+    if (dim is None and held) or (dim is not None and dim in held):
+        answer.has_axis = True
+        answer.note = f"see 'sdy-dl explain {value}'"
+        return answer
+    if held:
+        answer.note = f"it holds \"{axis}\" on dim {', '.join(map(str, held))}"
+    key = out.key if out.result_of is None or out.key is None else out.key
+    if out.result_of is not None and out.result_of.key is not None:
+        key = out.result_of.key
+    if key is None:
+        answer.note = "the export passes made this value; propagation never saw it"
+        return answer
+    explainer = audit.explainer
+    tracer = explainer.tracer
+    last = {}
+    for cause in tracer.steps:
+        last[(cause.op or {}).get("tag") or id(cause)] = cause
+    by_key: dict = {}
+    for cause in last.values():
+        for t, (k, _) in enumerate(cause.inputs):
+            by_key.setdefault(k, []).append((cause, t))
+    # Breadth first from the value's key; keys holding the axis end a path.
+    parent = {key: None}
+    queue = deque([key])
+    found = []
+    while queue:
+        k = queue.popleft()
+        for cause, t in sorted(by_key.get(k, ()), key=lambda c: c[0].index):
+            for u, (k2, _) in enumerate(cause.inputs):
+                if k2 in parent:
+                    continue
+                parent[k2] = (k, cause, t, u)
+                if _axis_dims(tracer.final(k2), axis):
+                    found.append(k2)
+                else:
+                    queue.append(k2)
+    if not found:
+        answer.note = (f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
+                       f"(no annotation holding \"{axis}\" reaches it through the propagation's steps)")
+        return answer
+    engine = audit.options.make_engine()
+    for k2 in found:
+        nearer, cause, t_near, t_src = parent[k2]
+        want = dim if nearer == key else None
+        b = _blocked(audit, engine, cause, k2, t_src, nearer, t_near, axis, want)
+        if b is not None:
+            answer.blocked.append(b)
+    if not answer.blocked:
+        answer.note += ("; " if answer.note else "") + (
+            f"every value holding \"{axis}\" next to it carries it onto another dim")
+    return answer
+
+
+def _rank(out):
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import tensor_rank
+
+    if out.value is None:
+        return None
+    with mlir_context():
+        return tensor_rank(out.value.type)
+
+
+def _blocked(audit, engine, cause, src_key, t_src, near_key, t_near, axis, dim) -> Blocked | None:
+    """The step ``cause`` not carrying ``axis`` from ``src_key`` into ``near_key`` (onto
+    ``dim`` of it, when given; None: it carries it onto another dim)."""
+    from sdy_dl.audit.negation import Model
+    from sdy_dl.propagation.step_eval import step_program
+    from sdy_dl.propagation.step_facts import step_facts
+
+    explainer, tracer = audit.explainer, audit.explainer.tracer
+    step = cause.step
+    src_sharding = tracer.final(src_key)
+    near_sharding = tracer.final(near_key)
+    blocked = Blocked(explainer.key_name(src_key), src_sharding.to_text(),
+                      explainer.annotations(src_key, len(tracer.writes)),
+                      cause.op["name"], cause.op["place"], _rule_text(step.rule), "(none)",
+                      explainer.key_name(near_key),
+                      "(none)" if near_sharding is None else near_sharding.to_text(), "",
+                      strategy=cause.strategy, phase=cause.phase)
+    program = step_program([step])
+    facts = step_facts([step], audit.propagated.meshes)
+    # A chain through the nearer tensor's own record says only that it did not hold
+    # the axis already: ranked after the chains through the step's decisions.
+    model = Model(program, facts, engine.run, aside=lambda chain: any(
+        f.kind == "missing" and f.relation in ("rec_axis", "in_dim_axis")
+        and f.args[:2] == (0, t_near) for f in chain))
+    found = cause_of(model, step, t_src, t_near, axis, blocked, dim)
+    if found is None:
+        return None
+    blocked.cause, blocked.why, factor = found
+    if factor is not None:
+        blocked.factor = factor_name(factor)
+    return blocked
+
+
+def _rule_text(rule) -> str:
+    try:
+        return rule.to_text()
+    except AttributeError:
+        return str(rule)
+
+
+def _factor_kind(rule, factor: int) -> str:
+    """How the rule declares ``factor``: its kind, and whether propagation is blocked."""
+    f = rule.factors[factor]
+    kind = "a " + f.kind.replace("_", "-") + " factor"
+    return kind + (" with blocked propagation" if f.blocked else "")
+
+
+def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
+    """(the cause phrased, the Datalog answer behind it, the factor) of the step
+    ``model`` evaluates not carrying ``axis`` from tensor ``t_src`` into ``t_near``.
+
+    The cause is the first of these questions to the step program that has no
+    tuple, each answered by :meth:`Model.why_not` (the rule and the body literal
+    that did not hold): the source's record for a factor holds the axis
+    (``rec_axis``; else it overflowed: ``rec_ovf``), the factor's direction lets
+    the source take part (``c0_key``), its compatible major axes hold it
+    (``cand0``), the nearer tensor's within-factor checks keep it (``ag_within``),
+    its across-factor checks keep it (``ag_across_J``), its record expands
+    (``ag_exp_r_J``/``ag_exp_o_J``), and the final record holds it (``fin_axis``).
+    With ``dim``, only a factor of that dim of the nearer tensor counts (None: the
+    source's axis goes onto another dim)."""
+    rule, rows = step.rule, model.rows
+    near_is_result = any(r[1] == t_near and r[2] == 1 for r in rows("in_tensor"))
+    conservative = model.has("conservative", (0,))
+    held = [r for r in rows("rec_axis") if r[1] == t_src and r[4] == axis]
+    if not held:
+        why = model.why_not("rec_axis", (0, t_src, None, None, axis, None, None))
+        ovf = [r for r in rows("rec_ovf") if r[1] == t_src and r[4] == axis]
+        if ovf:
+            f = ovf[0][2]
+            size = _factor_size(model, f)
+            return (f"\"{axis}\" does not divide factor {factor_name(f)} (size {size}) of "
+                    f"{blocked.source}: it overflows the factor and goes no further", why, f)
+        return (f"\"{axis}\" of {blocked.source} is a sub-axis that does not fit the factors of its "
+                "dim: no factor's record holds it", why, None)
+    if dim is not None:
+        held = [r for r in held if tensor_dim(rule, t_near, r[2]) in (dim, None)]
+        if not held:
+            return None
+    factor = held[0][2]
+    f = factor_name(factor)
+    if tensor_dim(rule, t_near, factor) is None:
+        return (f"factor {f} of \"{axis}\" is not in {blocked.to} ({_factor_kind(rule, factor)}): "
+                f"no dim of {blocked.to} can take the axis from it", None, factor)
+    ref = held[0][4:7]
+    if conservative and not model.has("keep_ref", (0, *ref)):
+        return (f"conservative mode: \"{axis}\" is on {blocked.source} as the sub-axis "
+                f"{_ref_text(ref)}, and conservative propagation keeps full axes only",
+                model.why_not("keep_ref", (0, *ref)), factor)
+    if not model.has("c0_key", (0, factor, t_src, None)):
+        why = model.why_not("c0_key", (0, factor, t_src, None))
+        blocked_flag = any(r[1] == factor and r[3] == 1 for r in rows("in_factor"))
+        if blocked_flag:
+            return (f"factor {f} is blocked ({_factor_kind(rule, factor)}): the step does not "
+                    "propagate along it", why, factor)
+        direction = next((r[4] for r in rows("in_factor") if r[1] == factor), "?")
+        return (f"the step's direction along factor {f} is {direction} (op priorities or a "
+                f"barrier): {blocked.source} does not take part", why, factor)
+    if not model.has("cand0", (0, factor, None, axis, None, None)):
+        why = model.why_not("cand0", (0, factor, None, axis, None, None))
+        others = sorted({(r[1], r[4]) for r in rows("rec_axis") if r[2] == factor and r[4] != axis})
+        who = ", ".join(f"{_tensor(model, t)} has \"{a}\"" for t, a in others) or "none"
+        src = [r[2] for r in rows("ag_src") if r[1] == factor]
+        decided = (f"aggressive strategy; source tensor {_tensor(model, src[0])}" if src
+                   else f"{blocked.strategy} strategy")
+        prio = sorted({_tensor(model, r[1]) for r in rows("in_dim") if r[4] == 1
+                       and tensor_dim(rule, r[1], factor) == r[2] and (r[1], r[2]) != (t_src, None)})
+        if prio:
+            decided += (f"; {', '.join(prio)} holds it on a dim with a priority, propagated at a "
+                        f"higher priority than this step's {blocked.phase or 'phase'}")
+        return (f"factor {f} already holds another axis from another tensor ({who}): the "
+                f"compatible major axes of {f} exclude \"{axis}\" ({decided}; the tensors are "
+                "folded operands first)", why, factor)
+    within = [r for r in rows("ag_within") if r[1] == t_near and r[2] == factor and r[4] == axis]
+    if model.has("strategy", (0, "aggressive")) and not within:
+        why = model.why_not("ag_within", (0, t_near, factor, None, axis, None, None))
+        closed = [r for r in rows("rec") if r[1] == t_near and r[2] == factor and r[3] == 1]
+        d = tensor_dim(rule, t_near, factor)
+        prio = [r for r in rows("in_dim") if r[1] == t_near and r[2] == d and r[4] == 1]
+        if closed:
+            return (f"dim {d} of {blocked.to} is closed" + (" (with a priority)" if prio else "")
+                    + ": its record for factor " f"{f} may not grow", why, factor)
+        if any(r[1] == t_near and r[4] == axis for r in rows("in_replicated")):
+            return f"{blocked.to} keeps \"{axis}\" explicitly replicated", why, factor
+        return (f"{blocked.to}'s own record for factor {f} conflicts with \"{axis}\" "
+                "(within-factor conflict)", why, factor)
+    pos = next((r[2] for r in rows("ag_pos") if r[1] == factor), None)
+    if pos is not None:
+        across = [r for r in rows(f"ag_across_{pos}") if r[1] == t_near and r[3] == axis]
+        if not across:
+            why = model.why_not(f"ag_across_{pos}", (0, t_near, None, axis, None, None))
+            used = [r for r in rows("rec_axis") if r[1] == t_near and r[4] == axis and r[2] != factor]
+            where = (f" (factor {factor_name(used[0][2])}, dim {tensor_dim(rule, t_near, used[0][2])})"
+                     if used else "")
+            return (f"\"{axis}\" is already used by another dim of {blocked.to}{where}: a tensor "
+                    "cannot use an axis twice (across-factor conflict)", why, factor)
+        exp = f"ag_exp_{'r' if near_is_result else 'o'}_{pos}"
+        if not model.has(exp, (0, t_near)):
+            return (f"{blocked.to}'s record for factor {f} is not a strict prefix of its new axes: "
+                    "its dim already holds other axes", model.why_not(exp, (0, t_near)), factor)
+    why = model.why_not("fin_axis", (0, t_near, factor, None, axis, None, None))
+    if not why.failures and model.has("fin_axis", (0, t_near, factor, None, axis, None, None)):
+        return ("the step derives the axis for the factor; the value was written later by "
+                "another cause (a priority, a group or a later rewrite)", None, factor)
+    chain = why.failures[0].chain() if why.failures else []
+    last = chain[-1].failed if chain else "?"
+    return f"the step program derives no \"{axis}\" for factor {f} (stopped at {last})", why, factor
+
+
+def _factor_size(model, factor: int):
+    return next((r[2] for r in model.rows("in_factor") if r[1] == factor), "?")
+
+
+def _tensor(model, t: int) -> str:
+    res = any(r[1] == t and r[2] == 1 for r in model.rows("in_tensor"))
+    no = next((r[4] for r in model.rows("in_step")), 0)
+    return f"result {t - no}" if res else f"operand {t}"
+
+
+def _ref_text(ref) -> str:
+    a, p, s = ref
+    return f"\"{a}\":({p}){s}"

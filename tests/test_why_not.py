@@ -1,0 +1,212 @@
+"""``explain --why-not AXIS``: why a value has no axis, from the step program's negation provenance.
+
+One crafted module per cause; each answer must name the cause and carry the
+Datalog rule and the body literal that did not hold (the question asked of
+the step program, answered on its facts).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sdy_dl import propagate
+from sdy_dl.errors import SdyError
+
+MESH = 'sdy.mesh @mesh = <["x"=4, "y"=2]>\n'
+
+NOT_DIVIDING = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<3x2xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<6xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+"""
+
+CONFLICT = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+CLOSED = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.tanh %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+PRIORITY = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}p1, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}p0, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+REDUCTION = MESH + """\
+func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> tensor<8xf32> {
+  %c = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%arg0 init: %c) applies stablehlo.add across dimensions = [1] : (tensor<8x16xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+"""
+
+NEED_REPLICATION = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %i: tensor<i32>) -> tensor<4x8xf32> {
+  %0 = stablehlo.dynamic_slice %arg0, %i, %i, sizes = [4, 8] : (tensor<8x8xf32>, tensor<i32>, tensor<i32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+"""
+
+OTHER_DIM = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+SUB_AXIS_RESHAPE = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<2x3xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<6xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+"""
+
+UNCONNECTED = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = stablehlo.tanh %arg0 : tensor<8x8xf32>
+  %1 = stablehlo.tanh %arg1 : tensor<8x8xf32>
+  return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+
+def answer(text, value, axis, dim=None, **options):
+    result = propagate(text, engine="python", **options)
+    return result.why_not(value, axis, dim)
+
+
+@pytest.mark.parametrize("text, value, axis, dim, options, cause, literal", [
+    (NOT_DIVIDING, "%0", "x", None, {}, '"x" does not divide factor i (size 3) of %arg0',
+     "no rec_axis(0, 0, _, _, \"x\", _, _)"),
+    (CONFLICT, "%0", "y", None, {}, 'factor i already holds another axis from another tensor '
+     '(operand 0 has "x")', "no cand0(0, 0, _, \"y\", _, _)"),
+    (CLOSED, "%0", "x", None, {}, "dim 0 of %0 is closed", "no ag_within(0, 1, 0, _, \"x\", _, _)"),
+    (PRIORITY, "%0", "x", None, {}, 'factor i already holds another axis from another tensor '
+     '(operand 1 has "y"', "no cand0(0, 0, _, \"x\", _, _)"),
+    (REDUCTION, "%0", "x", None, {}, 'factor j of "x" is not in %0 (a reduction factor)', None),
+    (NEED_REPLICATION, "%0", "x", None, {}, "factor i is blocked (a need-replication factor with "
+     "blocked propagation)", "no c0_key(0, 0, 0, _)"),
+    (OTHER_DIM, "%0", "x", 1, {}, '"x" is already used by another dim of %0 (factor i, dim 0)',
+     "no ag_across_1(0, 2, _, \"x\", _, _)"),
+    (SUB_AXIS_RESHAPE, "%0", "x", None, {"conservative": True},
+     'conservative mode: "x" is on %arg0 as the sub-axis "x":(1)2', "no keep_ref(0, \"x\", 1, 2)"),
+])
+def test_each_cause_is_named_with_its_rule_and_literal(text, value, axis, dim, options, cause,
+                                                       literal):
+    got = answer(text, value, axis, dim, **options)
+    assert not got.has_axis
+    assert len(got.blocked) == 1, got.lines()
+    b = got.blocked[0]
+    assert b.cause.startswith(cause), b.cause
+    if literal is None:
+        assert b.why is None
+        return
+    assert b.why.atom == literal[3:]
+    first = b.why.failures[0]
+    assert first.rule.startswith("datalog/step/") and first.failed
+    text = "\n".join(got.lines())
+    assert f"{literal}: rule datalog/step/" in text and "did not hold: " in text
+
+
+def test_priority_answer_names_the_phase():
+    b = answer(PRIORITY, "%0", "x").blocked[0]
+    assert b.source == "%arg0" and b.annotations == ['%arg0 = #sdy.sharding<@mesh, [{"x"}p1, {}]>']
+    assert b.phase.startswith("user priority 1")
+
+
+def test_sources_and_steps_are_named():
+    b = answer(CONFLICT, "%0", "y").blocked[0]
+    assert (b.source, b.op, b.factor, b.to) == ("%arg1", "stablehlo.add", "i", "%0")
+    assert b.place.endswith(":3") and b.strategy == "aggressive"
+
+
+def test_unconnected_value():
+    got = answer(UNCONNECTED, "%1", "x")
+    assert got.blocked == [] and got.note.startswith('no op with a rule connects %1 to a value '
+                                                     'holding "x"')
+
+
+def test_value_that_has_the_axis_says_so():
+    got = answer(OTHER_DIM, "%0", "x")
+    assert got.has_axis and got.lines()[1] == '  has "x" (see \'sdy-dl explain %0\')'
+    assert answer(OTHER_DIM, "%0", "x", 0).has_axis
+    assert not answer(OTHER_DIM, "%0", "x", 1).has_axis
+
+
+def test_bad_axis_or_dim_is_one_error():
+    result = propagate(CONFLICT, engine="python")
+    with pytest.raises(SdyError, match="no axis 'z' in the module's meshes; axes: x, y"):
+        result.why_not("%0", "z")
+    with pytest.raises(SdyError, match="%0 has rank 2: --dim is 0..1"):
+        result.why_not("%0", "x", 2)
+    with pytest.raises(SdyError, match="no value '%9'"):
+        result.why_not("%9", "x")
+
+
+def test_proof_expands_the_chain(tmp_path):
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    src = tmp_path / "m.mlir"
+    src.write_text(CLOSED)
+    r = CliRunner().invoke(main, ["explain", str(src), "%0", "--why-not", "x", "--proof",
+                                  "--engine", "python"])
+    assert r.exit_code == 0, r.output
+    assert "no ag_within(0, 1, 0, _, \"x\", _, _):" in r.output
+    assert r.output.count("  rule datalog/step/") >= 2 and "fails: " in r.output
+    j = CliRunner().invoke(main, ["explain", str(src), "%0", "--why-not", "x", "--format", "json",
+                                  "--engine", "python"])
+    data = json.loads(j.output)
+    assert data["blocked"][0]["datalog"]["atom"] == 'ag_within(0, 1, 0, _, "x", _, _)'
+
+
+def test_clingo_gives_the_same_answer():
+    python = answer(OTHER_DIM, "%0", "x", 1).lines(proof=True)
+    clingo = propagate(OTHER_DIM, engine="clingo").why_not("%0", "x", 1).lines(proof=True)
+    assert python == clingo
+
+
+def test_negation_answer_of_a_small_program():
+    from sdy_dl.audit.negation import Model
+    from sdy_dl.datalog.program import Program, parse_declarations
+    from sdy_dl.engines.python_engine import PythonEngine
+
+    text = """
+// e(A, B): an edge
+.decl e(a: number, b: number)
+.input e
+// bad(A): a bad node
+.decl bad(a: number)
+.input bad
+// ok(A): a good node with a long edge
+.decl ok(a: number)
+ok(A) :- e(A, B), B > 1, !bad(A).
+// path(A): what is asked
+.decl path(a: number)
+.output path
+path(A) :- ok(A).
+"""
+    program = Program(text, parse_declarations(text))
+    model = Model(program, {"e": [(1, 0), (2, 5), (3, 5)], "bad": [(3,)]}, PythonEngine().run)
+    assert model.has("path", (2,))
+    no1 = model.why_not("path", (1,))
+    inner = no1.failures[0].below.failures[0]
+    assert (inner.failed, inner.kind) == ("0 > 1", "comparison")
+    no3 = model.why_not("ok", (3,))
+    assert (no3.failures[0].kind, no3.failures[0].blocking) == ("blocked", "bad(3)")
+    no4 = model.why_not("ok", (4,))
+    assert no4.failures[0].failed == "e(4, B)" and no4.failures[0].below.input_relation
