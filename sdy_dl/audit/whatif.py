@@ -127,8 +127,10 @@ class WhatIf:
         for word, conflicts in (("appeared", self.conflicts_appeared),
                                 ("disappeared", self.conflicts_disappeared)):
             for c in conflicts:
-                out.append(f"conflict {word}: {c.op} at {c.place}: factor {c.factor} "
-                           f"({c.kind}), kept [{', '.join(c.kept)}]")
+                axis = f" axis {c.axis}" if c.axis else ""
+                kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in sorted(c.kept.items()))
+                out.append(f"conflict {word}: {c.op} at {c.place}: factor {c.factor}{axis} "
+                           f"({c.kind}), kept {kept or 'nothing'}")
         out.append(f"{len(self.changed)} values changed, {self.unchanged} unchanged, "
                    f"{len(self.conflicts_appeared)} conflicts appeared, "
                    f"{len(self.conflicts_disappeared)} disappeared")
@@ -418,7 +420,8 @@ def whatif(audit, edits: list[Edit]):
 
 
 def _conflict_key(c) -> tuple:
-    return (c.op, c.place, c.factor, c.kind, tuple(c.kept))
+    return (c.op, c.place, c.factor, c.axis, c.kind,
+            tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items())))
 
 
 def _jax_lines(audit, applied: list[Applied]) -> None:
