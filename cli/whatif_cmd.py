@@ -13,6 +13,7 @@ from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
+from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 
 
 @main.command("whatif")
@@ -30,12 +31,18 @@ from sdy_dl.output import write_atomic
               help="Write the edited input module here.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
+@click.option("--explicit-collectives", is_flag=True,
+              help="Propagate with explicit collectives and list the collectives the edits "
+                   "add and remove, with their bytes per device.")
 @unregistered_dialect_option
 @pass_options
-def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, **opts) -> None:
+def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, explicit_collectives,
+               **opts) -> None:
     """Propagate MODULE, apply the edits to its input annotations, propagate again
     and print what changed: the values whose sharding changed (aligned as 'sdy-dl
-    diff' aligns them) and the conflicts that appeared or disappeared.  VALUE is
+    diff' aligns them), the conflicts that appeared or disappeared, bytes per device
+    per function before and after, and with --explicit-collectives the collectives
+    added and removed.  VALUE is
     named as 'sdy-dl propagate MODULE' prints it (%3, %arg0, arg:0, result:0,
     @func:%2, or a JAX argument path)."""
     edits = ([Edit.parse_set(s) for s in sets] + [Edit("unset", v) for v in unsets]
@@ -44,7 +51,10 @@ def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, **opts
         raise click.UsageError("no edit given (--set VALUE=SHARDING, --unset VALUE, "
                                "--drop-constraint VALUE)")
     with errors_in(module):
-        before = Audit(load_module(module), make_pass_options(**opts))
+        options = make_pass_options(**opts)
+        if explicit_collectives:
+            options = options.with_values({ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+        before = Audit(load_module(module), options, step_memo={})
         after, changes = whatif(before, edits)
         outputs = [(save_input, print_input(after.edited_input)) if save_input else None,
                    (output, after.text) if output else None]

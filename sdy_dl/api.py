@@ -205,4 +205,4 @@ def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
         parsed = load_module(module)
     else:
         parsed = parse_module_text(module, file or "<string>")
-    return PropagationResult(Audit(parsed, options))
+    return PropagationResult(Audit(parsed, options, step_memo={}))   # (kept for what-ifs)

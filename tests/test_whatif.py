@@ -216,6 +216,43 @@ def test_edited_input_changes_only_the_edited_annotations():
         ("%arg1", '#sdy.sharding<@mesh, [{}, {"data"}]>'), ("%1", None)]
 
 
+def test_whatif_reuses_the_first_propagations_steps():
+    """The what-if evaluates only the steps whose inputs the edit changed (the rest come
+    from the first propagation's memo) and still equals a propagation from scratch."""
+    before = propagate(program("training_step"), engine="python")
+    memo = before.audit.step_memo
+    first = sum(map(len, memo.values()))
+    assert first > 0
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
+    added = sum(map(len, memo.values())) - first
+    assert changes.changed and 0 < added < first
+    assert after.text == propagate(after.edited_input, engine="python").text
+    again, _ = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
+    assert sum(map(len, memo.values())) == first + added and again.text == after.text
+
+
+def test_collectives_and_memory_before_and_after():
+    before = propagate(program("mlp"), engine="python", explicit_collectives=True)
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    old, new = before.collectives(), after.collectives()
+    assert changes.collective_bytes == (sum(c.bytes or 0 for c in old.entries),
+                                        sum(c.bytes or 0 for c in new.entries))
+    assert changes.collectives_added or changes.collectives_removed
+    assert (sum(c.bytes or 0 for c in changes.collectives_added)
+            - sum(c.bytes or 0 for c in changes.collectives_removed)
+            == changes.collective_bytes[1] - changes.collective_bytes[0])
+    main = {fn: (b, a) for fn, b, a in changes.memory}["main"]
+    assert main[0].arguments == before.memory().functions[0].arguments
+    assert main[1].arguments == after.memory().functions[0].arguments
+    lines = changes.lines()
+    assert any(line.startswith("collective added: ") or line.startswith("collective removed: ")
+               for line in lines)
+    assert any(line.startswith("collectives: ") for line in lines)
+    plain, _ = propagate(program("mlp"), engine="python").whatif(
+        set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert _.collectives_added is None and _.memory
+
+
 def test_unchanged_whatif_reports_nothing():
     before = propagate(program("mlp"), engine="python")
     same = before.sharding("arg:0")

@@ -96,7 +96,7 @@ def answer(text, value, axis, dim=None, **options):
     (CLOSED, "%0", "x", None, {}, "dim 0 of %0 is closed", "no ag_within(0, 1, 0, _, \"x\", _, _)"),
     (PRIORITY, "%0", "x", None, {}, 'factor i already holds another axis from another tensor '
      '(operand 1 has "y"', "no cand0(0, 0, _, \"x\", _, _)"),
-    (REDUCTION, "%0", "x", None, {}, 'factor j of "x" is not in %0 (a reduction factor)', None),
+    (REDUCTION, "%0", "x", None, {}, 'factor j of "x" maps no dim of %0 (a reduction factor)', None),
     (NEED_REPLICATION, "%0", "x", None, {}, "factor i is blocked (a need-replication factor with "
      "blocked propagation)", "no c0_key(0, 0, 0, _)"),
     (OTHER_DIM, "%0", "x", 1, {}, '"x" is already used by another dim of %0 (factor i, dim 0)',

@@ -119,7 +119,10 @@ class Model:
             self.rel.setdefault(name, set()).update(map(tuple, rows))
         self.inputs = {d.name for d in program.inputs}
         self.clauses: dict[str, list] = {}
-        for clause, rule in zip(parse_clauses(program.text), parse_rules(program)):
+        clauses, rules = parse_clauses(program.text), parse_rules(program)
+        if len(clauses) != len(rules):   # (a rule with several heads: not in sdy-dl's programs)
+            raise ValueError("negation provenance needs one head per rule")
+        for clause, rule in zip(clauses, rules):
             if clause.body:
                 self.clauses.setdefault(clause.head[1], []).append((clause, rule))
         self._memo: dict[tuple, Absence] = {}
@@ -236,7 +239,7 @@ class Model:
         return found
 
     def _compare(self, literal, b: dict) -> list[dict]:
-        _, op, left, right = literal
+        _, op, left, right = literal[:4]
         lv, rv = self._term(left, b), self._term(right, b)
         if op == "=" and (lv is _UNBOUND) != (rv is _UNBOUND):
             var, value = (left, rv) if lv is _UNBOUND else (right, lv)

@@ -16,9 +16,15 @@ The output name is mapped to its input value through the audit's location
 tags (:mod:`sdy_dl.audit.naming`), the edit is applied to a copy of the input
 module as read, and the copy is propagated by the same pipeline with the same
 options: the what-if's output *is* a full propagation of the edited input.
+The steps the first propagation evaluated are reused (``Audit.step_memo``:
+looked up by full step input), so only steps whose inputs the edit changed
+reach the engine.
 :class:`WhatIf` lists what changed: the values whose sharding differs (aligned
-by dataflow, :func:`sdy_dl.audit.diff.diff_modules`) and the conflicts that
-appeared or disappeared.
+by dataflow, :func:`sdy_dl.audit.diff.diff_modules`), the conflicts that
+appeared or disappeared, each function's bytes per device before and after
+(:mod:`sdy_dl.audit.memory`), and, for a propagation with explicit
+collectives, the collectives added and removed with their bytes
+(:mod:`sdy_dl.audit.collectives`).
 
 A sharding is sdy text (``<@mesh, [{"data"}, {}]>``) or, for JAX users,
 ``PartitionSpec`` text (``P('data', None)``; :mod:`sdy_dl.audit.partition_spec`).
@@ -100,12 +106,26 @@ class WhatIf:
     unchanged: int = 0
     conflicts_appeared: list = field(default_factory=list)
     conflicts_disappeared: list = field(default_factory=list)
+    #: per function: (function, before FunctionMemory, after FunctionMemory), bytes per device
+    memory: list = field(default_factory=list)
+    #: explicit-collectives propagations only (else None): collectives.Collective lists
+    collectives_added: list | None = None
+    collectives_removed: list | None = None
+    collective_bytes: tuple | None = None   # (before, after) bytes per device in all
 
     def to_json(self) -> dict:
-        return {"edits": [a.to_json() for a in self.applied],
-                "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
-                "conflicts_appeared": [c.to_json() for c in self.conflicts_appeared],
-                "conflicts_disappeared": [c.to_json() for c in self.conflicts_disappeared]}
+        out = {"edits": [a.to_json() for a in self.applied],
+               "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
+               "conflicts_appeared": [c.to_json() for c in self.conflicts_appeared],
+               "conflicts_disappeared": [c.to_json() for c in self.conflicts_disappeared],
+               "memory": [{"function": f, "before": b.to_json() if b else None,
+                           "after": a.to_json() if a else None} for f, b, a in self.memory]}
+        if self.collectives_added is not None:
+            out["collectives_added"] = [c.to_json() for c in self.collectives_added]
+            out["collectives_removed"] = [c.to_json() for c in self.collectives_removed]
+            out["collective_bytes_per_device"] = {"before": self.collective_bytes[0],
+                                                  "after": self.collective_bytes[1]}
+        return out
 
     def lines(self) -> list[str]:
         """The what-if as text, one fact a line."""
@@ -131,6 +151,22 @@ class WhatIf:
                 kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in sorted(c.kept.items()))
                 out.append(f"conflict {word}: {c.op} at {c.place}: factor {c.factor}{axis} "
                            f"({c.kind}), kept {kept or 'nothing'}")
+        for fn, b, a in self.memory:
+            if b is None or a is None or (b.arguments, b.results, b.peak_intermediates) != (
+                    a.arguments, a.results, a.peak_intermediates):
+                out.append(f"memory {fn} (bytes per device): " + "; ".join(
+                    f"{what} {_num(b, attr)} -> {_num(a, attr)}" for what, attr in (
+                        ("arguments", "arguments"), ("results", "results"),
+                        ("peak intermediates (estimate)", "peak_intermediates"))))
+        if self.collectives_added is not None:
+            for word, found in (("added", self.collectives_added),
+                                ("removed", self.collectives_removed)):
+                for c in found:
+                    out.append(f"collective {word}: {c.kind} {c.name} in {c.function} over "
+                               f"[{', '.join(c.axes)}], {c.bytes or 0} bytes per device "
+                               f"({c.in_sharding} -> {c.out_sharding}; for {c.input_place})")
+            out.append(f"collectives: {self.collective_bytes[0]} -> {self.collective_bytes[1]} "
+                       "bytes per device in all")
         out.append(f"{len(self.changed)} values changed, {self.unchanged} unchanged, "
                    f"{len(self.conflicts_appeared)} conflicts appeared, "
                    f"{len(self.conflicts_disappeared)} disappeared")
@@ -407,7 +443,7 @@ def whatif(audit, edits: list[Edit]):
     copy, applied = edit_input(audit, edits)
     with mlir_context():
         text = copy.get_asm(enable_debug_info=True)
-    after = Audit(parse_module_text(text, audit.file), audit.options)
+    after = Audit(parse_module_text(text, audit.file), audit.options, step_memo=audit.step_memo)
     after.edited_input = copy
     _jax_lines(audit, applied)
     equal, changed = diff_modules(audit.module, after.module)
@@ -416,7 +452,48 @@ def whatif(audit, edits: list[Edit]):
     after_c = {_conflict_key(c): c for c in after.conflicts()}
     result.conflicts_appeared = [c for k, c in after_c.items() if k not in before_c]
     result.conflicts_disappeared = [c for k, c in before_c.items() if k not in after_c]
+    result.memory = _memory(audit, after)
+    _collectives(result, audit, after)
     return after, result
+
+
+def _num(row, attr) -> str:
+    return "-" if row is None else str(getattr(row, attr))
+
+
+def _memory(before, after) -> list:
+    """(function, before row, after row) of the two audits' per-function memory."""
+    b = {f.function: f for f in before.memory().functions}
+    a = {f.function: f for f in after.memory().functions}
+    return [(fn, b.get(fn), a.get(fn)) for fn in list(b) + [f for f in a if f not in b]]
+
+
+def _collectives(result: WhatIf, before, after) -> None:
+    """The collectives an explicit-collectives what-if added and removed: matched by
+    (function, kind, axes, operand and result shardings, shape, input place)."""
+    from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+
+    if not before.options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
+        return
+
+    def key(c):
+        return (c.function, c.kind, tuple(c.axes), c.in_sharding, c.out_sharding, c.shape,
+                c.input_place)
+
+    old, new = before.collectives().entries, after.collectives().entries
+    rest = {}
+    for c in new:
+        rest.setdefault(key(c), []).append(c)
+    removed = []
+    for c in old:
+        if rest.get(key(c)):
+            rest[key(c)].pop()
+        else:
+            removed.append(c)
+    result.collectives_removed = removed
+    left = {id(x) for xs in rest.values() for x in xs}
+    result.collectives_added = [c for c in new if id(c) in left]
+    result.collective_bytes = (sum(c.bytes or 0 for c in old), sum(c.bytes or 0 for c in new))
 
 
 def _conflict_key(c) -> tuple:

@@ -132,6 +132,8 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
     explainer = audit.explainer
     tracer = explainer.tracer
     last = {}
+    # The op steps (the last visit of each op).  Data-flow edges (loops, manual
+    # computations) are not walked: a path through one is not answered.
     for cause in tracer.steps:
         last[(cause.op or {}).get("tag") or id(cause)] = cause
     by_key: dict = {}
@@ -155,9 +157,10 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
                     queue.append(k2)
     if not found:
         answer.note = (f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
-                       f"(no annotation holding \"{axis}\" reaches it through the propagation's steps)")
+                       f"(no annotation holding \"{axis}\" reaches it through the propagation's op "
+                       "steps; data-flow edges of loops and manual computations are not followed)")
         return answer
-    engine = audit.options.make_engine()
+    engine = audit.options.context.make_engine()
     for k2 in found:
         nearer, cause, t_near, t_src = parent[k2]
         want = dim if nearer == key else None
@@ -193,7 +196,8 @@ def _blocked(audit, engine, cause, src_key, t_src, near_key, t_near, axis, dim) 
     near_sharding = tracer.final(near_key)
     blocked = Blocked(explainer.key_name(src_key), src_sharding.to_text(),
                       explainer.annotations(src_key, len(tracer.writes)),
-                      cause.op["name"], cause.op["place"], _rule_text(step.rule), "(none)",
+                      (cause.op or {}).get("name", cause.title),
+                      (cause.op or {}).get("place", cause.kind), _rule_text(step.rule), "(none)",
                       explainer.key_name(near_key),
                       "(none)" if near_sharding is None else near_sharding.to_text(), "",
                       strategy=cause.strategy, phase=cause.phase)
@@ -262,8 +266,9 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
     factor = held[0][2]
     f = factor_name(factor)
     if tensor_dim(rule, t_near, factor) is None:
-        return (f"factor {f} of \"{axis}\" is not in {blocked.to} ({_factor_kind(rule, factor)}): "
-                f"no dim of {blocked.to} can take the axis from it", None, factor)
+        return (f"factor {f} of \"{axis}\" maps no dim of {blocked.to} "
+                f"({_factor_kind(rule, factor)}): no dim of {blocked.to} can take the axis from it",
+                None, factor)
     ref = held[0][4:7]
     if conservative and not model.has("keep_ref", (0, *ref)):
         return (f"conservative mode: \"{axis}\" is on {blocked.source} as the sub-axis "

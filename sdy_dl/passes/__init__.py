@@ -32,6 +32,11 @@ class RunContext:
     replay_dir: str | None = None
     # Propagation only: an audit.provenance.ProvenanceTracer that records why shardings change.
     tracer: object | None = None
+    # Propagation only: step outputs already evaluated, shared between propagations
+    # (a what-if reuses its first propagation's): the meshes' text -> {StepInput:
+    # StepOutput}, filled as steps are evaluated.  A step's output depends on its
+    # input and the meshes only, so a shared entry is exact.
+    step_memo: dict | None = None
 
     def make_engine(self):
         """The Datalog engine this context names (:func:`sdy_dl.engines.get_engine`)."""

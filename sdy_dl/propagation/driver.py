@@ -124,6 +124,11 @@ class Propagator:
         self.steps_evaluated = 0
         self.engine_calls = 0
 
+    def share_memo(self, memo: dict) -> None:
+        """Take step outputs from ``memo`` and add to it (the memo of an earlier
+        propagation with the same meshes: outputs are looked up by full input)."""
+        self._memo = memo
+
     # -- the pass --------------------------------------------------------
 
     def propagate(self, directions: DirectionFn | None = None,

@@ -73,12 +73,20 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
             conservative=conservative,
         )
         propagator.state.tracer = run.tracer
+        if run.step_memo is not None:
+            propagator.share_memo(run.step_memo.setdefault(mesh_key(module), {}))
         return propagator
 
     propagator = build(module)
     synced = sync_sharding_groups(module, propagator.state,
                                   functools.partial(run_analysis, options=options))
     return propagator if synced is module else build(synced)
+
+
+def mesh_key(module: Module) -> tuple:
+    """The meshes of ``module`` as text: step outputs are shared between modules with
+    equal meshes (``RunContext.step_memo``)."""
+    return tuple(sorted((name, mesh.to_text()) for name, mesh in module.meshes.items()))
 
 
 SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_shardings",
