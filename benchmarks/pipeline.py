@@ -32,7 +32,13 @@ counts of ``SIZES``, then times whole processes on each module file:
   ``propagate``: ``sdy-dl report MODULE -o FILE`` (with the page's size and, when
   ``/usr/bin/chromium`` exists, the time until headless Chromium shows its first
   content and until the table of values is shown, medians over the runs), ``sdy-dl
-  conflicts`` and ``sdy-dl explain --all``; each output must be the same in every run.
+  conflicts`` and ``sdy-dl explain --all``; each output must be the same in every run;
+* with ``--whatif``, in one process per round (python engine): the module
+  propagated with its audit (``sdy_dl.propagate``), then a what-if that gives
+  one main argument another sharding (``result.whatif``, reusing the first
+  propagation's steps), then a full ``propagate`` pipeline of the edited input
+  in the same process; the what-if's time over the full propagate's is the
+  ``whatif / propagate`` ratio, and the two outputs must be identical.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -47,6 +53,7 @@ sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
     python benchmarks/pipeline.py --sizes 51k --runs 7 --explain
     python benchmarks/pipeline.py --sizes 1k 13k --runs 3 --comms --xla
     python benchmarks/pipeline.py --sizes 13k 51k --runs 3 --audit --no-souffle
+    python benchmarks/pipeline.py --sizes 13k 51k --runs 3 --whatif
     git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
     python benchmarks/pipeline.py --compare-tree /tmp/old
 
@@ -105,6 +112,55 @@ sdy_dl.__path__.append(tree)   # sdy_dl.cli is the tree's cli/ folder
 from sdy_dl.cli import main
 sys.exit(main())
 """
+
+
+#: One what-if round (argv: module path): the audit, a one-argument what-if, a full
+#: propagate of the edited input; prints their times and whether the outputs agree.
+WHATIF_SCRIPT = """
+import json, sys, time
+import sdy_dl
+from sdy_dl.ir import parse_module_text
+from sdy_dl.passes import PassOptions
+from sdy_dl.pipeline import propagate
+start = time.perf_counter()
+result = sdy_dl.propagate(sys.argv[1], engine="python")
+audit_s = time.perf_counter() - start
+name, new = None, None
+for v in result.audit.outputs.values:     # the first main argument sharded on "model" in dim 0
+    s = v.sharding
+    if (v.names[0].startswith("%arg") and s is not None and s.rank == 2
+            and [a.name for a in s.dims[0].axes] == ["model"] and not s.dims[1].axes):
+        name, new = v.name, '<@mesh, [{}, {"model"}]>'
+        break
+start = time.perf_counter()
+after, changes = result.whatif(set={name: new})
+whatif_s = time.perf_counter() - start
+edited = after.edited_input
+start = time.perf_counter()
+full = propagate(parse_module_text(edited, sys.argv[1]), PassOptions(engine="python")).print()
+full_s = time.perf_counter() - start
+print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s, "value": name,
+                  "changed": len(changes.changed), "same": full == after.text}))
+"""
+
+
+def bench_whatif(label: str, workdir: str, runs: int, cache: str) -> dict:
+    """``--whatif``: ``runs`` rounds of WHATIF_SCRIPT on the module of size ``label``."""
+    import json
+
+    module = module_file(workdir, label)
+    env = dict(os.environ, SDY_DL_CACHE=cache)
+    out = os.path.join(workdir, f"{label}.whatif.json")
+    rounds = []
+    for _ in range(runs):
+        run_process([sys.executable, "-c", WHATIF_SCRIPT, module], env, out)
+        with open(out, encoding="utf-8") as f:
+            rounds.append(json.loads(f.read()))
+    med = {k: statistics.median(r[k] for r in rounds) for k in ("audit", "whatif", "propagate")}
+    ratio = statistics.median(r["whatif"] / r["propagate"] for r in rounds)
+    return {"label": label, "rounds": rounds, "median": med, "ratio": ratio,
+            "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
+            "changed": rounds[0]["changed"]}
 
 
 # -- the modules ---------------------------------------------------------------------------
@@ -512,6 +568,9 @@ def main(argv=None) -> int:
     parser.add_argument("--audit", action="store_true",
                         help="also time 'sdy-dl report', 'conflicts' and 'explain --all' (python "
                              "engine), with the report's size and its first paint in Chromium")
+    parser.add_argument("--whatif", action="store_true",
+                        help="also time a one-argument what-if against a full propagate "
+                             "(python engine, in one process per round)")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -533,6 +592,13 @@ def main(argv=None) -> int:
         print(table([row]).splitlines()[-1], flush=True)
         if args.xla:
             print(beside_xla(label, args.workdir), flush=True)
+        if args.whatif:
+            w = bench_whatif(label, args.workdir, args.runs, caches["python"])
+            m = w["median"]
+            print(f"  whatif ({w['value']} edited, {w['changed']} values changed): audit "
+                  f"{m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
+                  f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x (median of "
+                  f"rounds); identical: {'yes' if w['same'] else 'NO'}", flush=True)
         if "python" in row["cold"]:
             print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
                   flush=True)
