@@ -120,8 +120,7 @@ WHATIF_SCRIPT = """
 import json, sys, time
 import sdy_dl
 from sdy_dl.ir import parse_module_text
-from sdy_dl.passes import PassOptions
-from sdy_dl.pipeline import propagate
+from sdy_dl.pipeline import make_options, propagate
 start = time.perf_counter()
 result = sdy_dl.propagate(sys.argv[1], engine="python")
 audit_s = time.perf_counter() - start
@@ -137,7 +136,7 @@ after, changes = result.whatif(set={name: new})
 whatif_s = time.perf_counter() - start
 edited = after.edited_input
 start = time.perf_counter()
-full = propagate(parse_module_text(edited, sys.argv[1]), PassOptions(engine="python")).print()
+full = propagate(parse_module_text(edited, sys.argv[1]), make_options({}, engine="python")).print()
 full_s = time.perf_counter() - start
 print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s, "value": name,
                   "changed": len(changes.changed), "same": full == after.text}))
