@@ -237,3 +237,35 @@ def test_diff_different_and_inserted_reshard(tmp_path):
     data = json.loads(result.output)
     assert data["equal"] == 6   # the reshard misaligns nothing
     assert [d["kind"] for d in data["differences"]] == ["reshard in B"]
+
+
+def test_communication_and_memory_sections(tmp_path):
+    """The report's Communication section is the collective ledger of an explicit
+    propagation (its count and total bytes), and says how to get one otherwise;
+    its Memory section lists each function's totals and the largest replicated
+    or partly sharded values, linked to their derivations."""
+    import re
+
+    import sdy_dl
+    from sdy_dl.audit.cost_model import human_bytes
+
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "training_step.mlir")
+    pages = {}
+    for label, extra in (("plain", []), ("explicit", ["--pass-option",
+                                                       "enable-insert-explicit-collectives=true"])):
+        out = tmp_path / f"{label}.html"
+        result = CliRunner().invoke(main, ["report", path, "-o", str(out), *CLINGO, *extra])
+        assert result.exit_code == 0, result.output
+        pages[label] = out.read_text()
+    section = {label: dict(re.findall(r'<section id="sec-([a-z]+)">(.*?)</section>', page, re.S))
+               for label, page in pages.items()}
+    assert "needs a propagation with explicit collectives" in section["plain"]["communication"]
+    ledger = sdy_dl.propagate(path, engine="clingo", explicit_collectives=True).collectives()
+    total = ledger.totals()["all"]
+    assert total["count"] > 0
+    assert (f"<p>{total['count']} collectives, {human_bytes(total['bytes_per_device'])} per device"
+            in section["explicit"]["communication"])
+    memory = sdy_dl.propagate(path, engine="clingo").memory()
+    assert memory.top and "peak of live intermediates" in section["explicit"]["memory"]
+    for u in memory.top:
+        assert f'href="#{anchor(u.value.name)}"' in section["plain"]["memory"]

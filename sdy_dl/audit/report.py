@@ -11,7 +11,9 @@ DAG, stored once, and the page expands it on demand.
 
 Built-in sections, in order: ``summary`` (meshes, how many values are sharded,
 partially sharded and replicated, conflict groups), ``conflicts`` (one row per
-group), ``values`` (the searchable table), ``module`` (the propagated module).
+group), ``values`` (the searchable table), ``communication`` (the collective
+ledger, for a report made with explicit collectives) and ``memory`` (bytes per
+device: :mod:`sdy_dl.audit.report_sections`), ``module`` (the propagated module).
 
 Adding a section
 ----------------
@@ -51,6 +53,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from sdy_dl.audit import report_sections
 from sdy_dl.audit.explain import Node, _text, shown_children
 from sdy_dl.audit.tree_text import factor_text
 
@@ -344,6 +347,8 @@ def _module(page: Page) -> str:
 for _s in (Section("summary", "Summary", 10, _summary),
            Section("conflicts", "Conflicts", 20, _conflicts),
            Section("values", "Values", 30, _values),
+           Section("communication", "Communication", 40, report_sections.communication),
+           Section("memory", "Memory", 50, report_sections.memory),
            Section("module", "Propagated module", 90, _module)):
     register_section(_s)
 
