@@ -80,7 +80,7 @@ class Side:
     def text(self, most: int = 3) -> str:
         """One line; at most ``most`` annotations (those naming the collective's axes
         come first), then how many more."""
-        values = "; ".join(f"{v['value']} {_inner(v['sharding'])}" for v in self.values)
+        values = "; ".join(f"{v['value']} {dims_text(v['sharding'])}" for v in self.values)
         notes = "; ".join(self.annotations[:most]) if self.annotations else \
             "no input annotation reaches it"
         shown = min(most, len(self.annotations))
@@ -259,8 +259,8 @@ def text_lines(ledger: "Ledger") -> list[str]:
                      f"{each} per device each, {human_bytes(g.bytes)} in all{time}")
         where = f"output line {e.output_line}" if e.output_line else "output"
         src = f"; {e.input_place}" + (f"; python {e.python}" if e.python else "")
-        lines.append(f"    {e.name} at {where}{src}: {e.type_text} {_inner(e.in_sharding)} -> "
-                     f"{_inner(e.out_sharding)}")
+        lines.append(f"    {e.name} at {where}{src}: {e.type_text} {dims_text(e.in_sharding)} -> "
+                     f"{dims_text(e.out_sharding)}")
         what = "reduced over the axes: " if e.reduction else ""
         lines.append(f"    had:    {what}{e.had.text()}")
         lines.append(f"    needed: {e.needed.text()}")
@@ -271,7 +271,7 @@ def text_lines(ledger: "Ledger") -> list[str]:
     return lines
 
 
-def _inner(sharding: str) -> str:
+def dims_text(sharding: str) -> str:
     """``#sdy.sharding<@mesh, [{"a"}, {}]>`` -> ``[{"a"}, {}]`` (the mesh is in the entry)."""
     m = re.match(r"#sdy\.sharding<(?:@[\w$.\-\"]+|mesh<.*?>), (.*)>$", sharding)
     return m.group(1) if m else sharding

@@ -122,7 +122,7 @@ class MemoryTable:
 
 def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
     """The table as ``sdy-dl memory`` prints it (``all_values``: every value too)."""
-    from sdy_dl.audit.collectives import _inner
+    from sdy_dl.audit.collectives import dims_text
     from sdy_dl.audit.cost_model import human_bytes
 
     lines = [f"{table.file}: bytes per device"]
@@ -138,7 +138,7 @@ def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
         state = "replicated" if v.replicated else f"split over {v.devices} of {v.mesh_devices} devices"
         lines.append(f"[{i}] {v.name} in {v.function} ({v.op}): "
                      f"tensor<{'x'.join(map(str, v.shape))}x{v.element_type}> "
-                     f"{_inner(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
+                     f"{dims_text(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
         for w in u.why:
             lines.append(f"    why: {w}")
         if u.shardable:
@@ -151,7 +151,7 @@ def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
         lines.append("every value:")
         for v in table.values:
             lines.append(f"  {v.function} {v.name} ({v.op}) {human_bytes(v.bytes_per_device)} "
-                         f"{_inner(v.sharding)}")
+                         f"{dims_text(v.sharding)}")
     return lines
 
 

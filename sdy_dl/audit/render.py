@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdy_dl.audit.explain import Node
-from sdy_dl.audit.tree_text import CUT_TEXT, factor_text, text_lines  # noqa: F401 (text_lines: for callers)
+from sdy_dl.audit.tree_text import CUT_TEXT, text_lines  # noqa: F401 (text_lines: for callers)
 
 
 # -- Graphviz ---------------------------------------------------------------------------

@@ -10,18 +10,14 @@ report's output module.
 
 from __future__ import annotations
 
+from sdy_dl.audit.cost_model import human_bytes
+
 #: How many of the largest replicated or partly sharded values the Memory section explains.
 TOP = 10
 
 
-def _bytes(n) -> str:
-    from sdy_dl.audit.cost_model import human_bytes
-
-    return human_bytes(n)
-
-
 def communication(page) -> str:
-    from sdy_dl.audit.collectives import _inner
+    from sdy_dl.audit.collectives import dims_text
     from sdy_dl.audit.cost_model import load_cost_model
     from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 
@@ -32,11 +28,11 @@ def communication(page) -> str:
                 "true</code>, or run <code>sdy-dl comms</code>.</p>")
     ledger = audit.collectives(load_cost_model())
     totals = ledger.totals()
-    out = [f"<p>{totals['all']['count']} collectives, {esc(_bytes(totals['all']['bytes_per_device']))}"
+    out = [f"<p>{totals['all']['count']} collectives, {esc(human_bytes(totals['all']['bytes_per_device']))}"
            " per device in all (bytes by the ring formulas; times estimated from "
            f"<code>{esc(ledger.cost_model.file)}</code>).</p>"]
     for what in ("kind", "axis", "function"):
-        cells = "; ".join(f"{esc(k)} {row['count']}x {esc(_bytes(row['bytes_per_device']))}"
+        cells = "; ".join(f"{esc(k)} {row['count']}x {esc(human_bytes(row['bytes_per_device']))}"
                           for k, row in totals[what].items())
         if cells:
             out.append(f"<p>per {what}: {cells}</p>")
@@ -46,15 +42,15 @@ def communication(page) -> str:
         e = g.first
 
         def side(s):
-            values = "; ".join(f"{page.link(v['value'])} {esc(_inner(v['sharding']))}"
+            values = "; ".join(f"{page.link(v['value'])} {esc(dims_text(v['sharding']))}"
                                for v in s.values)
             notes = "<br>".join(esc(a) for a in s.annotations[:3]) or "no input annotation"
             more = f" (+{len(s.annotations) - 3} more)" if len(s.annotations) > 3 else ""
             return f"{values} ({esc(s.op)} at {esc(s.place)})<br><small>{notes}{more}</small>"
 
         out.append(f"<tr><td>{esc(e.kind)}</td><td>{len(g.members)}</td>"
-                   f"<td>{esc(', '.join(e.axes))}</td><td>{esc(_bytes(e.bytes))}</td>"
-                   f"<td>{esc(_bytes(g.bytes))}</td><td>{page.link(e.name)} "
+                   f"<td>{esc(', '.join(e.axes))}</td><td>{esc(human_bytes(e.bytes))}</td>"
+                   f"<td>{esc(human_bytes(g.bytes))}</td><td>{page.link(e.name)} "
                    f"(output line {e.output_line})</td><td>{esc(e.type_text)}</td>"
                    f"<td>{side(e.had)}</td><td>{side(e.needed)}</td></tr>")
     out.append("</table>")
@@ -62,7 +58,7 @@ def communication(page) -> str:
 
 
 def memory(page) -> str:
-    from sdy_dl.audit.collectives import _inner
+    from sdy_dl.audit.collectives import dims_text
     from sdy_dl.audit.memory import PEAK_NOTE
 
     esc = page.esc
@@ -70,8 +66,8 @@ def memory(page) -> str:
     out = ["<table><tr><th>function</th><th>arguments</th><th>results</th>"
            "<th>peak of live intermediates (estimate)</th></tr>"]
     for f in table.functions:
-        out.append(f"<tr><td>{esc(f.function)}</td><td>{esc(_bytes(f.arguments))}</td>"
-                   f"<td>{esc(_bytes(f.results))}</td><td>{esc(_bytes(f.peak_intermediates))} "
+        out.append(f"<tr><td>{esc(f.function)}</td><td>{esc(human_bytes(f.arguments))}</td>"
+                   f"<td>{esc(human_bytes(f.results))}</td><td>{esc(human_bytes(f.peak_intermediates))} "
                    f"(at {page.link(f.peak_at) if f.peak_at else '-'})</td></tr>")
     out.append(f"</table><p><small>Peak: {esc(PEAK_NOTE)}.</small></p>")
     out.append(f"<p>The {len(table.top)} largest replicated or partly sharded values:</p>"
@@ -83,7 +79,7 @@ def memory(page) -> str:
                           for a, d in u.shardable.items()) or "no unused axis divides a dim"
         out.append(f"<tr><td>{page.link(v.name)}</td><td>{esc(v.op)}</td>"
                    f"<td>tensor&lt;{'x'.join(map(str, v.shape))}x{esc(v.element_type)}&gt;</td>"
-                   f"<td>{esc(_inner(v.sharding))}</td><td>{esc(_bytes(v.bytes_per_device))}</td>"
+                   f"<td>{esc(dims_text(v.sharding))}</td><td>{esc(human_bytes(v.bytes_per_device))}</td>"
                    f"<td>{'<br>'.join(esc(w) for w in u.why)}</td><td>{shard}</td></tr>")
     out.append("</table>")
     return "".join(out)
