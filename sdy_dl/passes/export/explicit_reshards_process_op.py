@@ -2,9 +2,9 @@
 ``processOp``, ``processDot`` and ``insertAllReducesForReductionFactors``),
 for all such ops of a module at once.
 
-Each op to treat is a :class:`Pending` (its rule, mesh and shardings as it
-reads them); :func:`decide` asks the Datalog stage for every projection, picks
-the new axes per factor (the common axes in full; a dot's more sharded result
+Each op to treat is a :class:`Pending` (its rule and shardings as it reads
+them, then its mesh: :func:`on_meshes`); :func:`decide` asks the Datalog
+stage for every projection, picks the new axes per factor (the common axes in full; a dot's more sharded result
 otherwise) and asks the stage for the tensors they change;
 :func:`apply_full`, :func:`apply_dot` and :func:`all_reduce_reduction_factors`
 rewrite the op.
@@ -23,7 +23,8 @@ from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_m
                                                                project_out)
 from sdy_dl.passes.export.explicit_reshards_reshape import (greatest_common_prefix_axes,
                                                             redistributed)
-from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, dot_result_axes, get_mesh,
+from sdy_dl.passes.export.get_mesh import get_meshes
+from sdy_dl.passes.export.explicit_reshards_util import (DOT_OPS, dot_result_axes,
                                                          is_fully_replicated, reduction_axes,
                                                          sharding_bypassing_barriers)
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
@@ -51,10 +52,12 @@ class Pending:
     """An op whose rewrite needs its sharding projection."""
 
     mop: object
-    op: OpShardings
+    rule: object                # its sharding rule
     originals: tuple            # the shardings the op read (None: missing)
     on_full: bool
     sizes: tuple[int, ...]
+    ranks: tuple[int, ...]
+    op: OpShardings | None = None   # its rule and shardings on its mesh (:func:`on_meshes`)
 
     def on_other_devices(self, meshes) -> list[bool]:
         """Per tensor: sharded on a mesh whose device order is not the op's
@@ -75,10 +78,9 @@ def rewritten_off_full(mop, first: TensorSharding | None) -> bool:
     return first is not None and bool(first.unreduced)
 
 
-def pending_op(mop, first: TensorSharding | None, rule_of, meshes,
-               on_full: bool) -> Pending | None:
-    """The op ``mop`` to project (None when Shardy would skip it: nothing to do
-    in the non-full version, no rule, a custom rule, or no common mesh);
+def pending_op(mop, first: TensorSharding | None, rule_of, on_full: bool) -> Pending | None:
+    """The op ``mop`` to project if it has a mesh (None when Shardy would skip
+    it: nothing to do in the non-full version, no rule or a custom rule);
     ``first`` is the sharding of its first result, ``rule_of(mop)`` gives its
     sharding rule (asked only when needed)."""
     if not on_full and not rewritten_off_full(mop, first):
@@ -87,13 +89,22 @@ def pending_op(mop, first: TensorSharding | None, rule_of, meshes,
     if rule is None or rule.is_custom:
         return None
     values = list(mop.operands) + list(mop.results)
-    shardings = tuple(sharding_bypassing_barriers(v) for v in values)
-    mesh = get_mesh(shardings, meshes)
-    if mesh is None:
-        return None
-    tensors = tuple(on_mesh(s, mesh, tensor_rank(v.type)) for s, v in zip(shardings, values))
-    return Pending(mop, OpShardings(rule, mesh, tensors), shardings, on_full,
-                   tuple(num_elements(v.type) for v in values))
+    return Pending(mop, rule, tuple(sharding_bypassing_barriers(v) for v in values), on_full,
+                   tuple(num_elements(v.type) for v in values),
+                   tuple(tensor_rank(v.type) for v in values))
+
+
+def on_meshes(pendings: list[Pending], meshes, options) -> list[Pending]:
+    """The ``pendings`` that have a mesh (Shardy's ``getMesh``: stage ``get_mesh``,
+    :mod:`.get_mesh`), each given its shardings on that mesh; Shardy
+    skips the others."""
+    out = []
+    for p, mesh in zip(pendings, get_meshes([p.originals for p in pendings], meshes, options)):
+        if mesh is not None:
+            p.op = OpShardings(p.rule, mesh, tuple(on_mesh(s, mesh, rank)
+                                                   for s, rank in zip(p.originals, p.ranks)))
+            out.append(p)
+    return out
 
 
 def is_reshape_with_overflow(p: Pending, projection) -> bool:

@@ -1,6 +1,6 @@
 """Helpers of insert-explicit-reshards (Shardy's ``explicit_reshards_util``):
-the all-reduces that turn unreduced axes into replicated ones, the op's mesh,
-its reduction axes, the non-full version's dot decision (``processDot``) and
+the all-reduces that turn unreduced axes into replicated ones, the op's
+reduction axes, the non-full version's dot decision (``processDot``) and
 the unreduced collectives.
 
 A value whose sharding has unreduced axes that its user does not keep
@@ -51,7 +51,7 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     return sharding
 
 
-# -- the op's mesh, its reduction axes and processDot ---------------------------------
+# -- barriers, reduction axes and processDot ---------------------------------
 
 DOT_OPS = frozenset({"stablehlo.dot", "stablehlo.dot_general"})
 
@@ -77,38 +77,6 @@ def sharding_bypassing_barriers(value) -> TensorSharding | None:
 def is_fully_replicated(sharding: TensorSharding | None) -> bool:
     """Shardy's ``isFullyReplicated``: no sharding, or no dim has an axis."""
     return sharding is None or all(not d.axes for d in sharding.dims)
-
-
-def get_mesh(shardings, meshes: dict[str, Mesh]) -> str | None:
-    """Shardy's ``getMesh`` in insert-explicit-reshards: the shardings' meshes
-    must have the same axes (device order aside) and not be maximal; the mesh
-    symbol most used by the shardings that are not fully replicated wins (the
-    first to reach the highest count; the common one when all are)."""
-    common = None
-    for s in shardings:
-        if s is None or not isinstance(s.mesh, str):
-            continue
-        mesh = meshes[s.mesh]
-        if common is None or meshes[common].is_empty:
-            common = s.mesh
-            continue
-        if mesh.is_empty:
-            continue
-        if mesh.axes != meshes[common].axes:
-            return None
-        if not mesh.device_ids:
-            common = s.mesh
-    if common is None or meshes[common].is_maximal or meshes[common].is_empty:
-        return None
-    best, counts = common, {}
-    top = 0
-    for s in shardings:
-        if is_fully_replicated(s):
-            continue
-        counts[s.mesh] = counts.get(s.mesh, 0) + 1
-        if counts[s.mesh] > top:
-            top, best = counts[s.mesh], s.mesh
-    return best
 
 
 def reduction_axes(rule, projection, common) -> list | None:

@@ -33,9 +33,10 @@ result (``isOnFullVersion``):
 
 The targets part is :mod:`.explicit_reshards_targets`; ops with rules are
 collected during the walk and treated together afterwards
-(:mod:`.explicit_reshards_process_op`), their projections computed in two
-engine calls (:mod:`.explicit_reshards_projection`; two more when reshapes
-have overflow axes).  Every op sees the shardings it would see in Shardy's
+(:mod:`.explicit_reshards_process_op`): their meshes chosen in one engine
+call (Shardy's ``getMesh``, :mod:`.get_mesh`), their projections computed in
+two engine calls (:mod:`.explicit_reshards_projection`; two more when
+reshapes have overflow axes).  Every op sees the shardings it would see in Shardy's
 walk, since a rewritten op's users read a reshard that restores its old
 sharding.
 
@@ -61,7 +62,7 @@ from sdy_dl.passes.call_graph import callee_name, func_table
 from sdy_dl.passes.export.explicit_reshards_process_op import (Pending,
                                                                all_reduce_reduction_factors,
                                                                apply_dot, apply_full, decide,
-                                                               pending_op)
+                                                               on_meshes, pending_op)
 from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced_operands,
                                                             reshard_call_operands,
                                                             reshard_edge_sources,
@@ -159,14 +160,16 @@ def run(module: Module, options: PassOptions) -> Module:
                     continue
                 first = sharding(mop.results[0]) if len(mop.results) else None
                 changed |= all_reduce_unreduced_operands(mop, first, meshes, sharding)
-                pending = pending_op(mop, first, rules, meshes, on_full)
+                pending = pending_op(mop, first, rules, on_full)
                 if pending is not None:
-                    if any(tensor_info(v.type) == (True, None)
-                           for v in list(mop.operands) + list(mop.results)):
-                        raise op_error(module, mop, "insert-explicit-reshards: tensors without "
-                                       "a static shape are not supported")
                     pendings.append(pending)
             changed |= reshard_returned(func, meshes, full, equivalent)
+        pendings = on_meshes(pendings, meshes, options)
+        for p in pendings:
+            if any(tensor_info(v.type) == (True, None)
+                   for v in list(p.mop.operands) + list(p.mop.results)):
+                raise op_error(module, p.mop, "insert-explicit-reshards: tensors without "
+                               "a static shape are not supported")
         for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options,
                                                              equivalent)):
             if update is not None:
