@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from oracle import assert_same, normalize, shardy
 from sdy_dl import propagate
 from sdy_dl.errors import SdyError
 
@@ -81,6 +82,74 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
 }
 """
 
+# A loop after the reshape that stops "x": the walk crosses the while's data-flow edge.
+AFTER_LOOP = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<3x2xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0 = stablehlo.reshape %arg0 : (tensor<6xf32>) -> tensor<3x2xf32>
+  %1:2 = stablehlo.while(%iterArg = %0, %i = %c) : tensor<3x2xf32>, tensor<i32>
+    cond {
+      %k = stablehlo.constant dense<4> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %k : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %n = stablehlo.add %i, %one : tensor<i32>
+      %t = stablehlo.tanh %iterArg : tensor<3x2xf32>
+      stablehlo.return %t, %n : tensor<3x2xf32>, tensor<i32>
+    }
+  %2 = stablehlo.negate %1#0 : tensor<3x2xf32>
+  return %2 : tensor<3x2xf32>
+}
+"""
+
+# The while's own sharding closes dim 0: the edge into its block arguments stops "x".
+CLOSED_LOOP = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %1:2 = stablehlo.while(%iterArg = %arg0, %i = %c) : tensor<8x8xf32>, tensor<i32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>, <@mesh, []>]>}
+    cond {
+      %k = stablehlo.constant dense<4> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %k : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %n = stablehlo.add %i, %one : tensor<i32>
+      %t = stablehlo.tanh %iterArg : tensor<8x8xf32>
+      stablehlo.return %t, %n : tensor<8x8xf32>, tensor<i32>
+    }
+  %2 = stablehlo.negate %1#0 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+"""
+
+# A call (a named computation after import) between the reshape and the value.
+AFTER_CALL = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<3x2xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<6xf32>) -> tensor<3x2xf32>
+  %1 = func.call @f(%0) : (tensor<3x2xf32>) -> tensor<3x2xf32>
+  %2 = stablehlo.negate %1 : tensor<3x2xf32>
+  return %2 : tensor<3x2xf32>
+}
+func.func private @f(%a: tensor<3x2xf32>) -> tensor<3x2xf32> {
+  %0 = stablehlo.tanh %a : tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+"""
+
+# "x" is manual in the manual computation: its body sees the local view.
+MANUAL = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{}, {}]>] manual_axes={"x"} (%a: tensor<2x8xf32>) {
+    %1 = stablehlo.tanh %a : tensor<2x8xf32>
+    %c = stablehlo.concatenate %1, %1, %1, %1, dim = 0 : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
+    sdy.return %c : tensor<8x8xf32>
+  } : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = stablehlo.negate %0 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+"""
+
 
 
 def answer(text, value, axis, dim=None, **options):
@@ -119,6 +188,51 @@ def test_each_cause_is_named_with_its_rule_and_literal(text, value, axis, dim, o
     assert first.rule.startswith("datalog/step/") and first.failed
     text = "\n".join(got.lines())
     assert f"{literal}: rule datalog/step/" in text and "did not hold: " in text
+
+
+@pytest.mark.parametrize("text, value, edge", [
+    (AFTER_LOOP, "%3", "the data-flow edge of stablehlo.while"),
+    (AFTER_CALL, "%2", "the data-flow edge of sdy.named_computation"),
+])
+def test_the_walk_crosses_data_flow_edges(text, value, edge):
+    got = answer(text, value, "x")
+    assert len(got.blocked) == 1, got.lines()
+    b = got.blocked[0]
+    assert (b.source, b.op) == ("%arg0", "stablehlo.reshape")
+    assert b.cause.startswith('"x" does not divide factor i (size 3) of %arg0'), b.cause
+    assert edge in b.via and b.via[-1] == "stablehlo.negate"
+    assert f"(which reaches {value} through " in "\n".join(got.lines())
+
+
+def test_a_closed_data_flow_edge_is_where_the_axis_stops():
+    got = answer(CLOSED_LOOP, "%2", "x")
+    edge = [b for b in got.blocked if b.op == "the data-flow edge of stablehlo.while"]
+    assert len(edge) == 1, got.lines()
+    b = edge[0]
+    assert b.source == "%arg0" and b.cause.startswith("dim 0 of %1#0 is closed"), b.cause
+    assert b.why.atom == 'ag_within(0, 2, 0, _, "x", _, _)'
+    assert b.via == ["stablehlo.negate"]
+
+
+@pytest.mark.parametrize("value", ["%2", "%1"])   # inside the body, and after it
+def test_a_manual_axis_is_its_own_cause(value):
+    got = answer(MANUAL, value, "x")
+    assert len(got.blocked) == 1, got.lines()
+    b = got.blocked[0]
+    assert (b.source, b.op, b.to) == ("%arg0", "the data-flow edge of sdy.manual_computation",
+                                      "%arg1")
+    assert b.cause.startswith('"x" is manual in the sdy.manual_computation at input line 3: '
+                              "it cannot propagate across"), b.cause
+
+
+@pytest.mark.parametrize("text, value", [(AFTER_LOOP, "%3"), (CLOSED_LOOP, "%2"),
+                                         (AFTER_CALL, "%2"), (MANUAL, "%1")])
+def test_shardy_leaves_the_axis_out_too(text, value):
+    """The crafted modules: Shardy's propagation prints the same module, so the
+    value lacks the axis there as well."""
+    result = propagate(text, engine="python")
+    assert '"x"' not in str(result.why_not(value, "x").sharding)
+    assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(result.text))
 
 
 def test_priority_answer_names_the_phase():

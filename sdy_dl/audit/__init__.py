@@ -25,6 +25,7 @@ printed output module:
 | `memory`     | bytes per device of every value, per-function totals, the largest unsharded tensors |
 | `whatif`     | edits of the input annotations, re-propagated, and what changed |
 | `why_not`    | why a value has no axis: where it stopped, the cause, the Datalog answer |
+| `dataflow`   | the data flow propagation follows (ops and data-flow edges), as tracer keys |
 | `negation`   | negation provenance: why a program derives no tuple matching a pattern |
 | `partition_spec` | JAX ``PartitionSpec`` text and sdy shardings; the JAX line of an edit |
 """

@@ -548,6 +548,7 @@ class PropagationIndex:
 
     def __init__(self, module: Module, inputs: InputIndex):
         from sdy_dl.ir.context import mlir_context
+        from sdy_dl.audit.dataflow import flow_links
         from sdy_dl.propagation.edges import find_edges, slot_map
         from sdy_dl.propagation.state import value_key
 
@@ -555,7 +556,10 @@ class PropagationIndex:
         self.by_key: dict[int, list[PropagatedValue]] = {}
         self.meshes = dict(module.meshes)
         with mlir_context():
-            slots = slot_map(module, find_edges(module))
+            edges = find_edges(module)
+            slots = slot_map(module, edges)
+            #: the data flow between tracer keys (:mod:`~sdy_dl.audit.dataflow`)
+            self.links = flow_links(module, edges, slots)
             for v in module.values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 slot = slots.get(v.vid, v)

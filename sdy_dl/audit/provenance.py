@@ -99,6 +99,7 @@ class ProvenanceTracer:
         self._count = 0
         self._by_key: dict[object, list[int]] = {}
         self.steps: list[Cause] = []   # every op step applied, changed anything or not
+        self.edge_steps: list[Cause] = []   # ... and every data-flow edge and barrier step
 
     # -- recording (called by the driver and the sharding state) ----------
 
@@ -118,6 +119,8 @@ class ProvenanceTracer:
                             strategy, phase, at=len(self.writes), decision=decision)
         if kind == "step" and step is not None:
             self.steps.append(self._cause)
+        elif step is not None:
+            self.edge_steps.append(self._cause)
 
     def end(self) -> None:
         self._cause = None

@@ -1,11 +1,14 @@
 """Why is an axis NOT on a value: ``explain MODULE VALUE --why-not AXIS [--dim D]``.
 
-The propagation's op steps connect tracer keys (the last visit of each op,
-as :mod:`~sdy_dl.audit.conflicts` reads them).  From VALUE, a breadth-first
-walk over the steps stops at the first keys whose final sharding holds AXIS:
-each is where an annotation's AXIS got to (its input annotations are
-named), and the step between it and the key one hop nearer VALUE is *the
-first step that did not carry the axis on*.  That step is evaluated once
+The data flow propagation follows (:mod:`~sdy_dl.audit.dataflow`: ops, and
+the data-flow edges of loops, branches, calls and manual computations)
+connects tracer keys.  From VALUE, a breadth-first walk over it stops at the
+first keys whose final sharding holds more of AXIS than VALUE: each is where
+an annotation's AXIS got to (its input annotations are named), and the step
+between it and the key one hop nearer VALUE (the last visit of that op or
+edge) is *the first step that did not carry the axis on*.  A manual axis
+stops at a manual computation's edge (its body sees the local view), an op
+without a rule is never stepped.  Otherwise the step is evaluated once
 more, alone, with every relation of the ``step`` program kept
 (:class:`~sdy_dl.audit.negation.Model`), and the program says why the
 nearer tensor's record for the axis's factor has no AXIS
@@ -41,6 +44,7 @@ class Blocked:
     why: object = None             # negation.Absence, or None when no Datalog question applies
     strategy: str = ""
     phase: str = ""
+    via: list[str] = field(default_factory=list)   # the steps from ``to`` on to the value
 
     def to_json(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "why"}
@@ -75,9 +79,12 @@ class WhyNot:
         for b in self.blocked:
             came = f" <- {'; '.join(b.annotations)}" if b.annotations else ""
             out.append(f"  from {b.source} = {b.source_sharding}{came}")
-            out.append(f"    stopped at {b.op} ({b.place}; {b.strategy}"
-                       + (f", {b.phase}" if b.phase else "") + f"), factor {b.factor}, "
-                       f"into {b.to} = {b.to_sharding}")
+            how = ", ".join(x for x in (b.strategy, b.phase) if x)
+            out.append(f"    stopped at {b.op} ({b.place}" + (f"; {how}" if how else "") + ")"
+                       + (f", factor {b.factor}" if b.factor != "(none)" else "")
+                       + f", into {b.to} = {b.to_sharding}")
+            if b.via:
+                out.append(f"    (which reaches {self.value} through {' -> '.join(b.via)})")
             out.append(f"    because: {b.cause}")
             if b.why is not None:
                 chain = b.why.failures[0].chain() if b.why.failures else []
@@ -102,6 +109,23 @@ def _axis_dims(sharding, axis: str) -> list[int]:
     return [d for d, dim in enumerate(sharding.dims) if any(a.name == axis for a in dim.axes)]
 
 
+def _amount(sharding, axis: str, dims=None) -> float:
+    """How much of ``axis`` ``sharding`` holds on ``dims`` (None: every dim): the
+    product of its sub-axes' sizes, infinite for the full axis, 0 for none."""
+    if sharding is None:
+        return 0
+    got = 0
+    for d, dim in enumerate(sharding.dims):
+        if dims is not None and d not in dims:
+            continue
+        for a in dim.axes:
+            if a.name == axis:
+                if a.size is None:
+                    return float("inf")
+                got = max(got, 1) * a.size
+    return got
+
+
 def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
     """Why ``value`` (named as the output prints it) has no ``axis`` (on ``dim``)."""
     out = audit.value(value)
@@ -116,61 +140,91 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
         if rank is not None and not 0 <= dim < rank:
             raise SdyError(f"{value} has rank {rank}: --dim is 0..{rank - 1}", file=audit.file)
     answer = WhyNot(out.name, axis, dim, "(none)" if sharding is None else sharding.to_text())
-    held = _axis_dims(sharding, axis)
-    if (dim is None and held) or (dim is not None and dim in held):
+    size = next(m.axis_size(axis) for m in meshes.values() if axis in m.axis_names)
+    dims = None if dim is None else {dim}
+    if _amount(sharding, axis, dims) >= size:
         answer.has_axis = True
         answer.note = f"see 'sdy-dl explain {value}'"
         return answer
+    held = _axis_dims(sharding, axis)
     if held:
-        answer.note = f"it holds \"{axis}\" on dim {', '.join(map(str, held))}"
+        refs = [a.to_text() for d in held for a in sharding.dims[d].axes if a.name == axis]
+        answer.note = f"it holds {', '.join(refs)} on dim {', '.join(map(str, held))}"
     key = out.key if out.result_of is None or out.key is None else out.key
     if out.result_of is not None and out.result_of.key is not None:
         key = out.result_of.key
     if key is None:
         answer.note = "the export passes made this value; propagation never saw it"
         return answer
-    explainer = audit.explainer
-    tracer = explainer.tracer
-    last = {}
-    # The op steps (the last visit of each op).  Data-flow edges (loops, manual
-    # computations) are not walked: a path through one is not answered.
-    for cause in tracer.steps:
-        last[(cause.op or {}).get("tag") or id(cause)] = cause
-    by_key: dict = {}
-    for cause in last.values():
-        for t, (k, _) in enumerate(cause.inputs):
-            by_key.setdefault(k, []).append((cause, t))
-    # Breadth first from the value's key; keys holding the axis end a path.
+    walk = _walk_of(audit)
+    tracer = walk.tracer
+    have = _amount(tracer.final(key), axis, dims)
+    # Breadth first from the value's key over the data flow; keys holding more of
+    # the axis than the value end a path.
     parent = {key: None}
     queue = deque([key])
     found = []
+    links, by_key = walk.links, walk.by_key
     while queue:
         k = queue.popleft()
-        for cause, t in sorted(by_key.get(k, ()), key=lambda c: c[0].index):
-            for u, (k2, _) in enumerate(cause.inputs):
+        for n in by_key.get(k, ()):
+            for k2 in links[n].keys:
                 if k2 in parent:
                     continue
-                parent[k2] = (k, cause, t, u)
-                if _axis_dims(tracer.final(k2), axis):
+                parent[k2] = (k, n)
+                if _amount(tracer.final(k2), axis) > have:
                     found.append(k2)
                 else:
                     queue.append(k2)
     if not found:
         answer.note = (f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
-                       f"(no annotation holding \"{axis}\" reaches it through the propagation's op "
-                       "steps; data-flow edges of loops and manual computations are not followed)")
+                       f"(no annotation holding \"{axis}\" reaches it through the data flow "
+                       "propagation follows)")
         return answer
     engine = audit.options.context.make_engine()
     for k2 in found:
-        nearer, cause, t_near, t_src = parent[k2]
+        nearer, n = parent[k2]
         want = dim if nearer == key else None
-        b = _blocked(audit, engine, cause, k2, t_src, nearer, t_near, axis, want)
+        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want)
         if b is not None:
+            at = parent[nearer]
+            while at is not None:
+                b.via.append(_link_name(links[at[1]]))
+                at = parent[at[0]]
             answer.blocked.append(b)
     if not answer.blocked:
         answer.note += ("; " if answer.note else "") + (
             f"every value holding \"{axis}\" next to it carries it onto another dim")
     return answer
+
+
+class _Walk:
+    """What every why-not of one audit walks: the links by key, and the last
+    step of each op and data-flow edge (by the op's tag)."""
+
+    def __init__(self, audit):
+        self.tracer = audit.explainer.tracer
+        self.links = audit.propagated.links
+        self.by_key: dict = {}
+        for n, link in enumerate(self.links):
+            for k in dict.fromkeys(link.keys):
+                self.by_key.setdefault(k, []).append(n)
+        self.last = {}
+        for cause in self.tracer.steps + self.tracer.edge_steps:
+            tag = (cause.op or {}).get("tag")
+            if tag is not None and (tag not in self.last or cause.index > self.last[tag].index):
+                self.last[tag] = cause
+
+
+def _link_name(link) -> str:
+    return f"the data-flow edge of {link.owner}" if link.owner else link.name
+
+
+def _walk_of(audit) -> _Walk:
+    walk = getattr(audit, "_why_not_walk", None)
+    if walk is None:
+        walk = audit._why_not_walk = _Walk(audit)
+    return walk
 
 
 def _rank(out):
@@ -183,24 +237,40 @@ def _rank(out):
         return tensor_rank(out.value.type)
 
 
-def _blocked(audit, engine, cause, src_key, t_src, near_key, t_near, axis, dim) -> Blocked | None:
-    """The step ``cause`` not carrying ``axis`` from ``src_key`` into ``near_key`` (onto
-    ``dim`` of it, when given; None: it carries it onto another dim)."""
+def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked | None:
+    """The step of ``link`` not carrying ``axis`` from ``src_key`` into ``near_key``
+    (onto ``dim`` of it, when given; None: it carries it onto another dim)."""
+    from sdy_dl.audit.naming import place_in
     from sdy_dl.audit.negation import Model
     from sdy_dl.propagation.step_eval import step_program
     from sdy_dl.propagation.step_facts import step_facts
 
-    explainer, tracer = audit.explainer, audit.explainer.tracer
-    step = cause.step
+    explainer, tracer = audit.explainer, walk.tracer
+    cause = walk.last.get(link.tag)
     src_sharding = tracer.final(src_key)
     near_sharding = tracer.final(near_key)
+    if link.owner:
+        place = place_in(str(link.owner_loc), audit.file)
+    else:
+        place = cause.op["place"] if cause is not None else ""
+    op = _link_name(link)
     blocked = Blocked(explainer.key_name(src_key), src_sharding.to_text(),
-                      explainer.annotations(src_key, len(tracer.writes)),
-                      (cause.op or {}).get("name", cause.title),
-                      (cause.op or {}).get("place", cause.kind), _rule_text(step.rule), "(none)",
-                      explainer.key_name(near_key),
-                      "(none)" if near_sharding is None else near_sharding.to_text(), "",
-                      strategy=cause.strategy, phase=cause.phase)
+                      explainer.annotations(src_key, len(tracer.writes)), op, place, "",
+                      "(none)", explainer.key_name(near_key),
+                      "(none)" if near_sharding is None else near_sharding.to_text(), "")
+    if axis in link.manual:
+        blocked.cause = (f"\"{axis}\" is manual in the {link.owner} at {place}: it cannot "
+                         "propagate across (the edge holds its body's local view, without "
+                         "the manual axes)")
+        return blocked
+    if cause is None:
+        blocked.cause = (f"{link.name} has no sharding rule: propagation does not cross it "
+                         "(no step of it was evaluated)")
+        return blocked
+    step = cause.step
+    keys = [k for k, _ in cause.inputs]
+    t_src, t_near = keys.index(src_key), keys.index(near_key)
+    blocked.rule, blocked.strategy, blocked.phase = _rule_text(step.rule), cause.strategy, cause.phase
     program = step_program([step])
     facts = step_facts([step], audit.propagated.meshes)
     # A chain through the nearer tensor's own record says only that it did not hold
