@@ -133,6 +133,7 @@ def find_conflicts(explainer, communication=None) -> list[Conflict]:
         communication = communication()
     origins = AxisOrigins(explainer, records)
     total = len(explainer.tracer.steps)
+    position = {id(cause): n for n, cause in enumerate(explainer.tracer.steps)}
     for c, cause in out:
         keys = [k for k, _ in cause.inputs]
         for comp, t in zip(c.competitors, c.tensors):
@@ -144,7 +145,7 @@ def find_conflicts(explainer, communication=None) -> list[Conflict]:
         tag = (cause.op or {}).get("tag")
         n = visits[tag or id(cause)]
         c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the op "
-                              f"(step {explainer.tracer.steps.index(cause) + 1} of {total}); "
+                              f"(step {position[id(cause)] + 1} of {total}); "
                               "it saw the shardings earlier steps had written")
         if communication is not None:
             c.output = communication.at(tag, cause.op["name"])
