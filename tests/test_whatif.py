@@ -169,6 +169,20 @@ def _check_whatif(name: str, engine: str) -> None:
         if d.kind == "different":
             assert before.sharding(d.a) == d.a_sharding
             assert after.sharding(d.b) == d.b_sharding
+    _check_conflicts(before, after, changes)
+
+
+def _check_conflicts(before, after, changes) -> None:
+    """The conflicts found step by step (reusing the steps both propagations share)
+    are those of the two propagations' whole conflict lists."""
+    from sdy_dl.audit.whatif import _conflict_key
+
+    whole_b = {_conflict_key(c): c for c in before.audit.conflicts()}
+    whole_a = {_conflict_key(c): c for c in after.audit.conflicts()}
+    assert changes.conflict_keys == ([k for k in whole_a if k not in whole_b],
+                                     [k for k in whole_b if k not in whole_a])
+    assert [_conflict_key(c) for c in changes.conflicts_appeared] == changes.conflict_keys[0]
+    assert [_conflict_key(c) for c in changes.conflicts_disappeared] == changes.conflict_keys[1]
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
@@ -270,6 +284,8 @@ def test_conflicts_appear_and_disappear():
     assert back.text == before.text
     assert ({(c.op, c.place, c.factor) for c in undo.conflicts_disappeared}
             == {(c.op, c.place, c.factor) for c in changes.conflicts_appeared})
+    _check_conflicts(before, after, changes)
+    _check_conflicts(after, back, undo)
 
 
 # -- bad edits -------------------------------------------------------------------

@@ -98,12 +98,14 @@ def names_result(func, index: int, module: Module) -> str:
     return f"result:{index}" if func is main else f"@{symbol_name(func.mlir)}:result:{index}"
 
 
-def diff_modules(a: Module, b: Module) -> tuple[int, list[Difference]]:
-    """(number of aligned values with equal shardings, the differences)."""
+def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None
+                 ) -> tuple[int, list[Difference]]:
+    """(number of aligned values with equal shardings, the differences);
+    ``signatures_a``: :func:`signatures` of ``a`` when already known."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        sa, ra = signatures(a)
+        sa, ra = signatures_a if signatures_a is not None else signatures(a)
         sb, rb = signatures(b)
     equal, diffs = 0, []
     for key in list(sa) + [k for k in sb if k not in sa]:

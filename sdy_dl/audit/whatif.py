@@ -35,6 +35,7 @@ valid choices.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError, UsageError
@@ -99,19 +100,63 @@ class Applied:
 
 @dataclass
 class WhatIf:
-    """What changed between a propagation and the propagation of its edited input."""
+    """What changed between a propagation (``before``, an Audit) and the propagation
+    of its edited input (``after``).
+
+    The values that changed are compared at once; the rest when first asked for:
+    which conflicts appeared and disappeared (found from each op's last step, a
+    step's conflicts computed once per step input and kept for later what-ifs;
+    ``conflicts_appeared`` and ``conflicts_disappeared`` give them whole, with
+    their origins and the output's communication at the op), each function's
+    bytes per device (``memory``) and the collectives added and removed."""
 
     applied: list[Applied]
     changed: list = field(default_factory=list)        # diff.Difference, before (A) / after (B)
     unchanged: int = 0
-    conflicts_appeared: list = field(default_factory=list)
-    conflicts_disappeared: list = field(default_factory=list)
-    #: per function: (function, before FunctionMemory, after FunctionMemory), bytes per device
-    memory: list = field(default_factory=list)
-    #: explicit-collectives propagations only (else None): collectives.Collective lists
-    collectives_added: list | None = None
-    collectives_removed: list | None = None
-    collective_bytes: tuple | None = None   # (before, after) bytes per device in all
+    before: object = field(default=None, repr=False)   # the two Audits
+    after: object = field(default=None, repr=False)
+
+    @functools.cached_property
+    def conflict_keys(self) -> tuple[list, list]:
+        """(the keys of the conflicts that appeared, of those that disappeared), in the
+        order of their propagation's conflicts (see :func:`_conflict_key`)."""
+        before, after = _conflicts_by_key(self.before), _conflicts_by_key(self.after)
+        return ([k for k in after if k not in before], [k for k in before if k not in after])
+
+    @property
+    def conflicts_appeared(self) -> list:
+        """The conflicts of the edited propagation that the first did not have."""
+        return _conflicts_with(self.after, self.conflict_keys[0])
+
+    @property
+    def conflicts_disappeared(self) -> list:
+        """The conflicts of the first propagation that the edited one does not have."""
+        return _conflicts_with(self.before, self.conflict_keys[1])
+
+    @functools.cached_property
+    def memory(self) -> list:
+        """Per function: (function, before FunctionMemory, after FunctionMemory), bytes
+        per device."""
+        return _memory(self.before, self.after)
+
+    @functools.cached_property
+    def _collectives(self) -> tuple:
+        return _collectives(self.before, self.after)
+
+    @property
+    def collectives_added(self) -> list | None:
+        """Explicit-collectives propagations only (else None): the collectives.Collective
+        entries the edited output has and the first has not."""
+        return self._collectives[0]
+
+    @property
+    def collectives_removed(self) -> list | None:
+        return self._collectives[1]
+
+    @property
+    def collective_bytes(self) -> tuple | None:
+        """(before, after) bytes per device of every collective (None: no explicit collectives)."""
+        return self._collectives[2]
 
     def to_json(self) -> dict:
         out = {"edits": [a.to_json() for a in self.applied],
@@ -144,13 +189,13 @@ class WhatIf:
                 out.append(f"gone ({d.kind}) {d.a} = {d.a_sharding or '(none)'}")
             else:
                 out.append(f"new ({d.kind}) {d.b} = {d.b_sharding or '(none)'}")
-        for word, conflicts in (("appeared", self.conflicts_appeared),
-                                ("disappeared", self.conflicts_disappeared)):
-            for c in conflicts:
-                axis = f" axis {c.axis}" if c.axis else ""
-                kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in sorted(c.kept.items()))
-                out.append(f"conflict {word}: {c.op} at {c.place}: factor {c.factor}{axis} "
-                           f"({c.kind}), kept {kept or 'nothing'}")
+        appeared, disappeared = self.conflict_keys
+        for word, keys in (("appeared", appeared), ("disappeared", disappeared)):
+            for op, place, factor, axis, kind, kept in keys:
+                axis = f" axis {axis}" if axis else ""
+                kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in kept)
+                out.append(f"conflict {word}: {op} at {place}: factor {factor}{axis} "
+                           f"({kind}), kept {kept or 'nothing'}")
         for fn, b, a in self.memory:
             if b is None or a is None or (b.arguments, b.results, b.peak_intermediates) != (
                     a.arguments, a.results, a.peak_intermediates):
@@ -168,8 +213,7 @@ class WhatIf:
             out.append(f"collectives: {self.collective_bytes[0]} -> {self.collective_bytes[1]} "
                        "bytes per device in all")
         out.append(f"{len(self.changed)} values changed, {self.unchanged} unchanged, "
-                   f"{len(self.conflicts_appeared)} conflicts appeared, "
-                   f"{len(self.conflicts_disappeared)} disappeared")
+                   f"{len(appeared)} conflicts appeared, {len(disappeared)} disappeared")
         return out
 
 
@@ -445,16 +489,82 @@ def whatif(audit, edits: list[Edit]):
         text = copy.get_asm(enable_debug_info=True)
     after = Audit(parse_module_text(text, audit.file), audit.options, step_memo=audit.step_memo)
     after.edited_input = copy
+    after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
-    equal, changed = diff_modules(audit.module, after.module)
-    result = WhatIf(applied, changed, equal)
-    before_c = {_conflict_key(c): c for c in audit.conflicts()}
-    after_c = {_conflict_key(c): c for c in after.conflicts()}
-    result.conflicts_appeared = [c for k, c in after_c.items() if k not in before_c]
-    result.conflicts_disappeared = [c for k, c in before_c.items() if k not in after_c]
-    result.memory = _memory(audit, after)
-    _collectives(result, audit, after)
-    return after, result
+    equal, changed = diff_modules(audit.module, after.module, _Memo.of(audit).signatures(audit))
+    return after, WhatIf(applied, changed, equal, audit, after)
+
+
+class _Memo:
+    """What a propagation's what-ifs reuse: its own signatures (for the diff), per-function
+    memory and conflicts by key, and, shared by the what-ifs made from it, the
+    conflicts of each step input (``steps``: meshes' text -> {StepInput: the
+    conflicts' (factors, axis, kind, kept axes)}; a step's conflicts depend only on
+    its input and the meshes)."""
+
+    def __init__(self, steps: dict | None = None):
+        self.steps = steps if steps is not None else {}
+        self._signatures = None
+        self.memory = None
+        self.conflicts = None
+
+    @staticmethod
+    def of(audit) -> "_Memo":
+        memo = getattr(audit, "whatif_memo", None)
+        if memo is None:
+            memo = audit.whatif_memo = _Memo()
+        return memo
+
+    def shared(self) -> "_Memo":
+        """A memo for a what-if's propagation: its own, sharing the step conflicts."""
+        return _Memo(self.steps)
+
+    def signatures(self, audit):
+        from sdy_dl.audit.diff import signatures
+        from sdy_dl.ir.context import mlir_context
+
+        if self._signatures is None:
+            with mlir_context():
+                self._signatures = signatures(audit.module)
+        return self._signatures
+
+
+def _conflicts_by_key(audit) -> dict:
+    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds, in its order,
+    without their origins, order or communication: each op's last step's conflicts,
+    looked up by step input (and meshes) first; only steps no propagation of the
+    what-ifs evaluated before are evaluated for their factor records."""
+    from sdy_dl.audit.conflicts import last_visits, step_conflicts
+    from sdy_dl.audit.steps import StepRecords
+    from sdy_dl.passes.propagation.basic_propagation import mesh_key
+
+    memo = _Memo.of(audit)
+    if memo.conflicts is not None:
+        return memo.conflicts
+    explainer = audit.explainer
+    meshes = audit.propagated.meshes
+    known = memo.steps.setdefault(mesh_key(audit.propagated), {})
+    causes = last_visits(explainer)
+    missing = [c for c in causes if c.step not in known]
+    if missing:
+        records = StepRecords([c.step for c in missing], meshes)
+        for cause in missing:
+            known[cause.step] = [(c.factor, c.axis, c.kind, _kept(c))
+                                 for c in step_conflicts(explainer, cause, records)]
+    out = {}
+    for cause in causes:
+        for part in known[cause.step]:
+            out[(cause.op["name"], cause.op["place"]) + part] = None
+    memo.conflicts = out
+    return out
+
+
+def _conflicts_with(audit, keys: list) -> list:
+    """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) with these keys, one per key."""
+    if not keys:
+        return []
+    wanted = set(keys)
+    return list({k: c for c in audit.conflicts() if (k := _conflict_key(c)) in wanted}.values())
 
 
 def _num(row, attr) -> str:
@@ -463,18 +573,26 @@ def _num(row, attr) -> str:
 
 def _memory(before, after) -> list:
     """(function, before row, after row) of the two audits' per-function memory."""
-    b = {f.function: f for f in before.memory().functions}
-    a = {f.function: f for f in after.memory().functions}
+    b = {f.function: f for f in _functions_memory(before)}
+    a = {f.function: f for f in _functions_memory(after)}
     return [(fn, b.get(fn), a.get(fn)) for fn in list(b) + [f for f in a if f not in b]]
 
 
-def _collectives(result: WhatIf, before, after) -> None:
+def _functions_memory(audit) -> list:
+    """The per-function rows of ``audit``'s memory table (kept for later what-ifs)."""
+    memo = _Memo.of(audit)
+    if memo.memory is None:
+        memo.memory = audit.memory(top=0).functions
+    return memo.memory
+
+
+def _collectives(before, after) -> tuple:
     """The collectives an explicit-collectives what-if added and removed: matched by
     (function, kind, axes, operand and result shardings, shape, input place)."""
     from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 
     if not before.options[ENABLE_INSERT_EXPLICIT_COLLECTIVES]:
-        return
+        return None, None, None
 
     def key(c):
         return (c.function, c.kind, tuple(c.axes), c.in_sharding, c.out_sharding, c.shape,
@@ -490,15 +608,18 @@ def _collectives(result: WhatIf, before, after) -> None:
             rest[key(c)].pop()
         else:
             removed.append(c)
-    result.collectives_removed = removed
     left = {id(x) for xs in rest.values() for x in xs}
-    result.collectives_added = [c for c in new if id(c) in left]
-    result.collective_bytes = (sum(c.bytes or 0 for c in old), sum(c.bytes or 0 for c in new))
+    return ([c for c in new if id(c) in left], removed,
+            (sum(c.bytes or 0 for c in old), sum(c.bytes or 0 for c in new)))
 
 
 def _conflict_key(c) -> tuple:
-    return (c.op, c.place, c.factor, c.axis, c.kind,
-            tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items())))
+    """What tells two conflicts apart: (op, place, factors, axis, kind, kept axes)."""
+    return (c.op, c.place, c.factor, c.axis, c.kind, _kept(c))
+
+
+def _kept(c) -> tuple:
+    return tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items()))
 
 
 def _jax_lines(audit, applied: list[Applied]) -> None:
