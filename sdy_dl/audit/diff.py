@@ -43,9 +43,11 @@ def _h(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
-def signatures(module: Module) -> tuple[dict, list]:
-    """(signature -> [(name, sharding text)] in module order, [reshards as (name, operand sig, text)])."""
-    names = _ssa_names(module)
+def signatures(module: Module, table=None) -> tuple[dict, list]:
+    """(signature -> [(name, sharding text)] in module order, [reshards as (name, operand
+    sig, text)]); ``table``: the module's :class:`~sdy_dl.audit.naming.ValueTable`
+    when one is at hand (its names are the values')."""
+    names = _ssa_names(module, table=table)
     sig: dict[int, str] = {}
     region_sig: dict[int, str] = {}   # op oid -> its own signature (for nested values)
     out: dict[str, list[tuple[str, str | None]]] = {}
@@ -98,15 +100,16 @@ def names_result(func, index: int, module: Module) -> str:
     return f"result:{index}" if func is main else f"@{symbol_name(func.mlir)}:result:{index}"
 
 
-def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None
+def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_b=None
                  ) -> tuple[int, list[Difference]]:
     """(number of aligned values with equal shardings, the differences);
-    ``signatures_a``: :func:`signatures` of ``a`` when already known."""
+    ``signatures_a``: :func:`signatures` of ``a`` when already known; ``table_b``:
+    ``b``'s :class:`~sdy_dl.audit.naming.ValueTable` when one is at hand."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
         sa, ra = signatures_a if signatures_a is not None else signatures(a)
-        sb, rb = signatures(b)
+        sb, rb = signatures(b, table_b)
     equal, diffs = 0, []
     for key in list(sa) + [k for k in sb if k not in sa]:
         xs, ys = sa.get(key, []), sb.get(key, [])

@@ -113,11 +113,13 @@ def place_in(loc: str, file: str) -> str:
     return "input (no line)"
 
 
-def _ssa_names(module: Module, text=None) -> dict[int, list[str]]:
+def _ssa_names(module: Module, text=None, table=None) -> dict[int, list[str]]:
     """value id -> names, for every value of ``module``'s model (see :class:`SsaNames`;
     ``text``: the module as printed, None: printed when needed).  A
-    :class:`ValueTable` lists the values in the order the model numbers them."""
-    table = ValueTable(module.mlir.operation, text if text is not None else module.print)
+    :class:`ValueTable` lists the values in the order the model numbers them
+    (``table``: the module's, when one is at hand)."""
+    if table is None:
+        table = ValueTable(module.mlir.operation, text if text is not None else module.print)
     table.names.resolve()
     return {vid: table.names.names[key] for vid, key in enumerate(table.places)}
 
@@ -694,6 +696,11 @@ class OutputIndex:
     def op_count(self) -> int:
         """How many ops the output module has."""
         return len(self._table.ops)
+
+    @property
+    def table(self) -> ValueTable:
+        """The output module's :class:`ValueTable` (the values as the model numbers them)."""
+        return self._table
 
     def line_of_tag(self, tag: str | None) -> int:
         """The output line of the op tagged ``tag`` (``px:oN``, the op a propagation

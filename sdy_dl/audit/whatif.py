@@ -491,7 +491,8 @@ def whatif(audit, edits: list[Edit]):
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
-    equal, changed = diff_modules(audit.module, after.module, _Memo.of(audit).signatures(audit))
+    equal, changed = diff_modules(audit.module, after.module, _Memo.of(audit).signatures(audit),
+                                  after.outputs.table)
     return after, WhatIf(applied, changed, equal, audit, after)
 
 
@@ -525,7 +526,7 @@ class _Memo:
 
         if self._signatures is None:
             with mlir_context():
-                self._signatures = signatures(audit.module)
+                self._signatures = signatures(audit.module, audit.outputs.table)
         return self._signatures
 
 
