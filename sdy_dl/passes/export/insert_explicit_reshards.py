@@ -5,7 +5,8 @@ it) and with ``enable-full-version=true``.
 Per function, ops in post-order (terminators skipped); an op is treated "in
 full" when the option is on, and always for ``func.call``,
 ``mhlo.ragged_dot`` and concatenates whose operands are sharded unlike the
-result (``isOnFullVersion``):
+result (``isOnFullVersion``, decided for every op before the walk by the
+Datalog stage of :mod:`.is_on_full_version`):
 
 * data-flow ops (while, case, optimization barrier, manual and named
   computations): the sources of each edge owner (results first, then block
@@ -70,6 +71,7 @@ from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced
                                                             reshard_to_unreduced)
 from sdy_dl.passes.export.explicit_reshards_util import DOT_OPS
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
+from sdy_dl.passes.export.is_on_full_version import is_on_full_version
 from sdy_dl.passes.options import Option
 
 ENABLE_FULL_VERSION = Option(
@@ -78,20 +80,6 @@ ENABLE_FULL_VERSION = Option(
 
 #: The Datalog stage of this pass, ``datalog/insert_explicit_reshards/``, is run
 #: (and declared) by ``explicit_reshards_projection``, its facts in and relations out.
-
-#: Ops the non-full version treats in full (besides calls and some concatenates).
-ALWAYS_FULL = frozenset({"mhlo.ragged_dot"})
-
-
-def is_on_full_version(mop, enable_full_version: bool) -> bool:
-    """Shardy's ``isOnFullVersion``."""
-    if enable_full_version or mop.name in ALWAYS_FULL or mop.name == "func.call":
-        return True
-    if mop.name == "stablehlo.concatenate":
-        result = get_sharding(mop.results[0])
-        return any(get_sharding(v) != result for v in mop.operands)
-    return False
-
 
 def op_rules(module: Module, options: PassOptions):
     """``rule(mop)``: the sharding rule of an op of ``module`` as the IR is when it is asked
@@ -140,11 +128,19 @@ def run(module: Module, options: PassOptions) -> Module:
                 found = known[value] = get_sharding(value)
                 return found
 
-        for func in funcs(module):
-            for mop in ops_of(module, func, post=True)[:-1]:
-                if mop.name in TERMINATORS:
-                    continue
-                on_full = is_on_full_version(mop, full)
+        walk = [(func, [mop for mop in ops_of(module, func, post=True)[:-1]
+                        if mop.name not in TERMINATORS]) for func in funcs(module)]
+        visited = [mop for _, ops in walk for mop in ops]
+        # Which ops are treated in full, asked before the walk: the walk changes
+        # no sharding an op it has not reached reads, but for its conversion of
+        # a reshard to unreduced collectives, whose users read the collectives'
+        # sharding (then the ops still to visit are asked again).
+        on_full_version = is_on_full_version(visited, full, options)
+        position = -1
+        for func, ops in walk:
+            for mop in ops:
+                position += 1
+                on_full = on_full_version[position]
                 if mop.name in DATA_FLOW_OPS:
                     changed |= reshard_edge_sources(mop, meshes, on_full, equivalent)
                     continue
@@ -154,6 +150,8 @@ def run(module: Module, options: PassOptions) -> Module:
                     continue
                 if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
                     known.clear()
+                    on_full_version[position + 1:] = is_on_full_version(
+                        visited[position + 1:], full, options)
                     changed = True
                     continue
                 if not (unreduced or on_full or mop.name in DOT_OPS):
