@@ -14,7 +14,8 @@ shards (then factor kind, then the further sharding it adds, then the factor
 and axes order), among the factors whose major neighbours in a dim are
 already fully sharded; it gives the axes to the factor and trims the other
 candidates that overlap them.  The axes of factors that need replication are
-then moved to the batching factors where they fit.
+then moved to the batching factors where they fit, as the Datalog stage of
+:mod:`.distribute_axis_refs_to_batching_factors` decides (for all ops at once).
 """
 
 from __future__ import annotations
@@ -71,27 +72,26 @@ class Candidate:
         return (self.total, self.precedence, self.sharding, self.factor, axes_key)
 
 
-def _add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
+def add_axis_or_merge(axes: list, axis, mesh: Mesh) -> None:
+    """Shardy's ``addAxisOrMerge``: ``axis`` at the end of ``axes``, merged with
+    the last one when they are consecutive parts of one axis."""
     if axes and axes[-1].can_merge(axis):
         axes[-1] = axes[-1].merge(axis, mesh)
     else:
         axes.append(axis)
 
 
-def find_common_axes(projection, sizes: list[int], rule, mesh: Mesh) -> list[tuple]:
-    """Shardy's ``findCommonAxes``: the axes of every factor of ``rule``, given
-    the op's projection (operands then results; its ``compatible`` flag is the
-    Datalog stage's) and each tensor's number of elements."""
+def find_common_axes(projection, sizes: list[int], rule, mesh: Mesh) -> tuple[list[tuple], bool]:
+    """Shardy's ``findCommonAxes`` up to the move of the axes of factors that
+    need replication: the axes of every factor of ``rule``, given the op's
+    projection (operands then results; its ``compatible`` flag is the Datalog
+    stage's) and each tensor's number of elements; and whether the heuristic
+    chose them (then the move follows)."""
     if projection.compatible:
-        return projection.factor_axes(len(rule.factors))
+        return projection.factor_axes(len(rule.factors)), False
     if projection.unary_axes is not None:
-        return list(projection.unary_axes)
-    projections = list(projection.tensors)
-    need_replication = any(f.kind == "need_replication" for f in rule.factors)
-    common = _heuristic(projections, sizes, rule, mesh)
-    if need_replication:
-        _distribute_to_batching(common, projections, rule, mesh)
-    return common
+        return list(projection.unary_axes), False
+    return _heuristic(list(projection.tensors), sizes, rule, mesh), True
 
 
 def _dependencies(rule) -> dict[int, set[int]]:
@@ -149,37 +149,3 @@ def _heuristic(projections, sizes, rule, mesh: Mesh) -> list[tuple]:
             kept.append(c)
         cands = kept
     return common
-
-
-def _in_all_tensors(f: int, rule) -> bool:
-    return all(any(f in dim for dim in t) for t in rule.operands + rule.results if t)
-
-
-def _distribute_to_batching(common: list, projections, rule, mesh: Mesh) -> None:
-    batching = [f for f, factor in enumerate(rule.factors)
-                if factor.kind == "pass_through" and _in_all_tensors(f, rule)]
-    for f, factor in enumerate(rule.factors):
-        if factor.kind != "need_replication":
-            continue
-        pending = list(common[f])
-        common[f] = ()
-        if not pending or not _in_all_tensors(f, rule):
-            continue
-        for b in batching:
-            size = rule.factors[b].size
-            if size == 0:
-                continue
-            axes = list(common[b])
-            sharded = _size(axes, mesh)
-            if size % sharded:
-                continue
-            capacity = size // sharded
-            while pending:
-                axis_size = pending[0].ref_size(mesh)
-                if capacity % axis_size:
-                    break
-                _add_axis_or_merge(axes, pending.pop(0), mesh)
-                capacity //= axis_size
-            common[b] = tuple(axes)
-            if not pending:
-                break

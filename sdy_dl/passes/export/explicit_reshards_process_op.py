@@ -18,6 +18,8 @@ from sdy_dl.ir.meshes import sort_and_merge_axes
 from sdy_dl.ir.mlir_ops import tensor_rank
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
+from sdy_dl.passes.export.distribute_axis_refs_to_batching_factors import (
+    distribute_to_batching_factors)
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
                                                                project_out)
@@ -129,20 +131,40 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
             for k, op, proj in zip(indices, ops, legal)}
 
 
+def full_common_axes(pendings: list[Pending], projections, reshapes: dict, meshes,
+                     options) -> dict:
+    """Index -> the common axes of the ops treated in full (``findCommonAxes``:
+    the reshapes' from ``reshapes``; the heuristic's after the move of the axes
+    of factors that need replication, one engine call for all)."""
+    commons, by_heuristic = {}, []
+    for k, (p, projection) in enumerate(zip(pendings, projections)):
+        if k in reshapes:
+            commons[k] = reshapes[k]
+        elif p.on_full:
+            commons[k], heuristic = find_common_axes(projection, list(p.sizes), p.op.rule,
+                                                     meshes[p.op.mesh])
+            if heuristic:
+                by_heuristic.append(k)
+    after = distribute_to_batching_factors(
+        [(pendings[k].op.rule, commons[k], meshes[pendings[k].op.mesh]) for k in by_heuristic], options)
+    commons.update(zip(by_heuristic, after))
+    return commons
+
+
 def decide(pendings: list[Pending], meshes, options, is_equivalent: IsEquivalent):
     """Per pending op: (its update: which tensors change and their new
     shardings, or None; the axes to all-reduce after it)."""
     projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options)
     reshapes = reshape_common_axes(pendings, projections, meshes, options)
+    commons = full_common_axes(pendings, projections, reshapes, meshes, options)
     plans = []
     for k, (p, projection) in enumerate(zip(pendings, projections)):
-        rule, mesh = p.op.rule, meshes[p.op.mesh]
-        common = None
+        rule = p.op.rule
+        common = commons.get(k)
         new_axes = None
         if k in reshapes:
-            common = new_axes = reshapes[k]
+            new_axes = common
         elif p.on_full:
-            common = find_common_axes(projection, list(p.sizes), rule, mesh)
             # Compatible shardings without overflow axes change no tensor: the
             # op needs no projection out unless a mesh has another device order.
             unchanged = projection.compatible and not projection.has_overflow()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from sdy_dl.passes.export.explicit_reshards_common_axes import _add_axis_or_merge, _size
+from sdy_dl.passes.export.explicit_reshards_common_axes import add_axis_or_merge, _size
 from sdy_dl.passes.export.explicit_reshards_projection import Projection, TensorAxes
 from sdy_dl.sharding import AxisRef, Mesh, make_sub_axis
 
@@ -56,11 +56,11 @@ def distribute_axes(factors: list[tuple[int, int]], all_axes: list[AxisRef],
             used = True
             if cur[2] > g:
                 pre = cur[1] or 1
-                _add_axis_or_merge(axes[f], make_sub_axis(cur[0], pre, g, mesh), mesh)
+                add_axis_or_merge(axes[f], make_sub_axis(cur[0], pre, g, mesh), mesh)
                 cur[1], cur[2] = pre * g, cur[2] // g
                 remaining[k] //= g
             else:
-                _add_axis_or_merge(axes[f], ref_of(cur), mesh)
+                add_axis_or_merge(axes[f], ref_of(cur), mesh)
                 remaining[k] //= cur[2]
                 index += 1
                 cur = info(index)
@@ -68,7 +68,7 @@ def distribute_axes(factors: list[tuple[int, int]], all_axes: list[AxisRef],
         if not used:
             last = factors[-1][0]
             while cur is not None:
-                _add_axis_or_merge(overflow[last], ref_of(cur), mesh)
+                add_axis_or_merge(overflow[last], ref_of(cur), mesh)
                 index += 1
                 cur = info(index)
             break
