@@ -167,24 +167,32 @@ class _Plan:
             for head, fn in rules:
                 fn(rel, index, None, delta[head].add)
             while True:
-                new = {name: delta[name] - rel[name] for name in members}
-                if not any(new.values()):
+                # Only the relations that gained tuples have a delta, and only the
+                # rule variants reading one of those deltas run.
+                new = {}
+                for name, rows in delta.items():
+                    if rows:
+                        rows -= rel[name]
+                        if rows:
+                            new[name] = rows
+                if not new:
                     break
-                for name in members:
-                    rel[name] |= new[name]
+                for name, rows in new.items():
+                    rel[name] |= rows
                 index.extend(new)
                 delta_index = _Index(new)
                 delta = {name: set() for name in members}
-                for head, fn in variants:
-                    fn(rel, index, delta_index, delta[head].add)
+                for source in new:
+                    for head, fn in variants.get(source, ()):
+                        fn(rel, index, delta_index, delta[head].add)
         return {name: rel[name] for name in outputs}
 
 
 def program_source(program: Program) -> str:
     """The Python module evaluating ``program``: one function per rule (and per
     recursive body atom of a recursive rule, reading the delta there),
-    ``FACTS`` and ``COMPONENTS`` (members, rules, delta variants) in
-    evaluation order."""
+    ``FACTS`` and ``COMPONENTS`` (members, rules, delta variants by the
+    relation whose delta they read) in evaluation order."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
@@ -205,9 +213,13 @@ def program_source(program: Program) -> str:
         members = sorted(name for name, c in comp.items() if c == cid)
         group = [c for c in rules if comp[c.head[1]] == cid]
         compiled = [function(c) for c in group]
-        variants = [function(c, delta=k) for c in group for k, lit in enumerate(c.body)
-                    if lit[0] == "atom" and not lit[3] and lit[1] in members]
-        components.append(f"({set(members)!r}, [{', '.join(compiled)}], [{', '.join(variants)}])")
+        variants: dict[str, list[str]] = {}   # delta relation -> the variants reading it
+        for c in group:
+            for k, lit in enumerate(c.body):
+                if lit[0] == "atom" and not lit[3] and lit[1] in members:
+                    variants.setdefault(lit[1], []).append(function(c, delta=k))
+        by_source = ", ".join(f"{name!r}: [{', '.join(fns)}]" for name, fns in variants.items())
+        components.append(f"({set(members)!r}, [{', '.join(compiled)}], {{{by_source}}})")
     facts = [repr((c.head[1], tuple(_constant(a) for a in c.head[2])))
              for c in clauses if not c.body]
     lines.append(f"FACTS = [{', '.join(facts)}]")
