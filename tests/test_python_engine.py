@@ -124,3 +124,55 @@ def test_whole_pipeline_python_equals_clingo(name):
     assert run("python") == run("clingo")
     assert run("python", enable_insert_explicit_collectives=True) == \
         run("clingo", enable_insert_explicit_collectives=True)
+
+
+BIG_AXIS_MODULE = '''
+sdy.mesh @mesh = <["a"=4096, "b"=2]>
+func.func @main(%arg0: tensor<64x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a":(1)4}, {"b"}]>},
+                %arg1: tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a":(4)8}], replicated={"b"}>})
+    -> tensor<64x16xf32> {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  %1 = stablehlo.negate %0 : tensor<64x16xf32>
+  %2 = stablehlo.add %1, %0 : tensor<64x16xf32>
+  %3 = stablehlo.transpose %2, dims = [1, 0] : (tensor<64x16xf32>) -> tensor<16x64xf32>
+  %4 = stablehlo.transpose %3, dims = [1, 0] : (tensor<16x64xf32>) -> tensor<64x16xf32>
+  return %4 : tensor<64x16xf32>
+}
+'''
+
+
+def test_component_memo_gives_the_relations_it_would_derive():
+    """The step program's tables of axis refs depend only on the meshes: the calls of a
+    propagation after the first take them from the memo (an axis of 4096 has 78
+    sub-axis refs), and every call's relations are those a plan without a memo derives."""
+    from sdy_dl.engines import python_engine
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.pipeline import make_options, propagate
+
+    python_engine._PLANS.clear()   # memos without the keys of earlier tests
+    calls = []
+    run = python_engine.PythonEngine.run
+
+    def recording(self, program, facts):
+        facts = {k: list(v) for k, v in facts.items()}
+        out = run(self, program, facts)
+        calls.append((program, facts, out))
+        return out
+    python_engine.PythonEngine.run = recording
+    try:
+        propagate(parse_module_text(BIG_AXIS_MODULE, "<big axis>"), make_options(engine="python"))
+    finally:
+        python_engine.PythonEngine.run = run
+    steps = [c for c in calls if "ref_pwo" in c[0].decls]
+    assert len(steps) >= 3
+    plans = {python_engine._plan(program) for program, _, _ in steps}
+    hits = sum(plan.memo.hits[cid] for plan in plans
+               for cid, (members, *_) in enumerate(plan.components) if "ref_pwo" in members)
+    assert hits >= len(steps) - len(plans)
+    for program, facts, out in calls:
+        fresh = python_engine._Plan(program)
+        fresh.memo.off = [True] * len(fresh.components)
+        rel = {name: set() for name in program.decls}
+        for name, rows in facts.items():
+            rel[name].update(map(tuple, rows))
+        assert fresh.evaluate(rel, list(out)) == out

@@ -153,46 +153,160 @@ class _Plan:
         exec(code, namespace)
         self.facts = namespace["FACTS"]
         self.components = namespace["COMPONENTS"]
+        self.memo = _ComponentMemo(len(self.components))
 
     def evaluate(self, rel: dict[str, set], outputs: list[str]) -> Relations:
         for name, row in self.facts:
             rel[name].add(row)
         index = _Index(rel)
-        for members, rules, variants in self.components:
-            if not variants:
-                for head, fn in rules:
-                    fn(rel, index, None, rel[head].add)
+        memo = self.memo
+        tokens: dict[str, int] = {}   # relation -> its memoised value's token (this call)
+        for cid, (members, rules, variants, inputs) in enumerate(self.components):
+            key = memo.key(cid, inputs, members, rel, tokens)
+            if key is not None and memo.reuse(cid, key, rel, index, tokens):
                 continue
-            delta = {name: set() for name in members}
-            for head, fn in rules:
-                fn(rel, index, None, delta[head].add)
-            while True:
-                # Only the relations that gained tuples have a delta, and only the
-                # rule variants reading one of those deltas run.
-                new = {}
-                for name, rows in delta.items():
-                    if rows:
-                        rows -= rel[name]
-                        if rows:
-                            new[name] = rows
-                if not new:
-                    break
-                for name, rows in new.items():
-                    rel[name] |= rows
-                index.extend(new)
-                delta_index = _Index(new)
-                delta = {name: set() for name in members}
-                for source in new:
-                    for head, fn in variants.get(source, ()):
-                        fn(rel, index, delta_index, delta[head].add)
-        return {name: rel[name] for name in outputs}
+            _evaluate_component(rel, index, members, rules, variants)
+            if key is not None:
+                memo.keep(cid, key, members, rel, tokens)
+        memo.keep_indexes(index, tokens)
+        # (a relation the memo holds is a frozenset: the caller gets its own set)
+        return {name: set(rel[name]) if name in tokens else rel[name] for name in outputs}
+
+
+def _evaluate_component(rel, index, members, rules, variants) -> None:
+    """Derive the relations ``members`` of one component (semi-naively if recursive)."""
+    if not variants:
+        for head, fn in rules:
+            fn(rel, index, None, rel[head].add)
+        return
+    delta = {name: set() for name in members}
+    for head, fn in rules:
+        fn(rel, index, None, delta[head].add)
+    while True:
+        # Only the relations that gained tuples have a delta, and only the
+        # rule variants reading one of those deltas run.
+        new = {}
+        for name, rows in delta.items():
+            if rows:
+                rows -= rel[name]
+                if rows:
+                    new[name] = rows
+        if not new:
+            return
+        for name, rows in new.items():
+            rel[name] |= rows
+        index.extend(new)
+        delta_index = _Index(new)
+        delta = {name: set() for name in members}
+        for source in new:
+            for head, fn in variants.get(source, ()):
+                fn(rel, index, delta_index, delta[head].add)
+
+
+class _ComponentMemo:
+    """A component's relations from an earlier call with the same inputs.
+
+    A component's relations are a function of the relations its rules read
+    (and of any facts given for its own relations).  When those are small
+    (keyed by their contents) or were themselves taken from or kept in this
+    memo (keyed by a token), the component is keyed by them, and a call that
+    meets a key again takes the relations, and the hash indexes built over
+    them, from the memo instead of deriving them: the step program's tables of axis refs depend only on the
+    meshes, and cost the same on every call (quadratic in the divisors of an
+    axis size).  A component stops being keyed when its key keeps changing
+    (it reads the call's own facts) or when it is as cheap to derive as to key
+    (few tuples from small inputs)."""
+
+    #: Inputs up to this many tuples are keyed by their contents.
+    SMALL = 32
+    #: A component that missed this many times more than twice its hits stops being keyed.
+    GIVE_UP = 3
+    #: Values kept per component (the oldest is dropped).
+    KEEP = 4
+
+    def __init__(self, components: int):
+        self.entries: list[dict] = [{} for _ in range(components)]
+        self.misses = [0] * components
+        self.hits = [0] * components
+        self.off = [False] * components   # no longer keyed
+        self.next_token = 0
+        self.owner: dict[int, tuple] = {}   # token -> the entry holding its relation
+
+    def key(self, cid: int, inputs, members, rel, tokens) -> tuple | None:
+        """The key of component ``cid`` in this call (None: not keyed)."""
+        if self.off[cid]:
+            return None
+        parts = []
+        for name in inputs:
+            rows = rel[name]
+            if len(rows) <= self.SMALL:
+                parts.append(rows if isinstance(rows, frozenset) else frozenset(rows))
+            elif name in tokens:
+                parts.append(tokens[name])
+            else:
+                return None
+        for name in members:
+            rows = rel[name]
+            if rows:
+                if len(rows) > self.SMALL:
+                    return None
+                parts.append((name, frozenset(rows)))
+        return tuple(parts)
+
+    def reuse(self, cid: int, key: tuple, rel, index, tokens) -> bool:
+        """Take component ``cid``'s relations (and their indexes) for ``key``, if kept."""
+        entry = self.entries[cid].get(key)
+        if entry is None:
+            self.misses[cid] += 1
+            if self.misses[cid] >= self.GIVE_UP + 2 * self.hits[cid]:
+                self.off[cid] = True
+            return False
+        self.hits[cid] += 1
+        values, entry_tokens, indexes = entry
+        rel.update(values)
+        tokens.update(entry_tokens)
+        for index_key, value in indexes.items():
+            if index_key not in index:
+                dict.__setitem__(index, index_key, value)
+                index.built.setdefault(index_key[0], []).append(index_key)
+        return True
+
+    def keep(self, cid: int, key: tuple, members, rel, tokens) -> None:
+        """Keep component ``cid``'s relations, just derived, under ``key`` (unless
+        they are as cheap to derive as to key: few tuples from small inputs)."""
+        if (sum(len(rel[name]) for name in members) <= self.SMALL
+                and not any(isinstance(part, int) for part in key)):
+            self.off[cid] = True
+            return
+        entries = self.entries[cid]
+        if len(entries) >= self.KEEP:
+            for token in entries.pop(next(iter(entries)))[1].values():
+                del self.owner[token]
+        values, entry_tokens = {}, {}
+        for name in members:
+            values[name] = rel[name] = frozenset(rel[name])
+            entry_tokens[name] = tokens[name] = self.next_token
+            self.next_token += 1
+        entry = entries[key] = (values, entry_tokens, {})
+        for token in entry_tokens.values():
+            self.owner[token] = entry
+
+    def keep_indexes(self, index, tokens) -> None:
+        """Keep the indexes this call built over relations taken from or kept in the memo."""
+        for name, token in tokens.items():
+            entry = self.owner.get(token)
+            if entry is None:
+                continue
+            for index_key in index.built.get(name, ()):
+                entry[2].setdefault(index_key, index[index_key])
 
 
 def program_source(program: Program) -> str:
     """The Python module evaluating ``program``: one function per rule (and per
     recursive body atom of a recursive rule, reading the delta there),
     ``FACTS`` and ``COMPONENTS`` (members, rules, delta variants by the
-    relation whose delta they read) in evaluation order."""
+    relation whose delta they read, the other relations the rules read) in
+    evaluation order."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
@@ -219,7 +333,9 @@ def program_source(program: Program) -> str:
                 if lit[0] == "atom" and not lit[3] and lit[1] in members:
                     variants.setdefault(lit[1], []).append(function(c, delta=k))
         by_source = ", ".join(f"{name!r}: [{', '.join(fns)}]" for name, fns in variants.items())
-        components.append(f"({set(members)!r}, [{', '.join(compiled)}], {{{by_source}}})")
+        inputs = sorted({b for h, b, _ in edges if comp.get(h) == cid} - set(members))
+        components.append(f"({set(members)!r}, [{', '.join(compiled)}], {{{by_source}}}, "
+                          f"{tuple(inputs)!r})")
     facts = [repr((c.head[1], tuple(_constant(a) for a in c.head[2])))
              for c in clauses if not c.body]
     lines.append(f"FACTS = [{', '.join(facts)}]")
