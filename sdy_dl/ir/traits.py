@@ -18,16 +18,32 @@ TRAITS_FILE = "traits/op_traits.yaml"
 
 @functools.cache
 def _table() -> dict[str, frozenset[str]]:
-    import yaml
+    """The trait table, parsed once per file text and kept in the cache (a
+    command's start then needs neither PyYAML nor the parse)."""
+    import hashlib
+    import marshal
+    import sys
+
+    from sdy_dl.resources import cached_value, code_digest
 
     path = rules_dir() / TRAITS_FILE
-    data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    text = path.read_text()
+    key = "-".join((hashlib.sha256(text.encode()).hexdigest()[:32],
+                    code_digest(sys.modules[__name__]), sys.implementation.cache_tag))
+    table = cached_value("traits", key, lambda: _parse(text, path), marshal.dumps, marshal.loads)
+    return {name: frozenset(names) for name, names in table.items()}
+
+
+def _parse(text: str, path) -> dict[str, list[str]]:
+    import yaml
+
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     table = {}
     for name, entry in data["traits"].items():
         names = entry.get("ops", entry.get("call_targets", entry.get("dialects")))
         if not entry.get("doc") or not isinstance(names, list) or not names:
             raise ValueError(f"{path}: trait {name!r} needs a doc and a list of ops")
-        table[name] = frozenset(names)
+        table[name] = list(names)
     return table
 
 

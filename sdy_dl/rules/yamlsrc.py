@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
-
 from sdy_dl.errors import SdyError
 
 #: The most values (mappings, lists, scalars) one rule file may expand to.
@@ -64,18 +62,18 @@ class YList(list):
     item_locs: list
 
 
-#: libyaml's composer when PyYAML has it (about 10x faster); PyYAML's own otherwise.
-FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_yaml(text: str, file: str):
     """Parse one YAML document into plain values, YMap and YList.
 
-    libyaml composes the nodes; a document it rejects is composed again by
-    PyYAML's pure-Python composer, whose messages the errors quote."""
+    libyaml composes the nodes (about 10x faster) when PyYAML has it; a
+    document it rejects is composed again by PyYAML's pure-Python composer,
+    whose messages the errors quote.  (PyYAML is imported here, not with the
+    module: a run whose rule files are in the cache never loads it.)"""
+    import yaml
+
     try:
         try:
-            node = yaml.compose(text, Loader=FAST_LOADER)
+            node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError:
             node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
@@ -97,6 +95,8 @@ class _Converter:
     neither nesting nor alias chains hit the recursion limit)."""
 
     def __init__(self, file: str, text: str):
+        import yaml
+
         self.file, self.text = file, text
         self.constructor = yaml.SafeLoader("")
         self.count = 0
@@ -106,12 +106,16 @@ class _Converter:
                         node.start_mark.column + 1)
 
     def scalar(self, node):
+        import yaml
+
         try:
             return self.constructor.construct_object(node)
         except yaml.YAMLError as e:
             raise self.error(node, f"invalid YAML: {getattr(e, 'problem', None) or e}") from None
 
     def convert(self, root):
+        import yaml
+
         result: list = []
         # Frames: (node, container, pending children, place to store the result).
         stack = [(root, None, None, (result, None))]
@@ -160,6 +164,8 @@ class _Converter:
         return out
 
     def map_key(self, out: "YMap", key_node, value_node) -> str:
+        import yaml
+
         if not isinstance(key_node, yaml.ScalarNode):
             raise self.error(key_node, "mapping keys must be plain strings")
         key = self.scalar(key_node)
