@@ -407,7 +407,7 @@ def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
 @pytest.mark.parametrize("kind,name", DEFAULT_PROGRAMS)
 def test_value_table_lists_values_as_the_model_does(kind, name):
     """The audit's value table, read straight from the MLIR, lists the values in the
-    order the model numbers them (``_ssa_names`` relies on it), each with its owner,
+    order the model numbers them, each with its owner,
     its number and the names the model gives it."""
     from sdy_dl.audit.naming import ValueTable
     from sdy_dl.ir.context import mlir_context

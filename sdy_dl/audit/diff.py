@@ -15,10 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 
-from sdy_dl.audit.naming import _ssa_names
 from sdy_dl.ir import Module
 from sdy_dl.ir.mlir_ops import symbol_name
-from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
+from sdy_dl.ir.storage import read_func_attr, read_stored
 
 #: Attributes that hold shardings or rules (what a diff compares, not what it aligns by).
 SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_shardings",
@@ -45,59 +44,68 @@ def _h(*parts) -> str:
 
 def signatures(module: Module, table=None) -> tuple[dict, list]:
     """(signature -> [(name, sharding text)] in module order, [reshards as (name, operand
-    sig, text)]); ``table``: the module's :class:`~sdy_dl.audit.naming.ValueTable`
-    when one is at hand (its names are the values')."""
-    names = _ssa_names(module, table=table)
-    sig: dict[int, str] = {}
-    region_sig: dict[int, str] = {}   # op oid -> its own signature (for nested values)
+    sig, text)]), read straight from the module's MLIR by a
+    :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the module's, when one is
+    at hand; its names are the values')."""
+    from sdy_dl.audit.naming import ValueTable
+
+    if table is None:
+        table = ValueTable(module.mlir.operation, module.print)
+    table.names.resolve()
+    names = table.names.names
+    key_of = table.key_of
+    sig: dict[tuple, str] = {}        # value key -> its signature
+    region_sig: dict = {}             # op -> its own signature (for nested values)
     out: dict[str, list[tuple[str, str | None]]] = {}
     reshards = []
 
-    def text(v):
-        s = get_sharding(v) if is_shardable(v) else None
+    def text(mop, index: int, block_arg: bool):
+        s = read_stored(mop, index, block_arg)
         return None if s is None else s.to_text()
 
-    def add(key: str, name: str, v) -> None:
-        out.setdefault(key, []).append((name, text(v)))
+    def add(key: str, value_key: tuple, mop, index: int, block_arg: bool) -> None:
+        out.setdefault(key, []).append((names[value_key][0], text(mop, index, block_arg)))
 
-    for op in module.ops:
-        parent = region_sig.get(op.parent.oid, "") if op.parent is not None else ""
-        if op.name == "func.func":
-            fname = symbol_name(op.mlir)
-            region_sig[op.oid] = _h("func", fname)
-            for v in module.func_args(op):
-                sig[v.vid] = _h("arg", fname, v.index)
-                add(sig[v.vid], names[v.vid][0], v)
-            for i in range(len(op.mlir.attributes["function_type"].value.results)):
-                s = get_result_sharding(op, i)
+    for n, mop in enumerate(table.ops):
+        func = table.enclosing[mop]
+        if mop.name == "func.func" and func is mop:
+            fname = symbol_name(mop)
+            region_sig[mop] = _h("func", fname)
+            body = mop.regions[0].blocks
+            for i, arg in enumerate(body[0].arguments if len(body) else ()):
+                k = key_of(arg)
+                sig[k] = _h("arg", fname, i)
+                add(sig[k], k, mop, i, True)
+            prefix = "" if mop == table.main else f"@{fname}:"
+            for i in range(len(mop.attributes["function_type"].value.results)):
+                s = read_func_attr(mop, "res_attrs", i)
                 out.setdefault(_h("result", fname, i), []).append(
-                    (names_result(op, i, module), None if s is None else s.to_text()))
+                    (f"{prefix}result:{i}", None if s is None else s.to_text()))
             continue
-        if op.parent is None:
+        if func is None:
+            continue   # a top-level op other than a function (a mesh)
+        parent = region_sig.get(mop.parent, "")
+        operands = tuple(sig.get(key_of(v), "?") for v in mop.operands)
+        if mop.name == "sdy.reshard":
+            k = (f"o{n}", 0)
+            sig[k] = operands[0]
+            reshards.append((names[k][0], operands[0], text(mop, 0, False)))
             continue
-        operands = tuple(sig.get(v.vid, "?") for v in op.operands)
-        if op.name == "sdy.reshard":
-            sig[op.results[0].vid] = operands[0]
-            reshards.append((names[op.results[0].vid][0], operands[0], text(op.results[0])))
-            continue
-        attrs = tuple(sorted((n, str(op.mlir.attributes[n])) for n in op.attr_names
-                             if n not in SHARDING_ATTRS))
-        own = _h(op.name, attrs, operands, parent)
-        region_sig[op.oid] = own
-        for r in op.results:
-            sig[r.vid] = _h(own, r.index)
-            add(sig[r.vid], names[r.vid][0], r)
-        for ri, region in enumerate(op.regions):
+        attrs = tuple(sorted((name, str(attr)) for name, attr in mop.attributes.items()
+                             if name not in SHARDING_ATTRS))
+        own = _h(mop.name, attrs, operands, parent)
+        region_sig[mop] = own
+        for i in range(len(mop.results)):
+            k = (f"o{n}", i)
+            sig[k] = _h(own, i)
+            add(sig[k], k, mop, i, False)
+        for ri, region in enumerate(mop.regions):
             for bi, block in enumerate(region.blocks):
-                for a in block.args:
-                    sig[a.vid] = _h(own, ri, bi, a.index)
-                    add(sig[a.vid], names[a.vid][0], a)
+                for i, arg in enumerate(block.arguments):
+                    k = key_of(arg)
+                    sig[k] = _h(own, ri, bi, i)
+                    add(sig[k], k, mop, i, True)
     return out, reshards
-
-
-def names_result(func, index: int, module: Module) -> str:
-    main = module.main_func()
-    return f"result:{index}" if func is main else f"@{symbol_name(func.mlir)}:result:{index}"
 
 
 def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_b=None

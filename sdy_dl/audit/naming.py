@@ -113,17 +113,6 @@ def place_in(loc: str, file: str) -> str:
     return "input (no line)"
 
 
-def _ssa_names(module: Module, text=None, table=None) -> dict[int, list[str]]:
-    """value id -> names, for every value of ``module``'s model (see :class:`SsaNames`;
-    ``text``: the module as printed, None: printed when needed).  A
-    :class:`ValueTable` lists the values in the order the model numbers them
-    (``table``: the module's, when one is at hand)."""
-    if table is None:
-        table = ValueTable(module.mlir.operation, text if text is not None else module.print)
-    table.names.resolve()
-    return {vid: table.names.names[key] for vid, key in enumerate(table.places)}
-
-
 def op_of_key(key: tuple) -> int:
     """The pre-order number of the op a value key belongs to: the op of a result
     ``(oN, i)``, the region op of a block argument ``(aN.K, -1)``."""
