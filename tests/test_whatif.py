@@ -288,6 +288,79 @@ def test_conflicts_appear_and_disappear():
     _check_conflicts(after, back, undo)
 
 
+def _check_exact(before, edits):
+    """``before.whatif(edits)``: its output is a full propagate of its edited input and
+    Shardy's, and its conflicts those of the two whole lists; (after, changes)."""
+    after, changes = before.whatif(edits)
+    engine = before.audit.options.context.engine
+    given = {o: True for o in ("dedup-functions-fully",) if before.audit.options[_option(o)]}
+    assert after.text == propagate(after.edited_input, engine=engine, pass_options=given).text
+    pipeline = "sdy-propagation-pipeline" + ("{dedup-functions-fully=true}" if given else "")
+    assert_same(shardy(after.edited_input, pipeline), normalize(after.text))
+    _check_conflicts(before, after, changes)
+    return after, changes
+
+
+def _option(name: str):
+    from sdy_dl.pipeline import pipeline_options
+
+    return next(o for o in pipeline_options() if o.name == name)
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_whatif_in_one_function_of_several(dedup):
+    """Edits inside one of several functions (a helper called three times), and of
+    main's arguments, each alone and together; in both call modes."""
+    import call_programs
+
+    text = lowering.once("call_programs", "repeated_dense", call_programs.repeated_dense)
+    before = propagate(text, engine="python",
+                       pass_options={"dedup-functions-fully": True} if dedup else None)
+    inside = '<@mesh, [{"model"}, {}]>'
+    helper = next(v.name for v in before.audit.outputs.values
+                  if v.func not in ("main", "") and v.op == "stablehlo.dot_general")
+    one, changes = _check_exact(before, [Edit("set", helper, inside)])
+    assert changes.changed
+    _check_exact(before, [Edit("set", "arg:3", '<@mesh, [{}, {"model"}]>')])
+    _check_exact(before, [Edit("set", helper, inside), Edit("unset", "arg:1")])
+    _check_exact(one, [Edit("set", helper, before.sharding(helper))])
+
+
+GROUP = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>, %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"b"}]>}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  sdy.sharding_group %arg0 group_id=0 : tensor<8x8xf32>
+  sdy.sharding_group %arg1 group_id=0 : tensor<8x8xf32>
+  %0 = stablehlo.negate %arg1 : tensor<8x8xf32>
+  %1 = stablehlo.add %0, %arg2 : tensor<8x8xf32>
+  return %1, %arg0 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+def test_whatif_in_a_sharding_group():
+    """An edit of a sharding group's member reaches the other members (the group is
+    synced on the edited annotations); removing it leaves the group to the others."""
+    before = propagate(GROUP, engine="python")
+    assert before.sharding("%arg1") == '#sdy.sharding<@mesh, [{"a"}, {}]>'
+    after, _ = _check_exact(before, [Edit("set", "arg:0", '<@mesh, [{}, {"a"}]>')])
+    assert after.sharding("%arg1") == '#sdy.sharding<@mesh, [{}, {"a"}]>'
+    _check_exact(before, [Edit("set", "arg:1", '<@mesh, [{"b"}, {}]>')])
+    _check_exact(before, [Edit("unset", "arg:0")])
+    _check_exact(before, [Edit("set", "arg:2", '<@mesh, [{"a"}, {"b"}]>')])
+
+
+def test_whatifs_from_one_propagation_share_what_they_reuse():
+    """Several what-ifs from one propagation, and a what-if of a what-if, reuse the
+    steps and the step conflicts the earlier ones found, and each is still exact."""
+    before = propagate(program("constrained_mlp"), engine="python")
+    edits = edits_for(before)
+    firsts = [_check_exact(before, [e])[0] for e in edits]
+    _check_exact(before, edits)
+    _check_exact(firsts[0], edits[1:2])
+    again, changes = _check_exact(before, [edits[0]])
+    assert again.text == firsts[0].text
+
+
 # -- bad edits -------------------------------------------------------------------
 
 @pytest.mark.parametrize("edit, message", [
