@@ -151,6 +151,17 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
 """
 
 
+# The result's "y" reaches the dot's result through the negates in op-priority
+# band 0; the dot lets its lhs's "x" through only from band 2.
+BAND = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {?}]>}, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y", ?}, {?}]>}) {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.negate %0 : tensor<8x8xf32>
+  %2 = stablehlo.negate %1 : tensor<8x8xf32>
+  return %2 : tensor<8x8xf32>
+}
+"""
+
 
 def answer(text, value, axis, dim=None, **options):
     result = propagate(text, engine="python", **options)
@@ -163,8 +174,14 @@ def answer(text, value, axis, dim=None, **options):
     (CONFLICT, "%0", "y", None, {}, 'factor i already holds another axis from another tensor '
      '(operand 0 has "x")', "no cand0(0, 0, _, \"y\", _, _)"),
     (CLOSED, "%0", "x", None, {}, "dim 0 of %0 is closed", "no ag_within(0, 1, 0, _, \"x\", _, _)"),
-    (PRIORITY, "%0", "x", None, {}, 'factor i already holds another axis from another tensor '
-     '(operand 1 has "y"', "no cand0(0, 0, _, \"x\", _, _)"),
+    (PRIORITY, "%0", "x", None, {}, 'a higher user priority won: %arg1 held "y" as the module '
+     'gave it (from %arg1 = #sdy.sharding<@mesh, [{"y"}p0, {}]>), and "x" of %arg0 reached this '
+     'step only in user priority 1, op-priority band 0 (the priority of its dim)',
+     "no cand0(0, 0, _, \"x\", _, _)"),
+    (BAND, "%0", "x", None, {}, 'an earlier op-priority band won (op priorities, §7.1): %0 held '
+     '"y" in user priority 0, op-priority band 0 (from result:0 = #sdy.sharding<@mesh, '
+     '[{"y", ?}, {?}]>), and "x" of %arg0 reached this step only in user priority 0, '
+     'op-priority band 2', "no cand0(0, 0, _, \"x\", _, _)"),
     (REDUCTION, "%0", "x", None, {}, 'factor j of "x" maps no dim of %0 (a reduction factor)', None),
     (NEED_REPLICATION, "%0", "x", None, {}, "factor i is blocked (a need-replication factor with "
      "blocked propagation)", "no c0_key(0, 0, 0, _)"),
@@ -226,7 +243,8 @@ def test_a_manual_axis_is_its_own_cause(value):
 
 
 @pytest.mark.parametrize("text, value", [(AFTER_LOOP, "%3"), (CLOSED_LOOP, "%2"),
-                                         (AFTER_CALL, "%2"), (MANUAL, "%1")])
+                                         (AFTER_CALL, "%2"), (MANUAL, "%1"), (PRIORITY, "%0"),
+                                         (BAND, "%0")])
 def test_shardy_leaves_the_axis_out_too(text, value):
     """The crafted modules: Shardy's propagation prints the same module, so the
     value lacks the axis there as well."""

@@ -19,6 +19,8 @@ body literal that did not hold, down to where the derivation stopped.
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -210,10 +212,12 @@ class _Walk:
             for k in dict.fromkeys(link.keys):
                 self.by_key.setdefault(k, []).append(n)
         self.last = {}
-        for cause in self.tracer.steps + self.tracer.edge_steps:
+        self.visits: dict[str, list] = {}   # every visit, in order
+        for cause in sorted(self.tracer.steps + self.tracer.edge_steps, key=lambda c: c.index):
             tag = (cause.op or {}).get("tag")
-            if tag is not None and (tag not in self.last or cause.index > self.last[tag].index):
+            if tag is not None:
                 self.last[tag] = cause
+                self.visits.setdefault(tag, []).append(cause)
 
 
 def _link_name(link) -> str:
@@ -278,13 +282,84 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked
     model = Model(program, facts, engine.run, aside=lambda chain: any(
         f.kind == "missing" and f.relation in ("rec_axis", "in_dim_axis")
         and f.args[:2] == (0, t_near) for f in chain))
-    found = cause_of(model, step, t_src, t_near, axis, blocked, dim)
+    found = cause_of(model, step, t_src, t_near, axis, blocked, dim,
+                     won=lambda others, factor: _earlier(walk, explainer, link, cause, keys, t_src,
+                                                         axis, others, factor))
     if found is None:
         return None
     blocked.cause, blocked.why, factor = found
     if factor is not None:
         blocked.factor = factor_name(factor)
     return blocked
+
+
+def _phase_rank(cause) -> tuple[int, int] | None:
+    """(user priority, op-priority band) of the phase ``cause`` ran in (band -1: the
+    rewrite re-opening a priority's dims before its round; None: not in a round)."""
+    m = _PRIORITY.search(cause.phase or cause.title if cause.kind == "priority" else cause.phase)
+    if m is None:
+        return None
+    band = _BAND.search(cause.phase)
+    return int(m.group(1)), int(band.group(1)) if band else -1
+
+
+_PRIORITY = re.compile(r"user priority (\d+)")
+_BAND = re.compile(r"op-priority band (\d+)")
+
+
+def _arrival(tracer, key, axis: str, before: int):
+    """When ``key`` got the ``axis`` it holds before write ``before`` (the start of
+    its last unbroken stretch holding it): a :func:`_phase_rank`, (-1, -1) when
+    the module gave it, None when unknown."""
+    at = tracer._by_key.get(key, [])
+    start = None
+    for w in reversed(at[:bisect.bisect_left(at, before)]):
+        if not _amount(tracer.writes[w].sharding, axis):
+            break
+        start = w
+    else:
+        if _amount(tracer.initial.get(key), axis):
+            return (-1, -1)
+    return None if start is None else _phase_rank(tracer.writes[start].cause)
+
+
+def _phase_text(rank) -> str:
+    if rank == (-1, -1):
+        return "as the module gave it"
+    if rank[1] < 0:
+        return f"when user priority {rank[0]} re-opened its dims"
+    return f"in user priority {rank[0]}, op-priority band {rank[1]}"
+
+
+def _earlier(walk, explainer, link, cause, keys, t_src, axis, others, factor) -> str | None:
+    """The win of another tensor's axis on ``factor`` by an earlier round or band
+    (see :func:`cause_of`), phrased; None when it was not earlier."""
+    tracer = walk.tracer
+    # The first visit of the step's op at which the source held the axis and the
+    # step's direction along the factor (the op_priorities stage's decision, a
+    # fact of the step) let it take part.
+    wanted = ("BOTH", "FORWARD" if t_src < len(cause.step.operands) else "BACKWARD")
+    seen = next((c for c in walk.visits.get(link.tag, ())
+                 if _amount(c.inputs[t_src][1], axis) and c.step.directions[factor] in wanted),
+                None)
+    reached = _phase_rank(seen) if seen is not None else None
+    if reached is None:
+        return None
+    for t, other in others:
+        got = _arrival(tracer, keys[t], other, cause.at)
+        # (what the module gave is there from user priority 0, op-priority band 0 on)
+        if got is None or max(got, (0, 0)) >= reached:
+            continue
+        who = explainer.key_name(keys[t])
+        came = "; ".join(explainer.annotations(keys[t], cause.at))
+        src = explainer.key_name(keys[t_src])
+        what = ("a higher user priority won" if got[0] < reached[0]
+                else "an earlier op-priority band won (op priorities, §7.1)")
+        return (f"{what}: {who} held \"{other}\" {_phase_text(got)}"
+                + (f" (from {came})" if came else "")
+                + f", and \"{axis}\" of {src} reached this step only {_phase_text(reached)}"
+                + (" (the priority of its dim)" if got[0] < reached[0] else ""))
+    return None
 
 
 def _rule_text(rule) -> str:
@@ -301,7 +376,7 @@ def _factor_kind(rule, factor: int) -> str:
     return kind + (" with blocked propagation" if f.blocked else "")
 
 
-def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
+def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
     """(the cause phrased, the Datalog answer behind it, the factor) of the step
     ``model`` evaluates not carrying ``axis`` from tensor ``t_src`` into ``t_near``.
 
@@ -314,7 +389,10 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
     its across-factor checks keep it (``ag_across_J``), its record expands
     (``ag_exp_r_J``/``ag_exp_o_J``), and the final record holds it (``fin_axis``).
     With ``dim``, only a factor of that dim of the nearer tensor counts (None: the
-    source's axis goes onto another dim)."""
+    source's axis goes onto another dim).  ``won(others)``: when another tensor's
+    axis on the factor (``others``: (tensor, axis) pairs) got there in an earlier
+    user-priority round or op-priority band than the source's axis reached the
+    step, that win phrased (None: it did not)."""
     rule, rows = step.rule, model.rows
     near_is_result = any(r[1] == t_near and r[2] == 1 for r in rows("in_tensor"))
     conservative = model.has("conservative", (0,))
@@ -360,11 +438,10 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
         src = [r[2] for r in rows("ag_src") if r[1] == factor]
         decided = (f"aggressive strategy; source tensor {_tensor(model, src[0])}" if src
                    else f"{blocked.strategy} strategy")
-        prio = sorted({_tensor(model, r[1]) for r in rows("in_dim") if r[4] == 1
-                       and tensor_dim(rule, r[1], factor) == r[2] and (r[1], r[2]) != (t_src, None)})
-        if prio:
-            decided += (f"; {', '.join(prio)} holds it on a dim with a priority, propagated at a "
-                        f"higher priority than this step's {blocked.phase or 'phase'}")
+        won_text = won(others, factor) if won is not None else None
+        if won_text:
+            return (f"{won_text}: the compatible major axes of factor {f} exclude \"{axis}\" "
+                    f"({who})", why, factor)
         return (f"factor {f} already holds another axis from another tensor ({who}): the "
                 f"compatible major axes of {f} exclude \"{axis}\" ({decided}; the tensors are "
                 "folded operands first)", why, factor)
@@ -389,8 +466,10 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None):
             used = [r for r in rows("rec_axis") if r[1] == t_near and r[4] == axis and r[2] != factor]
             where = (f" (factor {factor_name(used[0][2])}, dim {tensor_dim(rule, t_near, used[0][2])})"
                      if used else "")
+            earlier = won([(t_near, axis)], factor) if won is not None else None
             return (f"\"{axis}\" is already used by another dim of {blocked.to}{where}: a tensor "
-                    "cannot use an axis twice (across-factor conflict)", why, factor)
+                    "cannot use an axis twice (across-factor conflict)"
+                    + (f"; {earlier}" if earlier else ""), why, factor)
         exp = f"ag_exp_{'r' if near_is_result else 'o'}_{pos}"
         if not model.has(exp, (0, t_near)):
             return (f"{blocked.to}'s record for factor {f} is not a strict prefix of its new axes: "
