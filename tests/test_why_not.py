@@ -162,6 +162,14 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
 }
 """
 
+# The reshape splits "x" over the factors of dim 0 of %arg0: only "x":(1)2 fits dim 0 of %0.
+SPLIT = MESH + """\
+func.func @main(%arg0: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<2x8xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<16xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+"""
+
 
 def answer(text, value, axis, dim=None, **options):
     result = propagate(text, engine="python", **options)
@@ -187,6 +195,9 @@ def answer(text, value, axis, dim=None, **options):
      "blocked propagation)", "no c0_key(0, 0, 0, _)"),
     (OTHER_DIM, "%0", "x", 1, {}, '"x" is already used by another dim of %0 (factor i, dim 0)',
      "no ag_across_1(0, 2, _, \"x\", _, _)"),
+    (SPLIT, "%0", "x", 0, {}, 'a sub-axis that does not fit: only "x":(1)2 of "x" (size 4) fits '
+     'factor i (size 2) of %arg0; its dim splits "x" into "x":(1)2 (factor i), "x":(2)2 (factor '
+     'j), and dim 0 of %0 maps factor i only', "no proj_take(0, 0, _, _, _, \"x\", 1, 4)"),
     (SUB_AXIS_RESHAPE, "%0", "x", None, {"conservative": True},
      'conservative mode: "x" is on %arg0 as the sub-axis "x":(1)2', "no keep_ref(0, \"x\", 1, 2)"),
 ])
@@ -242,14 +253,15 @@ def test_a_manual_axis_is_its_own_cause(value):
                               "it cannot propagate across"), b.cause
 
 
-@pytest.mark.parametrize("text, value", [(AFTER_LOOP, "%3"), (CLOSED_LOOP, "%2"),
-                                         (AFTER_CALL, "%2"), (MANUAL, "%1"), (PRIORITY, "%0"),
-                                         (BAND, "%0")])
-def test_shardy_leaves_the_axis_out_too(text, value):
+@pytest.mark.parametrize("text, value, dim", [
+    (AFTER_LOOP, "%3", None), (CLOSED_LOOP, "%2", None), (AFTER_CALL, "%2", None),
+    (MANUAL, "%1", None), (PRIORITY, "%0", None), (BAND, "%0", None), (SPLIT, "%0", 0),
+    (NOT_DIVIDING, "%arg0", None)])
+def test_shardy_leaves_the_axis_out_too(text, value, dim):
     """The crafted modules: Shardy's propagation prints the same module, so the
     value lacks the axis there as well."""
     result = propagate(text, engine="python")
-    assert '"x"' not in str(result.why_not(value, "x").sharding)
+    assert not result.why_not(value, "x", dim).has_axis
     assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(result.text))
 
 
@@ -263,6 +275,20 @@ def test_sources_and_steps_are_named():
     b = answer(CONFLICT, "%0", "y").blocked[0]
     assert (b.source, b.op, b.factor, b.to) == ("%arg1", "stablehlo.add", "i", "%0")
     assert b.place.endswith("3") and b.strategy == "aggressive"
+
+
+def test_a_boundary_made_evenly_sharded_keeps_a_sub_axis():
+    got = answer(NOT_DIVIDING, "%arg0", "x")
+    assert got.sharding == '#sdy.sharding<@mesh, [{"x":(1)2}]>' and not got.blocked
+    assert got.note == ('a sub-axis that does not fit: propagation gave dim 0 {"x"}, but dim 0 has '
+                        "size 6, which 4 devices do not divide: the export pass "
+                        "update-non-divisible-input-output-shardings (§9.3) keeps the longest "
+                        'prefix that divides it evenly, {"x":(1)2}')
+
+
+def test_sub_axes_on_two_dims_hold_the_axis():
+    assert answer(SPLIT, "%0", "x").has_axis
+    assert not answer(SPLIT, "%0", "x", 1).has_axis
 
 
 def test_unconnected_value():

@@ -20,6 +20,7 @@ body literal that did not hold, down to where the derivation stopped.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -160,7 +161,11 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
         return answer
     walk = _walk_of(audit)
     tracer = walk.tracer
-    have = _amount(tracer.final(key), axis, dims)
+    given = tracer.final(key)
+    have = _amount(given, axis, dims)
+    if have > _amount(sharding, axis, dims):
+        answer.note = _made_even(out, given, sharding, axis, dims, meshes)
+        return answer
     # Breadth first from the value's key over the data flow; keys holding more of
     # the axis than the value end a path.
     parent = {key: None}
@@ -229,6 +234,32 @@ def _walk_of(audit) -> _Walk:
     if walk is None:
         walk = audit._why_not_walk = _Walk(audit)
     return walk
+
+
+def _made_even(out, given, printed, axis: str, dims, meshes) -> str:
+    """Why the printed ``printed`` holds less of ``axis`` than propagation ``given``
+    gave it: an export pass made the function boundary evenly sharded."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import tensor_info
+
+    value = out.value if out.value is not None else getattr(out.result_of, "value", None)
+    with mlir_context():
+        shape = tensor_info(value.type)[1] if value is not None else None
+    mesh = meshes.get(given.mesh) if isinstance(given.mesh, str) else None
+    for d, dim in enumerate(given.dims):
+        if (dims is not None and d not in dims) or _amount(given, axis, {d}) <= _amount(
+                printed, axis, {d}):
+            continue
+        had = ", ".join(a.to_text() for a in dim.axes)
+        kept = ", ".join(a.to_text() for a in printed.dims[d].axes) if printed is not None else ""
+        sharded = math.prod(a.ref_size(mesh) for a in dim.axes) if mesh is not None else None
+        if shape is not None and sharded and shape[d] % sharded:
+            return (f"a sub-axis that does not fit: propagation gave dim {d} {{{had}}}, but dim {d} "
+                    f"has size {shape[d]}, which {sharded} devices do not divide: the export pass "
+                    "update-non-divisible-input-output-shardings (§9.3) keeps the longest prefix "
+                    f"that divides it evenly, {{{kept}}}")
+        return (f"propagation gave dim {d} {{{had}}}; the export passes left {{{kept}}} (§9.3)")
+    return "propagation gave it more of the axis than the output prints (export passes, §9.3)"
 
 
 def _rank(out):
@@ -422,6 +453,19 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
         return (f"conservative mode: \"{axis}\" is on {blocked.source} as the sub-axis "
                 f"{_ref_text(ref)}, and conservative propagation keeps full axes only",
                 model.why_not("keep_ref", (0, *ref)), factor)
+    full = next((r[2] for r in rows("in_mesh_axis") if r[1] == axis), None)
+    if ((ref[1], ref[2]) != (1, full) and model.has("fin_axis", (0, t_near, factor, None, *ref))
+            and model.has("in_dim_axis", (0, t_src, None, None, axis, 1, full))):
+        parts = sorted((r[2], r[5]) for r in rows("rec_axis") if r[1] == t_src and r[4] == axis)
+        split = ", ".join(f"{_ref_text((axis, p, sz))} (factor {factor_name(g)})"
+                          for g, p, sz in ((g, *next(r[5:7] for r in rows("rec_axis") if r[1] == t_src
+                                                    and r[2] == g and r[4] == axis))
+                                           for g, _ in parts))
+        return (f"a sub-axis that does not fit: only {_ref_text(ref)} of \"{axis}\" (size {full}) "
+                f"fits factor {f} (size {_factor_size(model, factor)}) of {blocked.source}; its dim "
+                f"splits \"{axis}\" into {split}, and dim {tensor_dim(rule, t_near, factor)} of "
+                f"{blocked.to} maps factor {f} only",
+                model.why_not("proj_take", (0, t_src, None, None, None, axis, 1, full)), factor)
     if not model.has("c0_key", (0, factor, t_src, None)):
         why = model.why_not("c0_key", (0, factor, t_src, None))
         blocked_flag = any(r[1] == factor and r[3] == 1 for r in rows("in_factor"))
