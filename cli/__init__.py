@@ -122,7 +122,7 @@ COMMANDS = {"show": "show", "rules": "rules_cmd", "pass": "passes_cmd", "passes"
             "propagate": "propagate_cmd", "emit": "emit_cmd", "explain": "explain_cmd",
             "conflicts": "conflicts_cmd", "report": "report_cmd", "diff": "diff_cmd",
             "cache": "cache_cmd", "comms": "comms_cmd", "memory": "memory_cmd",
-            "whatif": "whatif_cmd"}
+            "whatif": "whatif_cmd", "suggest": "suggest_cmd"}
 
 
 def _load_commands(names) -> None:

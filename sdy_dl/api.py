@@ -15,6 +15,7 @@ result answers every question about its output without running it again::
     result = sdy_dl.propagate("model.mlir", explicit_collectives=True)
     result.collectives()        # the collective ledger (bytes per device, causes)
     result.memory()             # bytes per device of every value, top unsharded
+    print(result.suggest(top=5))  # edits that save bytes, each verified by a what-if
 
 Values are named as ``sdy-dl propagate`` prints them (``%3``, ``%arg0``,
 ``@func:%2``, ``arg:0``, ``result:0``; ``%3@L16`` when several values print as
@@ -117,6 +118,16 @@ class PropagationResult:
                      + [Edit("drop", v) for v in drop_constraints])
         after, changes = whatif(self.audit, all_edits)
         return PropagationResult(after), changes
+
+    def suggest(self, top: int = 5, jobs: int | None = None):
+        """Annotation edits that save communication or memory, each verified by a
+        what-if: :class:`sdy_dl.audit.suggest.Suggestions`, best first (``print()`` it
+        as ``sdy-dl suggest`` does).  The result must come from
+        ``propagate(..., explicit_collectives=True)``; ``jobs``: processes evaluating
+        the candidates (None: the usable CPUs, at most 4)."""
+        from sdy_dl.audit.suggest import suggest
+
+        return suggest(self.audit, top, jobs)
 
     @property
     def edited_input(self) -> str | None:

@@ -36,6 +36,7 @@ valid choices.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError, UsageError
@@ -236,8 +237,11 @@ class _Target:
 
 def resolve(audit, edit: Edit) -> _Target:
     """The input value ``edit`` targets (an error naming the valid choices if none)."""
-    out = audit.value(edit.value)   # unknown names: an error with close matches
     file = audit.file
+    erased = _ERASED.match(edit.value.strip())
+    if erased is not None:
+        return _origin_target(audit, edit, _erased_origin(audit, erased.group(1)))
+    out = audit.value(edit.value)   # unknown names: an error with close matches
     if out.value is None:   # a function result
         if out.func != "main":
             raise SdyError(f"{edit.value!r} is a result of {out.func}, which the pipeline may "
@@ -249,6 +253,33 @@ def resolve(audit, edit: Edit) -> _Target:
     if origin is None:
         raise SdyError(f"{edit.value!r} has no value in the input module (the pipeline made it); "
                        "edit the value it was made from", file=file)
+    return _origin_target(audit, edit, origin)
+
+
+#: ``input %3``: an input value the pipeline erased, as ``explain`` names it
+#: (``input %3 (erased by the pipeline)``).
+_ERASED = re.compile(r"^input (\S+)(?: \(erased by the pipeline\))?$")
+
+
+def _erased_origin(audit, name: str):
+    """The input value the propagation saw that the input prints as ``name``."""
+    found = {}
+    for records in audit.propagated.by_key.values():
+        for r in records:
+            origin = r.origin
+            if origin is not None and not r.is_edge and name in origin.names:
+                found[origin.key] = origin
+    if len(found) != 1:
+        what = "no value" if not found else f"{len(found)} values"
+        raise SdyError(f"{what} of the input print as {name} ('input NAME' names an input value "
+                       "the pipeline erased, as explain names it; name other values as the output "
+                       "prints them)", file=audit.file)
+    return next(iter(found.values()))
+
+
+def _origin_target(audit, edit: Edit, origin) -> _Target:
+    """The target of ``edit`` on the input value ``origin``."""
+    file = audit.file
     tag, res = origin.key
     op = int(tag[1:].split(".")[0])
     rank, current = _input_value_info(audit, origin.key)

@@ -1,0 +1,48 @@
+"""``sdy-dl suggest MODULE``: annotation edits that save communication or memory, each
+verified by re-propagating the edited input (:mod:`sdy_dl.audit.suggest`)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sdy_dl.audit import Audit
+from sdy_dl.audit.suggest import default_jobs, suggest
+from sdy_dl.cli import main
+from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
+                                unregistered_dialect_option)
+from sdy_dl.ir import load_module
+from sdy_dl.output import write_atomic
+from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+
+
+@main.command("suggest")
+@click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--top", default=5, show_default=True, type=click.IntRange(1, None),
+              help="How many suggestions to print (the best first).")
+@click.option("--jobs", default=None, type=click.IntRange(1, None),
+              help="Processes that evaluate the candidates (default: the usable CPUs, at most 4); "
+                   "the output does not depend on it.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-o", "--output", default="-", show_default=True,
+              type=click.Path(dir_okay=False, allow_dash=True), help="Output file (- for stdout).")
+@unregistered_dialect_option
+@pass_options
+def suggest_cmd(module: str, top: int, jobs: int | None, fmt: str, output: str, **opts) -> None:
+    """Propagate MODULE with explicit collectives, make candidate edits of its
+    annotations for the costliest collectives (a sharding at the value the collective
+    starts from; the constraints and annotations its shardings came from) and the
+    largest replicated values (a mesh axis on a dim it divides), evaluate each by an
+    exact what-if and print those that save bytes, best first: score = communication
+    saved + memory saved (bytes per device), each edit as 'sdy-dl whatif' options."""
+    options = make_pass_options(**opts).with_values(
+        {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    with errors_in(module):
+        found = suggest(Audit(load_module(module), options, step_memo={}), top,
+                        jobs or default_jobs())
+    if fmt == "json":
+        write_atomic(output, json.dumps(found.to_json(), indent=2) + "\n")
+    else:
+        write_atomic(output, "\n".join(found.lines()) + "\n")

@@ -1,0 +1,139 @@
+"""``sdy-dl suggest`` / ``result.suggest``: candidate edits verified by what-ifs.
+
+* A constraint that forces an all-to-all (hand-written): the first suggestion
+  edits that constraint, and it saves exactly the ledger's bytes of that
+  all-to-all (a what-if of the suggested edit has no collective left); with a
+  result annotation that makes the constraint force two, it saves both.
+* The replicated lm_head weight: the first suggestion shards it, saving at
+  least three quarters of its bytes per device.
+* ``--jobs 1`` and ``--jobs 2`` print the same bytes.
+* Bad input is one line and no output file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import comms_programs
+import sdy_dl
+from sdy_dl.errors import SdyError, UsageError
+
+#: %0 has a user before the constraint (so the constraint is not folded into %0 on
+#: import); the constraint moves "x" from dim 0 to dim 1: an all-to-all.
+CONSTRAINED = """sdy.mesh @mesh = <["x"=4]>
+func.func @main(%arg0: tensor<16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<16x16xf32>, tensor<16x16xf32>%RESULT1%) {
+  %0 = stablehlo.sine %arg0 : tensor<16x16xf32>
+  %1 = stablehlo.negate %0 : tensor<16x16xf32>
+  %2 = sdy.sharding_constraint %0 <@mesh, [{}, {"x"}]> : tensor<16x16xf32>
+  %3 = stablehlo.cosine %2 : tensor<16x16xf32>
+  return %3, %1 : tensor<16x16xf32>, tensor<16x16xf32>
+}
+"""
+#: ... and result:1 wants "x" on dim 0 (the constraint's sharding reaches %1 too:
+#: a second all-to-all).
+PINNED = CONSTRAINED.replace("%RESULT1%",
+                             ' {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}')
+CONSTRAINED = CONSTRAINED.replace("%RESULT1%", "")
+
+
+@pytest.mark.parametrize("text, count", [(CONSTRAINED, 1), (PINNED, 2)])
+def test_the_constraint_forcing_all_to_alls_comes_first(text, count):
+    result = sdy_dl.propagate(text, explicit_collectives=True)
+    ledger = result.collectives()
+    a2a = [c for c in ledger.entries if c.kind == "all_to_all"]
+    assert len(a2a) == count == len(ledger.entries)
+    found = result.suggest(top=3, jobs=1)
+    first = found[0]
+    (edit,) = first.candidate.edits
+    assert first.candidate.kind == "constraint"
+    assert (edit.kind, edit.value) == ("set", "input %2")
+    assert edit.sharding == '#sdy.sharding<@mesh, [{"x"}, {}]>'     # what the producer had
+    assert first.communication_saved == sum(c.bytes for c in a2a) == 192 * count
+    assert first.memory_saved == 0 and first.score == 192 * count
+    assert [line.split()[:2] for line in first.removed] == [["all_to_all", c.name] for c in a2a]
+    assert first.added == []
+    # verified: the what-if of the suggested edit has no collective left
+    after, changes = result.whatif([edit])
+    assert len(after.collectives()) == 0
+    assert changes.collective_bytes == (192 * count, 0)
+    # as the command line types it
+    assert "whatif: --set 'input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>'" in str(found)
+    assert [s.score for s in found] == sorted((s.score for s in found), reverse=True)
+
+
+def test_the_replicated_weight_gets_an_axis():
+    result = sdy_dl.propagate(comms_programs.lowered_text("lm_head"), explicit_collectives=True)
+    weight = result.memory(top=1).top[0].value
+    assert weight.name == "%arg2" and weight.replicated
+    found = result.suggest(top=2, jobs=1)
+    first = found[0]
+    (edit,) = first.candidate.edits
+    assert first.candidate.kind == "memory" and edit.value == "%arg2"
+    assert first.memory_saved >= weight.bytes_per_device * 3 // 4
+    assert first.score == first.memory_saved + first.communication_saved
+    after, _ = result.whatif([edit])
+    assert after.sharding("%arg2") == edit.sharding
+    assert after.memory(top=1).top[0].value.name != "%arg2"
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "sdy_dl.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, "SDY_DL_TRACEBACK": ""})
+
+
+def test_jobs_do_not_change_the_output(tmp_path):
+    module = tmp_path / "m.mlir"
+    module.write_text(CONSTRAINED)
+    outs = []
+    for jobs, fmt in (("1", "text"), ("2", "text"), ("1", "json"), ("2", "json")):
+        done = _run("suggest", str(module), "--jobs", jobs, "--format", fmt, "--quiet")
+        assert done.returncode == 0, done.stderr
+        outs.append(done.stdout)
+    assert outs[0] == outs[1] and outs[2] == outs[3]
+    data = json.loads(outs[2])
+    assert data["suggestions"][0]["edits"] == [
+        "--set input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>"]
+    assert data["suggestions"][0]["communication_saved"] == 192
+
+
+@pytest.mark.parametrize("args, text, code", [
+    (["suggest", "{missing}"], "cannot read module", 1),
+    (["suggest", "{bad}"], "bad.mlir:1:17: expected non-function type", 1),
+    (["suggest", "{good}", "--jobs", "0"], "--jobs", 2),
+    (["suggest", "{good}", "--top", "0"], "--top", 2),
+])
+def test_bad_input_is_one_line(tmp_path, args, text, code):
+    paths = {"missing": str(tmp_path / "missing.mlir"), "bad": str(tmp_path / "bad.mlir"),
+             "good": str(tmp_path / "good.mlir")}
+    (tmp_path / "bad.mlir").write_text("func.func @main( {\n")
+    (tmp_path / "good.mlir").write_text(CONSTRAINED)
+    out = tmp_path / "out.txt"
+    done = _run(*[a.format(**paths) for a in args], "-o", str(out))
+    assert done.returncode == code
+    assert done.stderr.startswith("sdy-dl: error: ") and done.stderr.count("\n") == 1
+    assert text in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == "" and not out.exists()
+
+
+def test_api_refusals():
+    plain = sdy_dl.propagate(CONSTRAINED)
+    with pytest.raises(SdyError, match="explicit collectives"):
+        plain.suggest()
+    result = sdy_dl.propagate(CONSTRAINED, explicit_collectives=True)
+    for bad in ({"jobs": 0}, {"top": 0}, {"top": "3"}):
+        with pytest.raises(UsageError):
+            result.suggest(**bad)
+
+
+def test_an_erased_constraint_is_named_as_explain_names_it():
+    result = sdy_dl.propagate(CONSTRAINED, explicit_collectives=True)
+    assert "input %2 (erased by the pipeline)" in str(result.explain("%3"))
+    _, changes = result.whatif(drop_constraints=["input %2"])
+    assert changes.collective_bytes == (192, 0)
+    with pytest.raises(SdyError, match="no value of the input print as %9"):
+        result.whatif(drop_constraints=["input %9"])
