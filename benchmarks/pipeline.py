@@ -33,6 +33,9 @@ counts of ``SIZES``, then times whole processes on each module file:
   ``/usr/bin/chromium`` exists, the time until headless Chromium shows its first
   content and until the table of values is shown, medians over the runs), ``sdy-dl
   conflicts`` and ``sdy-dl explain --all``; each output must be the same in every run;
+* with ``--suggest``, ``sdy-dl suggest MODULE --format json`` (python engine,
+  ``--jobs`` as ``--suggest-jobs`` says, default 2), timed against Shardy's
+  whole process on the same module; its output must be the same in every run;
 * with ``--whatif``, in one process per round (python engine): the module
   propagated with its audit (``sdy_dl.propagate``), then a what-if that gives
   one main argument another sharding (``result.whatif``, reusing the first
@@ -54,6 +57,7 @@ sdy-dl's sources are byte-compiled first, as ``pip install`` leaves them.
     python benchmarks/pipeline.py --sizes 1k 13k --runs 3 --comms --xla
     python benchmarks/pipeline.py --sizes 13k 51k --runs 3 --audit --no-souffle
     python benchmarks/pipeline.py --sizes 13k 51k --runs 3 --whatif
+    python benchmarks/pipeline.py --sizes 1k 13k --runs 3 --suggest --no-souffle
     git archive <commit> | tar -x -C /tmp/old    # then compare with an older commit:
     python benchmarks/pipeline.py --compare-tree /tmp/old
 
@@ -299,7 +303,7 @@ REFERENCE = {"explain": "python", "comms": "explicit", "memory": "explicit",
 
 
 def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
-          comms: bool = False, audit: bool = False) -> list[Tool]:
+          comms: bool = False, audit: bool = False, suggest_jobs: int = 0) -> list[Tool]:
     base = sdy_dl_argv()
 
     def engine(name: str, *flags: str):
@@ -328,6 +332,10 @@ def tools(souffle: bool, clingo: bool, trees: list[str], explain: bool = False,
                                                        m], stdout=True),
                 Tool("explain-all", lambda m, o: base + ["explain", "--quiet", "--engine", "python",
                                                          "--all", m], stdout=True)]
+    if suggest_jobs:
+        out.append(Tool("suggest", lambda m, o: base + [
+            "suggest", "--quiet", "--engine", "python", "--format", "json", "--jobs",
+            str(suggest_jobs), m], stdout=True))
     for tree in trees:   # another source tree of sdy-dl (e.g. an older commit), python engine
         run = [sys.executable, "-c", TREE_SCRIPT, os.path.abspath(tree)]
         out.append(Tool(f"python@{os.path.basename(os.path.normpath(tree))}",
@@ -406,20 +414,20 @@ def page_times(path: str) -> tuple[float, float] | None:
 
 def bench_size(label: str, workdir: str, runs: int, caches: dict, clingo: bool,
                trees: list[str], explain: bool = False, comms: bool = False,
-               audit: bool = False) -> dict:
+               audit: bool = False, suggest_jobs: int = 0) -> dict:
     """One row of the table; ``caches``: the sdy-dl cache of the python runs and,
     when Soufflé runs, of the souffle runs (each fresh: the first size runs cold)."""
     module = module_file(workdir, label)
     with open(module, encoding="utf-8") as f:
         ops = count_ops(f.read())
-    procs = tools("souffle" in caches, clingo, trees, explain, comms, audit)
+    procs = tools("souffle" in caches, clingo, trees, explain, comms, audit, suggest_jobs)
     outputs = {t.name: os.path.join(workdir, f"{label}.{t.name}."
                                     f"{'html' if t.name == 'report' else 'out'}") for t in procs}
     cold = {}
     for tool in procs:   # the first run on its cache, untimed (souffle: until the builds end)
         other_tree = tool.name.startswith("python@")
-        cache = caches.get("python" if tool.name in REFERENCE or tool.name == "explicit"
-                           or other_tree else tool.name)
+        cache = caches.get("python" if tool.name in REFERENCE or tool.name in (
+            "explicit", "suggest") or other_tree else tool.name)
         if cache is None:
             continue
         tool.env = dict(os.environ, SDY_DL_CACHE=cache)
@@ -570,6 +578,10 @@ def main(argv=None) -> int:
     parser.add_argument("--whatif", action="store_true",
                         help="also time a one-argument what-if against a full propagate "
                              "(python engine, in one process per round)")
+    parser.add_argument("--suggest", action="store_true",
+                        help="also time 'sdy-dl suggest' (python engine) against Shardy's process")
+    parser.add_argument("--suggest-jobs", type=int, default=2, metavar="N",
+                        help="--jobs of the timed 'sdy-dl suggest' (default 2)")
     parser.add_argument("--souffle-cache", metavar="DIR",
                         help="Soufflé binary cache to use (default: a fresh one, run cold first)")
     parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
@@ -586,7 +598,8 @@ def main(argv=None) -> int:
     rows = []
     for label in args.sizes:
         row = bench_size(label, args.workdir, args.runs, caches, args.clingo, args.compare_tree,
-                         args.explain, args.comms or args.xla, args.audit)
+                         args.explain, args.comms or args.xla, args.audit,
+                         args.suggest_jobs if args.suggest else 0)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
         if args.xla:
