@@ -20,6 +20,7 @@ import sys
 import pytest
 
 import comms_programs
+import lowering
 import sdy_dl
 from sdy_dl.errors import SdyError, UsageError
 
@@ -62,12 +63,15 @@ def test_the_constraint_forcing_all_to_alls_comes_first(text, count):
     assert len(after.collectives()) == 0
     assert changes.collective_bytes == (192 * count, 0)
     # as the command line types it
-    assert "whatif: --set 'input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>'" in str(found)
+    assert ("whatif: sdy-dl whatif '<string>' --explicit-collectives "
+            "--set 'input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>'") in str(found)
     assert [s.score for s in found] == sorted((s.score for s in found), reverse=True)
 
 
 def test_the_replicated_weight_gets_an_axis():
-    result = sdy_dl.propagate(comms_programs.lowered_text("lm_head"), explicit_collectives=True)
+    text = lowering.once("suggest", "lm_head", lambda: comms_programs.PROGRAMS["lm_head"]()
+                         .as_text(debug_info=True))
+    result = sdy_dl.propagate(text, explicit_collectives=True)
     weight = result.memory(top=1).top[0].value
     assert weight.name == "%arg2" and weight.replicated
     found = result.suggest(top=2, jobs=1)
@@ -76,6 +80,9 @@ def test_the_replicated_weight_gets_an_axis():
     assert first.candidate.kind == "memory" and edit.value == "%arg2"
     assert first.memory_saved >= weight.bytes_per_device * 3 // 4
     assert first.score == first.memory_saved + first.communication_saved
+    # the JAX line to write: the weight's in_shardings entry
+    assert first.applied[0]["jax"].startswith("in_shardings entry for w_out: NamedSharding(")
+    assert "jax: in_shardings entry for w_out" in str(found)
     after, _ = result.whatif([edit])
     assert after.sharding("%arg2") == edit.sharding
     assert after.memory(top=1).top[0].value.name != "%arg2"

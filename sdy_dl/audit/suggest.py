@@ -113,6 +113,10 @@ class Suggestion:
         """The edits as ``sdy-dl whatif`` options, quoted for a POSIX shell."""
         return " ".join(_option(e) for e in self.candidate.edits)
 
+    def command(self, file: str) -> str:
+        """The ``sdy-dl whatif`` command that shows what the edits change."""
+        return f"sdy-dl whatif {shlex.quote(file)} --explicit-collectives {self.edit_args()}"
+
     def to_json(self) -> dict:
         return {"kind": self.candidate.kind, "why": self.candidate.why,
                 "edits": [e.to_text() for e in self.candidate.edits],
@@ -169,7 +173,7 @@ class Suggestions:
                        f"saved ({human_bytes(c[0])} -> {human_bytes(c[1])}), memory "
                        f"{_signed(s.memory_saved)} B saved ({human_bytes(m[0])} -> {human_bytes(m[1])})")
             out.append(f"    {s.candidate.kind}: {s.candidate.why}")
-            out.append(f"    whatif: {s.edit_args()}")
+            out.append(f"    whatif: {s.command(self.file)}")
             for a in s.applied:
                 if a.get("jax"):
                     out.append(f"    jax: {a['jax']}")
