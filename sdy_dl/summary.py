@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from sdy_dl.ir import Module
-from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
+from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
 
 
 def annotated_values(module: Module):
@@ -15,22 +15,22 @@ def annotated_values(module: Module):
         fname = _func_name(func)
         if op.name == "func.func":
             for v in module.func_args(op):
-                s = get_sharding(v)
+                s = stored_sharding(v)
                 if s is not None:
                     yield fname, f"argument {v.index}", v.name, s
             for i in range(len(op.mlir.attributes["function_type"].value.results)):
-                s = get_result_sharding(op, i)
+                s = stored_result_sharding(op, i)
                 if s is not None:
                     yield fname, f"result {i}", f"result {i}", s
             continue
         for region in op.regions:
             for block in region.blocks:
                 for v in block.args:
-                    s = get_sharding(v) if is_shardable(v) else None
+                    s = stored_sharding(v) if is_shardable(v) else None
                     if s is not None:
                         yield fname, f"{op.name} block argument", v.name, s
         for v in op.results:
-            s = get_sharding(v)
+            s = stored_sharding(v)
             if s is not None:
                 yield fname, f"{op.name} line {op.line}", v.name, s
 

@@ -18,8 +18,8 @@ from sdy_dl.cli import main
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.storage import get_result_sharding, get_sharding, is_shardable
-from sdy_dl.ir.value_sharding import get_sharding as mlir_get_sharding
+from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
+from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.pipeline import make_options
 from sdy_dl.pipeline import propagate
 
@@ -101,14 +101,14 @@ def _printed_in_order(text: str) -> list[tuple[list[str], str]]:
     for v in module.values:
         if v.is_block_arg and v.block.region.owner.name == "stablehlo.while":
             with mlir_context():
-                s = mlir_get_sharding(v.mlir)   # the matching while result's (§1.5)
+                s = get_sharding(v.mlir)   # the matching while result's (§1.5)
         else:
-            s = get_sharding(v) if is_shardable(v) else None
+            s = stored_sharding(v) if is_shardable(v) else None
         out.append((_model_names(module, v, main_func), "(none)" if s is None else s.to_text()))
     for fname, func in module.funcs.items():
         prefix = "" if func is main_func else f"@{fname}:"
         for i in range(len(func.mlir.attributes["function_type"].value.results)):
-            s = get_result_sharding(func, i)
+            s = stored_result_sharding(func, i)
             out.append(([f"{prefix}result:{i}"], "(none)" if s is None else s.to_text()))
     return out
 

@@ -8,8 +8,8 @@ from jax_programs import PROGRAMS, lowered
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_result_sharding,
-                               set_sharding)
+from sdy_dl.ir.storage import (is_shardable, store_result_sharding, store_sharding,
+                               stored_result_sharding, stored_sharding)
 
 
 def jaxlib_print(text: str) -> str:
@@ -24,15 +24,15 @@ def rewrite_every_sharding(module) -> int:
     count = 0
     for func in module.funcs.values():
         for i in range(len(func.mlir.attributes["function_type"].value.results)):
-            s = get_result_sharding(func, i)
+            s = stored_result_sharding(func, i)
             if s is not None:
-                set_result_sharding(func, i, s)
+                store_result_sharding(func, i, s)
                 count += 1
     for v in module.values:
         if is_shardable(v):
-            s = get_sharding(v)
+            s = stored_sharding(v)
             if s is not None:
-                set_sharding(module, v, s)
+                store_sharding(module, v, s)
                 count += 1
     return count
 

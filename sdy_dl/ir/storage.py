@@ -3,7 +3,7 @@
 Semantics document §1.5.  This is the one table of storage places; it knows
 attributes, not propagation.  :func:`read_stored`/:func:`write_stored` read
 and write the place of result or block argument ``index`` of a raw MLIR op;
-:func:`get_sharding`/:func:`set_sharding` do the same for a value of the
+:func:`stored_sharding`/:func:`store_sharding` do the same for a value of the
 model.  Shardy's ``getSharding``/``setSharding`` (which look through
 data-flow edges and show a manual computation's body its local view) are
 :mod:`sdy_dl.ir.value_sharding`, built on this table.
@@ -87,24 +87,24 @@ def is_shardable(value: Value) -> bool:
     return owner.name == "func.func" or owner.name in COMPUTATION_OPS
 
 
-def get_sharding(value: Value) -> TensorSharding | None:
+def stored_sharding(value: Value) -> TensorSharding | None:
     """The sharding stored for ``value`` (None if it has none or cannot hold one)."""
     if value.is_block_arg:
         return read_stored(value.block.region.owner.mlir, value.index, True)
     return read_stored(value.defining_op.mlir, value.index, False)
 
 
-def get_result_sharding(func: Op, index: int) -> TensorSharding | None:
+def stored_result_sharding(func: Op, index: int) -> TensorSharding | None:
     """The ``sdy.sharding`` result attribute of function ``func``."""
     return read_func_attr(func.mlir, "res_attrs", index)
 
 
-def set_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
+def store_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
     """Store ``sharding`` for ``value`` (which must be shardable)."""
-    set_shardings(module, [(value, sharding)])
+    store_shardings(module, [(value, sharding)])
 
 
-def set_shardings(module: Module, updates) -> None:
+def store_shardings(module: Module, updates) -> None:
     """Store the shardings of ``updates`` (``(value, sharding)``, each value shardable
     and at most once), with one attribute write per op whose results or body
     arguments change (a func's arguments count as one op's)."""
@@ -122,7 +122,7 @@ def set_shardings(module: Module, updates) -> None:
         write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
 
 
-def set_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
+def store_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
     """Store the ``sdy.sharding`` result attribute of function ``func``."""
     write_func_attr(func.mlir, "res_attrs", index, sharding)
 

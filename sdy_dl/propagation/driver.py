@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
-from sdy_dl.ir.storage import get_sharding
+from sdy_dl.ir.storage import stored_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.propagation.edges import (DataFlowEdge, call_sites, callee_of, find_edges,
                                      func_edge_sources, func_symbol, slot_map)
@@ -574,7 +574,7 @@ def manual_edge_transforms(op: Op, owner: Value):
     stored with the manual prefix of ``out_shardings`` re-added.
     """
     manual = manual_axes(op.mlir)
-    outer = get_sharding(owner)  # the raw in_/out_shardings entry
+    outer = stored_sharding(owner)  # the raw in_/out_shardings entry
     strip = lambda s: None if s is None else erase_manual_axes(s, manual)  # noqa: E731
     add = lambda s: None if s is None else add_free_axes(outer, s, manual)  # noqa: E731
     return (add, strip) if owner.is_block_arg else (strip, add)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.mlir_ops import key
-from sdy_dl.ir.storage import (get_result_sharding, get_sharding, is_shardable, set_shardings,
-                               write_func_attrs)
+from sdy_dl.ir.storage import (is_shardable, store_shardings, stored_result_sharding,
+                               stored_sharding, write_func_attrs)
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
@@ -99,7 +99,7 @@ class ShardingState:
         manual = _manual_block_arg(s)
         if manual is not None:
             self._manual[s.vid] = manual
-        sharding = self._value[s.vid] = get_sharding(s) if is_shardable(s) else None
+        sharding = self._value[s.vid] = stored_sharding(s) if is_shardable(s) else None
         if self.tracer is not None:
             self.tracer.on_read(value_key(s), sharding)
         return sharding
@@ -112,7 +112,7 @@ class ShardingState:
         manual = _manual_block_arg(s)
         if manual is not None:
             self._manual[s.vid] = manual
-            outer = self._value.get(s.vid) or get_sharding(s)
+            outer = self._value.get(s.vid) or stored_sharding(s)
             sharding = add_free_axes(outer, sharding, manual) if outer is not None else sharding
         op = s.defining_op
         if (op is not None and op.name not in OWN_SHARDING_OPS
@@ -143,7 +143,7 @@ class ShardingState:
     def get_result(self, func: Op, index: int) -> TensorSharding | None:
         key = (func.oid, index)
         if key not in self._results:
-            self._results[key] = get_result_sharding(func, index)
+            self._results[key] = stored_result_sharding(func, index)
             if self.tracer is not None:
                 self.tracer.on_read(("result", index), self._results[key])
         return self._results[key]
@@ -158,7 +158,7 @@ class ShardingState:
         """Store every changed sharding in the module's attributes (function
         argument and result attributes once per function)."""
         values, ops = self.module.values, self.module.ops
-        set_shardings(self.module, [(values[vid], self._value[vid]) for vid in sorted(self._changed)])
+        store_shardings(self.module, [(values[vid], self._value[vid]) for vid in sorted(self._changed)])
         func_results: dict[int, dict[int, TensorSharding]] = {}
         for oid, index in sorted(self._changed_results):
             func_results.setdefault(oid, {})[index] = self._results[(oid, index)]
