@@ -91,7 +91,7 @@ def test_round_trip_sdy_ops_and_nested_regions():
 def test_model_lists_ops_in_mlir_pre_order_with_their_places():
     """Every op once, in MLIR's own pre-order walk, each in the block and under the
     op that holds it (ops after a region-holding op included)."""
-    from sdy_dl.ir.mlir_ops import walk_pre
+    from sdy_dl.ir.walk import walk_pre
 
     module = parse_module_text(SDY_OPS)
     with mlir_context():
@@ -129,8 +129,7 @@ def test_uses_are_in_mlir_use_list_order():
     after an edit adds a use of a single-use value."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.loader import index_on_demand
-    from sdy_dl.ir.mlir_ops import key
+    from sdy_dl.ir.walk import key
 
     def check(module):
         for v in module.values:
@@ -145,7 +144,7 @@ def test_uses_are_in_mlir_use_list_order():
         ir.InsertionPoint(ret.mlir).insert(ir.Operation.create(
             "stablehlo.abs", results=[negate.mlir.results[0].type],
             operands=[negate.mlir.results[0]], loc=ir.Location.unknown()))
-    edited = index_on_demand(module.mlir, module.file)
+    edited = module.invalidate()
     assert len(next(op for op in edited.ops if op.name == "stablehlo.negate").results[0].uses) == 2
     check(edited)
 
@@ -189,7 +188,8 @@ def test_round_trip_several_functions_calls_and_sdy_constants():
 
 
 def test_region_key_is_equal_exactly_for_ops_of_one_region():
-    from sdy_dl.ir.mlir_ops import funcs, region_key, walk_post
+    from sdy_dl.ir.mlir_ops import funcs, region_key
+    from sdy_dl.ir.walk import walk_post
 
     text = """
 func.func @main(%arg0: tensor<4xf32>, %p: tensor<i32>) -> tensor<4xf32> {
@@ -232,23 +232,27 @@ def test_the_model_numbers_ops_and_values_in_walk_numbereds_order():
     import jax_programs
 
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.loader import BLOCK, END, OP, walk_numbered
+    from sdy_dl.ir.walk import BLOCK, END, OP, walk_numbered
 
     module = parse_module_text(jax_programs.lowered("shard_map_scan_pipeline"))
     with mlir_context():
         ops, values, opened, closed = [], [], [], []
         for event in walk_numbered(module.mlir.body.operations):
             if event[0] == OP:
+                assert event[2:] == (len(ops), len(values))
                 ops.append(event[1])
                 values += list(event[1].results)
                 if len(event[1].regions):
                     opened.append(event[1])
             elif event[0] == BLOCK:
+                assert event[3] == len(values) and ops[event[4]] == opened[-1]
                 values += list(event[2].arguments)
             else:
                 assert event[0] == END and event[1] == opened.pop()
                 closed.append(event[1])
         assert not opened and closed
         assert [op.mlir for op in module.ops] == ops
+        assert [op.oid for op in module.ops] == list(range(len(ops)))
         assert [v.mlir for v in module.values] == values
+        assert [v.vid for v in module.values] == list(range(len(values)))
         assert any(v.is_block_arg for v in module.values)

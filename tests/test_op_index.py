@@ -1,5 +1,5 @@
-"""The op index (``sdy_dl.ir.op_index``): a module object's walks, read once and
-handed on by the passes that keep them valid.  Every walk a module object
+"""The op index (``sdy_dl.ir.op_index``): a module's walks, read once and kept
+by the passes that keep them valid (``Module.invalidate(ops_kept=True)``).  Every walk a module object
 holds must be the walk of its MLIR as it is: checked before every stage of
 the pipeline on real JAX programs (calls, loops, shard_map, constants)."""
 
@@ -11,18 +11,16 @@ import call_programs
 import jax_programs
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.loader import parse_module_text
-from sdy_dl.ir.mlir_ops import key, module_ops, walk_named, walk_post, walk_pre
-from sdy_dl.ir.op_index import OpIndex, index_from_model, op_index, ops_named, ops_of
+from sdy_dl.ir.mlir_ops import module_ops
+from sdy_dl.ir.op_index import OpIndex, op_index, ops_named, ops_of
+from sdy_dl.ir.walk import key, walk_named, walk_post, walk_pre
 from sdy_dl.passes import PassOptions, get_pass
-from sdy_dl.pipeline import make_options
-from sdy_dl.pipeline import propagate
+from sdy_dl.pipeline import make_options, propagate
 
 
 def stale_walks(module) -> list[str]:
     """The walks ``module``'s op index holds that are not those of its MLIR now."""
-    index = module._op_index
-    if index is None:
-        return []
+    index = module.walks
     bad = []
     with mlir_context():
         tops = {key(top): top for top in module_ops(module)}
@@ -57,7 +55,7 @@ def test_every_stage_is_handed_walks_of_its_module_as_it_is(source, name, mode):
 
     def before(stage, module):
         assert stale_walks(module) == [], f"before {stage}"
-        if module._op_index is not None and module._op_index._walks:
+        if module.walks._walks:
             held.append(stage)
     out = propagate(parse_module_text(_text(source, name)), options, before=before)
     assert stale_walks(out) == []
@@ -135,13 +133,13 @@ def test_the_model_gives_the_index_of_the_propagated_module():
     """User-priority propagation erases the dead negate: the index it builds from
     its model is the walks of what is left."""
     module = get_pass("user-priority-propagate").run(parse_module_text(NESTED), PassOptions())
-    assert module._op_index is not None and stale_walks(module) == []
+    assert module.walks._walks and stale_walks(module) == []
     with mlir_context():
         assert "stablehlo.negate" not in {op.name for op in walk_pre(module.mlir.operation)}
-        fresh = index_from_model(module, set())   # (re-indexed: nothing erased since)
-    assert fresh._walks.keys() == module._op_index._walks.keys()
+        fresh = OpIndex.from_model(module, set())   # (re-indexed: nothing erased since)
+    assert fresh._walks.keys() == module.walks._walks.keys()
     assert all([key(op) for op in fresh._walks[k][0]] == [key(op) for op in w[0]]
-               for k, w in module._op_index._walks.items())
+               for k, w in module.walks._walks.items())
 
 
 def test_passes_that_erase_hand_on_an_index_without_the_erased_ops():
@@ -156,9 +154,10 @@ def test_passes_that_erase_hand_on_an_index_without_the_erased_ops():
             op_index(module).walk(top, False)
             op_index(module).walk(top, True)
         tops = len(module_ops(module))
+    walks = module.walks
     out = get_pass("symbol-dce").run(module, PassOptions())
-    assert out._op_index is module._op_index and stale_walks(out) == []
-    assert len(out._op_index._walks) == 2 * (tops - 1)   # (@unused erased)
+    assert out.walks is walks and stale_walks(out) == []
+    assert len(out.walks._walks) == 2 * (tops - 1)   # (@unused erased)
 
     merged = parse_module_text("""
 func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
@@ -171,23 +170,25 @@ func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
 """)
     with mlir_context():
         op_index(merged).walk(module_ops(merged)[0], False)
+    walks = merged.walks
     out = get_pass("constant-or-scalar-merger").run(merged, PassOptions())
-    assert out is not merged and out._op_index is merged._op_index
-    assert stale_walks(out) == [] and not any(not post for _, post in out._op_index._walks)
+    assert not out.is_indexed() and out.walks is walks
+    assert stale_walks(out) == [] and not any(not post for _, post in out.walks._walks)
     with mlir_context():
         assert [op.name for op in ops_of(out, module_ops(out)[0], True)].count("sdy.constant") == 1
 
 
-def test_a_pass_that_adds_ops_leaves_the_index_behind():
+def test_a_pass_that_adds_ops_drops_the_index():
     module = parse_module_text(NESTED)
     with mlir_context():
         for top in module_ops(module):
             op_index(module).walk(top, True)
+    walks = module.walks
     out = get_pass("export-named-computations").run(module, PassOptions())
-    assert out is not module and out._op_index is None
+    assert out.walks is not walks and not out.walks._walks and out.walks.names is None
 
 
-def test_an_index_is_per_module_object():
+def test_an_index_is_per_module():
     module, other = parse_module_text(NESTED), parse_module_text(NESTED)
     assert op_index(module) is op_index(module) and op_index(other) is not op_index(module)
     assert isinstance(op_index(module), OpIndex)

@@ -19,8 +19,7 @@ from click.testing import CliRunner
 from oracle import Failure, assert_same, normalize, ours, outcome, shardy
 from sdy_dl.cli import main
 from sdy_dl.ir import parse_module_text
-from sdy_dl.pipeline import make_options
-from sdy_dl.pipeline import propagate
+from sdy_dl.pipeline import make_options, propagate
 
 PASS = "func.func(sdy-reshard-to-collectives)"
 KEEP = "func.func(sdy-reshard-to-collectives{keep-redundant-reshards=true})"
@@ -289,7 +288,8 @@ def with_random_reshards(text: str, seed: int) -> tuple[str, int]:
 
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.meshes import module_meshes
-    from sdy_dl.ir.mlir_ops import funcs, walk_pre
+    from sdy_dl.ir.mlir_ops import funcs
+    from sdy_dl.ir.walk import walk_pre
     from sdy_dl.sharding import (AxisRef, DimSharding, TensorSharding, merge_adjacent,
                                  parse_sharding_per_value)
 

@@ -421,7 +421,7 @@ class _Builder:
 
     def build(self) -> list[Collective]:
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.mlir_ops import walk_pre
+        from sdy_dl.ir.walk import walk_pre
 
         with mlir_context():
             ops = walk_pre(self.audit.module.mlir.operation)
@@ -430,8 +430,8 @@ class _Builder:
                     for op in ops if op.name in COLLECTIVE_OPS]
 
     def entry(self, mop, output_line: int | None) -> Collective:
-        from sdy_dl.ir.mlir_ops import tensor_info
         from sdy_dl.ir.meshes import mesh_of
+        from sdy_dl.ir.mlir_ops import tensor_info
         from sdy_dl.ir.storage import read_own
 
         kind = mop.name[len("sdy."):]

@@ -39,7 +39,7 @@ class OpCommunication:
         """``module``: a module whose ops carry ``px:`` tags; ``predicted``: it is a
         copy made explicit here (the moves are what the partitioner will do)."""
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.mlir_ops import walk_pre
+        from sdy_dl.ir.walk import walk_pre
 
         self.predicted = predicted
         self._module = module

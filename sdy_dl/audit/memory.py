@@ -203,7 +203,8 @@ class _Builder:
                 devices, mesh_size)
 
     def build(self, top: int) -> MemoryTable:
-        from sdy_dl.ir.mlir_ops import func_result_types, key, walk_pre
+        from sdy_dl.ir.mlir_ops import func_result_types
+        from sdy_dl.ir.walk import key, walk_pre
 
         rows: list[ValueMemory] = []
         functions: list[FunctionMemory] = []

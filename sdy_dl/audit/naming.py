@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Value
-from sdy_dl.ir.loader import BLOCK, OP, walk_numbered
-from sdy_dl.ir.mlir_ops import key as pointer_of, main_of, symbol_name
+from sdy_dl.ir.mlir_ops import main_of, symbol_name
+from sdy_dl.ir.walk import BLOCK, OP, key as pointer_of, walk_numbered
 from sdy_dl.sharding import TensorSharding
 
 #: The tags of each prefix in a printed location.
@@ -282,26 +282,22 @@ def _keyed_walk(tops):
     then for each block of an op with regions ``(BLOCK, n, region number, [(key,
     argument)])``, the key of the K-th argument of op N's blocks being ``(aN.K, -1)``
     (op N's results are ``(oN, i)``)."""
-    n = -1
-    owner, count = -1, 0   # the op whose regions are open, its block arguments so far
-    saved = []
+    first: dict[int, int] = {}   # op number -> the value number of its blocks' first argument
+    depth = 0                    # how many ops' regions are open
     for event in walk_numbered(tops):
         kind = event[0]
         if kind == OP:
-            n += 1
             mop = event[1]
-            yield OP, n, mop, not saved
+            yield OP, event[2], mop, depth == 0
             if len(mop.regions):
-                saved.append((owner, count))
-                owner, count = n, 0
+                depth += 1
         elif kind == BLOCK:
-            args = []
-            for arg in event[2].arguments:
-                args.append(((f"a{owner}.{count}", -1), arg))
-                count += 1
-            yield BLOCK, owner, event[1], args
+            _, region, block, v, n = event
+            k = v - first.setdefault(n, v)
+            yield BLOCK, n, region, [((f"a{n}.{k + i}", -1), arg)
+                                     for i, arg in enumerate(block.arguments)]
         else:
-            owner, count = saved.pop()
+            depth -= 1
 
 
 class ValueTable:

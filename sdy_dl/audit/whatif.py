@@ -382,7 +382,8 @@ def edit_input(audit, edits: list[Edit]):
     """(the edited copy of the input module as an MLIR op, the applied edits); nothing
     is edited in ``audit``'s modules."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import main_of, walk_pre
+    from sdy_dl.ir.mlir_ops import main_of
+    from sdy_dl.ir.walk import walk_pre
 
     if not edits:
         raise UsageError("no edit given (--set VALUE=SHARDING, --unset VALUE, "
@@ -442,8 +443,7 @@ def edit_input(audit, edits: list[Edit]):
 def _write(op, target: _Target, sharding) -> None:
     """Store (None: remove) ``sharding`` at ``target`` on the raw op ``op``."""
     from sdy_dl.ir.mlir_ops import tensor_rank
-    from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, write_func_attr,
-                                   write_stored)
+    from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attr, write_stored
     from sdy_dl.sharding import TensorSharding
 
     if target.place == "arg":

@@ -1,18 +1,18 @@
 """Operations, values, walks and symbols on the jaxlib MLIR module (semantics §1.5, §8).
 
-Passes rewrite the jaxlib MLIR module held by the model (``Module.mlir``)
-and then re-index it with :func:`rebuild`.  This module holds what they
-share on raw MLIR objects:
+Passes rewrite the jaxlib MLIR module held by the module view
+(``Module.mlir``) and then say so (``Module.invalidate``).  This module
+holds what they share on raw MLIR objects:
 
-* stable identities (:func:`key`) and pre-/post-order walks (iterative, so
-  that nesting depth has no limit);
+* regions, parents, the module's top-level ops;
 * values: owner, index, uses, types;
 * functions: the module's functions, Shardy's "main" function, result types;
 * IR edits: moving a region body, inserting a constraint or reshard;
 * symbols: names and a symbol-table name uniquer that numbers clashes exactly
   as MLIR's ``SymbolTable::insert`` does.
 
-A value's sharding is :mod:`sdy_dl.ir.value_sharding`; where it is stored,
+Stable identities (``key``) and every walk are :mod:`sdy_dl.ir.walk`; a
+value's sharding is :mod:`sdy_dl.ir.value_sharding`; where it is stored,
 :mod:`sdy_dl.ir.storage`.
 """
 
@@ -21,10 +21,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from sdy_dl.errors import SdyError
-from sdy_dl.ir.loader import index_on_demand
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import function_type
 from sdy_dl.ir.sdy_attrs import sharding_attr
+from sdy_dl.ir.storage import function_type
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_RULE_ATTR = "sdy.sharding_rule"
@@ -33,143 +32,12 @@ ORIGINAL_FUNC_NAME_ATTR = "sdy.original_func_name"
 
 # -- module plumbing -----------------------------------------------------------
 
-def rebuild(module: Module, names: frozenset[str] | None = None,
-            keep_ops: bool = False) -> Module:
-    """``module`` after its MLIR was mutated: re-indexed when the index is next read.
-    ``names``: the names its ops may have, when the pass knows them (see
-    :func:`op_names`: names of ops erased since may stay among them).
-    ``keep_ops``: the op index of ``module`` (:mod:`sdy_dl.ir.op_index`) is
-    still valid: the pass erased, inserted or moved no op under a top-level op
-    whose walks it holds (see there)."""
-    new = index_on_demand(module.mlir, module.file)
-    new._op_names = names
-    new._op_index = module._op_index if keep_ops else None
-    return new
-
-
-def rebuild_attributes_only(module: Module) -> Module:
-    """:func:`rebuild` after a pass that changed attributes only (or also added
-    top-level copies of its ops, erasing nothing): the op index and op names
-    of ``module`` are handed on."""
-    return rebuild(module, module._op_names, keep_ops=True)
-
-
-def rebuild_after_erasing(module: Module) -> Module:
-    """:func:`rebuild` after a pass that only erased ops and took them out of the
-    op index (:meth:`~sdy_dl.ir.op_index.OpIndex.forget`, ``drop_erased``): the
-    op names of ``module``, when known, and its op index are handed on."""
-    return rebuild(module, module._op_names, keep_ops=True)
-
-
 def op_error(module: Module, mop, message: str) -> SdyError:
     """An :class:`SdyError` located at the MLIR operation ``mop``."""
     from sdy_dl.ir.model import op_position
 
     line, col = op_position(mop.operation)
     return SdyError(message, file=module.file, line=line, col=col)
-
-
-# -- stable identities -------------------------------------------------------------------
-
-def _capsule_pointer():
-    """``pointer(obj)``: the C++ pointer in ``obj._CAPIPtr`` (the capsule's name,
-    one per Python class, is read once per class)."""
-    import ctypes
-
-    api = ctypes.pythonapi
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    get_pointer, get_name = api.PyCapsule_GetPointer, api.PyCapsule_GetName
-    names: dict = {}
-
-    def pointer(obj) -> int:
-        capsule = obj._CAPIPtr
-        name = names.get(type(obj))
-        if name is None:
-            name = names[type(obj)] = get_name(capsule)
-        return get_pointer(capsule, name)
-    return pointer
-
-
-_POINTER = None
-
-
-def key(obj) -> int:
-    """A stable identity for an MLIR operation, value or block.
-
-    The bindings hash operations and values by content (the hash changes when
-    an operand or attribute changes), so passes that mutate the IR key their
-    dictionaries and sets by the underlying C++ pointer instead.
-    """
-    global _POINTER
-    if _POINTER is None:
-        _POINTER = _capsule_pointer()
-    return _POINTER(getattr(obj, "operation", obj))
-
-
-# -- walks over raw MLIR operations -----------------------------------------------
-
-def nested_ops(op) -> list:
-    """The ops directly nested in ``op``'s regions, in program order."""
-    op = getattr(op, "operation", op)
-    return [child.operation for region in op.regions for block in region.blocks
-            for child in block.operations]
-
-
-def walk_pre(root) -> list:
-    """Every operation nested in ``root`` (itself included) in pre-order (MLIR's
-    own walk, which nests as deep as the parser does)."""
-    return _walk(root, ir.WalkOrder.PRE_ORDER)
-
-
-def walk_post(root) -> list:
-    """Every operation nested in ``root`` (itself included) in post-order
-    (MLIR's default ``walk``: regions first, then the op)."""
-    return _walk(root, ir.WalkOrder.POST_ORDER)
-
-
-#: The walk callbacks' answers (looked up once: a walk calls back per op).
-_ADVANCE, _SKIP = ir.WalkResult.ADVANCE, ir.WalkResult.SKIP
-
-
-def walk_named(root, names, post: bool = False) -> list:
-    """The operations nested in ``root`` (itself included) whose name is in
-    ``names``, in pre-order (``post``: post-order): one walk that keeps only those."""
-    out: list = []
-    append = out.append
-
-    def visit(op):
-        if op.name in names:
-            append(op)
-        return _ADVANCE
-    root.operation.walk(visit, ir.WalkOrder.POST_ORDER if post else ir.WalkOrder.PRE_ORDER)
-    return out
-
-
-def walk_pre_not_into(root, name: str) -> list:
-    """Like :func:`walk_pre`, without entering the regions of the ops nested in
-    ``root`` that are called ``name`` (those ops are listed)."""
-    out: list = []
-    append = out.append
-
-    def visit(op):
-        append(op)  # root comes first: its own regions are entered
-        return _SKIP if op.name == name and len(out) > 1 else _ADVANCE
-    root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return out
-
-
-def _walk(root, order) -> list:
-    out: list = []
-    append = out.append
-
-    def visit(op):
-        append(op)
-        return _ADVANCE
-    root.operation.walk(visit, order)
-    return out
 
 
 def region_key(mop):

@@ -14,7 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sdy_dl.errors import SdyError
+from sdy_dl.ir.context import mlir_context
+from sdy_dl.ir.op_index import OpIndex
 from sdy_dl.ir.traits import TERMINATORS
+from sdy_dl.ir.walk import BLOCK, OP, walk_numbered
 
 _LOC_RE = re.compile(r':(\d+):(\d+)')
 
@@ -167,22 +171,63 @@ class Op:
         return self.oid
 
 
-@dataclass(eq=False)
 class Module:
-    """A parsed module: meshes, functions, ops in pre-order and values."""
+    """The one view of a parsed module: its MLIR (``mlir``), what is read from it
+    on first use (``meshes``, ``mesh_ops``, ``funcs``, ``ops`` in pre-order,
+    ``values``), and the walks of its ops with their names (``walks``, an
+    :class:`~sdy_dl.ir.op_index.OpIndex`).
 
-    file: str
-    mlir: Any = field(repr=False)
-    meshes: dict = field(default_factory=dict)         # symbol name -> sharding.Mesh
-    mesh_ops: list[Op] = field(default_factory=list)
-    funcs: dict[str, Op] = field(default_factory=dict)
-    ops: list[Op] = field(default_factory=list)
-    values: list[Value] = field(default_factory=list)
-    _by_mlir: dict = field(default_factory=dict, repr=False)
-    #: The names of its ops, once read (``op_index.op_names``; maybe more, see there).
-    _op_names: frozenset[str] | None = field(default=None, repr=False)
-    #: Its ops in walk order, once read (:mod:`sdy_dl.ir.op_index`).
-    _op_index: Any = field(default=None, repr=False)
+    A pass that edits the MLIR says so with :meth:`invalidate`: what was read
+    is read again when next asked for (model ops and values taken before are
+    stale).  Passes, the loader and the audit number ops and values alike
+    (:func:`~sdy_dl.ir.walk.walk_numbered`)."""
+
+    #: The fields read from the MLIR on first use (:func:`index_module`).
+    INDEX = ("meshes", "mesh_ops", "funcs", "ops", "values", "_by_mlir")
+
+    meshes: dict            # symbol name -> sharding.Mesh
+    mesh_ops: list[Op]
+    funcs: dict[str, Op]
+    ops: list[Op]
+    values: list[Value]
+
+    def __init__(self, mlir, file: str):
+        self.mlir, self.file = mlir, file
+
+    def __getattr__(self, name: str):
+        # (only fields not read yet get here: reading fills them in __dict__)
+        if name == "walks":
+            self.walks = OpIndex()
+            return self.walks
+        if name not in Module.INDEX:
+            raise AttributeError(name)
+        with mlir_context():
+            index_module(self)
+        return self.__dict__[name]
+
+    def invalidate(self, ops_kept: bool = False, names: frozenset[str] | None = None,
+                   walks=None) -> "Module":
+        """The MLIR was edited: forget the ops, values, meshes and functions read
+        from it (read again when next asked for).  ``ops_kept``: the edit
+        inserted, erased or moved no op under a top-level op whose walk
+        ``walks`` holds, or it told ``walks`` (see :mod:`~sdy_dl.ir.op_index`):
+        the walks and op names stay.  Else they go, and the pass may give the
+        ``names`` its ops may have (names of ops it erased may stay among them)
+        or the new ``walks`` (an ``OpIndex``).  Returns the module (a pass
+        returns it)."""
+        for name in Module.INDEX:
+            self.__dict__.pop(name, None)
+        if walks is None and not ops_kept and names is not None:
+            walks = OpIndex(names)
+        if walks is not None:
+            self.walks = walks
+        elif not ops_kept:
+            self.__dict__.pop("walks", None)
+        return self
+
+    def is_indexed(self) -> bool:
+        """Whether ops and values were read since the last :meth:`invalidate`."""
+        return "ops" in self.__dict__
 
     def value_of(self, mlir_value) -> Value:
         """The model value of an MLIR value."""
@@ -208,6 +253,9 @@ class Module:
     def location(self, op: Op) -> tuple[str, int | None, int | None]:
         return (self.file, op.line, op.col)
 
+    def __repr__(self) -> str:
+        return f"Module(file={self.file!r})"
+
 
 def op_position(op_mlir) -> tuple[int | None, int | None]:
     """(line, column) of an MLIR operation's location, when it has one."""
@@ -218,3 +266,123 @@ def position_in(location: str) -> tuple[int | None, int | None]:
     """(line, column) of a printed location, when it has one."""
     m = _LOC_RE.search(location)
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def check_top_level(mlir_module, file: str) -> None:
+    """What the model cannot hold, found before any pass reads the module: symbol
+    names that are not UTF-8 and meshes that do not parse."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
+
+    for mop in mlir_module.body.operations:
+        mop = mop.operation
+        if "sym_name" not in mop.attributes:
+            continue
+        raw = ir.StringAttr(mop.attributes["sym_name"]).value_bytes
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line, col = op_position(mop)
+            raise SdyError(f"symbol name {raw!r} is not UTF-8", file, line, col) from None
+        if mop.name == "sdy.mesh":
+            try:
+                mesh_of_attr(mop.attributes["mesh"])
+            except SdyError as e:
+                raise e.located(file, *op_position(mop)) from None
+
+
+def index_module(module: Module) -> None:
+    """Read ``module``'s index from its MLIR (see :class:`Module`): ops in
+    pre-order, values with ids and uses, meshes and functions, numbered by
+    :func:`walk_numbered`."""
+    mlir_module, file = module.mlir, module.file
+    state = AsmNames(mlir_module.operation)
+    by_mlir = {}
+    ops, values, value_of = [], [], {}
+    module.__dict__.update(meshes={}, mesh_ops=[], funcs={}, ops=ops, values=values,
+                           _by_mlir=value_of)
+
+    shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
+    shape_and_static, value_at = _shape_and_static, value_of.__getitem__
+    add_op, add_value = ops.append, values.append
+
+    def new_values(mvalues, defining_op: Op | None, block: Block | None, vid: int) -> list[Value]:
+        out = []
+        index = 0
+        for mv in mvalues:
+            t = mv.type
+            known = shapes.get(t)
+            if known is None:
+                known = shapes[t] = shape_and_static(t)
+            v = Value(vid + index, state, known[0], known[1], defining_op, block, index, mv, [], t)
+            add_value(v)
+            value_of[mv] = v
+            out.append(v)
+            index += 1
+        return out
+
+    check_top_level(mlir_module, file)
+    # The op whose regions are open and the block being filled (None at the top
+    # level), saved while a nested op's regions are open.
+    parent, block = None, None
+    saved = []
+    for event in walk_numbered(mlir_module.body.operations):
+        kind = event[0]
+        if kind == OP:
+            mop = event[1]
+            operands = list(map(value_at, mop.operands))
+            op = Op(event[2], mop.name, operands, [], [], parent, block, mop)
+            add_op(op)
+            k = 0
+            for value in operands:
+                value.uses.append((op, k))
+                k += 1
+            by_mlir[mop] = op
+            op.results = new_values(mop.results, op, None, event[3])
+            if block is not None:
+                block.ops.append(op)
+            if len(mop.regions):
+                op.regions = [Region(blocks=[], owner=op) for _ in mop.regions]
+                saved.append((parent, block))
+                parent, block = op, None
+            elif parent is None:
+                _top_level(module, op)
+        elif kind == BLOCK:
+            region = parent.regions[event[1]]
+            block = Block(args=[], ops=[], region=region)
+            region.blocks.append(block)
+            block.args = new_values(event[2].arguments, None, block, event[3])
+        else:   # END
+            done = parent
+            parent, block = saved.pop()
+            if parent is None:
+                _top_level(module, done)
+    # Uses in MLIR's use-list order (most recently created first): Shardy's
+    # notifications follow it.  The operands gave every value its uses in program
+    # order, which is that order when there is at most one.
+    for v in values:
+        if len(v.uses) > 1:
+            v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
+
+
+def _top_level(module: Module, op: Op) -> None:
+    """Record a top-level op that is a mesh or a function in ``module``."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
+
+    if op.name == "sdy.mesh":
+        name = ir.StringAttr(op.attr("sym_name")).value
+        module.meshes[name] = mesh_of_attr(op.attr("mesh"))
+        module.mesh_ops.append(op)
+    elif op.name == "func.func":
+        module.funcs[ir.StringAttr(op.attr("sym_name")).value] = op
+
+
+def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
+    """(shape or None, whether static) of a value of MLIR type ``t`` (see :class:`Value`)."""
+    from jaxlib.mlir import ir
+
+    shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
+    return shape, shape is not None and all(d >= 0 for d in shape)

@@ -1,40 +1,63 @@
-"""The op index: the ops of one module object in walk order, walked once.
+"""The op index: a module's ops in walk order, walked once, and their names.
 
-A walk through the bindings costs about a microsecond per op (one Python
-object per op), and the pipeline's passes read a module's ops some twenty
-times.  The index keeps, per top-level op (function, mesh, ...) and walk
-order, the ops of that op's subtree (itself included) and their names, from
-one walk the first time they are asked for; the queries below read it.
+The part of the module view (:class:`~sdy_dl.ir.model.Module`, its
+``walks``) that passes read raw MLIR ops through.  A walk through the
+bindings costs about a microsecond per op (one Python object per op), and
+the pipeline's passes read a module's ops some twenty times.  The index
+keeps, per top-level op (function, mesh, ...) and walk order, the ops of
+that op's subtree (itself included) and their names, from one walk the
+first time they are asked for, and the names of all the module's ops
+(:func:`op_names`); the queries below read it.
 
-It belongs to one :class:`~sdy_dl.ir.model.Module` object and is valid
-while that object's ops are: a pass asks it before its first insertion,
-erasure or move of an op (afterwards it walks the MLIR itself).  It goes on
-to the module object a pass returns only when the pass kept it valid:
+It is valid while the module's ops are: a pass asks it before its first
+insertion, erasure or move of an op (afterwards it walks the MLIR itself).
+``Module.invalidate`` keeps it only when the pass kept it valid
+(``ops_kept``):
 
 * passes that edit attributes only (and flatten-call-graph, which adds
-  copies of functions) hand it on (:func:`~sdy_dl.ir.mlir_ops.rebuild_attributes_only`);
+  copies of functions);
 * symbol-dce forgets the functions it erases (:meth:`OpIndex.forget`; walks
   are found by the address of their top-level op, which an op created after
   an erasure may reuse), the constant merger takes the constants it erases
   out of its walks (:meth:`OpIndex.drop_erased`), and the splitter's
   renaming of constants changes the walks alike (:meth:`OpIndex.replace`);
-* user-priority propagation builds it from its model (:func:`index_from_model`).
+* propagation gives the index its model read (:meth:`OpIndex.from_model`).
 
-Every other edit leaves it behind with the old object.
+Every other edit drops it.
 """
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import key, module_ops, walk_post, walk_pre
-from sdy_dl.ir.model import Module
+from sdy_dl.ir.walk import key, walk_model, walk_post, walk_pre
 
 
 class OpIndex:
     """Per (top-level op, order): the walk of the op's subtree and the names of its ops."""
 
-    def __init__(self):
+    def __init__(self, names: frozenset[str] | None = None):
         #: (key of a top-level op, post-order) -> (its walk, their names)
         self._walks: dict[tuple[int, bool], tuple[list, list[str]]] = {}
+        #: The names of the module's ops, once read (:func:`op_names`; maybe more,
+        #: see there).
+        self.names = names
+
+    @classmethod
+    def from_model(cls, module, erased: set[int]) -> "OpIndex":
+        """The op index of ``module`` read from its model ops instead of the MLIR;
+        the ops of ``erased`` (oids) were erased from the MLIR since the model
+        was read, with what they held."""
+        index = cls()
+        for top in module.ops:
+            if top.parent is not None or top.oid in erased:
+                continue
+            pre, post = [], []
+            for op, entering in walk_model(top, lambda op: op.oid not in erased):
+                if op.oid not in erased:
+                    (pre if entering else post).append(op)
+            k = key(top.mlir)
+            index._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
+            index._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
+        return index
 
     def walk(self, top, post: bool = False) -> tuple[list, list[str]]:
         """(ops, their names) of ``top``'s subtree, ``top`` included, in pre-order
@@ -74,6 +97,7 @@ class OpIndex:
             ops[n], names[n] = op, name
         self._walks[(k, False)] = (ops, names)
         self._walks.pop((k, True), None)
+        self.names = None   # (read again when asked for)
 
     def known(self, top, post: bool) -> bool:
         """Whether ``top``'s walk in that order has been read."""
@@ -97,90 +121,62 @@ class OpIndex:
         return [op for op, name in zip(ops, op_names) if name in names]
 
 
-def index_from_model(module: Module, erased: set[int]) -> OpIndex:
-    """The op index of ``module`` read from its model (:mod:`sdy_dl.ir.model`)
-    instead of the MLIR; the ops of ``erased`` (oids) were erased from the
-    MLIR since the model was built, with what they held."""
-    index = OpIndex()
-    for top in module.ops:
-        if top.parent is not None or top.oid in erased:
-            continue
-        pre, post = [top], []
-        stack = [(top, (op for region in top.regions for block in region.blocks
-                        for op in block.ops))]
-        while stack:
-            op, children = stack[-1]
-            for child in children:
-                if child.oid in erased:
-                    continue
-                pre.append(child)
-                if child.regions:
-                    stack.append((child, (o for region in child.regions
-                                          for block in region.blocks for o in block.ops)))
-                    break
-                post.append(child)
-            else:
-                stack.pop()
-                post.append(op)
-        k = key(top.mlir)
-        index._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
-        index._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
-    return index
+def _tops(module) -> list:
+    """The top-level operations of ``module`` (a :class:`~sdy_dl.ir.model.Module`)."""
+    return [op.operation for op in module.mlir.body.operations]
 
 
-def op_index(module: Module) -> OpIndex:
-    """The op index of ``module`` (made empty at its first use)."""
-    index = module._op_index
-    if index is None:
-        index = module._op_index = OpIndex()
-    return index
+def op_index(module) -> OpIndex:
+    """The op index of ``module`` (its ``walks``)."""
+    return module.walks
 
 
-def ops_of(module: Module, top, post: bool = False) -> list:
+def ops_of(module, top, post: bool = False) -> list:
     """Every op of the top-level op ``top`` of ``module`` (itself included), in
-    pre-order (``post``: post-order), as :func:`~sdy_dl.ir.mlir_ops.walk_pre`
+    pre-order (``post``: post-order), as :func:`~sdy_dl.ir.walk.walk_pre`
     gives them.  A shared list: do not change it."""
     return op_index(module).walk(top, post)[0]
 
 
-def ops_named(module: Module, names, post: bool = False, top=None) -> list:
+def ops_named(module, names, post: bool = False, top=None) -> list:
     """The ops of ``module`` (of its top-level op ``top`` only, when given) whose
     name is in ``names``, in pre-order (``post``: post-order), as
-    :func:`~sdy_dl.ir.mlir_ops.walk_named` gives them."""
+    :func:`~sdy_dl.ir.walk.walk_named` gives them."""
     index = op_index(module)
     if top is not None:
         return index.named(top, names, post)
-    return [op for t in module_ops(module) for op in index.named(t, names, post)]
+    return [op for t in _tops(module) for op in index.named(t, names, post)]
 
 
-def names_of(module: Module) -> frozenset[str]:
+def names_of(module) -> frozenset[str]:
     """The names of all ops of ``module`` (the module op included)."""
     index = op_index(module)
     found = {"builtin.module"}
-    for top in module_ops(module):
+    for top in _tops(module):
         found.update(index.walk_read(top)[1])
     return frozenset(found)
 
 
-def op_names(module: Module) -> frozenset[str]:
-    """The names of the ops in ``module``, read from its op index once per module object.
+def op_names(module) -> frozenset[str]:
+    """The names of the ops in ``module``, read from its op index once.
 
-    Passes that edit the MLIR hand on a new module object
-    (:func:`~sdy_dl.ir.mlir_ops.rebuild`), so
-    the names stay those of the module as long as the object lives; a pass
-    looking for ops of some names returns at once, unchanged, when none is
-    there (and the next such pass reads the same names).  A pass that only
-    erases ops or copies existing ones may hand its names on: they may then
-    name ops no longer there, never miss one, which is all such a test needs.
+    Passes that edit the MLIR invalidate the module
+    (:meth:`~sdy_dl.ir.model.Module.invalidate`), so the names stay those of
+    the module until then; a pass looking for ops of some names returns at
+    once, unchanged, when none is there (and the next such pass reads the
+    same names).  A pass that only erases ops or copies existing ones keeps
+    them (``ops_kept``): they may then name ops no longer there, never miss
+    one, which is all such a test needs.
     """
-    names = module._op_names
-    if names is None:
-        names = module._op_names = names_of(module)
-    return names
+    index = module.walks
+    if index.names is None:
+        index.names = names_of(module)
+    return index.names
 
 
-def may_hold(module: Module, name: str) -> bool:
+def may_hold(module, name: str) -> bool:
     """Whether ``module`` may hold ops called ``name``: False only when its op names
-    are known already (:func:`op_names` read them for this module object) and lack it."""
-    names = module._op_names
+    are known already (:func:`op_names` read them since the module's last
+    invalidation) and lack it."""
+    names = module.walks.names
     return names is None or name in names

@@ -19,8 +19,9 @@ from functools import cached_property
 
 from jaxlib.mlir import ir
 
-from sdy_dl.ir.mlir_ops import key, parent_op
+from sdy_dl.ir.mlir_ops import parent_op
 from sdy_dl.ir.model import AsmNames, Block, Op, Region, Value
+from sdy_dl.ir.walk import key
 
 
 class OpViews:

@@ -134,16 +134,15 @@ def split_stage(stage: str) -> tuple[str, dict]:
 
 def rewrite(module: Module, edit: Callable[[], bool], attributes_only: bool = False) -> Module:
     """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
-    changed anything, in sdy-dl's MLIR context: the module, re-indexed if it did
+    changed anything, in sdy-dl's MLIR context: the module, invalidated if it did
     (``attributes_only``: ``edit`` changes attributes only, or adds top-level
-    copies of ops too, see :func:`~sdy_dl.ir.mlir_ops.rebuild_attributes_only`)."""
+    copies of ops too: its op walks stay, see ``Module.invalidate``)."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import rebuild, rebuild_attributes_only
 
     with mlir_context():
         if not edit():
             return module
-        return rebuild_attributes_only(module) if attributes_only else rebuild(module)
+        return module.invalidate(ops_kept=True) if attributes_only else module.invalidate()
 
 
 def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:

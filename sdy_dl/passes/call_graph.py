@@ -9,11 +9,12 @@ call graph is an error) and cloning a function with its callees.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types, key,
-                                module_ops, op_error, symbol_name, walk_named)
+from sdy_dl.ir.mlir_ops import (ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, func_result_types,
+                                module_ops, op_error, symbol_name)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import may_hold, ops_named
 from sdy_dl.ir.value_sharding import func_shardings
+from sdy_dl.ir.walk import key, walk_named
 from sdy_dl.sharding import TensorSharding
 
 

@@ -19,6 +19,7 @@ from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
 from sdy_dl.ir.storage import stored_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS
+from sdy_dl.ir.walk import walk_model
 from sdy_dl.propagation.edges import (DataFlowEdge, call_sites, callee_of, find_edges,
                                      func_edge_sources, func_symbol, slot_map)
 from sdy_dl.propagation.groups import group_members
@@ -484,7 +485,7 @@ class Propagator:
 
     def _erase(self, op: Op) -> None:
         """Erase ``op`` (nested ops first, in reverse); enqueue operand definers left with ≤ 1 user."""
-        for dead in reversed(list(_walk(op))):
+        for dead in reversed([o for o, entering in walk_model(op) if entering]):
             for value in dead.operands:
                 definer = value.defining_op
                 if definer is None or definer.oid in self.erased:
@@ -590,13 +591,3 @@ def _unused(results: list[Value], live_uses: dict) -> bool:
 
 def _both(op: Op, rule: RuleInstance) -> tuple[str, ...]:
     return ("BOTH",) * len(rule.factors)
-
-
-def _walk(op: Op):
-    """``op`` and the ops nested in it, in pre-order (iterative)."""
-    stack = [op]
-    while stack:
-        op = stack.pop()
-        yield op
-        stack.extend(reversed([c for region in op.regions for block in region.blocks
-                               for c in block.ops]))

@@ -12,7 +12,6 @@ member, which becomes the member (Shardy warns and does the same).
 from __future__ import annotations
 
 from sdy_dl.ir import Module, Value
-from sdy_dl.ir.loader import build_model
 from sdy_dl.ir.mlir_ops import insert_sharding_op_after, sharding_group_id
 from sdy_dl.propagation.decisions import Decision
 from sdy_dl.propagation.state import value_key
@@ -60,18 +59,18 @@ def sync_facts(groups: dict[int, list[Value]], state) -> tuple[dict, list[Tensor
     return facts, list(numbers)
 
 
-def sync_sharding_groups(module: Module, state, run_stage) -> Module:
+def sync_sharding_groups(module: Module, state, run_stage) -> bool:
     """Sync every group's shardings through ``state`` as stage
     ``sharding_group_map`` decides (``run_stage(stage, facts)`` runs it); returns
-    the (re-indexed) module.
+    whether the module was rewritten.
 
     ``state`` reads and writes shardings the way propagation does (through
     data-flow-edge slots).  When a group needs open constraints the module is
-    rewritten and re-indexed, so callers must build their state anew.
+    rewritten and invalidated, so callers must build their state anew.
     """
     groups = groups_of(module)
     if not groups:
-        return module
+        return False
     facts, shardings = sync_facts(groups, state)
     decided = run_stage(SYNC_STAGE, facts)
     synced: dict[int, list[tuple[int, int]]] = {}
@@ -90,12 +89,13 @@ def sync_sharding_groups(module: Module, state, run_stage) -> Module:
             state.tracer.end()
     constrained = sorted(decided["constrained"])
     if not constrained:
-        return module
+        return False
     state.write_back()
     for gid, k, s in constrained:
         common = shardings[s]
         _constrain(groups[gid][k], TensorSharding.open_empty(common.mesh, len(common.dims)))
-    return build_model(module.mlir, module.file)
+    module.invalidate()
+    return True
 
 
 def _constrain(member: Value, sharding: TensorSharding) -> None:

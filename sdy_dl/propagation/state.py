@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from sdy_dl.ir import Module, Op, Value
 from sdy_dl.ir.manual_axes import add_free_axes, erase_manual_axes, manual_axes
-from sdy_dl.ir.mlir_ops import key
 from sdy_dl.ir.storage import (is_shardable, store_shardings, stored_result_sharding,
                                stored_sharding, write_func_attrs)
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
+from sdy_dl.ir.walk import key
 from sdy_dl.sharding import TensorSharding
 
 

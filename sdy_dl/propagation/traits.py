@@ -13,8 +13,9 @@ The facts are the op-trait table (``rules/traits/op_traits.yaml``, read by
 from __future__ import annotations
 
 from sdy_dl.ir import Op
-from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
-                              RECURSIVE_EFFECT_OPS, is_elementwise as is_elementwise_op)
+from sdy_dl.ir.traits import (EFFECTFUL_OPS, EFFECT_FREE_DIALECTS, PURE_OPS, RECURSIVE_EFFECT_OPS,
+                              is_elementwise as is_elementwise_op)
+from sdy_dl.ir.walk import walk_model
 
 
 def is_elementwise(op: Op) -> bool:
@@ -26,15 +27,14 @@ def is_elementwise(op: Op) -> bool:
 def has_no_effects(op: Op) -> bool:
     """Whether ``op`` (ignoring its uses) would be trivially dead: no effects at all
     (ops with recursive effects: none of the ops nested in them has any)."""
-    stack = [op]
-    while stack:
-        op = stack.pop()
-        if op.name in RECURSIVE_EFFECT_OPS:
-            stack.extend(child for region in op.regions for block in region.blocks
-                         for child in block.ops)
-        elif not _own_effects_free(op):
+    for op, entering in walk_model(op, _has_recursive_effects):
+        if entering and not _has_recursive_effects(op) and not _own_effects_free(op):
             return False
     return True
+
+
+def _has_recursive_effects(op: Op) -> bool:
+    return op.name in RECURSIVE_EFFECT_OPS
 
 
 def _own_effects_free(op: Op) -> bool:

@@ -21,15 +21,16 @@ so no constant is moved or merged.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
+from sdy_dl.ir.mlir_ops import module_ops
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.storage import read_own
 from sdy_dl.ir.sdy_attrs import axes_of_list, axis_lists_of
-from sdy_dl.sharding import AxisRef
+from sdy_dl.ir.storage import read_own
+from sdy_dl.ir.traits import (EFFECTFUL_OPS, EFFECT_FREE_DIALECTS, PURE_OPS, RECURSIVE_EFFECT_OPS,
+                              TERMINATORS)
+from sdy_dl.ir.walk import END, OP, key, walk_numbered
 from sdy_dl.passes import PassOptions, Stage, register
-from sdy_dl.ir.mlir_ops import key, module_ops, nested_ops, rebuild
-from sdy_dl.ir.traits import (EFFECT_FREE_DIALECTS, EFFECTFUL_OPS, PURE_OPS,
-                              RECURSIVE_EFFECT_OPS, TERMINATORS)
 from sdy_dl.passes.options import Option
+from sdy_dl.sharding import AxisRef
 
 ENABLE_PATTERNS = Option(
     "enable-patterns", ("sdy-collective",), "sdy-collective",
@@ -48,23 +49,31 @@ def numbered_ops(module: Module) -> tuple[list, list]:
     each op's parent op (None directly in a function or the module)."""
     ops: list = []
     parents: list = []
-    for top in module_ops(module):
-        if top.name != "func.func":
-            ops.append(top)
-            parents.append(None)
-            continue
-        stack = [(iter(nested_ops(top)), None)]
-        while stack:
-            children, parent = stack[-1]
-            mop = next(children, None)
-            if mop is None:
-                stack.pop()
-                continue
-            ops.append(mop)
-            parents.append(parent)
+    inside: list = []   # per op whose regions are open: its ops' parent number, or SKIP
+    for event in walk_numbered(module_ops(module)):
+        kind = event[0]
+        if kind == OP:
+            mop = event[1]
+            if not inside:   # (a top-level op: a function's ops are numbered, not it)
+                parent = None if mop.name == "func.func" else _SKIP
+                if parent is _SKIP:
+                    ops.append(mop)
+                    parents.append(None)
+            elif inside[-1] is _SKIP:
+                parent = _SKIP
+            else:
+                ops.append(mop)
+                parents.append(inside[-1])
+                parent = len(ops) - 1
             if len(mop.regions):
-                stack.append((iter(nested_ops(mop)), len(ops) - 1))
+                inside.append(parent)
+        elif kind == END:
+            inside.pop()
     return ops, parents
+
+
+#: The parent mark of the ops nested in a top-level op other than a function (not numbered).
+_SKIP = object()
 
 
 def dead_code_facts(module: Module) -> tuple[dict, list]:
@@ -167,7 +176,7 @@ def run(module: Module, options: PassOptions) -> Module:
         erase = sorted(i for (i,) in derived["erase"])
         for i in reversed(erase):
             ops[i].erase()
-        return rebuild(module) if erase or folded else module
+        return module.invalidate() if erase or folded else module
 
 
 def fold_collectives(ops: list, derived: dict) -> bool:

@@ -7,7 +7,6 @@ priority kept), the replicated axes dropped, the unreduced axes kept.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import rebuild_attributes_only
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.passes import PassOptions, register
@@ -26,4 +25,4 @@ def run(module: Module, options: PassOptions) -> Module:
 
     with mlir_context():
         transform_shardings(module, closed_like, any_order=True)
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

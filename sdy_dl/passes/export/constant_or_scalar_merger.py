@@ -10,7 +10,7 @@ in post-order.  Which op merges into which is the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, is_scalar, rebuild_after_erasing, region_key
+from sdy_dl.ir.mlir_ops import funcs, is_scalar, region_key
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.opaque import attribute_dict_key
@@ -73,4 +73,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 old.replace_all_uses_with(new)
             op.erase()
         op_index(module).drop_erased([ops[n] for n in replaced], post=True)
-        return rebuild_after_erasing(module)
+        return module.invalidate(ops_kept=True)

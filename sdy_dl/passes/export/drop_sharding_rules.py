@@ -3,7 +3,7 @@ every ``sdy.sharding_rule`` that is not a custom rule is removed."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs, rebuild_attributes_only
+from sdy_dl.ir.mlir_ops import SHARDING_RULE_ATTR, funcs
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_of
 from sdy_dl.passes import PassOptions, register
@@ -20,4 +20,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 attrs = op.attributes
                 if SHARDING_RULE_ATTR in attrs and not is_custom_rule(attrs[SHARDING_RULE_ATTR]):
                     del op.attributes[SHARDING_RULE_ATTR]
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

@@ -17,7 +17,7 @@ are removed.  Function results get no sharding here
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body, rebuild
+from sdy_dl.ir.mlir_ops import ORIGINAL_FUNC_NAME_ATTR, SymbolNamer, move_region_body
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attrs, write_per_value
@@ -97,4 +97,4 @@ def run(module: Module, options: PassOptions) -> Module:
         for named in nameds:
             results += export(module, namer, named)
         remove_edges(results)
-        return rebuild(module)
+        return module.invalidate()

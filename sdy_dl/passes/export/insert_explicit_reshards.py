@@ -51,7 +51,7 @@ its axes redistributed over its factors (:mod:`.explicit_reshards_reshape`).
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import funcs, op_error, rebuild, tensor_info
+from sdy_dl.ir.mlir_ops import funcs, op_error, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_of
 from sdy_dl.ir.op_view import OpViews
@@ -66,8 +66,7 @@ from sdy_dl.passes.export.explicit_reshards_process_op import (Pending,
                                                                on_meshes, pending_op)
 from sdy_dl.passes.export.explicit_reshards_targets import (all_reduce_unreduced_operands,
                                                             reshard_call_operands,
-                                                            reshard_edge_sources,
-                                                            reshard_returned,
+                                                            reshard_edge_sources, reshard_returned,
                                                             reshard_to_unreduced)
 from sdy_dl.passes.export.explicit_reshards_util import DOT_OPS
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
@@ -174,4 +173,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed |= apply_full(p, update, meshes) if p.on_full else apply_dot(p, update)
             if reduce_axes:
                 changed |= all_reduce_reduction_factors(p, reduce_axes, meshes)
-        return rebuild(module) if changed else module
+        return module.invalidate() if changed else module

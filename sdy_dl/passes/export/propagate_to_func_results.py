@@ -8,10 +8,11 @@ none.  Call-free modules have only the main function, so nothing changes.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, key, main_func, rebuild_attributes_only
+from sdy_dl.ir.mlir_ops import funcs, main_func
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import read_func_attr, write_func_attr
 from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, register
 
 
@@ -36,4 +37,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 if sharding is None and read_func_attr(func, "res_attrs", i) is None:
                     continue
                 write_func_attr(func, "res_attrs", i, sharding)
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

@@ -3,7 +3,6 @@ every ``sdy.sharding_group`` op is erased."""
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import rebuild
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.passes import PassOptions, register
@@ -18,4 +17,4 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         for op in ops_named(module, ("sdy.sharding_group",), post=True):
             op.erase()
-        return rebuild(module)
+        return module.invalidate()

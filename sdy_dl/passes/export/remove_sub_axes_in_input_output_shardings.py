@@ -7,7 +7,7 @@ keeps only the axes before its first sub-axis; closed dims are untouched.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import main_func, rebuild_attributes_only
+from sdy_dl.ir.mlir_ops import main_func
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import update_func_shardings
 from sdy_dl.passes import PassOptions, register
@@ -35,4 +35,4 @@ def run(module: Module, options: PassOptions) -> Module:
         if func is not None:
             for kind in ("arg_attrs", "res_attrs"):
                 update_func_shardings(func, kind, lambda _, s: without_sub_axes(s))
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

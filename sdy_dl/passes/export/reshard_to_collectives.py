@@ -24,18 +24,19 @@ between a maximal (single-device) mesh and another mesh; so does this one.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import funcs, key, op_error, rebuild, tensor_info
+from sdy_dl.ir.mlir_ops import funcs, op_error, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
-from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.sdy_attrs import sharding_attr
+from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.value_sharding import get_sharding
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
 from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
-from sdy_dl.passes.export.is_equivalent import RELATIONS as EQUIVALENCE_RELATIONS
-from sdy_dl.passes.export.is_equivalent import equivalence_facts
+from sdy_dl.passes.export.is_equivalent import (RELATIONS as EQUIVALENCE_RELATIONS,
+                                                equivalence_facts)
 from sdy_dl.passes.options import Option
 from sdy_dl.sharding import Mesh, TensorSharding
 
@@ -197,4 +198,4 @@ def run(module: Module, options: PassOptions) -> Module:
             for (reshard, _), steps in zip(wave, insert_all(inserters, analyse)):
                 replace(reshard, steps)
         verify(module)
-        return rebuild(module)
+        return module.invalidate()

@@ -7,7 +7,7 @@ input, with the same ``sharding``, location and discardable attributes
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, rebuild
+from sdy_dl.ir.mlir_ops import funcs
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.passes import PassOptions, register
@@ -39,4 +39,4 @@ def run(module: Module, options: PassOptions) -> Module:
         for func in funcs(module):
             for op in ops_named(module, ("sdy.sharding_constraint",), post=True, top=func):
                 to_reshard(op)
-        return rebuild(module)
+        return module.invalidate()

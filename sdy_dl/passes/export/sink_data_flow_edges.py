@@ -12,7 +12,7 @@ alone.  Every ``sdy.data_flow_edge`` is then replaced by its input.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, rebuild, tensor_rank
+from sdy_dl.ir.mlir_ops import funcs, tensor_rank
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.ir.storage import read_own
@@ -76,4 +76,4 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         for func in funcs(module):
             sink(module, func)
-        return rebuild(module)
+        return module.invalidate()

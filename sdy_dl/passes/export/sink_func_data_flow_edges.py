@@ -11,9 +11,10 @@ wrapped value.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import funcs, walk_named
+from sdy_dl.ir.mlir_ops import funcs
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
+from sdy_dl.ir.walk import walk_named
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.import_.add_func_data_flow_edges import EDGE_OP
 from sdy_dl.sharding import TensorSharding

@@ -17,12 +17,10 @@ from __future__ import annotations
 import math
 
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import (func_arg_types, func_result_types, funcs, rebuild_attributes_only,
-                                tensor_info)
+from sdy_dl.ir.mlir_ops import func_arg_types, func_result_types, funcs, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
-from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, update_func_shardings,
-                               write_per_value)
+from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, update_func_shardings, write_per_value
 from sdy_dl.ir.value_sharding import (block_arg_owners, get_block_arg_owner_shardings,
                                       get_result_owner_shardings, result_owners,
                                       set_block_arg_owner_shardings, set_result_owner_shardings)
@@ -97,4 +95,4 @@ def run(module: Module, options: PassOptions) -> Module:
                 new = up.list(get_result_owner_shardings(op), [r.type for r in result_owners(op)])
                 if new is not None:
                     set_result_owner_shardings(op, new)
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

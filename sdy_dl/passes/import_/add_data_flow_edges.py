@@ -15,7 +15,7 @@ for a ``manual_computation``).
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import is_static_tensor, rebuild
+from sdy_dl.ir.mlir_ops import is_static_tensor
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.ir.sdy_attrs import sharding_attr
@@ -63,4 +63,4 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         for mop in ops_named(module, DATA_FLOW_OPS, post=True):
             add_edges(mop)
-        return rebuild(module)
+        return module.invalidate()

@@ -17,13 +17,14 @@ Which constraints apply and the chain rule are the Datalog stage
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg, key,
-                                owning_op, rebuild, tensor_info, uses, walk_pre)
+from sdy_dl.ir.mlir_ops import (SHARDING_RULE_ATTR, insert_sharding_op_after, is_block_arg,
+                                owning_op, tensor_info, uses)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names
 from sdy_dl.ir.storage import parse_attr, read_own, read_per_value
 from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_sharding,
                                       shardable_value)
+from sdy_dl.ir.walk import BLOCK, OP, key, walk_numbered
 from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.options import Option
 from sdy_dl.sharding import TensorSharding
@@ -51,29 +52,26 @@ def pointwise_rule(type_) -> str:
 
 def _ops_with_blocks(root):
     """(op, id, block id, position in block) for every op, in post-order;
-    ids are pre-order numbers, blocks are numbered by first visit."""
-    id_of = {key(op): n for n, op in enumerate(walk_pre(root))}
-    block_ids: dict = {}
+    ids are pre-order numbers (:func:`~sdy_dl.ir.loader.walk_numbered`'s),
+    blocks are numbered by first visit."""
     out = []
-
-    def nested(op):
-        for region in op.regions:
-            for block in region.blocks:
-                b = block_ids.setdefault(key(block), len(block_ids))
-                for n, child in enumerate(block.operations):
-                    yield child.operation, b, n
-
-    root = root.operation
-    stack = [((root, None, 0), nested(root))]  # iterative: depth is not bounded
-    while stack:
-        entry, children = stack[-1]
-        child = next(children, None)
-        if child is None:
-            stack.pop()
-            op, block_id, pos = entry
-            out.append((op, id_of[key(op)], block_id, pos))
+    opened = []            # per op whose regions are open: its entry, the place after it
+    block, pos, blocks = None, 0, 0   # the block being filled, the next op's position in it
+    for event in walk_numbered([root.operation]):
+        kind = event[0]
+        if kind == OP:
+            mop = event[1]
+            entry = (mop, event[2], block, pos)
+            pos += 1
+            if len(mop.regions):
+                opened.append((entry, block, pos))
+            else:
+                out.append(entry)
+        elif kind == BLOCK:
+            block, pos, blocks = blocks, 0, blocks + 1
         else:
-            stack.append((child, nested(child[0])))
+            entry, block, pos = opened.pop()
+            out.append(entry)
     return out
 
 
@@ -225,4 +223,4 @@ def run(module: Module, options: PassOptions) -> Module:
             else:
                 sharding = read_per_value(op, "in_shardings")[index]
             apply_constraint(op, value, sharding, kind)
-        return rebuild(module)
+        return module.invalidate()

@@ -36,14 +36,13 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, key,
-                                module_ops, owning_op, rebuild, tensor_info, users, walk_named,
-                                walk_pre_not_into)
+from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, module_ops, owning_op,
+                                tensor_info, users)
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.op_index import names_of, op_index, op_names
+from sdy_dl.ir.op_index import op_index, op_names
 from sdy_dl.ir.opaque import recreate_renamed
-from sdy_dl.ir.traits import TERMINATORS, ops_with
-from sdy_dl.ir.traits import is_elementwise as is_elementwise_op
+from sdy_dl.ir.traits import TERMINATORS, is_elementwise as is_elementwise_op, ops_with
+from sdy_dl.ir.walk import key, walk_named, walk_pre_not_into
 from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.call_graph import (call_graph, call_graph_post_order, callee_name, calls_in,
                                       clone_func, func_table, has_body, original_name)
@@ -100,9 +99,9 @@ def op_kind(mop, name: str, legacy: bool, operands: list) -> str:
 # -- stablehlo.constant -> sdy.constant --------------------------------------------------
 
 def convert_constants(module: Module) -> None:
-    """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the module
-    object's op index (each new op takes the old one's place in the pre-order
-    walks) and op names stay current."""
+    """Turn every ``stablehlo.constant`` into an ``sdy.constant``; the module's
+    op index stays current (each new op takes the old one's place in the
+    pre-order walks; its op names are read again)."""
     from jaxlib.mlir import ir
 
     index = op_index(module)
@@ -117,7 +116,6 @@ def convert_constants(module: Module) -> None:
                 mop.erase()
         if new_ops:
             index.replace(top, new_ops, "sdy.constant")
-    module._op_names = names_of(module)
 
 
 def body_walk(op) -> tuple[list, list[str]]:
@@ -354,7 +352,7 @@ def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
         convert_constants(module)
         names = op_names(module)   # (the split only copies ops there, and erases)
         _Splitter(module, options, legacy, "sdy.sharding_group" in names).run()
-        return rebuild(module, names)
+        return module.invalidate(names=names)
 
 
 @register("constant-or-scalar-splitter",

@@ -11,8 +11,9 @@ by the symbol table (``foo_0``, one counter for all names) and marked with
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import SymbolNamer, key
+from sdy_dl.ir.mlir_ops import SymbolNamer
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import call_graph, callee_name, clone_func, func_table
 

@@ -21,10 +21,11 @@ true), as ``add-data-flow-edges`` does.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import func_arg_types, key, move_region_body, op_error, walk_named
+from sdy_dl.ir.mlir_ops import func_arg_types, move_region_body, op_error
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
+from sdy_dl.ir.walk import key, walk_named
 from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import call_graph, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 
-from sdy_dl.ir.mlir_ops import SymbolNamer, module_ops, rebuild, split_top_level, symbol_name
+from sdy_dl.ir.mlir_ops import SymbolNamer, module_ops, split_top_level, symbol_name
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
-from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.ir.sdy_attrs import mesh_attr, mesh_of_attr
+from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.ir.storage import parse_attr
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.sharding import Mesh, MeshAxis, TensorSharding, format_symbol_ref
@@ -163,7 +163,7 @@ def run(module: Module, options: PassOptions) -> Module:
     with mlir_context():
         lifter = _Lifter(module)
         if lifter.erased:   # (meshes erased: the op index is read afresh)
-            module = rebuild(module)
+            module = module.invalidate()
         transform_shardings(module, lifter.lift_sharding)
         # op name by op name, each in post-order; one walk finds them all (lifting
         # only edits attributes and adds meshes)
@@ -176,4 +176,4 @@ def run(module: Module, options: PassOptions) -> Module:
             if op.name == "sdy.mesh" and "stablehlo.mesh" not in op.attributes:
                 op.attributes["stablehlo.mesh"] = stablehlo_mesh_dict(
                     mesh_of_attr(op.attributes["mesh"]))
-        return rebuild(module, keep_ops=not lifter.erased and not lifter.created)
+        return module.invalidate(ops_kept=not lifter.erased and not lifter.created)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.manual_axes import manual_axes, set_manual_axes
 from sdy_dl.ir.meshes import mesh_of, module_meshes, sort_and_merge_axes
-from sdy_dl.ir.mlir_ops import op_error, rebuild, tensor_info
+from sdy_dl.ir.mlir_ops import op_error, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
 from sdy_dl.ir.storage import read_per_value, write_per_value
@@ -98,4 +98,4 @@ def run(module: Module, options: PassOptions) -> Module:
         meshes = module_meshes(module)
         for mop in ops_named(module, ("sdy.manual_computation",), post=True):
             cleanup(module, mop, meshes)
-        return rebuild(module)
+        return module.invalidate()

@@ -7,8 +7,9 @@ callers before callees), so that propagation visits callers first.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import key, module_ops, rebuild
+from sdy_dl.ir.mlir_ops import module_ops
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.call_graph import call_graph_post_order
 
@@ -27,4 +28,4 @@ def run(module: Module, options: PassOptions) -> Module:
         for func in order:
             func.detach_from_parent()
             ir.InsertionPoint(module.mlir.body).insert(func)
-        return rebuild(module)
+        return module.invalidate()

@@ -10,7 +10,7 @@ existing call sharding is never overwritten.
 from __future__ import annotations
 
 from sdy_dl.ir.meshes import module_meshes
-from sdy_dl.ir.mlir_ops import module_ops, op_error, rebuild_attributes_only, symbol_name
+from sdy_dl.ir.mlir_ops import module_ops, op_error, symbol_name
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import SHARDING_ATTR, write_per_value
@@ -40,5 +40,5 @@ def run(module: Module, options: PassOptions) -> Module:
             if shardings:
                 write_per_value(mop, SHARDING_ATTR, shardings)
                 changed = True
-        return rebuild_attributes_only(module) if changed else module
+        return module.invalidate(ops_kept=True) if changed else module
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.meshes import mesh_of, module_meshes
-from sdy_dl.ir.mlir_ops import rebuild_attributes_only
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.sharding_walker import transform_shardings
 from sdy_dl.passes import PassOptions, register
@@ -46,4 +45,4 @@ def run(module: Module, options: PassOptions) -> Module:
         if not any(a.size == 1 for m in meshes.values() for a in m.axes):
             return module
         transform_shardings(module, lambda s: remove_size_one_axes(s, meshes), any_order=True)
-        return rebuild_attributes_only(module)
+        return module.invalidate(ops_kept=True)

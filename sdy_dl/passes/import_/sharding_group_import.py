@@ -13,9 +13,10 @@ stage ``sharding_group_import``; Python collects facts and rewrites ops.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import enclosing, key, op_error, rebuild, sharding_group_id
+from sdy_dl.ir.mlir_ops import enclosing, op_error, sharding_group_id
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_names, ops_named
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, Stage, register
 
 #: The Datalog stage this pass runs (``datalog/sharding_group_import/``).
@@ -86,4 +87,4 @@ def run(module: Module, options: PassOptions) -> Module:
             ops[op].attributes["group_id"] = ir.IntegerAttr.get(i64, n)
         for (op,) in sorted(out["duplicate"]):
             ops[op].erase()
-        return rebuild(module)
+        return module.invalidate()

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-from sdy_dl.ir.mlir_ops import key, module_ops, rebuild_after_erasing, symbol_name
+from sdy_dl.ir.mlir_ops import module_ops, symbol_name
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.opaque import readable_attributes
+from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, register
 
 _REF_RE = re.compile(r'@"(?:[^"\\]|\\.)*"|@[A-Za-z_$.][\w$.\-]*|"(?:[^"\\]|\\.)*"')
@@ -126,4 +127,4 @@ def run(module: Module, options: PassOptions) -> Module:
         op_index(module).forget([key(op) for op in dead])
         for op in dead:
             op.erase()
-        return rebuild_after_erasing(module)
+        return module.invalidate(ops_kept=True)

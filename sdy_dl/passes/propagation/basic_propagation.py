@@ -18,11 +18,10 @@ import functools
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
-from sdy_dl.ir.loader import index_on_demand
-from sdy_dl.ir.op_index import index_from_model
+from sdy_dl.ir.op_index import OpIndex
 from sdy_dl.passes import PassOptions, register, run_analysis
-from sdy_dl.passes.import_.apply_sharding_constraints import (
-    DEBUG_PROPAGATION_EDGE_SHARDING, DEBUG_SHARDING_ORIGINS)
+from sdy_dl.passes.import_.apply_sharding_constraints import (DEBUG_PROPAGATION_EDGE_SHARDING,
+                                                              DEBUG_SHARDING_ORIGINS)
 from sdy_dl.passes.options import Option
 from sdy_dl.progress import propagation_progress
 from sdy_dl.propagation.driver import Propagator
@@ -78,9 +77,9 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
         return propagator
 
     propagator = build(module)
-    synced = sync_sharding_groups(module, propagator.state,
-                                  functools.partial(run_analysis, options=options))
-    return propagator if synced is module else build(synced)
+    rewritten = sync_sharding_groups(module, propagator.state,
+                                     functools.partial(run_analysis, options=options))
+    return build(module) if rewritten else propagator
 
 
 def mesh_key(module: Module) -> tuple:
@@ -156,10 +155,13 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     propagator.finish()
     finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
     model = propagator.module
-    out = model if not propagator.erased else index_on_demand(model.mlir, model.file)
-    # (only attributes changed, or dead ops were erased: the model gives the op index)
-    out._op_index = index_from_model(model, propagator.erased)
-    return out
+    # Only attributes changed (the model stays), or dead ops were erased: the
+    # model gives the op walks either way.
+    walks = OpIndex.from_model(model, propagator.erased)
+    if propagator.erased:
+        return model.invalidate(walks=walks)
+    model.walks = walks
+    return model
 
 
 @register("basic-propagate", "Shardy's basic propagation (sdy-basic-propagate)",
