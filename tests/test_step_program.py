@@ -44,6 +44,47 @@ def test_every_relation_is_documented_and_inputs_are_prefixed():
     assert outputs == {"step_mesh", "step_updated", "step_dim", "step_dim_axis"}
 
 
+#: The typed domains of the step program: a column named so holds that type.
+STEP_DOMAINS = {"i": "Step", "a": "Axis", "ao": "Axis", "an": "Axis", "m": "Mesh", "mesh": "Mesh"}
+
+
+@pytest.mark.parametrize("stage,params", [("step", {"max_factors": 4}),
+                                          ("insert_explicit_reshards", {"phase": "out"})])
+def test_step_columns_are_typed(stage, params):
+    """Step ids, axis names and mesh symbols are declared domains (Soufflé subtypes,
+    ``.type Axis <: symbol``) in every relation of the step program, and of the
+    stage that includes its schema."""
+    program = compile_stage(stage, **params)
+    typed = 0
+    for decl in program.decls.values():
+        for (column, _), typ in zip(decl.columns, decl.type_names):
+            if column in STEP_DOMAINS:
+                assert typ == STEP_DOMAINS[column], (decl.name, column, typ)
+                typed += 1
+    assert typed > 50
+
+
+@pytest.mark.parametrize("engine", ["python", "clingo"])
+@pytest.mark.parametrize("rule,what", [
+    ("bad(A) :- in_mesh(A, _, _).", "variable A is used with types Axis and Mesh"),
+    ("bad(A) :- in_mesh_axis(_, A, N), A = N.", "comparison '=' of a Axis with a number"),
+    ("bad(A) :- in_step(I, _, _, _, _, _), in_dim_axis(I, I, _, _, A, _, _).",
+     "variable I is used with types Step and number"),
+])
+def test_a_misuse_of_a_step_domain_is_rejected(engine, rule, what):
+    """Every embedded engine refuses, with one located error, a rule of the step
+    program that mixes its domains."""
+    from sdy_dl.datalog.program import Program, parse_declarations
+    from sdy_dl.engines import get_engine
+
+    text = compile_stage("step", max_factors=4).text + (
+        "\n// bad(A): a misuse\n.decl bad(a: Axis)\n" + rule + "\n")
+    with pytest.raises(SdyError) as info:
+        get_engine(engine).run(Program(text, parse_declarations(text)), {})
+    message = str(info.value)
+    assert message.startswith("<program>:") and what in message, message
+
+
 def test_step_program_translates_to_clingo():
     """clingo parses the translation: one rule per Soufflé clause (besides auxiliary
     ones: divisions after the rest of a body), a #show per output."""

@@ -153,7 +153,7 @@ def _variable_types(program: Program, rules: list[Rule]) -> dict[int, dict[str, 
             decl = program.decls.get(name)
             if decl is None:
                 continue
-            for (_, typ), arg in zip(decl.columns, args):
+            for typ, arg in zip(decl.type_names or decl.types, args):   # (declared types kept)
                 if len(arg) == 1 and arg[0] in r.variables:
                     types.setdefault(arg[0], typ)
         out[r.index] = types
