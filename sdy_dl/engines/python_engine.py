@@ -244,22 +244,26 @@ class _ComponentMemo:
             elif name in tokens:
                 parts.append(tokens[name])
             else:
-                return None
+                return self._unkeyed(cid)
         for name in members:
             rows = rel[name]
             if rows:
                 if len(rows) > self.SMALL:
-                    return None
+                    return self._unkeyed(cid)
                 parts.append((name, frozenset(rows)))
         return tuple(parts)
+
+    def _unkeyed(self, cid: int) -> None:
+        """Count a miss of component ``cid`` (no value for its key, or no key)."""
+        self.misses[cid] += 1
+        if self.misses[cid] >= self.GIVE_UP + 2 * self.hits[cid]:
+            self.off[cid] = True
 
     def reuse(self, cid: int, key: tuple, rel, index, tokens) -> bool:
         """Take component ``cid``'s relations (and their indexes) for ``key``, if kept."""
         entry = self.entries[cid].get(key)
         if entry is None:
-            self.misses[cid] += 1
-            if self.misses[cid] >= self.GIVE_UP + 2 * self.hits[cid]:
-                self.off[cid] = True
+            self._unkeyed(cid)
             return False
         self.hits[cid] += 1
         values, entry_tokens, indexes = entry
