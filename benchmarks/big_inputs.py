@@ -7,7 +7,10 @@ Generated modules (one sharded argument on a 2x4 mesh, 8x8 tensors):
   the previous value, then their sum);
 * ``big-group:N`` -- one sharding group of N values;
 * ``constants:N`` -- N constants, each added to a running sum;
-* ``mesh:N`` -- a mesh of N devices with explicit (reversed) ``device_ids``.
+* ``mesh:N`` -- a mesh of N devices with explicit (reversed) ``device_ids``;
+* ``axis:N`` -- a chain of 60 dots, negates and adds on a mesh whose axis ``a``
+  has N devices, the arguments sharded on sub-axes of ``a`` (every step call
+  meets the tables of the refs of ``a``, quadratic in its size's divisors).
 
 Each is timed as whole processes, interleaved (``--runs`` rounds): ``sdy-dl
 propagate --engine python`` (after one untimed run that fills the cache) and a
@@ -78,7 +81,23 @@ def mesh(n: int) -> str:
             + f"  %0 = stablehlo.negate %arg0 : {T}\n  return %0 : {T}\n}}\n")
 
 
-GENERATORS = {"groups": groups, "big-group": big_group, "constants": constants, "mesh": mesh}
+def axis(n: int) -> str:
+    head = (f'sdy.mesh @mesh = <["a"={n}, "b"=2]>\n'
+            f'func.func @main(%arg0: {T} {{sdy.sharding = #sdy.sharding<@mesh, [{{"a":(1)2}}, {{}}]>}},'
+            f' %arg1: {T} {{sdy.sharding = #sdy.sharding<@mesh, [{{}}, {{"a":(2)2, "b"}}]>}})'
+            f" -> {T} {{\n")
+    lines, prev = [], "%arg0"
+    for i in range(20):
+        lines += [f"  %d{i} = stablehlo.dot_general {prev}, %arg1, contracting_dims = [1] x [0]"
+                  f" : ({T}, {T}) -> {T}",
+                  f"  %n{i} = stablehlo.negate %d{i} : {T}",
+                  f"  %s{i} = stablehlo.add %n{i}, {prev} : {T}"]
+        prev = f"%s{i}"
+    return head + "\n".join(lines) + f"\n  return {prev} : {T}\n}}\n"
+
+
+GENERATORS = {"groups": groups, "big-group": big_group, "constants": constants, "mesh": mesh,
+              "axis": axis}
 
 
 def timed(argv: list[str]) -> tuple[float, float]:
