@@ -14,7 +14,7 @@ list of :class:`~sdy_dl.audit.whatif.Edit` as ``sdy-dl whatif`` takes them):
     input annotation the *had* side derives from (the chain's source and the
     operands of its op; at most :data:`MOST_ANNOTATIONS` a side, those naming
     the collective's axes first) gets the sharding the consumers needed (when
-    its value has the collective's rank), or is removed (a constraint
+    its value has that sharding's rank), or is removed (a constraint
     dropped); each annotation the *needed* side derives from (the results of
     the ops using the chain's end) likewise gets the sharding the producer
     had, or is removed.  A sharding constraint the export passes erased is
@@ -220,7 +220,7 @@ def candidates(audit, ledger, table) -> list[Candidate]:
         sides = ((c.had, c.needed.sharding, "had"), (c.needed, c.had.sharding, "needed"))
         for side, other, word in sides:
             for name in _annotation_values(audit, side, c, word == "had"):
-                for edit in _annotation_edits(audit, name, other, len(c.shape)):
+                for edit in _annotation_edits(audit, name, other):
                     target = ("the producer's sharding" if word == "needed"
                               else "the sharding its users need")
                     how = (f"gets {target} ({_short(other)})" if edit.kind == "set"
@@ -317,10 +317,12 @@ def _side_outputs(audit, side, had: bool) -> list:
     return found + [o for v in more if (o := outputs.by_value.get(v)) is not None]
 
 
-def _annotation_edits(audit, name: str, sharding: str, rank: int) -> list[Edit]:
+def _annotation_edits(audit, name: str, sharding: str) -> list[Edit]:
     """Edits of the input annotation of value ``name``: set to ``sharding`` (when the
-    value has rank ``rank``), and removed."""
+    value has its rank: the two sides of an all-reduce of a reduction differ), and
+    removed."""
     from sdy_dl.audit.whatif import resolve
+    from sdy_dl.sharding import parse_tensor_sharding
 
     name = name.removesuffix(" (erased by the pipeline)")
     try:
@@ -328,7 +330,7 @@ def _annotation_edits(audit, name: str, sharding: str, rank: int) -> list[Edit]:
     except SdyError:
         return []
     edits = []
-    if sharding != "(none)" and target.rank == rank:
+    if sharding != "(none)" and target.rank == parse_tensor_sharding(sharding).rank:
         current = target.current.to_text() if target.current is not None else None
         if current != sharding:
             edits.append(Edit("set", name, sharding))
@@ -446,9 +448,9 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
 
     from sdy_dl.ir.context import mlir_context
 
-    # A forked child has none of the parent's threads: MLIR's thread pool must not
-    # have any (it would wait for them).  Step outputs for the edited inputs come
-    # from the parent's memo, copied into each child.
+    # A forked child has none of the parent's threads: MLIR's thread pool must have
+    # none while forking (a child would wait for them).  Each child starts with the
+    # first propagation and its step memo.
     mlir_context().enable_multithreading(False)
     _WORK = (audit, cands)
     try:
@@ -456,6 +458,7 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
             return pool.map(_evaluate_at, range(len(cands)), chunksize=1)
     finally:
         _WORK = None
+        mlir_context().enable_multithreading(True)
 
 
 def suggest(audit, top: int = 5, jobs: int | None = None) -> Suggestions:
