@@ -170,6 +170,22 @@ func.func @main(%arg0: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"
 }
 """
 
+# The branches of a case between the reshape and the value.
+AFTER_CASE = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}, %i: tensor<i32>) -> tensor<3x2xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<6xf32>) -> tensor<3x2xf32>
+  %1 = "stablehlo.case"(%i) ({
+    %a = stablehlo.tanh %0 : tensor<3x2xf32>
+    stablehlo.return %a : tensor<3x2xf32>
+  }, {
+    %b = stablehlo.abs %0 : tensor<3x2xf32>
+    stablehlo.return %b : tensor<3x2xf32>
+  }) : (tensor<i32>) -> tensor<3x2xf32>
+  %2 = stablehlo.negate %1 : tensor<3x2xf32>
+  return %2 : tensor<3x2xf32>
+}
+"""
+
 
 def answer(text, value, axis, dim=None, **options):
     result = propagate(text, engine="python", **options)
@@ -221,6 +237,7 @@ def test_each_cause_is_named_with_its_rule_and_literal(text, value, axis, dim, o
 @pytest.mark.parametrize("text, value, edge", [
     (AFTER_LOOP, "%3", "the data-flow edge of stablehlo.while"),
     (AFTER_CALL, "%2", "the data-flow edge of sdy.named_computation"),
+    (AFTER_CASE, "%2", "the data-flow edge of stablehlo.case"),
 ])
 def test_the_walk_crosses_data_flow_edges(text, value, edge):
     got = answer(text, value, "x")
@@ -255,6 +272,7 @@ def test_a_manual_axis_is_its_own_cause(value):
 
 @pytest.mark.parametrize("text, value, dim", [
     (AFTER_LOOP, "%3", None), (CLOSED_LOOP, "%2", None), (AFTER_CALL, "%2", None),
+    (AFTER_CASE, "%2", None),
     (MANUAL, "%1", None), (PRIORITY, "%0", None), (BAND, "%0", None), (SPLIT, "%0", 0),
     (NOT_DIVIDING, "%arg0", None)])
 def test_shardy_leaves_the_axis_out_too(text, value, dim):
@@ -368,3 +386,25 @@ path(A) :- ok(A).
     assert (no3.failures[0].kind, no3.failures[0].blocking) == ("blocked", "bad(3)")
     no4 = model.why_not("ok", (4,))
     assert no4.failures[0].failed == "e(4, B)" and no4.failures[0].below.input_relation
+
+
+def test_report_memory_section_says_why_not(tmp_path):
+    """The report's largest values each say, per axis that could shard them, why
+    propagation did not put it there (the headline of the why-not answer)."""
+    import html
+    import re
+
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    src = tmp_path / "m.mlir"
+    src.write_text(CONFLICT)
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["report", str(src), "-o", str(out), "--engine", "python"])
+    assert r.exit_code == 0, r.output
+    memory = re.search(r'<section id="sec-memory">(.*?)</section>', out.read_text(), re.S).group(1)
+    headline = answer(CONFLICT, "%0", "y", 0).headline()
+    assert headline.startswith("stopped at stablehlo.add (input line 3) from %arg1 into %0: "
+                               "factor i already holds another axis")
+    assert f"y on dim 0, 1: <small>why not: {html.escape(headline)}</small>" in memory

@@ -13,7 +13,8 @@ Built-in sections, in order: ``summary`` (meshes, how many values are sharded,
 partially sharded and replicated, conflict groups), ``conflicts`` (one row per
 group), ``values`` (the searchable table), ``communication`` (the collective
 ledger, for a report made with explicit collectives) and ``memory`` (bytes per
-device: :mod:`sdy_dl.audit.report_sections`), ``module`` (the propagated module).
+device, the largest values with why not per axis that could shard them:
+:mod:`sdy_dl.audit.report_sections`), ``module`` (the propagated module).
 
 Adding a section
 ----------------

@@ -5,7 +5,9 @@ Communication is the collective ledger (:mod:`sdy_dl.audit.collectives`) of a
 report made with explicit collectives (``sdy-dl report --pass-option
 enable-insert-explicit-collectives=true``); without them the section says how
 to get it.  Memory is the memory table (:mod:`sdy_dl.audit.memory`) of the
-report's output module.
+report's output module; each of its largest values says, per axis that could
+shard it, why propagation did not (:mod:`sdy_dl.audit.why_not`, the first dim
+only: a few step evaluations per value, for the top values only).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def communication(page) -> str:
 def memory(page) -> str:
     from sdy_dl.audit.collectives import dims_text
     from sdy_dl.audit.memory import PEAK_NOTE
+    from sdy_dl.audit.why_not import why_not
 
     esc = page.esc
     table = page.audit.memory(TOP)
@@ -72,14 +75,17 @@ def memory(page) -> str:
     out.append(f"</table><p><small>Peak: {esc(PEAK_NOTE)}.</small></p>")
     out.append(f"<p>The {len(table.top)} largest replicated or partly sharded values:</p>"
                "<table><tr><th>value</th><th>op</th><th>type</th><th>sharding</th>"
-               "<th>bytes/device</th><th>why</th><th>could shard</th></tr>")
+               "<th>bytes/device</th><th>why</th><th>could shard, and why not</th></tr>")
     for u in table.top:
         v = u.value
-        shard = "; ".join(f"{esc(a)} on dim {', '.join(map(str, d))}"
-                          for a, d in u.shardable.items()) or "no unused axis divides a dim"
+        shard = "<br>".join(f"{esc(a)} on dim {', '.join(map(str, d))}: <small>why not: "
+                            f"{esc(why_not(page.audit, v.name, a, d[0]).headline())}</small>"
+                            for a, d in u.shardable.items()) or "no unused axis divides a dim"
         out.append(f"<tr><td>{page.link(v.name)}</td><td>{esc(v.op)}</td>"
                    f"<td>tensor&lt;{'x'.join(map(str, v.shape))}x{esc(v.element_type)}&gt;</td>"
                    f"<td>{esc(dims_text(v.sharding))}</td><td>{esc(human_bytes(v.bytes_per_device))}</td>"
                    f"<td>{'<br>'.join(esc(w) for w in u.why)}</td><td>{shard}</td></tr>")
-    out.append("</table>")
+    out.append("</table><p><small>Why not: where the axis stopped on its way to the value, on "
+               "the first dim it could shard (<code>sdy-dl explain MODULE VALUE --why-not AXIS "
+               "--dim D --proof</code>: every place, with the step program's derivation).</small></p>")
     return "".join(out)

@@ -73,6 +73,18 @@ class WhyNot:
                 "has_axis": self.has_axis, "note": self.note,
                 "blocked": [b.to_json() for b in self.blocked]}
 
+    def headline(self) -> str:
+        """The answer in one line: the first place the axis stopped and its cause
+        (with how many other places), or why there is none."""
+        if self.has_axis:
+            return f"has \"{self.axis}\""
+        if not self.blocked:
+            return self.note
+        b = self.blocked[0]
+        more = len(self.blocked) - 1
+        return (f"stopped at {b.op} ({b.place}) from {b.source} into {b.to}: {b.cause}"
+                + (f" (and {more} more place{'s' if more > 1 else ''})" if more else ""))
+
     def lines(self, proof: bool = False) -> list[str]:
         dim = "" if self.dim is None else f" dim {self.dim}"
         head = f"{self.value}{dim}: {self.sharding}"
