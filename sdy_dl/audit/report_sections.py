@@ -79,7 +79,7 @@ def memory(page) -> str:
     for u in table.top:
         v = u.value
         shard = "<br>".join(f"{esc(a)} on dim {', '.join(map(str, d))}: <small>why not: "
-                            f"{esc(why_not(page.audit, v.name, a, d[0]).headline())}</small>"
+                            f"{esc(why_not(page.audit, v.name, a, d[0], limit=1).headline())}</small>"
                             for a, d in u.shardable.items()) or "no unused axis divides a dim"
         out.append(f"<tr><td>{page.link(v.name)}</td><td>{esc(v.op)}</td>"
                    f"<td>tensor&lt;{'x'.join(map(str, v.shape))}x{esc(v.element_type)}&gt;</td>"

@@ -67,10 +67,11 @@ class WhyNot:
     has_axis: bool = False
     blocked: list[Blocked] = field(default_factory=list)
     note: str = ""
+    unexamined: int = 0    # values holding the axis next to the way, farther than those examined
 
     def to_json(self) -> dict:
         return {"value": self.value, "axis": self.axis, "dim": self.dim, "sharding": self.sharding,
-                "has_axis": self.has_axis, "note": self.note,
+                "has_axis": self.has_axis, "note": self.note, "unexamined": self.unexamined,
                 "blocked": [b.to_json() for b in self.blocked]}
 
     def headline(self) -> str:
@@ -83,7 +84,9 @@ class WhyNot:
         b = self.blocked[0]
         more = len(self.blocked) - 1
         return (f"stopped at {b.op} ({b.place}) from {b.source} into {b.to}: {b.cause}"
-                + (f" (and {more} more place{'s' if more > 1 else ''})" if more else ""))
+                + (f" (and {more} more place{'s' if more > 1 else ''})" if more else "")
+                + (f" ({self.unexamined} farther values holding \"{self.axis}\" not examined)"
+                   if self.unexamined else ""))
 
     def lines(self, proof: bool = False) -> list[str]:
         dim = "" if self.dim is None else f" dim {self.dim}"
@@ -91,6 +94,9 @@ class WhyNot:
         if self.has_axis:
             return [f"{head}", f"  has \"{self.axis}\"{dim}" + (f" ({self.note})" if self.note else "")]
         out = [head, f"  no \"{self.axis}\"{dim}" + (f": {self.note}" if self.note else "")]
+        if self.unexamined:
+            out.append(f"  ({len(self.blocked)} nearest places shown; {self.unexamined} farther "
+                       f"values holding \"{self.axis}\" not examined)")
         for b in self.blocked:
             came = f" <- {'; '.join(b.annotations)}" if b.annotations else ""
             out.append(f"  from {b.source} = {b.source_sharding}{came}")
@@ -141,8 +147,16 @@ def _amount(sharding, axis: str, dims=None) -> float:
     return got
 
 
-def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
-    """Why ``value`` (named as the output prints it) has no ``axis`` (on ``dim``)."""
+#: How many places where the axis stopped an answer examines, nearest first.
+MAX_PLACES = 8
+
+
+def why_not(audit, value: str, axis: str, dim: int | None = None,
+            limit: int = MAX_PLACES) -> WhyNot:
+    """Why ``value`` (named as the output prints it) has no ``axis`` (on ``dim``):
+    the ``limit`` places nearest to it where the axis stopped (each one step
+    evaluation; ``WhyNot.unexamined`` counts the values holding the axis
+    beyond them)."""
     out = audit.value(value)
     meshes = audit.propagated.meshes
     axes = sorted({a for m in meshes.values() for a in m.axis_names})
@@ -201,7 +215,11 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
                        "propagation follows)")
         return answer
     engine = audit.options.context.make_engine()
+    examined = 0
     for k2 in found:
+        if len(answer.blocked) >= limit or examined >= 4 * limit:
+            break
+        examined += 1
         nearer, n = parent[k2]
         want = dim if nearer == key else None
         b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want)
@@ -211,6 +229,7 @@ def why_not(audit, value: str, axis: str, dim: int | None = None) -> WhyNot:
                 b.via.append(_link_name(links[at[1]]))
                 at = parent[at[0]]
             answer.blocked.append(b)
+    answer.unexamined = len(found) - examined
     if not answer.blocked:
         answer.note += ("; " if answer.note else "") + (
             f"every value holding \"{axis}\" next to it carries it onto another dim")
@@ -230,6 +249,7 @@ class _Walk:
                 self.by_key.setdefault(k, []).append(n)
         self.last = {}
         self.visits: dict[str, list] = {}   # every visit, in order
+        self.models: dict = {}   # (step, nearer tensor) -> its negation Model (steps repeat)
         for cause in sorted(self.tracer.steps + self.tracer.edge_steps, key=lambda c: c.index):
             tag = (cause.op or {}).get("tag")
             if tag is not None:
@@ -318,13 +338,14 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked
     keys = [k for k, _ in cause.inputs]
     t_src, t_near = keys.index(src_key), keys.index(near_key)
     blocked.rule, blocked.strategy, blocked.phase = _rule_text(step.rule), cause.strategy, cause.phase
-    program = step_program([step])
-    facts = step_facts([step], audit.propagated.meshes)
-    # A chain through the nearer tensor's own record says only that it did not hold
-    # the axis already: ranked after the chains through the step's decisions.
-    model = Model(program, facts, engine.run, aside=lambda chain: any(
-        f.kind == "missing" and f.relation in ("rec_axis", "in_dim_axis")
-        and f.args[:2] == (0, t_near) for f in chain))
+    model = walk.models.get((step, t_near))
+    if model is None:
+        # A chain through the nearer tensor's own record says only that it did not
+        # hold the axis already: ranked after the chains through the step's decisions.
+        model = walk.models[(step, t_near)] = Model(
+            step_program([step]), step_facts([step], audit.propagated.meshes), engine.run,
+            aside=lambda chain: any(f.kind == "missing" and f.relation in ("rec_axis", "in_dim_axis")
+                                    and f.args[:2] == (0, t_near) for f in chain))
     found = cause_of(model, step, t_src, t_near, axis, blocked, dim,
                      won=lambda others, factor: _earlier(walk, explainer, link, cause, keys, t_src,
                                                          axis, others, factor))
