@@ -98,6 +98,27 @@ class Absence:
         return out
 
 
+_PARSED: dict[str, dict[str, list]] = {}
+
+
+def _clauses_by_head(program: Program) -> dict[str, list]:
+    """head relation -> its (clause, rule) pairs, parsed once per program text (the
+    step programs of an audit are a few, by their ``max_factors``)."""
+    found = _PARSED.get(program.text)
+    if found is None:
+        found = {}
+        clauses, rules = parse_clauses(program.text), parse_rules(program)
+        if len(clauses) != len(rules):   # (a rule with several heads: not in sdy-dl's programs)
+            raise ValueError("negation provenance needs one head per rule")
+        for clause, rule in zip(clauses, rules):
+            if clause.body:
+                found.setdefault(clause.head[1], []).append((clause, rule))
+        if len(_PARSED) >= 8:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[program.text] = found
+    return found
+
+
 def _show(v) -> str:
     return str(v) if isinstance(v, int) else '"' + str(v).replace('"', '\\"') + '"'
 
@@ -118,13 +139,7 @@ class Model:
         for name, rows in facts.items():
             self.rel.setdefault(name, set()).update(map(tuple, rows))
         self.inputs = {d.name for d in program.inputs}
-        self.clauses: dict[str, list] = {}
-        clauses, rules = parse_clauses(program.text), parse_rules(program)
-        if len(clauses) != len(rules):   # (a rule with several heads: not in sdy-dl's programs)
-            raise ValueError("negation provenance needs one head per rule")
-        for clause, rule in zip(clauses, rules):
-            if clause.body:
-                self.clauses.setdefault(clause.head[1], []).append((clause, rule))
+        self.clauses = _clauses_by_head(program)
         self._memo: dict[tuple, Absence] = {}
         self.aside = aside or (lambda chain: False)
 
