@@ -408,3 +408,17 @@ def test_report_memory_section_says_why_not(tmp_path):
     assert headline.startswith("stopped at stablehlo.add (input line 3) from %arg1 into %0: "
                                "factor i already holds another axis")
     assert f"y on dim 0, 1: <small>why not: {html.escape(headline)}</small>" in memory
+
+
+@pytest.mark.parametrize("text, value, dim, atom, failed", [
+    (SPLIT, "%0", 0, 'proj_take(0, 0, _, _, _, "x", 1, 4)', "fails: proj_gcd(2, 4, 4)  (no tuple)"),
+    (BAND, "%0", None, 'cand0(0, 0, _, "x", _, _)', "fails: c0(0, 0, 2, Q, \"x\", P, S)  (no tuple)"),
+    (CLOSED_LOOP, "%2", None, 'ag_within(0, 2, 0, _, "x", _, _)', "fails: "),
+])
+def test_proof_of_the_new_causes(text, value, dim, atom, failed):
+    """--proof expands the failing rule of a sub-axis, a band win and a closed
+    data-flow edge into the step program's derivation."""
+    lines = answer(text, value, "x", dim).lines(proof=True)
+    start = lines.index(f"    no {atom}:")
+    assert lines[start + 1].startswith("      rule datalog/step/")
+    assert any(line.strip().startswith(failed) for line in lines[start:])
