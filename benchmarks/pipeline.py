@@ -39,9 +39,10 @@ counts of ``SIZES``, then times whole processes on each module file:
 * with ``--whatif``, in one process per round (python engine): the module
   propagated with its audit (``sdy_dl.propagate``), then a what-if that gives
   one main argument another sharding (``result.whatif``, reusing the first
-  propagation's steps), then a full ``propagate`` pipeline of the edited input
-  in the same process; the what-if's time over the full propagate's is the
-  ``whatif / propagate`` ratio, and the two outputs must be identical.
+  propagation, and the lines ``sdy-dl whatif`` prints, with the conflicts and
+  memory), then a full ``propagate`` pipeline of the edited input in the same
+  process; the what-if's time over the full propagate's is the ``whatif /
+  propagate`` ratio (wall and CPU), and the two outputs must be identical.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -135,14 +136,16 @@ for v in result.audit.outputs.values:     # the first main argument sharded on "
             and [a.name for a in s.dims[0].axes] == ["model"] and not s.dims[1].axes):
         name, new = v.name, '<@mesh, [{}, {"model"}]>'
         break
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 after, changes = result.whatif(set={name: new})
-whatif_s = time.perf_counter() - start
+lines = changes.lines()      # what `sdy-dl whatif` prints: conflicts and memory too
+whatif_s, whatif_cpu = time.perf_counter() - start, time.process_time() - cpu
 edited = after.edited_input
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 full = propagate(parse_module_text(edited, sys.argv[1]), make_options({}, engine="python")).print()
-full_s = time.perf_counter() - start
-print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s, "value": name,
+full_s, full_cpu = time.perf_counter() - start, time.process_time() - cpu
+print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
+                  "whatif_cpu": whatif_cpu, "propagate_cpu": full_cpu, "value": name,
                   "changed": len(changes.changed), "same": full == after.text}))
 """
 
@@ -159,9 +162,11 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str) -> dict:
         run_process([sys.executable, "-c", WHATIF_SCRIPT, module], env, out)
         with open(out, encoding="utf-8") as f:
             rounds.append(json.loads(f.read()))
-    med = {k: statistics.median(r[k] for r in rounds) for k in ("audit", "whatif", "propagate")}
+    med = {k: statistics.median(r[k] for r in rounds)
+           for k in ("audit", "whatif", "propagate", "whatif_cpu", "propagate_cpu")}
     ratio = statistics.median(r["whatif"] / r["propagate"] for r in rounds)
-    return {"label": label, "rounds": rounds, "median": med, "ratio": ratio,
+    cpu_ratio = statistics.median(r["whatif_cpu"] / r["propagate_cpu"] for r in rounds)
+    return {"label": label, "rounds": rounds, "median": med, "ratio": ratio, "cpu_ratio": cpu_ratio,
             "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
             "changed": rounds[0]["changed"]}
 
@@ -609,8 +614,9 @@ def main(argv=None) -> int:
             m = w["median"]
             print(f"  whatif ({w['value']} edited, {w['changed']} values changed): audit "
                   f"{m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
-                  f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x (median of "
-                  f"rounds); identical: {'yes' if w['same'] else 'NO'}", flush=True)
+                  f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x wall, "
+                  f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); identical: "
+                  f"{'yes' if w['same'] else 'NO'}", flush=True)
         if "python" in row["cold"]:
             print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
                   flush=True)
