@@ -42,21 +42,31 @@ def _h(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
-def signatures(module: Module, table=None) -> tuple[dict, list]:
-    """(signature -> [(name, sharding text)] in module order, [reshards as (name, operand
-    sig, text)]), read straight from the module's MLIR by a
-    :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the module's, when one is
-    at hand; its names are the values')."""
+def signatures(module: Module, table=None) -> tuple[dict, list, object]:
+    """(signature -> [(value, sharding text)] in module order, [reshards as (value,
+    operand sig, text)], ``name(value)``: a value's name), read straight from the
+    module's MLIR by a :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the
+    module's, when one is at hand; its names are the values').  Names are read only
+    for the values asked for: qualifying a name that sibling regions share means
+    reading the printed module's lines."""
     from sdy_dl.audit.naming import ValueTable
 
     if table is None:
         table = ValueTable(module.mlir.operation, module.print)
-    table.names.resolve()
-    names = table.names.names
+    ssa = table.names
     key_of = table.key_of
+
+    def name(value) -> str:
+        """``value``: a value key, or a function result's name."""
+        if isinstance(value, str):
+            return value
+        if value in ssa.pending:
+            ssa.resolve()
+        return ssa.names[value][0]
+
     sig: dict[tuple, str] = {}        # value key -> its signature
     region_sig: dict = {}             # op -> its own signature (for nested values)
-    out: dict[str, list[tuple[str, str | None]]] = {}
+    out: dict[str, list[tuple[object, str | None]]] = {}
     reshards = []
 
     def text(mop, index: int, block_arg: bool):
@@ -64,7 +74,7 @@ def signatures(module: Module, table=None) -> tuple[dict, list]:
         return None if s is None else s.to_text()
 
     def add(key: str, value_key: tuple, mop, index: int, block_arg: bool) -> None:
-        out.setdefault(key, []).append((names[value_key][0], text(mop, index, block_arg)))
+        out.setdefault(key, []).append((value_key, text(mop, index, block_arg)))
 
     for n, mop in enumerate(table.ops):
         func = table.enclosing[mop]
@@ -89,7 +99,7 @@ def signatures(module: Module, table=None) -> tuple[dict, list]:
         if mop.name == "sdy.reshard":
             k = (f"o{n}", 0)
             sig[k] = operands[0]
-            reshards.append((names[k][0], operands[0], text(mop, 0, False)))
+            reshards.append((k, operands[0], text(mop, 0, False)))
             continue
         attrs = tuple(sorted((name, str(attr)) for name, attr in mop.attributes.items()
                              if name not in SHARDING_ATTRS))
@@ -105,7 +115,7 @@ def signatures(module: Module, table=None) -> tuple[dict, list]:
                     k = key_of(arg)
                     sig[k] = _h(own, ri, bi, i)
                     add(sig[k], k, mop, i, True)
-    return out, reshards
+    return out, reshards, name
 
 
 def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_b=None
@@ -116,27 +126,28 @@ def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        sa, ra = signatures_a if signatures_a is not None else signatures(a)
-        sb, rb = signatures(b, table_b)
-    equal, diffs = 0, []
-    for key in list(sa) + [k for k in sb if k not in sa]:
-        xs, ys = sa.get(key, []), sb.get(key, [])
-        for (na, ta), (nb, tb) in zip(xs, ys):
-            if ta == tb:
+        sa, ra, name_a = signatures_a if signatures_a is not None else signatures(a)
+        sb, rb, name_b = signatures(b, table_b)
+        equal, diffs = 0, []
+        for key in list(sa) + [k for k in sb if k not in sa]:
+            xs, ys = sa.get(key, []), sb.get(key, [])
+            for (va, ta), (vb, tb) in zip(xs, ys):
+                if ta == tb:
+                    equal += 1
+                else:
+                    diffs.append(Difference("different", name_a(va), name_b(vb), ta, tb))
+            for va, ta in xs[len(ys):]:
+                diffs.append(Difference("only in A", name_a(va), None, ta, None))
+            for vb, tb in ys[len(xs):]:
+                diffs.append(Difference("only in B", None, name_b(vb), None, tb))
+        rest_b = list(rb)
+        for value, operand, text in ra:
+            match = next((r for r in rest_b if r[1] == operand and r[2] == text), None)
+            if match is not None:
+                rest_b.remove(match)
                 equal += 1
             else:
-                diffs.append(Difference("different", na, nb, ta, tb))
-        for na, ta in xs[len(ys):]:
-            diffs.append(Difference("only in A", na, None, ta, None))
-        for nb, tb in ys[len(xs):]:
-            diffs.append(Difference("only in B", None, nb, None, tb))
-    rest_b = list(rb)
-    for name, operand, text in ra:
-        match = next((r for r in rest_b if r[1] == operand and r[2] == text), None)
-        if match is not None:
-            rest_b.remove(match)
-            equal += 1
-        else:
-            diffs.append(Difference("reshard in A", name, None, text, None))
-    diffs += [Difference("reshard in B", None, name, None, text) for name, _, text in rest_b]
+                diffs.append(Difference("reshard in A", name_a(value), None, text, None))
+        diffs += [Difference("reshard in B", None, name_b(value), None, text)
+                  for value, _, text in rest_b]
     return equal, diffs
