@@ -35,7 +35,6 @@ PEAK_NOTE = ("estimate: each op result is live from its op to its last use in op
 class ValueMemory:
     """One value of the output and its bytes per device."""
 
-    name: str
     function: str
     op: str                       # defining op, "argument", or "result" (function results)
     shape: tuple[int, ...]
@@ -46,6 +45,12 @@ class ValueMemory:
     devices: int                  # how many devices it is split over
     mesh_devices: int             # how many devices its mesh has (1: no mesh)
     out: object = field(default=None, repr=False)   # the OutputValue
+
+    @property
+    def name(self) -> str:
+        """The value's name, as the output prints it (read when asked for: naming a
+        value that sibling regions share reads the printed module's lines)."""
+        return self.out.name
 
     @property
     def replicated(self) -> bool:
@@ -185,7 +190,7 @@ class _Builder:
             known = self._rows[(value_type, sharding)] = self._numbers(value_type, sharding)
         if known[0] is None:
             return None
-        return ValueMemory(out.name, out.func, op, *known, out)
+        return ValueMemory(out.func, op, *known, out)
 
     def _numbers(self, value_type, sharding) -> tuple:
         from sdy_dl.ir.meshes import mesh_of
@@ -257,7 +262,8 @@ class _Builder:
             functions.append(FunctionMemory(label, arguments, results, peak, peak_at))
         candidates = [r for r in rows if r.op != "result" and (r.replicated or r.partly_sharded)
                       and r.bytes_per_device > 0]
-        candidates.sort(key=lambda r: (-r.bytes_per_device, r.name))
+        if top:
+            candidates.sort(key=lambda r: (-r.bytes_per_device, r.name))
         chosen = candidates[:top]
         self.records = self.step_records([r.out for r in chosen])
         explained = [self.unsharded(r) for r in chosen]
@@ -341,16 +347,16 @@ def _peak(intermediates, position, key) -> tuple[int, str]:
                 last = p
         events[i] = events.get(i, 0) + r.bytes_per_device
         events[last + 1] = events.get(last + 1, 0) - r.bytes_per_device
-    names = {}
+    first = {}
     for i, _, r in intermediates:
-        names.setdefault(i, r.name)
+        first.setdefault(i, r)
     live = peak = 0
-    at = ""
+    at = None
     for i in sorted(events):
         live += events[i]
         if live > peak:
-            peak, at = live, names.get(i, "")
-    return peak, at
+            peak, at = live, first.get(i)
+    return peak, at.name if at is not None else ""
 
 
 def _symbol(func) -> str:
