@@ -577,12 +577,15 @@ def _conflicts_by_key(audit) -> dict:
     meshes = audit.propagated.meshes
     known = memo.steps.setdefault(mesh_key(audit.propagated), {})
     causes = last_visits(explainer)
-    missing = [c for c in causes if c.step not in known]
+    missing = {}    # step input -> a cause that evaluated it
+    for cause in causes:
+        if cause.step not in known:
+            missing.setdefault(cause.step, cause)
     if missing:
-        records = StepRecords([c.step for c in missing], meshes)
-        for cause in missing:
-            known[cause.step] = [(c.factor, c.axis, c.kind, _kept(c))
-                                 for c in step_conflicts(explainer, cause, records)]
+        records = StepRecords(list(missing), meshes)
+        for step, cause in missing.items():
+            known[step] = [(c.factor, c.axis, c.kind, _kept(c))
+                           for c in step_conflicts(explainer, cause, records)]
     out = {}
     for cause in causes:
         for part in known[cause.step]:
