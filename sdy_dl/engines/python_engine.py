@@ -280,8 +280,7 @@ class _ComponentMemo:
         they are as cheap to derive as to key: few tuples from small inputs)."""
         if (sum(len(rel[name]) for name in members) <= self.SMALL
                 and not any(isinstance(part, int) for part in key)):
-            self.off[cid] = True
-            return
+            return   # (its miss is counted: a component that stays cheap stops being keyed)
         entries = self.entries[cid]
         if len(entries) >= self.KEEP:
             for token in entries.pop(next(iter(entries)))[1].values():
