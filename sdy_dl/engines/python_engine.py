@@ -1,11 +1,12 @@
 """An embedded engine in pure Python: the program's rules compiled to Python loops.
 
-Each rule of the Soufflé program becomes one Python function of nested loops
-over hash indexes (generated once per program text); a call evaluates the
-relations component by component in dependency order (stratified: a
-component never negates or aggregates over itself), recursive components
-semi-naively.  Nothing is ground ahead: a rule whose first relation is empty
-costs one loop over nothing, so a call on a few hundred facts takes
+Each rule of the Soufflé program becomes a block of nested loops over hash
+indexes, the rules of one component one Python function (and, in a recursive
+component, the delta variants reading one relation another), generated once
+per program text; a call evaluates the relations component by component in
+dependency order (stratified: a component never negates or aggregates over
+itself), recursive components semi-naively.  Nothing is ground ahead: a rule
+whose first relation is empty costs one test, so a call on a few hundred facts takes
 milliseconds where clingo pays ~30 ms to ground the step program's 400
 rules.  It evaluates the subset :mod:`sdy_dl.datalog.check` accepts, with
 Soufflé's semantics (docs/design.md, "The engines"): 32-bit arithmetic that
@@ -176,12 +177,10 @@ class _Plan:
 def _evaluate_component(rel, index, members, rules, variants) -> None:
     """Derive the relations ``members`` of one component (semi-naively if recursive)."""
     if not variants:
-        for head, fn in rules:
-            fn(rel, index, None, rel[head].add)
+        rules(rel, index, None, rel)
         return
     delta = {name: set() for name in members}
-    for head, fn in rules:
-        fn(rel, index, None, delta[head].add)
+    rules(rel, index, None, delta)
     while True:
         # Only the relations that gained tuples have a delta, and only the
         # rule variants reading one of those deltas run.
@@ -199,8 +198,8 @@ def _evaluate_component(rel, index, members, rules, variants) -> None:
         delta_index = _Index(new)
         delta = {name: set() for name in members}
         for source in new:
-            for head, fn in variants.get(source, ()):
-                fn(rel, index, delta_index, delta[head].add)
+            if source in variants:
+                variants[source](rel, index, delta_index, delta)
 
 
 class _ComponentMemo:
@@ -305,11 +304,12 @@ class _ComponentMemo:
 
 
 def program_source(program: Program) -> str:
-    """The Python module evaluating ``program``: one function per rule (and per
-    recursive body atom of a recursive rule, reading the delta there),
-    ``FACTS`` and ``COMPONENTS`` (members, rules, delta variants by the
-    relation whose delta they read, the other relations the rules read) in
-    evaluation order."""
+    """The Python module evaluating ``program``: per component, one function of
+    its rules and, for a recursive component, one per member relation of the
+    variants of its rules reading that relation's delta (a rule has one per
+    recursive body atom); ``FACTS`` and ``COMPONENTS`` (members, the rules'
+    function, the variants' functions by the relation whose delta they read,
+    the other relations the rules read) in evaluation order."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
@@ -319,25 +319,25 @@ def program_source(program: Program) -> str:
     lines: list[str] = []
     names: list[str] = []
 
-    def function(clause: Clause, delta: int | None = None) -> str:
+    def function(items: list[tuple[Clause, int | None]]) -> str:
         name = f"r{len(names)}"
         names.append(name)
-        lines.extend(_rule_lines(clause, name, delta))
-        return f"({clause.head[1]!r}, {name})"
+        lines.extend(_rules_lines(items, name))
+        return name
 
     components = []
     for cid in sorted({comp[c.head[1]] for c in rules}):
         members = sorted(name for name, c in comp.items() if c == cid)
         group = [c for c in rules if comp[c.head[1]] == cid]
-        compiled = [function(c) for c in group]
-        variants: dict[str, list[str]] = {}   # delta relation -> the variants reading it
+        compiled = function([(c, None) for c in group])
+        variants: dict[str, list] = {}   # delta relation -> the variants reading it
         for c in group:
             for k, lit in enumerate(c.body):
                 if lit[0] == "atom" and not lit[3] and lit[1] in members:
-                    variants.setdefault(lit[1], []).append(function(c, delta=k))
-        by_source = ", ".join(f"{name!r}: [{', '.join(fns)}]" for name, fns in variants.items())
+                    variants.setdefault(lit[1], []).append((c, k))
+        by_source = ", ".join(f"{name!r}: {function(items)}" for name, items in variants.items())
         inputs = sorted({b for h, b, _ in edges if comp.get(h) == cid} - set(members))
-        components.append(f"({set(members)!r}, [{', '.join(compiled)}], {{{by_source}}}, "
+        components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, "
                           f"{tuple(inputs)!r})")
     facts = [repr((c.head[1], tuple(_constant(a) for a in c.head[2])))
              for c in clauses if not c.body]
@@ -354,27 +354,34 @@ def _constant(term):
 
 # -- code generation ---------------------------------------------------------
 
-def _rule_lines(clause: Clause, name: str, delta: int | None) -> list[str]:
-    """The source of function ``name(rel, index, delta_index, add)`` evaluating
-    ``clause`` (reading the delta at body position ``delta``, if given)."""
-    gen = _Gen(clause)
-    gen.line(f"def {name}(rel, index, delta_index, add):")
-    gen.depth += 1
-    gen.line("for _once in (0,):")
-    gen.depth += 1
-    literals = list(enumerate(clause.body))
-    if delta is not None:   # the delta is small: join from it
-        literals.insert(0, literals.pop(delta))
-    gen.conjunction(literals, delta)
-    head_args = ", ".join(gen.expr(a) for a in clause.head[2])
-    gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
-    # Before the loops: return when a relation the body joins is empty, then fetch
-    # the relations and indexes the loops read (each once per call, not per tuple).
-    header = [f"    {var} = {fetch}" for var, fetch in gen.sets.items()]
-    if gen.required:
-        header.append(f"    if not ({' and '.join(sorted(gen.required))}): return")
-    header += [f"    {var} = {fetch}" for var, fetch in gen.indexes.items()]
-    return gen.lines[:1] + header + gen.lines[1:] + [""]
+def _rules_lines(items: list[tuple[Clause, int | None]], name: str) -> list[str]:
+    """The source of function ``name(rel, index, delta_index, out)`` evaluating the
+    rules ``items`` (each a clause, reading the delta at body position ``delta``
+    if given) one after the other, each adding its tuples to ``out[head]``."""
+    fetched: dict[str, str] = {}   # relation variable -> its fetch, once per call
+    blocks: list[str] = []
+    for clause, delta in items:
+        gen = _Gen(clause)
+        gen.depth = 2
+        gen.line("for _once in (0,):")
+        gen.depth += 1
+        literals = list(enumerate(clause.body))
+        if delta is not None:   # the delta is small: join from it
+            literals.insert(0, literals.pop(delta))
+        gen.conjunction(literals, delta)
+        head_args = ", ".join(gen.expr(a) for a in clause.head[2])
+        gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
+        fetched.update(gen.sets)
+        # Run the rule when no relation the body joins is empty; fetch the indexes
+        # the loops read then (each once per call, not per tuple).
+        test = " and ".join(sorted(gen.required)) or "True"
+        blocks.append(f"    if {test}:")
+        blocks.append(f"        add = out[{clause.head[1]!r}].add")
+        blocks += [f"        {var} = {fetch}" for var, fetch in gen.indexes.items()]
+        blocks += gen.lines
+    header = [f"def {name}(rel, index, delta_index, out):"]
+    header += [f"    {var} = {fetch}" for var, fetch in fetched.items()]
+    return header + blocks + [""]
 
 
 class _Gen:
