@@ -317,3 +317,31 @@ def test_an_invalid_rule_file_is_not_cached(tmp_path, monkeypatch):
             load_rule_db([str(bad)])
         assert str(bad) in str(e.value)
     assert not (tmp_path / "cache" / "rules").exists()
+
+
+def test_the_signature_of_a_deeply_nested_op_is_read_without_recursion():
+    """An op's signature holds the structure of every op nested in it, read by one
+    iterative walk: 1500 nested named computations (Python's recursion limit is 1000)."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.rules.db import _signature
+
+    depth, t = 1500, "tensor<8xf32>"
+    lines = [f"func.func @main(%arg0: {t}) -> {t} {{"]
+    for k in range(depth):
+        operand = "%arg0" if k == 0 else f"%x{k - 1}"
+        lines.append(f'%r{k} = sdy.named_computation<"n{k}">({operand}) (%x{k}: {t}) {{')
+    lines.append(f"sdy.return %x{depth - 1} : {t}")
+    for k in reversed(range(depth)):
+        lines.append(f"}} : ({t}) -> {t}")
+        lines.append(f"sdy.return %r{k} : {t}" if k else f"return %r0 : {t}\n}}")
+    module = parse_module_text("\n".join(lines))
+    with mlir_context():
+        signature = _signature(next(op for op in module.ops if op.parent is not None))
+    levels = 0
+    while signature[4]:   # (the one nested computation, then its return)
+        assert [entry[0] for entry in signature[4]] == ["sdy.named_computation", "sdy.return"] \
+            or [entry[0] for entry in signature[4]] == ["sdy.return"]
+        levels += 1
+        signature = (None,) * 3 + signature[4][0][3] if len(signature[4]) == 2 else (None,) * 5
+    assert levels == depth

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.ir.walk import walk_model
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.generators import GENERATORS
 from sdy_dl.rules.instance import RuleInstance
@@ -119,37 +120,52 @@ class RuleDB:
 NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
 
 
-def _signature(op, attrs=None) -> tuple:
+def _signature(op, attrs=None, structures=None) -> tuple:
     """What a local rule can depend on: the op's name, types, attributes and
     regions (a scatter's update computation decides its factor kinds).  Types
     and attributes are uniqued in sdy-dl's one MLIR context, so they are
     compared as objects, without printing them.  ``attrs``: the op's
-    attributes, when the caller has them."""
+    attributes, when the caller has them; ``structures``: the region
+    structures of ops nested in it, when read already (see
+    :func:`_region_structure`)."""
     if attrs is None:
         attrs = op.mlir.attributes
     types = getattr(op, "types", None)   # (a view reads them from the MLIR)
     operand_types, result_types = types() if types is not None else (
         tuple([v.mlir_type for v in op.operands]), tuple([v.mlir_type for v in op.results]))
+    if not op.regions:
+        structure = ()
+    elif structures is not None and op in structures:
+        structure = structures[op]
+    else:
+        structure = _region_structure(op)
     return (op.name, operand_types, result_types,
             tuple(sorted([item for item in attrs.items() if not item[0].startswith("sdy.")]))
-            if len(attrs) else (),
-            _region_structure(op) if op.regions else ())
+            if len(attrs) else (), structure)
 
 
 def _region_structure(op) -> tuple:
-    """The ops of ``op``'s regions with their operands numbered locally."""
-    numbers: dict[int, int] = {}
-    out = []
-    for region in op.regions:
-        for block in region.blocks:
-            for arg in block.args:
-                numbers[arg.vid] = len(numbers)
-            for child in block.ops:
-                out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
-                            tuple(v.mlir_type for v in child.results), _signature(child)[3:]))
-                for r in child.results:
-                    numbers[r.vid] = len(numbers)
-    return tuple(out)
+    """The ops of ``op``'s regions with their operands numbered locally (per op
+    with regions), each with its own signature: read for the nested ops first
+    (one post-order walk, :func:`~sdy_dl.ir.walk.walk_model`)."""
+    structures: dict = {}
+    for nested, entering in walk_model(op):
+        if entering or not nested.regions:
+            continue
+        numbers: dict[int, int] = {}
+        out = []
+        for region in nested.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    numbers[arg.vid] = len(numbers)
+                for child in block.ops:
+                    out.append((child.name, tuple(numbers.get(v.vid, -1) for v in child.operands),
+                                tuple(v.mlir_type for v in child.results),
+                                _signature(child, structures=structures)[3:]))
+                    for r in child.results:
+                        numbers[r.vid] = len(numbers)
+        structures[nested] = tuple(out)
+    return structures[op]
 
 
 def rule_files_in(path: str | Path) -> list[Path]:
