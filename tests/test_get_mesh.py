@@ -38,5 +38,6 @@ CASES = [
 
 @pytest.mark.parametrize("engine", ["python", "clingo"])
 def test_get_mesh_as_shardy(engine):
-    got = get_meshes([tensors for tensors, _ in CASES], MESHES, PassOptions(RunContext(engine=engine)))
-    assert got == [want for _, want in CASES]
+    cases = CASES + CASES[::-1]     # ops read alike share one answer, given back to each
+    got = get_meshes([tensors for tensors, _ in cases], MESHES, PassOptions(RunContext(engine=engine)))
+    assert got == [want for _, want in cases]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sdy_dl.passes import Stage
+from sdy_dl.passes.export.explicit_reshards_projection import per_distinct
 from sdy_dl.sharding import Mesh, TensorSharding
 
 STAGE = Stage("get_mesh")
@@ -16,6 +17,14 @@ STAGE = Stage("get_mesh")
 def mesh_kind(mesh: Mesh) -> str:
     """The kind of ``mesh`` as stage ``get_mesh`` reads it."""
     return "empty" if mesh.is_empty else "maximal" if mesh.is_maximal else "axes"
+
+
+def tensor_key(s: TensorSharding | None):
+    """What the stage reads of one tensor's sharding ``s``: its mesh symbol and
+    whether a dim has an axis (None: no sharding on a mesh symbol)."""
+    if s is None or not isinstance(s.mesh, str):
+        return None
+    return s.mesh, any(d.axes for d in s.dims)
 
 
 def get_mesh_facts(shardings: Sequence[Sequence[TensorSharding | None]],
@@ -28,11 +37,12 @@ def get_mesh_facts(shardings: Sequence[Sequence[TensorSharding | None]],
     for k, tensors in enumerate(shardings):
         facts["in_op"].add((k,))
         for t, s in enumerate(tensors):
-            if s is None or not isinstance(s.mesh, str):
+            key = tensor_key(s)
+            if key is None:
                 continue
-            used.add(s.mesh)
-            facts["in_tensor_mesh"].add((k, t, s.mesh))
-            if any(d.axes for d in s.dims):
+            used.add(key[0])
+            facts["in_tensor_mesh"].add((k, t, key[0]))
+            if key[1]:
                 facts["in_sharded"].add((k, t))
     for name in used:
         mesh = meshes[name]
@@ -43,8 +53,10 @@ def get_mesh_facts(shardings: Sequence[Sequence[TensorSharding | None]],
 
 def get_meshes(shardings: Sequence[Sequence[TensorSharding | None]], meshes: dict[str, Mesh],
                options) -> list[str | None]:
-    """Per op, the mesh symbol it works on (None: none)."""
-    if not shardings:
-        return []
-    decided = dict(STAGE.run(get_mesh_facts(shardings, meshes), options)["mesh"])
-    return [decided.get(k) for k in range(len(shardings))]
+    """Per op, the mesh symbol it works on (None: none); the stage is asked once
+    for the ops whose tensors it reads alike."""
+    def run(distinct):
+        decided = dict(STAGE.run(get_mesh_facts(distinct, meshes), options)["mesh"])
+        return [decided.get(k) for k in range(len(distinct))]
+    return per_distinct(run, list(shardings),
+                        [tuple(tensor_key(s) for s in tensors) for tensors in shardings])
