@@ -63,7 +63,7 @@ def test_the_constraint_forcing_all_to_alls_comes_first(text, count):
     assert len(after.collectives()) == 0
     assert changes.collective_bytes == (192 * count, 0)
     # as the command line types it
-    assert ("whatif: sdy-dl whatif '<string>' --explicit-collectives "
+    assert ("whatif: sdy-dl whatif MODULE --explicit-collectives "
             "--set 'input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>'") in str(found)
     assert [s.score for s in found] == sorted((s.score for s in found), reverse=True)
 

@@ -114,8 +114,10 @@ class Suggestion:
         return " ".join(_option(e) for e in self.candidate.edits)
 
     def command(self, file: str) -> str:
-        """The ``sdy-dl whatif`` command that shows what the edits change."""
-        return f"sdy-dl whatif {shlex.quote(file)} --explicit-collectives {self.edit_args()}"
+        """The ``sdy-dl whatif`` command that shows what the edits change (``MODULE``
+        for a module read from standard input or given as text)."""
+        where = "MODULE" if file.startswith("<") else shlex.quote(file)
+        return f"sdy-dl whatif {where} --explicit-collectives {self.edit_args()}"
 
     def to_json(self) -> dict:
         return {"kind": self.candidate.kind, "why": self.candidate.why,
