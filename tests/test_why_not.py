@@ -186,6 +186,15 @@ func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}
 }
 """
 
+# A custom call without a sharding rule between the annotation and the value.
+NO_RULE = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.custom_call @my_kernel(%arg0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+"""
+
 
 def answer(text, value, axis, dim=None, **options):
     result = propagate(text, engine="python", **options)
@@ -272,7 +281,7 @@ def test_a_manual_axis_is_its_own_cause(value):
 
 @pytest.mark.parametrize("text, value, dim", [
     (AFTER_LOOP, "%3", None), (CLOSED_LOOP, "%2", None), (AFTER_CALL, "%2", None),
-    (AFTER_CASE, "%2", None),
+    (AFTER_CASE, "%2", None), (NO_RULE, "%1", None),
     (MANUAL, "%1", None), (PRIORITY, "%0", None), (BAND, "%0", None), (SPLIT, "%0", 0),
     (NOT_DIVIDING, "%arg0", None)])
 def test_shardy_leaves_the_axis_out_too(text, value, dim):
@@ -307,6 +316,16 @@ def test_a_boundary_made_evenly_sharded_keeps_a_sub_axis():
 def test_sub_axes_on_two_dims_hold_the_axis():
     assert answer(SPLIT, "%0", "x").has_axis
     assert not answer(SPLIT, "%0", "x", 1).has_axis
+
+
+def test_an_op_without_a_rule_is_where_the_axis_stops():
+    got = answer(NO_RULE, "%1", "x")
+    assert len(got.blocked) == 1, got.lines()
+    b = got.blocked[0]
+    assert (b.source, b.op, b.place, b.to, b.via) == ("%arg0", "stablehlo.custom_call",
+                                                      "input line 3", "%0", ["stablehlo.tanh"])
+    assert b.cause == ("stablehlo.custom_call has no sharding rule: propagation does not cross it "
+                       "(no step of it was evaluated)")
 
 
 def test_unconnected_value():
@@ -350,9 +369,11 @@ def test_proof_expands_the_chain(tmp_path):
     assert data["blocked"][0]["datalog"]["atom"] == 'ag_within(0, 1, 0, _, "x", _, _)'
 
 
-def test_clingo_gives_the_same_answer():
-    python = answer(OTHER_DIM, "%0", "x", 1).lines(proof=True)
-    clingo = propagate(OTHER_DIM, engine="clingo").why_not("%0", "x", 1).lines(proof=True)
+@pytest.mark.parametrize("text, value, dim", [(OTHER_DIM, "%0", 1), (SPLIT, "%0", 0),
+                                              (BAND, "%0", None), (CLOSED_LOOP, "%2", None)])
+def test_clingo_gives_the_same_answer(text, value, dim):
+    python = answer(text, value, "x", dim).lines(proof=True)
+    clingo = propagate(text, engine="clingo").why_not(value, "x", dim).lines(proof=True)
     assert python == clingo
 
 

@@ -318,8 +318,11 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked
     near_sharding = tracer.final(near_key)
     if link.owner:
         place = place_in(str(link.owner_loc), audit.file)
-    else:
-        place = cause.op["place"] if cause is not None else ""
+    elif cause is not None:
+        place = cause.op["place"]
+    else:   # (the op was never stepped: its first result's record has its place)
+        record = audit.propagated.by_tag.get((link.tag, 0))
+        place = record.place if record is not None else "no place"
     op = _link_name(link)
     blocked = Blocked(explainer.key_name(src_key), src_sharding.to_text(),
                       explainer.annotations(src_key, len(tracer.writes)), op, place, "",
