@@ -32,6 +32,8 @@ printed output module:
 
 from __future__ import annotations
 
+import functools
+
 from sdy_dl.audit.explain import Explainer, Node
 from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
 from sdy_dl.audit.provenance import ProvenanceTracer
@@ -85,6 +87,14 @@ class Audit:
     def explain(self, name: str, depth: int = 8) -> Node:
         """The derivation tree of output value ``name``."""
         return self.explainer.explain(self.value(name), depth)
+
+    @functools.cached_property
+    def step_walk(self):
+        """The propagation's steps indexed for why-not answers
+        (:class:`sdy_dl.audit.why_not.StepWalk`, built when first asked for)."""
+        from sdy_dl.audit.why_not import StepWalk
+
+        return StepWalk(self)
 
     def conflicts(self) -> list:
         """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`),

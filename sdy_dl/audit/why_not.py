@@ -185,7 +185,7 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     if key is None:
         answer.note = "the export passes made this value; propagation never saw it"
         return answer
-    walk = _walk_of(audit)
+    walk = audit.step_walk
     tracer = walk.tracer
     given = tracer.final(key)
     have = _amount(given, axis, dims)
@@ -236,7 +236,7 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     return answer
 
 
-class _Walk:
+class StepWalk:
     """What every why-not of one audit walks: the links by key, and the last
     step of each op and data-flow edge (by the op's tag)."""
 
@@ -259,13 +259,6 @@ class _Walk:
 
 def _link_name(link) -> str:
     return f"the data-flow edge of {link.owner}" if link.owner else link.name
-
-
-def _walk_of(audit) -> _Walk:
-    walk = getattr(audit, "_why_not_walk", None)
-    if walk is None:
-        walk = audit._why_not_walk = _Walk(audit)
-    return walk
 
 
 def _made_even(out, given, printed, axis: str, dims, meshes) -> str:
