@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -113,6 +114,28 @@ def test_jobs_do_not_change_the_output(tmp_path, program):
         assert data["suggestions"][0]["edits"] == [
             "--set input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>"]
         assert data["suggestions"][0]["communication_saved"] == 192
+
+
+def test_the_printed_command_repeats_the_run_options(tmp_path):
+    """The whatif command a suggestion prints propagates as the suggest run did
+    (rule files and Shardy's options), so running it shows the saving suggest found."""
+    module = tmp_path / "m.mlir"
+    module.write_text(CONSTRAINED)
+    rules = tmp_path / "extra.yaml"
+    rules.write_text("description: a rule this module does not use\ncustom_calls:\n"
+                     "  my_matmul:\n    doc: unused.\n    einsum: ([i, j], [j, k]) -> ([i, k])\n")
+    done = _run("suggest", str(module), "--top", "1", "--quiet", "--conservative",
+                "--rules", str(rules), "--pass-option", "dedup-functions-fully=true")
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.strip().startswith("whatif: ")]
+    command = shlex.split(line.strip()[len("whatif: "):])
+    assert command[:2] == ["sdy-dl", "whatif"]
+    assert command[2:10] == [str(module), "--explicit-collectives", "--rules", str(rules),
+                             "--pass-option", "conservative-propagation=true",
+                             "--pass-option", "dedup-functions-fully=true"]
+    again = _run(*command[1:], "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert "collectives: 192 -> 0 bytes per device in all" in again.stdout
 
 
 @pytest.mark.parametrize("args, text, code", [

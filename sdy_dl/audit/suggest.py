@@ -113,11 +113,13 @@ class Suggestion:
         """The edits as ``sdy-dl whatif`` options, quoted for a POSIX shell."""
         return " ".join(_option(e) for e in self.candidate.edits)
 
-    def command(self, file: str) -> str:
+    def command(self, file: str, run_args: str = "") -> str:
         """The ``sdy-dl whatif`` command that shows what the edits change (``MODULE``
-        for a module read from standard input or given as text)."""
+        for a module read from standard input or given as text), with the
+        propagation's own options ``run_args`` (:func:`run_args`)."""
         where = "MODULE" if file.startswith("<") else shlex.quote(file)
-        return f"sdy-dl whatif {where} --explicit-collectives {self.edit_args()}"
+        return " ".join(filter(None, ("sdy-dl whatif", where, "--explicit-collectives",
+                                      run_args, self.edit_args())))
 
     def to_json(self) -> dict:
         return {"kind": self.candidate.kind, "why": self.candidate.why,
@@ -141,6 +143,7 @@ class Suggestions:
     tried: int                          # candidates evaluated
     refused: list[tuple[Candidate, str]] = field(default_factory=list)   # and why
     no_gain: int = 0                    # verified, but saving nothing (score <= 0)
+    run_args: str = ""                  # the propagation's options, as sdy-dl takes them
 
     def __iter__(self):
         return iter(self.suggestions)
@@ -156,7 +159,7 @@ class Suggestions:
 
     def to_json(self) -> dict:
         return {"file": self.file, "score": "communication saved + memory saved, bytes per device",
-                "candidates": self.tried, "refused": len(self.refused), "no_gain": self.no_gain,
+                "run_args": self.run_args, "candidates": self.tried, "refused": len(self.refused), "no_gain": self.no_gain,
                 "suggestions": [s.to_json() for s in self.suggestions]}
 
     def lines(self) -> list[str]:
@@ -175,7 +178,7 @@ class Suggestions:
                        f"saved ({human_bytes(c[0])} -> {human_bytes(c[1])}), memory "
                        f"{_signed(s.memory_saved)} B saved ({human_bytes(m[0])} -> {human_bytes(m[1])})")
             out.append(f"    {s.candidate.kind}: {s.candidate.why}")
-            out.append(f"    whatif: {s.command(self.file)}")
+            out.append(f"    whatif: {s.command(self.file, self.run_args)}")
             for a in s.applied:
                 if a.get("jax"):
                     out.append(f"    jax: {a['jax']}")
@@ -185,6 +188,19 @@ class Suggestions:
         if not self.suggestions:
             out.append("no candidate edit saves communication or memory")
         return out
+
+
+def run_args(options) -> str:
+    """The command-line options that propagate as ``options`` do (its rule files and
+    Shardy's options other than explicit collectives, which the command gives), quoted."""
+    from sdy_dl.passes.options import given_items
+    from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+
+    values = {k: v for k, v in options.values.items()
+              if k != ENABLE_INSERT_EXPLICIT_COLLECTIVES.name}
+    args = [f"--rules {shlex.quote(str(f))}" for f in options.context.rule_files or ()]
+    args += [f"--pass-option {shlex.quote(item)}" for item in given_items(values)]
+    return " ".join(args)
 
 
 def _signed(n: int) -> str:
@@ -492,4 +508,5 @@ def suggest(audit, top: int = 5, jobs: int | None = None) -> Suggestions:
         else:
             no_gain += 1
     good.sort(key=lambda t: t[:3])
-    return Suggestions(audit.file, [t[-1] for t in good[:top]], len(cands), refused, no_gain)
+    return Suggestions(audit.file, [t[-1] for t in good[:top]], len(cands), refused, no_gain,
+                       run_args(audit.options))

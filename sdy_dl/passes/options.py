@@ -44,9 +44,7 @@ class Option:
         return "|".join(self.type) if isinstance(self.type, tuple) else self.type
 
     def default_text(self) -> str:
-        if isinstance(self.default, bool):
-            return "true" if self.default else "false"
-        return str(self.default)
+        return value_text(self.default)
 
     def parse(self, text: str):
         """The typed value of ``text`` (:class:`UsageError` when it is not one)."""
@@ -90,6 +88,19 @@ class Option:
         if isinstance(self.type, tuple):
             return "one of " + ", ".join(self.type)
         return "a string"
+
+
+def value_text(value) -> str:
+    """A typed option value as the command line writes it (``true``, ``4``, ``name``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def given_items(values: Mapping[str, object]) -> list[str]:
+    """Typed option ``values`` as the ``KEY=VALUE`` items :func:`resolve_options`
+    reads back, sorted by key."""
+    return [f"{name}={value_text(value)}" for name, value in sorted(values.items())]
 
 
 def resolve_options(given: Iterable[str] | Mapping[str, object] | None,
