@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -88,8 +89,13 @@ def test_the_replicated_weight_gets_an_axis():
     assert after.memory(top=1).top[0].value.name != "%arg2"
 
 
+#: the installed console script (``python -m sdy_dl.cli`` from the source root would
+#: import the source tree's sdy_dl, which a non-editable install does not map cli/ into)
+SDY_DL = shutil.which("sdy-dl", path=os.path.dirname(sys.executable)) or shutil.which("sdy-dl")
+
+
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "sdy_dl.cli", *args], capture_output=True,
+    return subprocess.run([SDY_DL, *args], capture_output=True,
                           text=True, env={**os.environ, "SDY_DL_TRACEBACK": ""})
 
 
