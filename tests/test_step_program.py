@@ -51,11 +51,12 @@ STEP_DOMAINS = {"i": "Step", "a": "Axis", "ao": "Axis", "an": "Axis", "m": "Mesh
 @pytest.mark.parametrize("stage,params,domains", [
     ("step", {"max_factors": 4}, STEP_DOMAINS),
     ("insert_explicit_reshards", {"phase": "out"}, STEP_DOMAINS),
-    ("collective_inserter", {}, {"a": "Axis", "b": "Axis"})])
+    ("collective_inserter", {}, {"a": "Axis", "b": "Axis"}),
+    ("get_mesh", {}, {"m": "Mesh"})])
 def test_step_columns_are_typed(stage, params, domains):
     """Step ids, axis names and mesh symbols are declared domains (Soufflé subtypes,
     ``.type Axis <: symbol``) in every relation of the step program, of the
-    stage that includes its schema, and (axis names) of the collective inserter's."""
+    stage that includes its schema, and of the other stages that hold them."""
     program = compile_stage(stage, **params)
     typed = 0
     for decl in program.decls.values():
@@ -63,7 +64,7 @@ def test_step_columns_are_typed(stage, params, domains):
             if column in domains:
                 assert typ == domains[column], (decl.name, column, typ)
                 typed += 1
-    assert typed > 10
+    assert typed >= 5
 
 
 @pytest.mark.parametrize("engine", ["python", "clingo"])
