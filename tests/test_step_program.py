@@ -64,7 +64,8 @@ EQUIVALENCE_DOMAINS = {
     ("is_equivalent", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),
     ("reshard_to_collectives", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),
     ("canonicalize", {}, {**EQUIVALENCE_DOMAINS, "in_collective_axis.a": "Axis"}),
-    ("user_priority_propagation", {}, {"s": "Site", "a": "Axis"})])
+    ("user_priority_propagation", {}, {"s": "Site", "a": "Axis"}),
+    ("sharding_group_map", {}, {"g": "Group", "v": "Value", "s": "Sharding"})])
 def test_step_columns_are_typed(stage, params, domains):
     """Step ids, axis names and mesh symbols are declared domains (Soufflé subtypes,
     ``.type Axis <: symbol``) in every relation of the step program, of the
