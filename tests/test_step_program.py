@@ -84,20 +84,31 @@ def test_step_columns_are_typed(stage, params, domains):
 
 
 @pytest.mark.parametrize("engine", ["python", "clingo"])
-@pytest.mark.parametrize("rule,what", [
-    ("bad(A) :- in_mesh(A, _, _).", "variable A is used with types Axis and Mesh"),
-    ("bad(A) :- in_mesh_axis(_, A, N), A = N.", "comparison '=' of a Axis with a number"),
-    ("bad(A) :- in_step(I, _, _, _, _, _), in_dim_axis(I, I, _, _, A, _, _).",
+@pytest.mark.parametrize("stage,params,typ,rule,what", [
+    ("step", {"max_factors": 4}, "Axis", "bad(A) :- in_mesh(A, _, _).",
+     "variable A is used with types Axis and Mesh"),
+    ("step", {"max_factors": 4}, "Axis", "bad(A) :- in_mesh_axis(_, A, N), A = N.",
+     "comparison '=' of a Axis with a number"),
+    ("step", {"max_factors": 4}, "Axis",
+     "bad(A) :- in_step(I, _, _, _, _, _), in_dim_axis(I, I, _, _, A, _, _).",
      "variable I is used with types Step and number"),
+    ("is_equivalent", {}, "Axis", "bad(A) :- in_dim_axis(_, A, _, _, A).",
+     "variable A is used with types Axis and Side"),
+    ("get_mesh", {}, "Mesh", "bad(M) :- in_mesh(M, _, _, _), in_mesh(_, M, _, _).",
+     "variable M is used with types Mesh and symbol"),
+    ("sharding_group_map", {}, "Group", "bad(G) :- in_member(G, _, _), in_sharding(G, _).",
+     "variable G is used with types Group and Value"),
+    ("user_priority_propagation", {}, "Site", "bad(S) :- in_site(S), in_dim_priority(S, S, _).",
+     "variable S is used with types Site and number"),
 ])
-def test_a_misuse_of_a_step_domain_is_rejected(engine, rule, what):
-    """Every embedded engine refuses, with one located error, a rule of the step
-    program that mixes its domains."""
+def test_a_misuse_of_a_domain_is_rejected(engine, stage, params, typ, rule, what):
+    """Every embedded engine refuses, with one located error, a rule of a typed
+    stage that mixes its domains."""
     from sdy_dl.datalog.program import Program, parse_declarations
     from sdy_dl.engines import get_engine
 
-    text = compile_stage("step", max_factors=4).text + (
-        "\n// bad(A): a misuse\n.decl bad(a: Axis)\n" + rule + "\n")
+    text = compile_stage(stage, **params).text + (
+        f"\n// bad(A): a misuse\n.decl bad(a: {typ})\n" + rule + "\n")
     with pytest.raises(SdyError) as info:
         get_engine(engine).run(Program(text, parse_declarations(text)), {})
     message = str(info.value)
