@@ -20,7 +20,8 @@ from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 @main.command("suggest")
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--top", default=5, show_default=True, type=click.IntRange(1, None),
-              help="How many suggestions to print (the best first).")
+              help="How many suggestions to print (the best first; edits with the same effect "
+                   "are one suggestion).")
 @click.option("--jobs", default=None, type=click.IntRange(1, None),
               help="Processes that evaluate the candidates (default: the usable CPUs, at most 4); "
                    "the output does not depend on it.")
@@ -36,7 +37,9 @@ def suggest_cmd(module: str, top: int, jobs: int | None, fmt: str, output: str, 
     starts from; the constraints and annotations its shardings came from) and the
     largest replicated values (a mesh axis on a dim it divides), evaluate each by an
     exact what-if and print those that save bytes, best first: score = communication
-    saved + memory saved (bytes per device), each edit as 'sdy-dl whatif' options."""
+    saved + memory saved (bytes per device), each edit as 'sdy-dl whatif' options;
+    edits whose edited programs propagate to the same output are one suggestion
+    (the others listed as 'same effect')."""
     options = make_pass_options(**opts).with_values(
         {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
     with errors_in(module):

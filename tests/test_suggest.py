@@ -104,10 +104,11 @@ def _lm_head() -> str:
                          .as_text(debug_info=True))
 
 
-@pytest.mark.parametrize("program", ["constrained", "lm_head"])
+@pytest.mark.parametrize("program", ["constrained", "lm_head", "example"])
 def test_jobs_do_not_change_the_output(tmp_path, program):
     module = tmp_path / "m.mlir"
-    module.write_text(CONSTRAINED if program == "constrained" else _lm_head())
+    module.write_text({"constrained": lambda: CONSTRAINED, "lm_head": _lm_head,
+                       "example": lambda: open(EXAMPLE).read()}[program]())
     outs = []
     for jobs, fmt in (("1", "text"), ("2", "text"), ("1", "json"), ("2", "json")):
         done = _run("suggest", str(module), "--jobs", jobs, "--format", fmt, "--quiet")
@@ -120,6 +121,8 @@ def test_jobs_do_not_change_the_output(tmp_path, program):
         assert data["suggestions"][0]["edits"] == [
             "--set input %2=#sdy.sharding<@mesh, [{\"x\"}, {}]>"]
         assert data["suggestions"][0]["communication_saved"] == 192
+    if program == "example":       # some edits are folded into another with the same effect
+        assert any(s["equivalent"] for s in data["suggestions"])
 
 
 def test_the_printed_command_repeats_the_run_options(tmp_path):
@@ -180,3 +183,35 @@ def test_an_erased_constraint_is_named_as_explain_names_it():
     assert changes.collective_bytes == (192, 0)
     with pytest.raises(SdyError, match="no value of the input print as %9"):
         result.whatif(drop_constraints=["input %9"])
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "training_step.mlir")
+
+
+def test_edits_with_the_same_effect_are_one_entry():
+    with open(EXAMPLE) as f:
+        result = sdy_dl.propagate(f.read(), explicit_collectives=True)
+    found = result.suggest(top=3, jobs=1)
+    assert len(found) == 3                       # entries, not candidates
+    folded = [s for s in found if s.equivalent]
+    assert folded
+    texts = {}
+    for s in found:
+        after, _ = result.whatif(list(s.candidate.edits))
+        texts[id(s)] = after.text
+        for e in s.equivalent:
+            assert e.candidate.edits != s.candidate.edits
+            assert (e.score, e.removed, e.added) == (s.score, s.removed, s.added)
+            # verified: the other edit propagates to the very same output
+            other, _ = result.whatif(list(e.candidate.edits))
+            assert other.text == after.text
+    # different effects stay separate, even at the same score
+    assert len(set(texts.values())) == len(found)
+    same_score = [(a, b) for a, b in zip(found, found[1:]) if a.score == b.score]
+    assert same_score and all(a.added != b.added for a, b in same_score)
+    e = folded[0].equivalent[0]
+    assert f"    same effect: {e.edit_args()}  (" in str(found)
+    data = found.to_json()["suggestions"]
+    i = list(found).index(folded[0])
+    assert data[i]["equivalent"][0]["whatif_args"] == e.edit_args()
+    assert data[i]["equivalent"][0]["edits"] == [x.to_text() for x in e.candidate.edits]

@@ -49,6 +49,11 @@ side's; then the memory candidates in table order).  Both components are shown, 
 negative (a constraint that removes an all-to-all by keeping a value
 replicated costs memory).
 
+Suggestions whose edited programs propagate to the same output text (compared
+by its SHA-256) have the same effect: they are one entry, the best-ranked
+edit first and the others as its ``equivalent`` (``same effect:`` lines), in
+rank order; ``top`` counts entries.
+
 Candidates are evaluated in ``jobs`` processes forked from this one (each
 starts with the first propagation already made); the output does not depend
 on ``jobs``.
@@ -56,6 +61,7 @@ on ``jobs``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -96,6 +102,8 @@ class Suggestion:
     removed: list[str] = field(default_factory=list)    # collectives removed, one line each
     added: list[str] = field(default_factory=list)      # collectives added
     changed: int = 0                   # values whose sharding changed
+    result: str = ""                   # SHA-256 of the edited program's propagated output text
+    equivalent: list["Suggestion"] = field(default_factory=list)   # same result, ranked lower
 
     @property
     def communication_saved(self) -> int:
@@ -131,7 +139,11 @@ class Suggestion:
                 "memory_saved": self.memory_saved,
                 "memory_bytes": {"before": self.memory[0], "after": self.memory[1]},
                 "applied": self.applied, "collectives_removed": self.removed,
-                "collectives_added": self.added, "values_changed": self.changed}
+                "collectives_added": self.added, "values_changed": self.changed,
+                "equivalent": [{"kind": e.candidate.kind, "why": e.candidate.why,
+                                "edits": [x.to_text() for x in e.candidate.edits],
+                                "whatif_args": e.edit_args(), "applied": e.applied}
+                               for e in self.equivalent]}
 
 
 @dataclass
@@ -166,8 +178,11 @@ class Suggestions:
         """The suggestions as ``sdy-dl suggest`` prints them."""
         from sdy_dl.audit.cost_model import human_bytes
 
+        same = sum(len(s.equivalent) for s in self.suggestions)
+        also = (f"(and {same} more edit{'s' * (same != 1)} with the same effect as one of "
+                "them) ") if same else ""
         head = (f"{self.file}: {len(self.suggestions)} suggestion"
-                f"{'s' * (len(self.suggestions) != 1)} verified by re-propagation "
+                f"{'s' * (len(self.suggestions) != 1)} verified by re-propagation {also}"
                 f"({self.tried} candidates: {len(self.refused)} refused, {self.no_gain} saving "
                 "nothing); score = communication saved + memory saved, bytes per device")
         out = [head]
@@ -185,6 +200,8 @@ class Suggestions:
             for word, found in (("removes", s.removed), ("adds", s.added)):
                 for line in found:
                     out.append(f"    {word} {line}")
+            for e in s.equivalent:
+                out.append(f"    same effect: {e.edit_args()}  ({e.candidate.kind}: {e.candidate.why})")
         if not self.suggestions:
             out.append("no candidate edit saves communication or memory")
         return out
@@ -421,7 +438,7 @@ def evaluate(audit, candidate: Candidate):
     from sdy_dl.audit.whatif import whatif
 
     try:
-        _, w = whatif(audit, list(candidate.edits))
+        edited, w = whatif(audit, list(candidate.edits))
     except SdyError as e:
         return e.message
     before = sum(b.arguments + b.peak_intermediates for _, b, _ in w.memory if b is not None)
@@ -429,7 +446,8 @@ def evaluate(audit, candidate: Candidate):
     return Suggestion(candidate, tuple(w.collective_bytes), (before, after),
                       [a.to_json() for a in w.applied],
                       [_collective_line(c) for c in w.collectives_removed],
-                      [_collective_line(c) for c in w.collectives_added], len(w.changed))
+                      [_collective_line(c) for c in w.collectives_added], len(w.changed),
+                      hashlib.sha256(edited.text.encode()).hexdigest())
 
 
 def _collective_line(c) -> str:
@@ -508,5 +526,19 @@ def suggest(audit, top: int = 5, jobs: int | None = None) -> Suggestions:
         else:
             no_gain += 1
     good.sort(key=lambda t: t[:3])
-    return Suggestions(audit.file, [t[-1] for t in good[:top]], len(cands), refused, no_gain,
-                       run_args(audit.options))
+    return Suggestions(audit.file, _same_effect([t[-1] for t in good])[:top], len(cands),
+                       refused, no_gain, run_args(audit.options))
+
+
+def _same_effect(ranked: list[Suggestion]) -> list[Suggestion]:
+    """``ranked`` with the suggestions whose edited program propagates to the same
+    output text folded into the best-ranked of them (its ``equivalent``, in rank order)."""
+    first: dict[str, Suggestion] = {}
+    out = []
+    for s in ranked:
+        if s.result in first:
+            first[s.result].equivalent.append(s)
+        else:
+            first[s.result] = s
+            out.append(s)
+    return out
