@@ -63,7 +63,11 @@ EQUIVALENCE_DOMAINS = {
     ("get_mesh", {}, {"m": "Mesh"}),
     ("is_equivalent", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),
     ("reshard_to_collectives", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),
-    ("canonicalize", {}, {**EQUIVALENCE_DOMAINS, "in_collective_axis.a": "Axis"}),
+    ("canonicalize", {}, {**EQUIVALENCE_DOMAINS, "in_collective_axis.a": "Axis",
+                          **{f"{r}.{c}": typ for r in ("in_op", "in_pure_op", "in_effectful_op",
+                                                       "in_recursive_op", "in_terminator_op")
+                             for c, typ in (("d", "Dialect"), ("n", "OpName"))},
+                          "in_effect_free_dialect.d": "Dialect", "in_axes_collective.n": "OpName"}),
     ("user_priority_propagation", {}, {"s": "Site", "a": "Axis"}),
     ("sharding_group_map", {}, {"g": "Group", "v": "Value", "s": "Sharding"})])
 def test_step_columns_are_typed(stage, params, domains):
