@@ -9,14 +9,13 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.conflicts import groups_text
 from sdy_dl.cli import main
-from sdy_dl.cli.options import make_pass_options, pass_options
+from sdy_dl.cli.options import format_option, make_pass_options, pass_options
 from sdy_dl.ir import load_module
 
 
 @main.command("conflicts")
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@format_option()
 @pass_options
 def conflicts(module: str, fmt: str, **opts) -> None:
     """List the conflicts of propagating MODULE, one entry per pattern (same op kind,

@@ -9,14 +9,14 @@ import click
 
 from sdy_dl.audit.diff import diff_modules
 from sdy_dl.cli import main
+from sdy_dl.cli.options import format_option
 from sdy_dl.ir import load_module
 
 
 @main.command("diff")
 @click.argument("a", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("b", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@format_option()
 def diff(a: str, b: str, fmt: str) -> None:
     """Compare the shardings of modules A and B value by value, aligned by dataflow
     (an inserted reshard does not misalign the rest).  Exit status 1 when they differ."""

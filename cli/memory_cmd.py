@@ -10,8 +10,8 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.memory import text_lines
 from sdy_dl.cli import main
-from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
-                                unregistered_dialect_option)
+from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
+                                report_file_option, unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
@@ -19,13 +19,11 @@ from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 
 @main.command("memory")
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="json lists every value.")
+@format_option("json lists every value.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, None),
               help="How many of the largest replicated or partly sharded values to explain.")
 @click.option("--all", "all_values", is_flag=True, help="Text: list every value too.")
-@click.option("-o", "--output", default="-", show_default=True,
-              type=click.Path(dir_okay=False, allow_dash=True), help="Output file (- for stdout).")
+@report_file_option
 @unregistered_dialect_option
 @pass_options
 def memory(module: str, fmt: str, top: int, all_values: bool, output: str, **opts) -> None:

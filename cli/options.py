@@ -27,6 +27,19 @@ def unregistered_dialect_option(fn):
                         help="Accept ops of dialects that are not registered.")(fn)
 
 
+def format_option(help: str | None = None):
+    """``--format text|json`` (as ``fmt``) of a command that prints a report."""
+    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                        show_default=True, help=help)
+
+
+def report_file_option(fn):
+    """``-o/--output``: the file a report is written to (default stdout)."""
+    return click.option("-o", "--output", default="-", show_default=True,
+                        type=click.Path(dir_okay=False, allow_dash=True),
+                        help="Output file (- for stdout).")(fn)
+
+
 def module_io_options(fn):
     """MODULE argument, ``-o/--output`` (default stdout) and ``--allow-unregistered-dialect``."""
     fn = unregistered_dialect_option(fn)

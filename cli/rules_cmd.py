@@ -7,7 +7,7 @@ import json
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import unregistered_dialect_option
+from sdy_dl.cli.options import format_option, unregistered_dialect_option
 
 _RULES_HELP = "Extra YAML rule file or folder (repeatable; after $SDY_DL_RULES)."
 
@@ -24,8 +24,7 @@ def rules() -> None:
 
 @rules.command("list")
 @_rules_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format (json for scripts).")
+@format_option("Output format (json for scripts).")
 def list_rules(rule_files: tuple[str, ...], fmt: str) -> None:
     """List the ops and custom-call targets (@name) covered, with their rule file."""
     from sdy_dl.rules.db import load_rule_db

@@ -7,15 +7,14 @@ import json
 import click
 
 from sdy_dl.cli import main
-from sdy_dl.cli.options import errors_in, unregistered_dialect_option
+from sdy_dl.cli.options import errors_in, format_option, unregistered_dialect_option
 from sdy_dl.ir import load_module
 from sdy_dl.summary import module_summary
 
 
 @main.command()
 @click.argument("module", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format (json for scripts).")
+@format_option("Output format (json for scripts).")
 @unregistered_dialect_option
 def show(module: str, fmt: str) -> None:
     """Print a readable summary of MODULE (use - for stdin)."""

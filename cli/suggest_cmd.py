@@ -10,8 +10,8 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.suggest import default_jobs, suggest
 from sdy_dl.cli import main
-from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
-                                unregistered_dialect_option)
+from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
+                                report_file_option, unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
 from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
@@ -25,10 +25,8 @@ from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 @click.option("--jobs", default=None, type=click.IntRange(1, None),
               help="Processes that evaluate the candidates (default: the usable CPUs, at most 4); "
                    "the output does not depend on it.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("-o", "--output", default="-", show_default=True,
-              type=click.Path(dir_okay=False, allow_dash=True), help="Output file (- for stdout).")
+@format_option()
+@report_file_option
 @unregistered_dialect_option
 @pass_options
 def suggest_cmd(module: str, top: int, jobs: int | None, fmt: str, output: str, **opts) -> None:

@@ -9,7 +9,7 @@ import click
 from sdy_dl.audit import Audit
 from sdy_dl.audit.whatif import Edit, print_input, whatif
 from sdy_dl.cli import main
-from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
+from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
@@ -29,8 +29,7 @@ from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
               help="Write the propagated edited module here.")
 @click.option("--save-input", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the edited input module here.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@format_option()
 @click.option("--explicit-collectives", is_flag=True,
               help="Propagate with explicit collectives and list the collectives the edits "
                    "add and remove, with their bytes per device.")
