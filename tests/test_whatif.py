@@ -402,12 +402,14 @@ def test_cli_whatif_writes_outputs(tmp_path):
     assert out.read_text() == full.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--set", "%99=<@mesh, [{}]>"], "no value '%99'"),
-    (["--set", 'arg:0=<@mesh, [{"data"}]>'], "doesn't match tensor rank"),
-    (["--set", 'arg:0=<@mesh, [{"nope"}, {}]>'], 'has axes "data"=2, "model"=4'),
+@pytest.mark.parametrize("args, message, at_value", [
+    (["--set", "%99=<@mesh, [{}]>"], "no value '%99'", False),
+    (["--set", 'arg:0=<@mesh, [{"data"}]>'], "doesn't match tensor rank", True),
+    (["--set", 'arg:0=<@mesh, [{"nope"}, {}]>'], 'has axes "data"=2, "model"=4', True),
 ])
-def test_cli_bad_edit_writes_nothing(tmp_path, args, message):
+def test_cli_bad_edit_writes_nothing(tmp_path, args, message, at_value):
+    """A bad edit is one error line, located at the edited value's op in the input
+    when there is one (arg:0: the main function), and nothing is written."""
     from click.testing import CliRunner
 
     from sdy_dl.cli import main
@@ -419,7 +421,13 @@ def test_cli_bad_edit_writes_nothing(tmp_path, args, message):
                                                   "-o", str(out), "--save-input", str(saved)])
     assert r.exit_code == 1
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"sdy-dl: error: {src}: ") and message in lines[0]
+    where = str(src)
+    if at_value:
+        text = src.read_text().splitlines()
+        line = next(n for n, t in enumerate(text, 1) if "func.func" in t and "@main(" in t)
+        where += f":{line}:{text[line - 1].index('func.func') + 1}"
+    assert len(lines) == 1 and lines[0].startswith(f"sdy-dl: error: {where}: ")
+    assert message in lines[0]
     assert not out.exists() and not saved.exists()
     assert r.stdout == ""
 

@@ -113,6 +113,19 @@ def place_in(loc: str, file: str) -> str:
     return "input (no line)"
 
 
+def input_position(where) -> tuple[int, int] | None:
+    """(line, column) in the module read of a place given as (location, file), as its
+    parser located it; None for a place given as text or located elsewhere (a JAX
+    program's Python lines)."""
+    if isinstance(where, str):
+        return None
+    loc, file = where
+    for f, line, col in _FILE_LOC_RE.findall(str(loc)):
+        if f in ("-", file):
+            return int(line), int(col)
+    return None
+
+
 def op_of_key(key: tuple) -> int:
     """The pre-order number of the op a value key belongs to: the op of a result
     ``(oN, i)``, the region op of a block argument ``(aN.K, -1)``."""

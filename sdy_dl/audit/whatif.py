@@ -35,10 +35,12 @@ valid choices.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
 
+from sdy_dl.audit.naming import input_position
 from sdy_dl.errors import SdyError, UsageError
 
 #: Edit kinds, as the command line spells their options.
@@ -233,6 +235,7 @@ class _Target:
     rank: int
     current: object            # TensorSharding or None
     where: str
+    position: tuple | None = None   # (line, column) of its op in the input file, if known
 
 
 def resolve(audit, edit: Edit) -> _Target:
@@ -289,8 +292,9 @@ def _origin_target(audit, edit: Edit, origin) -> _Target:
             raise SdyError(f"{edit.value!r} is a block argument of {origin.op}, which holds no "
                            "sharding; edit the value it is bound to", file=file)
         return _Target("arg", op, int(tag.split(".")[1]), name, origin.op, rank, current,
-                       origin.place)
-    return _Target("op", op, res, name, origin.op, rank, current, origin.place)
+                       origin.place, input_position(origin.where))
+    return _Target("op", op, res, name, origin.op, rank, current, origin.place,
+                   input_position(origin.where))
 
 
 def _input_value_info(audit, key) -> tuple[int, object]:
@@ -378,6 +382,46 @@ def _mesh_for(target: _Target, meshes: dict, file: str) -> str:
 
 # -- applying edits to a copy of the input ----------------------------------------
 
+def _planned(audit, edit: Edit, target: _Target, meshes: dict, seen: dict) -> tuple:
+    """(edit, target, new sharding or None), once ``edit`` is checked against its target
+    and the edits before it (``seen``: target -> edit)."""
+    key = (target.place, target.op, target.index)
+    if key in seen:
+        raise SdyError(f"{edit.to_text()} and {seen[key].to_text()} edit the same input "
+                       f"value {target.name}", file=audit.file)
+    seen[key] = edit
+    new = None
+    if edit.kind == "set":
+        new = parse_sharding(edit.sharding, target, meshes, audit.file)
+    elif edit.kind == "unset":
+        if target.current is None:
+            raise SdyError(f"--unset {edit.value}: its input value {target.name} has no "
+                           f"annotation to remove ({_annotated(audit)})", file=audit.file)
+        if target.op_name == "sdy.sharding_constraint":
+            raise SdyError(f"--unset {edit.value}: {target.name} is a sharding constraint; "
+                           "use --drop-constraint to remove it", file=audit.file)
+    elif edit.kind == "drop":
+        if target.op_name != "sdy.sharding_constraint":
+            raise SdyError(f"--drop-constraint {edit.value}: {target.name} is defined by "
+                           f"{target.op_name}, not a sharding constraint; constraints: "
+                           f"{_constraints(audit)}", file=audit.file)
+    else:
+        raise ValueError(f"edit kind {edit.kind!r}")
+    return edit, target, new
+
+
+@contextlib.contextmanager
+def _located_at(target: _Target):
+    """An error about an edit of ``target`` is located at its op in the input file
+    (when the parser located it there)."""
+    try:
+        yield
+    except SdyError as e:
+        if target.position is not None:
+            e.located(line=target.position[0], col=target.position[1])
+        raise
+
+
 def edit_input(audit, edits: list[Edit]):
     """(the edited copy of the input module as an MLIR op, the applied edits); nothing
     is edited in ``audit``'s modules."""
@@ -392,29 +436,8 @@ def edit_input(audit, edits: list[Edit]):
     planned, seen = [], {}
     for edit in edits:
         target = resolve(audit, edit)
-        key = (target.place, target.op, target.index)
-        if key in seen:
-            raise SdyError(f"{edit.to_text()} and {seen[key].to_text()} edit the same input "
-                           f"value {target.name}", file=audit.file)
-        seen[key] = edit
-        new = None
-        if edit.kind == "set":
-            new = parse_sharding(edit.sharding, target, meshes, audit.file)
-        elif edit.kind == "unset":
-            if target.current is None:
-                raise SdyError(f"--unset {edit.value}: its input value {target.name} has no "
-                               f"annotation to remove ({_annotated(audit)})", file=audit.file)
-            if target.op_name == "sdy.sharding_constraint":
-                raise SdyError(f"--unset {edit.value}: {target.name} is a sharding constraint; "
-                               "use --drop-constraint to remove it", file=audit.file)
-        elif edit.kind == "drop":
-            if target.op_name != "sdy.sharding_constraint":
-                raise SdyError(f"--drop-constraint {edit.value}: {target.name} is defined by "
-                               f"{target.op_name}, not a sharding constraint; constraints: "
-                               f"{_constraints(audit)}", file=audit.file)
-        else:
-            raise ValueError(f"edit kind {edit.kind!r}")
-        planned.append((edit, target, new))
+        with _located_at(target):
+            planned.append(_planned(audit, edit, target, meshes, seen))
     with mlir_context():
         copy = audit.inputs.copy()
         ops = walk_pre(copy)[1:]
@@ -433,7 +456,8 @@ def edit_input(audit, edits: list[Edit]):
                 op = ops[target.op] if target.op >= 0 else main
                 _write(op, target, new)
                 if new is not None:
-                    _verified(op, target, new, meshes, audit.file)
+                    with _located_at(target):
+                        _verified(op, target, new, meshes, audit.file)
         for op in drops:
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
