@@ -71,7 +71,9 @@ EQUIVALENCE_DOMAINS = {
     ("user_priority_propagation", {}, {"s": "Site", "a": "Axis"}),
     ("sharding_group_map", {}, {"g": "Group", "v": "Value", "s": "Sharding"}),
     ("is_on_full_version", {}, {"n": "OperationName", "s": "Sharding"}),
-    ("op_priorities", {}, {"in_trait.t": "Trait", "c": "OpClass", "d": "Direction"})])
+    ("op_priorities", {}, {"in_trait.t": "Trait", "c": "OpClass", "d": "Direction"}),
+    ("unflatten_call_graph", {"dedup": False}, {"f": "Func", "k": "Key"}),
+    ("unflatten_call_graph", {"dedup": True}, {"f": "Func", "k": "Key", "g": "Group"})])
 def test_step_columns_are_typed(stage, params, domains):
     """Step ids, axis names and mesh symbols are declared domains (Soufflé subtypes,
     ``.type Axis <: symbol``) in every relation of the step program, of the
