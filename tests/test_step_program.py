@@ -73,7 +73,10 @@ EQUIVALENCE_DOMAINS = {
     ("is_on_full_version", {}, {"n": "OperationName", "s": "Sharding"}),
     ("op_priorities", {}, {"in_trait.t": "Trait", "c": "OpClass", "d": "Direction"}),
     ("unflatten_call_graph", {"dedup": False}, {"f": "Func", "k": "Key"}),
-    ("unflatten_call_graph", {"dedup": True}, {"f": "Func", "k": "Key", "g": "Group"})])
+    ("unflatten_call_graph", {"dedup": True}, {"f": "Func", "k": "Key", "g": "Group"}),
+    ("apply_sharding_constraints", {}, {"v": "Value", "x": "Value", "in_constraint.r": "Value",
+                                        "s": "Sharding", "p": "Place", "o": "Op", "c": "Op",
+                                        "h": "Op", "t": "Op", "c1": "Op", "c2": "Op"})])
 def test_step_columns_are_typed(stage, params, domains):
     """Step ids, axis names and mesh symbols are declared domains (Soufflé subtypes,
     ``.type Axis <: symbol``) in every relation of the step program, of the
@@ -108,6 +111,8 @@ def test_step_columns_are_typed(stage, params, domains):
      "variable G is used with types Group and Value"),
     ("user_priority_propagation", {}, "Site", "bad(S) :- in_site(S), in_dim_priority(S, S, _).",
      "variable S is used with types Site and number"),
+    ("apply_sharding_constraints", {}, "Value", "bad(V) :- in_place(V, _), in_use(_, V, _).",
+     "variable V is used with types Op and Value"),
 ])
 def test_a_misuse_of_a_domain_is_rejected(engine, stage, params, typ, rule, what):
     """Every embedded engine refuses, with one located error, a rule of a typed
