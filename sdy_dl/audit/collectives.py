@@ -399,7 +399,7 @@ class _Builder:
         if note is None:
             from sdy_dl.audit.provenance import Derivation
 
-            leaf = self.explainer._leaf(Derivation(key, self.tracer.initial[key], None),
+            leaf = self.explainer.leaf(Derivation(key, self.tracer.initial[key], None),
                                         self.explainer.key_name(key))
             note = leaf.because.removeprefix("annotation in the input: ")
             if leaf.kind != "annotation":

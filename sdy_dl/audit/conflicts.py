@@ -284,7 +284,7 @@ class AxisOrigins:
         seen = set()
         while stack:
             k, d, b = stack.pop()
-            w = self.tracer._last_write(k, b)
+            w = self.tracer.last_write(k, b)
             if (k, d, w) in seen:
                 continue
             seen.add((k, d, w))
@@ -308,7 +308,7 @@ class AxisOrigins:
                             stack.append((inputs[u], du, cause.first))
                     continue
             if not inputs or k in inputs or cause.kind in ("priority", "sync", "result"):
-                prev = self.tracer._last_write(k, cause.first)
+                prev = self.tracer.last_write(k, cause.first)
                 if prev is not None or self.tracer.initial.get(k) is not None:
                     stack.append((k, d, cause.first))
                     continue
@@ -333,7 +333,7 @@ class AxisOrigins:
         initial = self.tracer.initial.get(key)
         if initial is None:
             return "(no sharding)"
-        leaf = self.explainer._leaf(Derivation(key, initial, None), self.explainer.key_name(key))
+        leaf = self.explainer.leaf(Derivation(key, initial, None), self.explainer.key_name(key))
         if leaf.kind == "annotation":
             return f"{leaf.what} = {leaf.sharding}"
         return f"{leaf.what}: {leaf.because}"

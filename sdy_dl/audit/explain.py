@@ -316,7 +316,7 @@ class Explainer:
         """The named node of ``d`` and its subtree."""
         name = self.key_name(d.key)
         if d.write is None:
-            return self._leaf(d, name)
+            return self.leaf(d, name)
         c = d.write.cause
         op = c.op
         if op is not None and self.outputs.line_of_tag(op.get("tag")):
@@ -397,7 +397,7 @@ class Explainer:
             })
         return out
 
-    def _leaf(self, d: Derivation, name: str) -> Node:
+    def leaf(self, d: Derivation, name: str) -> Node:
         """A leaf: the annotation of the input a key's first sharding is.  The node is
         named as the output names the value (``input %9`` when the output has no such
         value); the annotation is cited with the input's own name and place."""

@@ -248,7 +248,7 @@ class _Builder:
             peak, peak_at = _peak(intermediates, position, key)
             results = 0
             if label is None:
-                label = "main" if func == self.outputs._table.main else f"@{_symbol(func)}"
+                label = "main" if func == self.outputs.table.main else f"@{_symbol(func)}"
             prefix = "" if label == "main" else f"{label}:"
             for i, t in enumerate(func_result_types(func)):
                 try:

@@ -442,11 +442,13 @@ class InputIndex:
     @property
     def annotations(self) -> set[str]:
         """Every annotation of the input: the shardings of its values and main results."""
-        records = [self.get(k) for k in self._read().names.names]
+        records = [self.get(k) for k in self.table.names.names]
         return ({r.sharding for r in records if r.sharding is not None}
                 | {s for s in self.results.values() if s is not None})
 
-    def _read(self) -> ValueTable:
+    @property
+    def table(self) -> ValueTable:
+        """The input module's :class:`ValueTable` (read when first asked for)."""
         if self._table is None:
             snapshot = self._snapshot
             self._table = ValueTable(snapshot, None)   # (input names are not qualified)
@@ -461,7 +463,7 @@ class InputIndex:
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.storage import read_stored
 
-        table = self._read()
+        table = self.table
         record = None
         with mlir_context():
             place = table.places.get(key)
@@ -481,7 +483,7 @@ class InputIndex:
     def related(self, key: tuple) -> list[InputValue]:
         """:attr:`InputValue.related` of the value ``key``."""
         if self._related is None:
-            self._related = self._read().relations()
+            self._related = self.table.relations()
         return [self.get(k) for k in self._related.get(key, ())]
 
     def origin(self, value: Value) -> InputValue | None:

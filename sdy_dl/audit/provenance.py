@@ -162,7 +162,8 @@ class ProvenanceTracer:
         write number ``before`` (None: it has none)."""
         return self._node(key, len(self.writes) if before is None else before, max_depth, set())
 
-    def _last_write(self, key, before: int) -> int | None:
+    def last_write(self, key, before: int) -> int | None:
+        """The number of the last write of ``key`` before write ``before`` (None: none)."""
         at = self._by_key.get(key, ())
         k = bisect.bisect_left(at, before)
         return at[k - 1] if k else None
@@ -198,7 +199,7 @@ class ProvenanceTracer:
             self._root_keys: list = []
             self._root_bit: dict = {}
         memo, leaf_bit = self._root_memo, self._leaf_bit
-        start = self._last_write(key, len(self.writes) if before is None else before)
+        start = self.last_write(key, len(self.writes) if before is None else before)
         if start is None:
             bits = leaf_bit(key)
         else:
@@ -209,7 +210,7 @@ class ProvenanceTracer:
                     continue
                 write = self.writes[w]
                 first = write.cause.first
-                children = [(k, self._last_write(k, first)) for k in self._read_keys(write)]
+                children = [(k, self.last_write(k, first)) for k in self._read_keys(write)]
                 if not expanded:
                     stack.append((w, True))
                     stack.extend((c, False) for _, c in children
@@ -234,7 +235,7 @@ class ProvenanceTracer:
         return 1 << bit
 
     def _node(self, key, before: int, depth: int, seen: set) -> Derivation | None:
-        write_at = self._last_write(key, before)
+        write_at = self.last_write(key, before)
         if write_at is None:
             initial = self.initial.get(key)
             return None if initial is None else Derivation(key, initial, None)

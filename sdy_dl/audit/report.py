@@ -188,7 +188,7 @@ class _Dag:
         of writes can be as long as the module)."""
         tracer = self.tracer
         explainer = self.explainer
-        root = (key, tracer._last_write(key, before))
+        root = (key, tracer.last_write(key, before))
         if root in self.by_state:
             return self.by_state[root]
         stack = [root]
@@ -202,12 +202,12 @@ class _Dag:
 
                 initial = tracer.initial.get(k)
                 self.by_state[(k, w)] = None if initial is None else self._row(
-                    explainer._leaf(Derivation(k, initial, None), explainer.key_name(k)), [])
+                    explainer.leaf(Derivation(k, initial, None), explainer.key_name(k)), [])
                 stack.pop()
                 continue
             write = tracer.writes[w]
             cause = write.cause
-            states = [(kk, tracer._last_write(kk, cause.first))
+            states = [(kk, tracer.last_write(kk, cause.first))
                       for kk in tracer._read_keys(write)]
             missing = [st for st in states if st not in self.by_state]
             if missing:

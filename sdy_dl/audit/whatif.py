@@ -303,7 +303,7 @@ def _input_value_info(audit, key) -> tuple[int, object]:
     from sdy_dl.ir.mlir_ops import tensor_rank
     from sdy_dl.ir.storage import read_stored
 
-    table = audit.inputs._read()
+    table = audit.inputs.table
     owner, value, index, is_arg = table.places[key]
     with mlir_context():
         return tensor_rank(value.type), read_stored(owner, index, is_arg)
@@ -314,7 +314,7 @@ def _main_result_target(audit, index: int) -> _Target:
     from sdy_dl.ir.mlir_ops import func_result_types, tensor_rank
     from sdy_dl.ir.storage import read_func_attr
 
-    table = audit.inputs._read()
+    table = audit.inputs.table
     main = table.main
     with mlir_context():
         types = func_result_types(main)
