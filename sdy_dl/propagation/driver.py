@@ -191,7 +191,7 @@ class Propagator:
             if (quiet is not None and quiet[3] is None
                     and state.unchanged_since(quiet[0].tensors, quiet[2])):
                 continue   # still no tensor with a sharding: nothing to propagate
-            site = self._site(op, directions)
+            site = self.site_of(op, directions)
             if site is None:
                 continue
             tracer = state.tracer
@@ -231,7 +231,7 @@ class Propagator:
             self._current = None
         self._worklist = None
 
-    def _site(self, op: Op, directions: DirectionFn) -> _Site | None:
+    def site_of(self, op: Op, directions: DirectionFn) -> _Site | None:
         """The tensors and rule op ``op`` propagates with (None: nothing to do).
 
         Everything but the directions is fixed for an op: it is built once
@@ -274,13 +274,14 @@ class Propagator:
             allowed = BARRIER_DIRECTIONS[int(op.attr_text("allowed_direction").split()[0])]
             return _Site(op.operands, op.results, rule, (allowed,) * len(rule.factors), True,
                          fixed_directions=True)
-        rule = self._rule(op)
+        rule = self.rule_of(op)
         if rule is None:
             return None
         return _Site(op.operands, op.results, rule, directions(op, rule), is_elementwise(op),
                      self.conservative)
 
-    def _rule(self, op: Op) -> RuleInstance | None:
+    def rule_of(self, op: Op) -> RuleInstance | None:
+        """:meth:`rule_for` of ``op``, asked once per op (and kept as a visited rule)."""
         if op.oid not in self._rules:
             rule = self.rule_for(op)
             self._rules[op.oid] = rule
@@ -333,7 +334,7 @@ class Propagator:
                 idle += 1
                 if op.oid in self.erased or self._trivially_dead(op):
                     continue
-                op_site = self._site(op, directions)
+                op_site = self.site_of(op, directions)
                 if op_site is None:
                     continue
                 blocked = any(sim.slot(v).vid in unknown for v in op_site.tensors)

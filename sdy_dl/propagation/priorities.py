@@ -149,9 +149,9 @@ class OpPriorities:
 
     def _rule(self, op: Op) -> RuleInstance | None:
         if op.name in EDGE_OPS:
-            site = self.propagator._site(op, lambda o, r: ("BOTH",) * len(r.factors))
+            site = self.propagator.site_of(op, lambda o, r: ("BOTH",) * len(r.factors))
             return site.rule if site is not None else None
-        return self.propagator._rule(op)
+        return self.propagator.rule_of(op)
 
     def _decide(self, signatures: set[tuple]) -> None:
         """Run stage ``op_priorities`` once for the undecided ``signatures``, every band."""
