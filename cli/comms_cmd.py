@@ -3,8 +3,6 @@ bytes per device and its cause (the collective ledger, :mod:`sdy_dl.audit.collec
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from sdy_dl.audit import Audit
@@ -12,8 +10,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
                                 report_file_option, unregistered_dialect_option)
 from sdy_dl.ir import load_module
-from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+from sdy_dl.output import write_report
 
 
 def cost_model_option(fn):
@@ -38,11 +35,7 @@ def comms(module: str, fmt: str, output: str, cost_model: str | None, **opts) ->
     from sdy_dl.audit.cost_model import load_cost_model
 
     model = load_cost_model(cost_model)
-    options = make_pass_options(**opts).with_values(
-        {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    options = make_pass_options(explicit_collectives=True, **opts)
     with errors_in(module):
         ledger = Audit(load_module(module), options).collectives(model)
-    if fmt == "json":
-        write_atomic(output, json.dumps(ledger.to_json(), indent=2) + "\n")
-    else:
-        write_atomic(output, str(ledger) + "\n")
+    write_report(output, fmt, ledger, lambda: str(ledger))

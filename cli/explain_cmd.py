@@ -12,7 +12,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
-from sdy_dl.output import write_atomic
+from sdy_dl.output import write_atomic, write_report
 
 
 @main.command("explain")
@@ -51,9 +51,7 @@ def explain(module: str, value: str | None, all_values: bool, fmt: str, depth: i
         with errors_in(module):
             audit = Audit(load_module(module), make_pass_options(**opts))
             answer = why_not(audit, value, why_not_axis, dim)
-        text = (json.dumps(answer.to_json(), indent=2) if fmt == "json"
-                else "\n".join(answer.lines(proof)))
-        write_atomic(output, text + "\n")
+        write_report(output, fmt, answer, lambda: "\n".join(answer.lines(proof)))
         return
     with errors_in(module):
         audit = Audit(load_module(module), make_pass_options(**opts))

@@ -3,8 +3,6 @@ the largest replicated or partly sharded tensors with why (:mod:`sdy_dl.audit.me
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from sdy_dl.audit import Audit
@@ -13,8 +11,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
                                 report_file_option, unregistered_dialect_option)
 from sdy_dl.ir import load_module
-from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+from sdy_dl.output import write_report
 
 
 @main.command("memory")
@@ -31,11 +28,7 @@ def memory(module: str, fmt: str, top: int, all_values: bool, output: str, **opt
     (the collectives' results included): per function the arguments, the results and
     an estimated peak of live intermediates; the largest replicated or partly sharded
     values, why, and which mesh axes could shard them."""
-    options = make_pass_options(**opts).with_values(
-        {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    options = make_pass_options(explicit_collectives=True, **opts)
     with errors_in(module):
         table = Audit(load_module(module), options).memory(top)
-    if fmt == "json":
-        write_atomic(output, json.dumps(table.to_json(), indent=2) + "\n")
-    else:
-        write_atomic(output, "\n".join(text_lines(table, all_values)) + "\n")
+    write_report(output, fmt, table, lambda: "\n".join(text_lines(table, all_values)))

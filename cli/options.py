@@ -76,12 +76,15 @@ def pass_options(fn):
     return functools.reduce(lambda f, o: o(f), reversed(opts), fn)
 
 
-def make_pass_options(pass_name: str | None = None, **opts) -> PassOptions:
+def make_pass_options(pass_name: str | None = None, *, explicit_collectives: bool = False,
+                      **opts) -> PassOptions:
     """PassOptions from the click options above for pass ``pass_name`` (None:
     the whole pipeline, :func:`sdy_dl.pipeline.make_options`); ``--pass-option``
     values are checked against the options it reads, and ``--conservative`` /
-    ``--keep-sharding-rules`` are those options set to true."""
-    from sdy_dl.pipeline import make_options
+    ``--keep-sharding-rules`` are those options set to true.  ``explicit_collectives``
+    (the pipeline only): enable-insert-explicit-collectives set to true, whatever
+    was given (the commands that audit collectives, and ``--explicit-collectives``)."""
+    from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES, make_options
 
     given = list(opts["pass_option"])
     given += [f"{name}=true" for name, flag in (("conservative-propagation", "conservative"),
@@ -91,9 +94,12 @@ def make_pass_options(pass_name: str | None = None, **opts) -> PassOptions:
                    compile_in_background=opts["compiled"] and not opts["wait_for_compile"],
                    rule_files=tuple(opts["rule_files"]), quiet=opts["quiet"],
                    replay_dir=opts["replay_dir"])
-    if pass_name is None:
-        return make_options(given, **context)
-    return PassOptions.create(pass_name, given, **context)
+    if pass_name is not None:
+        return PassOptions.create(pass_name, given, **context)
+    options = make_options(given, **context)
+    if explicit_collectives:
+        options = options.with_values({ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    return options
 
 
 @contextlib.contextmanager

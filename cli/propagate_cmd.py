@@ -8,7 +8,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import errors_in, make_pass_options, module_io_options, pass_options
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES, propagate
+from sdy_dl.pipeline import propagate
 
 
 @main.command("propagate")
@@ -20,9 +20,7 @@ from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES, propagate
                    "(same as --pass-option enable-insert-explicit-collectives=true).")
 def propagate_cmd(module: str, output: str, explicit_collectives: bool, **opts) -> None:
     """Infer the sharding of every value of MODULE and write the annotated module."""
-    options = make_pass_options(**opts)
-    if explicit_collectives:
-        options = options.with_values({ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    options = make_pass_options(explicit_collectives=explicit_collectives, **opts)
     with errors_in(module):
         result = propagate(load_module(module), options)
         text = result.print()

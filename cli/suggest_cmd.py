@@ -3,8 +3,6 @@ verified by re-propagating the edited input (:mod:`sdy_dl.audit.suggest`)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from sdy_dl.audit import Audit
@@ -13,8 +11,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
                                 report_file_option, unregistered_dialect_option)
 from sdy_dl.ir import load_module
-from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
+from sdy_dl.output import write_report
 
 
 @main.command("suggest")
@@ -38,12 +35,8 @@ def suggest_cmd(module: str, top: int, jobs: int | None, fmt: str, output: str, 
     saved + memory saved (bytes per device), each edit as 'sdy-dl whatif' options;
     edits whose edited programs propagate to the same output are one suggestion
     (the others listed as 'same effect')."""
-    options = make_pass_options(**opts).with_values(
-        {ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+    options = make_pass_options(explicit_collectives=True, **opts)
     with errors_in(module):
         found = suggest(Audit(load_module(module), options, step_memo={}), top,
                         jobs or default_jobs())
-    if fmt == "json":
-        write_atomic(output, json.dumps(found.to_json(), indent=2) + "\n")
-    else:
-        write_atomic(output, "\n".join(found.lines()) + "\n")
+    write_report(output, fmt, found, lambda: "\n".join(found.lines()))

@@ -13,7 +13,6 @@ from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pas
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
 from sdy_dl.output import write_atomic
-from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES
 
 
 @main.command("whatif")
@@ -50,9 +49,7 @@ def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, explic
         raise click.UsageError("no edit given (--set VALUE=SHARDING, --unset VALUE, "
                                "--drop-constraint VALUE)")
     with errors_in(module):
-        options = make_pass_options(**opts)
-        if explicit_collectives:
-            options = options.with_values({ENABLE_INSERT_EXPLICIT_COLLECTIVES.name: True})
+        options = make_pass_options(explicit_collectives=explicit_collectives, **opts)
         before = Audit(load_module(module), options, step_memo={})
         after, changes = whatif(before, edits)
         outputs = [(save_input, print_input(after.edited_input)) if save_input else None,

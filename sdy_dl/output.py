@@ -18,9 +18,18 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sdy_dl.errors import SdyError, UsageError
+
+
+def write_report(path: str, fmt: str, report, text: Callable[[], str]) -> None:
+    """Write a command's ``report`` to ``path`` as :func:`write_atomic` does: its
+    ``to_json()`` indented for ``fmt`` ``json``, else the text ``text()`` makes."""
+    import json
+
+    body = json.dumps(report.to_json(), indent=2) if fmt == "json" else text()
+    write_atomic(path, body + "\n")
 
 
 def write_atomic(path: str, text: str | Iterable[str]) -> None:
