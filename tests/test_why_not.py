@@ -443,3 +443,29 @@ def test_proof_of_the_new_causes(text, value, dim, atom, failed):
     start = lines.index(f"    no {atom}:")
     assert lines[start + 1].startswith("      rule datalog/step/")
     assert any(line.strip().startswith(failed) for line in lines[start:])
+
+
+@pytest.mark.parametrize("text, value, failed, below", [
+    (MANUAL, "%2", 'fails: !in_manual_axis("o3", "x")  (blocked by in_manual_axis("o3", "x"))',
+     None),
+    (NO_RULE, "%1", 'fails: steps("o2")  (no tuple)', 'fails: in_rule("o2")  (no tuple)'),
+])
+def test_proof_of_a_link_propagation_does_not_step_across(text, value, failed, below):
+    """A manual axis at a manual computation's edge and an op without a rule are
+    decided by stage why_not: --proof shows its rule and the literal that failed."""
+    got = answer(text, value, "x")
+    b = got.blocked[0]
+    assert b.why.atom == f'carries("{"o3" if text is MANUAL else "o2"}", "x")'
+    assert b.why.failures[0].rule.startswith("datalog/why_not/main.dl.j2:")
+    lines = [line.strip() for line in got.lines(proof=True)]
+    start = lines.index(f"no {b.why.atom}:")
+    assert lines[start + 1].startswith("rule datalog/why_not/main.dl.j2:")
+    assert failed in lines[start:]
+    if below is not None:
+        assert below in lines[start:] and 'in_rule("o2"): not among the input facts' in lines
+
+
+@pytest.mark.parametrize("text, value", [(MANUAL, "%2"), (MANUAL, "%1"), (NO_RULE, "%1")])
+def test_clingo_gives_the_same_link_answer(text, value):
+    python = answer(text, value, "x").lines(proof=True)
+    assert python == propagate(text, engine="clingo").why_not(value, "x").lines(proof=True)

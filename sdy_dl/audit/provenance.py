@@ -100,6 +100,7 @@ class ProvenanceTracer:
         self._by_key: dict[object, list[int]] = {}
         self.steps: list[Cause] = []   # every op step applied, changed anything or not
         self.edge_steps: list[Cause] = []   # ... and every data-flow edge and barrier step
+        self.no_rule: set[str] = set()   # the tags of ops propagation found no sharding rule for
 
     # -- recording (called by the driver and the sharding state) ----------
 
@@ -124,6 +125,12 @@ class ProvenanceTracer:
 
     def end(self) -> None:
         self._cause = None
+
+    def on_no_rule(self, op) -> None:
+        """Propagation found no sharding rule for ``op``: it never steps it (§3.7)."""
+        tag = self.describe_op(op)["tag"] if self.describe_op is not None else None
+        if tag is not None:
+            self.no_rule.add(tag)
 
     def on_read(self, key, sharding: TensorSharding | None) -> None:
         """The first read of ``key`` is its sharding in the module as given."""

@@ -6,9 +6,12 @@ connects tracer keys.  From VALUE, a breadth-first walk over it stops at the
 first keys whose final sharding holds more of AXIS than VALUE: each is where
 an annotation's AXIS got to (its input annotations are named), and the step
 between it and the key one hop nearer VALUE (the last visit of that op or
-edge) is *the first step that did not carry the axis on*.  A manual axis
-stops at a manual computation's edge (its body sees the local view), an op
-without a rule is never stepped.  Otherwise the step is evaluated once
+edge) is *the first step that did not carry the axis on*.  Stage
+``why_not`` (``datalog/why_not/``) says first whether propagation steps
+across that link with the axis at all (``carries(L, AXIS)``: an op without
+a sharding rule is never stepped, a manual axis never crosses a manual
+computation's edge); when it does not, the literal that failed names the
+cause.  Otherwise the step is evaluated once
 more, alone, with every relation of the ``step`` program kept
 (:class:`~sdy_dl.audit.negation.Model`), and the program says why the
 nearer tensor's record for the axis's factor has no AXIS
@@ -242,6 +245,8 @@ class StepWalk:
 
     def __init__(self, audit):
         self.tracer = audit.explainer.tracer
+        self.audit = audit
+        self._crossings: dict = {}   # (link tag, axis) -> the why_not stage's answer
         self.links = audit.propagated.links
         self.by_key: dict = {}
         for n, link in enumerate(self.links):
@@ -255,6 +260,55 @@ class StepWalk:
             if tag is not None:
                 self.last[tag] = cause
                 self.visits.setdefault(tag, []).append(cause)
+
+    def crossing(self, link, axis: str, engine) -> tuple | None:
+        """Why propagation does not step across ``link`` with ``axis`` at all, as
+        (the cause phrased, the negation answer of stage ``why_not``); None when
+        it does (the step program is asked what the step did)."""
+        from sdy_dl.audit.naming import place_in
+        from sdy_dl.audit.negation import Model
+        from sdy_dl.datalog.compiler import compile_stage
+
+        found = self._crossings.get((link.tag, axis), False)
+        if found is not False:
+            return found
+        facts = _crossing_facts(link, axis, link.tag in self.last,
+                                not link.owner and link.tag in self.tracer.no_rule)
+        model = Model(compile_stage("why_not"), facts, engine.run)
+        found = None
+        if not model.has("carries", (link.tag, axis)):
+            why = model.why_not("carries", (link.tag, axis))
+            place = (place_in(str(link.owner_loc), self.audit.file) if link.owner else "")
+            found = (_crossing_cause(link, axis, place, why), why)
+        self._crossings[(link.tag, axis)] = found
+        return found
+
+
+def _crossing_facts(link, axis: str, stepped: bool, no_rule: bool) -> dict[str, list[tuple]]:
+    """The facts of stage ``why_not`` about ``link`` and ``axis``: what
+    propagation knew of the link (its kind, rule, steps and manual axes)."""
+    return {"in_link": [(link.tag, "edge" if link.owner else "op")],
+            "in_rule": [] if no_rule else [(link.tag,)],
+            "in_stepped": [(link.tag,)] if stepped else [],
+            "in_manual_axis": [(link.tag, a) for a in link.manual],
+            "in_axis": [(axis,)]}
+
+
+def _crossing_cause(link, axis: str, place: str, why) -> str:
+    """The cause stage ``why_not`` gives for ``link`` not carrying ``axis``: the
+    relation of the literal of ``carries`` that did not hold, phrased."""
+    chain = why.failures[0].chain() if why.failures else []
+    last = chain[-1] if chain else None
+    if last is not None and last.relation == "in_manual_axis":
+        return (f"\"{axis}\" is manual in the {link.owner} at {place}: it cannot propagate "
+                "across (the edge holds its body's local view, without the manual axes)")
+    if last is not None and last.relation == "in_rule":
+        return (f"{link.name} has no sharding rule: propagation does not cross it "
+                "(no step of it was evaluated)")
+    if last is not None and last.relation == "in_stepped":
+        return (f"propagation never evaluated a step of {_link_name(link)}, so it does not cross "
+                "it (no tensor of it was sharded when it was visited, or it was erased)")
+    return f"stage why_not derives no {why.atom}"
 
 
 def _link_name(link) -> str:
@@ -321,14 +375,9 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked
                       explainer.annotations(src_key, len(tracer.writes)), op, place, "",
                       "(none)", explainer.key_name(near_key),
                       "(none)" if near_sharding is None else near_sharding.to_text(), "")
-    if axis in link.manual:
-        blocked.cause = (f"\"{axis}\" is manual in the {link.owner} at {place}: it cannot "
-                         "propagate across (the edge holds its body's local view, without "
-                         "the manual axes)")
-        return blocked
-    if cause is None:
-        blocked.cause = (f"{link.name} has no sharding rule: propagation does not cross it "
-                         "(no step of it was evaluated)")
+    crossing = walk.crossing(link, axis, engine)
+    if crossing is not None:
+        blocked.cause, blocked.why = crossing
         return blocked
     step = cause.step
     keys = [k for k, _ in cause.inputs]

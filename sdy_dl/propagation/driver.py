@@ -281,12 +281,15 @@ class Propagator:
                      self.conservative)
 
     def rule_of(self, op: Op) -> RuleInstance | None:
-        """:meth:`rule_for` of ``op``, asked once per op (and kept as a visited rule)."""
+        """:meth:`rule_for` of ``op``, asked once per op (and kept as a visited rule;
+        an op without one is told to the tracer)."""
         if op.oid not in self._rules:
             rule = self.rule_for(op)
             self._rules[op.oid] = rule
             if rule is not None:
                 self.visited_rules[op.oid] = rule
+            elif self.state.tracer is not None:
+                self.state.tracer.on_no_rule(op)
         return self._rules[op.oid]
 
     def _step_input(self, site: _Site) -> StepInput | None:
