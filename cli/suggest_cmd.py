@@ -37,6 +37,6 @@ def suggest_cmd(module: str, top: int, jobs: int | None, fmt: str, output: str, 
     (the others listed as 'same effect')."""
     options = make_pass_options(explicit_collectives=True, **opts)
     with errors_in(module):
-        found = suggest(Audit(load_module(module), options, step_memo={}), top,
+        found = suggest(Audit(load_module(module), options, step_memo={}, stage_memo={}), top,
                         jobs or default_jobs())
     write_report(output, fmt, found, lambda: "\n".join(found.lines()))

@@ -50,7 +50,7 @@ def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, explic
                                "--drop-constraint VALUE)")
     with errors_in(module):
         options = make_pass_options(explicit_collectives=explicit_collectives, **opts)
-        before = Audit(load_module(module), options, step_memo={})
+        before = Audit(load_module(module), options, step_memo={}, stage_memo={})
         after, changes = whatif(before, edits)
         outputs = [(save_input, print_input(after.edited_input)) if save_input else None,
                    (output, after.text) if output else None]

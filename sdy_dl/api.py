@@ -216,4 +216,5 @@ def propagate(module: str, *, engine: str = "auto", conservative: bool = False,
         parsed = load_module(module)
     else:
         parsed = parse_module_text(module, file or "<string>")
-    return PropagationResult(Audit(parsed, options, step_memo={}))   # (kept for what-ifs)
+    # (the memos are kept for what-ifs)
+    return PropagationResult(Audit(parsed, options, step_memo={}, stage_memo={}))

@@ -47,9 +47,11 @@ PROPAGATION_STAGE = "user-priority-propagate"
 class Audit:
     """One propagation of ``module`` with provenance; explains any output value."""
 
-    def __init__(self, module, options, step_memo: dict | None = None):
+    def __init__(self, module, options, step_memo: dict | None = None,
+                 stage_memo: dict | None = None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
-        None: the steps are not kept after the propagation)."""
+        None: the steps are not kept after the propagation); ``stage_memo``: the
+        same for the relations of Datalog stages (``RunContext.stage_memo``)."""
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
@@ -65,9 +67,9 @@ class Audit:
             if name == PROPAGATION_STAGE:
                 self.propagated = PropagationIndex(m, self.inputs)
 
-        self.step_memo = step_memo
-        self.module = propagate(module, options.with_context(tracer=self.tracer,
-                                                             step_memo=step_memo), before=before)
+        self.step_memo, self.stage_memo = step_memo, stage_memo
+        self.module = propagate(module, options.with_context(
+            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo), before=before)
         self._text: str | None = None
         self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)

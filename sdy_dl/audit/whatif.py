@@ -17,8 +17,9 @@ tags (:mod:`sdy_dl.audit.naming`), the edit is applied to a copy of the input
 module as read, and the copy is propagated by the same pipeline with the same
 options: the what-if's output *is* a full propagation of the edited input.
 The steps the first propagation evaluated are reused (``Audit.step_memo``:
-looked up by full step input), so only steps whose inputs the edit changed
-reach the engine.
+looked up by full step input), and so are its Datalog stages
+(``Audit.stage_memo``: looked up by equal facts), so only steps and stages
+whose inputs the edit changed reach the engine.
 :class:`WhatIf` lists what changed: the values whose sharding differs (aligned
 by dataflow, :func:`sdy_dl.audit.diff.diff_modules`), the conflicts that
 appeared or disappeared, each function's bytes per device before and after
@@ -542,7 +543,8 @@ def whatif(audit, edits: list[Edit]):
     copy, applied = edit_input(audit, edits)
     with mlir_context():
         text = copy.get_asm(enable_debug_info=True)
-    after = Audit(parse_module_text(text, audit.file), audit.options, step_memo=audit.step_memo)
+    after = Audit(parse_module_text(text, audit.file), audit.options, step_memo=audit.step_memo,
+                  stage_memo=audit.stage_memo)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)

@@ -37,6 +37,11 @@ class RunContext:
     # StepOutput}, filled as steps are evaluated.  A step's output depends on its
     # input and the meshes only, so a shared entry is exact.
     step_memo: dict | None = None
+    # Datalog stages already evaluated, shared between propagations like
+    # ``step_memo``: (stage, params, engine, facts as sets) -> derived relations
+    # (:func:`run_analysis`).  A stage's relations depend on its program and its
+    # facts only, so an entry found by equal facts is exact.
+    stage_memo: dict | None = None
 
     def make_engine(self):
         """The Datalog engine this context names (:func:`sdy_dl.engines.get_engine`)."""
@@ -147,12 +152,37 @@ def rewrite(module: Module, edit: Callable[[], bool], attributes_only: bool = Fa
 
 def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:
     """Run the Datalog stage ``stage`` (rendered with ``params``) on ``facts``
-    with the engine the options choose."""
+    with the engine the options choose; with ``RunContext.stage_memo``, the
+    relations of an earlier evaluation of the same program on equal facts are
+    reused (:func:`stage_key`)."""
     from sdy_dl.datalog.compiler import compile_stage
 
     program = compile_stage(stage, **params)
-    engine = options.context.make_engine()
-    return engine.run(program, {k: list(v) for k, v in facts.items()})
+    rows = {k: list(v) for k, v in facts.items()}
+    memo = options.context.stage_memo
+    key = None if memo is None else stage_key(stage, params, options.context.engine, rows)
+    if key is not None:
+        found = memo.get(key)
+        if found is not None:
+            return {name: set(tuples) for name, tuples in found.items()}
+    out = options.context.make_engine().run(program, rows)
+    if key is not None:
+        memo[key] = {name: frozenset(tuples) for name, tuples in out.items()}
+    return out
+
+
+def stage_key(stage: str, params: dict, engine: str, facts: dict) -> tuple | None:
+    """What a stage's derived relations are a function of: the stage and its
+    parameters (its program), the engine, and each fact relation as a set of
+    tuples (the engines read relations as sets).  None when a parameter or a
+    fact is not hashable (such a run is not memoised)."""
+    try:
+        key = (stage, tuple(sorted(params.items())), engine,
+               frozenset((name, frozenset(map(tuple, rows))) for name, rows in facts.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @dataclass(frozen=True)

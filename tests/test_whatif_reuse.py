@@ -1,0 +1,96 @@
+"""What a what-if reuses from the first propagation, and where it must not.
+
+Each reuse is keyed by the full input of a pure function: a Datalog stage's
+relations by its program and its facts as sets (``RunContext.stage_memo``).
+A what-if's output stays a full propagation of its edited input
+(tests/test_whatif.py checks that on every program, with Shardy).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import jax_programs
+from sdy_dl import propagate
+from sdy_dl.passes import PassOptions, RunContext, run_analysis, stage_key
+
+
+class CountingEngine:
+    """Derives ``out(x) :- fact(x)`` on any program, counting its runs."""
+
+    def __init__(self):
+        self.runs = 0
+
+    def run(self, program, facts):
+        self.runs += 1
+        return {"out": {tuple(map(str, r)) for r in facts.get("fact", ())}}
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    counting = CountingEngine()
+    monkeypatch.setattr(RunContext, "make_engine", lambda self: counting)
+    return counting
+
+
+def _options(memo):
+    return PassOptions(RunContext(engine="python", stage_memo=memo))
+
+
+def test_equal_facts_reuse_the_relations(engine):
+    memo = {}
+    first = run_analysis("get_mesh", {"fact": [(1, "a"), (2, "b")]}, _options(memo))
+    # The same relation as a set: rows in another order, lists for tuples, a repeat.
+    again = run_analysis("get_mesh", {"fact": [[2, "b"], (1, "a"), (1, "a")]}, _options(memo))
+    assert engine.runs == 1 and first == again == {"out": {("1", "a"), ("2", "b")}}
+    # What a caller does to its relations does not reach the memo.
+    again["out"].add((3, "c"))
+    assert run_analysis("get_mesh", {"fact": [(1, "a"), (2, "b")]}, _options(memo)) == first
+    assert engine.runs == 1 and len(memo) == 1
+
+
+@pytest.mark.parametrize("facts, stage, params", [
+    ({"fact": [(1, "a")]}, "get_mesh", {}),                       # a tuple fewer
+    ({"fact": [(1, "a"), (2, "b")], "other": [(0,)]}, "get_mesh", {}),   # another relation
+    ({"fact": [(1, "a"), (2, "b")]}, "is_equivalent", {}),        # another program
+    ({"fact": [(1, "a"), (2, "b")]}, "unflatten_call_graph", {"dedup": True}),  # parameters
+])
+def test_other_facts_or_programs_are_evaluated(engine, facts, stage, params):
+    memo = {}
+    run_analysis("get_mesh", {"fact": [(1, "a"), (2, "b")]}, _options(memo))
+    out = run_analysis(stage, facts, _options(memo), **params)
+    assert engine.runs == 2 and len(memo) == 2
+    assert out == {"out": {(str(a), b) for a, b in facts["fact"]}}
+
+
+def test_no_memo_or_unhashable_facts_are_not_memoised(engine):
+    run_analysis("get_mesh", {"fact": [(1, "a")]}, _options(None))
+    run_analysis("get_mesh", {"fact": [(1, "a")]}, _options(None))
+    assert engine.runs == 2
+    memo = {}
+    assert stage_key("get_mesh", {}, "python", {"fact": [([1], "a")]}) is None
+    for _ in range(2):
+        run_analysis("get_mesh", {"fact": [([1], "a")]}, _options(memo))
+    assert engine.runs == 4 and memo == {}
+
+
+def test_whatif_evaluates_only_stages_whose_facts_changed(monkeypatch):
+    """A what-if re-evaluates the stages whose facts the edit changed (the export
+    passes see the new shardings), takes the others (the import passes') from the
+    first propagation, and is still a full propagation of the edited input."""
+    import sdy_dl.passes as passes
+
+    keys = []
+    real = passes.stage_key
+    monkeypatch.setattr(passes, "stage_key", lambda *a: keys.append(real(*a)) or keys[-1])
+    before = propagate(jax_programs.lowered("training_step"), engine="python")
+    memo = before.audit.stage_memo
+    assert len(memo) > 0 and set(keys) == set(memo)
+    keys.clear()
+    known = set(memo)
+    after, _ = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
+    reused, changed = set(keys) & known, {k[0] for k in set(keys) - known}
+    assert "constant_or_scalar_splitter" in {k[0] for k in reused}
+    assert "insert_explicit_reshards" in changed
+    assert set(keys) <= set(memo)
+    assert after.text == propagate(after.edited_input, engine="python").text
