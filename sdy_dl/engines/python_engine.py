@@ -162,7 +162,13 @@ class _Plan:
         index = _Index(rel)
         memo = self.memo
         tokens: dict[str, int] = {}   # relation -> its memoised value's token (this call)
-        for cid, (members, rules, variants, inputs) in enumerate(self.components):
+        for cid, (members, rules, variants, inputs, guard) in enumerate(self.components):
+            if guard:
+                for name in guard:
+                    if rel[name]:
+                        break
+                else:
+                    continue   # every rule joins an empty relation: nothing to derive
             key = memo.key(cid, inputs, members, rel, tokens)
             if key is not None and memo.reuse(cid, key, rel, index, tokens):
                 continue
@@ -309,7 +315,9 @@ def program_source(program: Program) -> str:
     variants of its rules reading that relation's delta (a rule has one per
     recursive body atom); ``FACTS`` and ``COMPONENTS`` (members, the rules'
     function, the variants' functions by the relation whose delta they read,
-    the other relations the rules read) in evaluation order."""
+    the other relations the rules read, the relations of which one at least
+    has tuples when the component can derive any: :func:`_guard`) in
+    evaluation order."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
@@ -338,12 +346,27 @@ def program_source(program: Program) -> str:
         by_source = ", ".join(f"{name!r}: {function(items)}" for name, items in variants.items())
         inputs = sorted({b for h, b, _ in edges if comp.get(h) == cid} - set(members))
         components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, "
-                          f"{tuple(inputs)!r})")
+                          f"{tuple(inputs)!r}, {_guard(group, members, comp)!r})")
     facts = [repr((c.head[1], tuple(_constant(a) for a in c.head[2])))
              for c in clauses if not c.body]
     lines.append(f"FACTS = [{', '.join(facts)}]")
     lines.append("COMPONENTS = [\n    " + ",\n    ".join(components) + "]")
     return "\n".join(lines) + "\n"
+
+
+def _guard(group: list[Clause], members: list[str], comp: dict[str, int]) -> tuple[str, ...]:
+    """Relations of which at least one has tuples whenever a rule of ``group`` (one
+    component, ``members``) can derive anything, before its first round: one
+    relation that each rule's body joins (a positive atom outside aggregates),
+    preferably a member (empty before the round unless given facts), else the
+    one derived last.  Empty when some rule joins no relation."""
+    chosen = set()
+    for c in group:
+        joined = {lit[1] for lit in c.body if lit[0] == "atom" and not lit[3]}
+        if not joined:
+            return ()
+        chosen.add(max(joined, key=lambda name: (name in members, comp.get(name, -2), name)))
+    return tuple(sorted(chosen))
 
 
 def _constant(term):
