@@ -68,3 +68,31 @@ def test_group_sync_has_proof(engine):
     assert _rules(proof) >= {"datalog/sharding_group_map/main.dl.j2"}
     text = "\n".join(proof.lines())
     assert "common(0, 0)" in text and "in_sharding(0, 0)  [input fact]" in text
+
+
+GROUP_COPY = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = stablehlo.negate %arg0 : tensor<8x8xf32>
+  sdy.sharding_group %0 group_id=0 : tensor<8x8xf32>
+  sdy.sharding_group %arg1 group_id=0 : tensor<8x8xf32>
+  %1 = stablehlo.abs %arg1 : tensor<8x8xf32>
+  return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["python", "clingo"])
+def test_group_copy_has_proof(engine):
+    """%arg1 gets its sharding during the pass only as a member of %0's group: the
+    copy is its own cause (not the negate that updated %0), read from %0, and its
+    proof is stage ``sharding_group_map``'s ``copy_to``."""
+    audit = Audit(parse_module_text(GROUP_COPY), make_options(engine=engine))
+    tree = audit.explain("%arg1")
+    audit.attach_proofs([tree])
+    [copied] = [n for n in tree.walk() if n.kind == "group"]
+    assert copied.because == "sharding group 0: member 0 updated, copied onto member 1"
+    assert [c.because.split(" at ")[0] for c in copied.children] == ["stablehlo.negate"]
+    [proof] = copied.proof
+    assert proof.atom() == "copy_to(0, 0, 1)"
+    assert _rules(proof) >= {"datalog/sharding_group_map/main.dl.j2"}
+    assert "in_member(0, 0, " in "\n".join(proof.lines())

@@ -1,6 +1,6 @@
 """Proofs for the rewrite nodes of derivation trees whose cause a Datalog stage
-decided (user priorities: ``user_priority_propagation``; sharding-group syncs:
-``sharding_group_map``): the proof search over the stage's program and the
+decided (user priorities: ``user_priority_propagation``; sharding-group syncs
+and copies: ``sharding_group_map``): the proof search over the stage's program and the
 facts it ran on, for the tuples behind the node's write."""
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ def attach_decision_proofs(audit, trees) -> None:
     if not nodes:
         return
     engine = _engine(audit)
-    searches: dict[int, ProofSearch] = {}
-    for n in nodes:
+    searches: dict[int, ProofSearch] = {}   # id of the facts -> their search (a sync's
+    for n in nodes:                           # copies share the sync's facts)
         decision = causes[n.cause].decision
-        search = searches.get(n.cause)
+        search = searches.get(id(decision.facts))
         if search is None:
             facts = {k: list(v) for k, v in decision.facts.items()}
-            search = searches[n.cause] = ProofSearch(compile_stage(decision.stage), facts,
-                                                     engine.run)
+            search = searches[id(decision.facts)] = ProofSearch(compile_stage(decision.stage),
+                                                                facts, engine.run)
         n.proof = [p for p in (search.proof(r, args) for r, args in decision.tuples[n.key])
                    if p is not None]

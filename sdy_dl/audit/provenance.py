@@ -132,6 +132,15 @@ class ProvenanceTracer:
         if tag is not None:
             self.no_rule.add(tag)
 
+    @property
+    def current(self) -> Cause | None:
+        """The cause being recorded (None: between causes)."""
+        return self._cause
+
+    def resume(self, cause: Cause | None) -> None:
+        """Go on recording ``cause`` (a :attr:`current` saved before a nested cause)."""
+        self._cause = cause
+
     def on_read(self, key, sharding: TensorSharding | None) -> None:
         """The first read of ``key`` is its sharding in the module as given."""
         self.initial.setdefault(key, sharding)

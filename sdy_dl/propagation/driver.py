@@ -22,7 +22,7 @@ from sdy_dl.ir.traits import DATA_FLOW_OPS
 from sdy_dl.ir.walk import walk_model
 from sdy_dl.propagation.edges import (DataFlowEdge, call_sites, callee_of, find_edges,
                                      func_edge_sources, func_symbol, slot_map)
-from sdy_dl.propagation.groups import group_members
+from sdy_dl.propagation.groups import GroupCopies
 from sdy_dl.propagation.state import ShardingState, value_key
 from sdy_dl.propagation.step import StepInput, StepOutput
 from sdy_dl.propagation.traits import has_no_effects, is_elementwise
@@ -102,7 +102,8 @@ class Propagator:
         self._edge_by_result = {e.result.vid: e for e in self.edges}
         self._callers = call_sites(module)
         self._func_edge_sources = func_edge_sources(module, self._callers)
-        self.groups = group_members(module)
+        #: the sharding-group copies of the pass (set by :meth:`use_group_copies`)
+        self.groups = GroupCopies()
         self._rules: dict[int, RuleInstance | None] = {}
         self._sites: dict[int, _Site | None] = {}
         self._may_die: dict[int, bool] = {}
@@ -124,6 +125,10 @@ class Propagator:
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
         self.engine_calls = 0
+
+    def use_group_copies(self, copies: GroupCopies) -> None:
+        """The sharding-group copies to make during the pass (the sync's ``copy_to``)."""
+        self.groups = copies
 
     def share_memo(self, memo: dict) -> None:
         """Take step outputs from ``memo`` and add to it (the memo of an earlier
@@ -363,11 +368,12 @@ class Propagator:
             self.state, self._worklist, self._current = state, worklist, current
 
     def _mark_unknown(self, site: _Site, unknown: set[int]) -> None:
-        """The tensors of ``site`` (and their sharding-group members) become unknown."""
+        """The tensors of ``site`` (and the sharding-group members they are copied
+        onto) become unknown."""
         for value in site.tensors:
             slot = self.state.slot(value)
             unknown.add(slot.vid)
-            unknown.update(member.vid for member in self.groups.get(slot.vid, ()))
+            unknown.update(copy.member.vid for copy in self.groups.of(slot.vid))
 
     def _apply(self, site: _Site, output: StepOutput) -> None:
         """Write the updated shardings (operands first) and notify as Shardy does."""
@@ -380,10 +386,25 @@ class Propagator:
                     self.state.set(value, new)
                     modified = self.state.slot(value)
                     self._notify_sharding_modified(modified)
-                    for member in self.groups.get(modified.vid, ()):
-                        if member is not modified:
-                            self.state.set(member, new)
-                            self._notify_sharding_modified(member)
+                    for copy in self.groups.of(modified.vid):
+                        self._copy_to_member(copy, modified, new)
+
+    def _copy_to_member(self, copy, source, new) -> None:
+        """Write ``new``, just written on ``source``, onto another member of its
+        sharding group, as stage ``sharding_group_map``'s ``copy_to`` decides, and
+        notify.  Provenance records the copy as its own cause, read from ``source``."""
+        tracer = self.state.tracer
+        if tracer is not None:
+            step_cause = tracer.current
+            tracer.begin("group", f"sharding group {copy.gid}: member {copy.k} updated, "
+                         f"copied onto member {copy.k2}",
+                         inputs=[(value_key(source), new)],
+                         decision=self.groups.decision(value_key(self.state.slot(copy.member)),
+                                                       copy))
+        self.state.set(copy.member, new)
+        self._notify_sharding_modified(copy.member)
+        if tracer is not None:
+            tracer.resume(step_cause)
 
     def _describe(self, op: Op, site: _Site, step: StepInput) -> tuple:
         """(kind, title, detail, keys, shardings) of a step, for provenance: the

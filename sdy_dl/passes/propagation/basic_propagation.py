@@ -77,9 +77,12 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
         return propagator
 
     propagator = build(module)
-    rewritten = sync_sharding_groups(module, propagator.state,
-                                     functools.partial(run_analysis, options=options))
-    return build(module) if rewritten else propagator
+    rewritten, copies = sync_sharding_groups(module, propagator.state,
+                                             functools.partial(run_analysis, options=options))
+    if rewritten:
+        propagator = build(module)
+    propagator.use_group_copies(copies(module))
+    return propagator
 
 
 def mesh_key(module: Module) -> tuple:
