@@ -177,12 +177,15 @@ def _check_conflicts(before, after, changes) -> None:
     are those of the two propagations' whole conflict lists."""
     from sdy_dl.audit.whatif import _conflict_key
 
+    # Made first at the ops they name only, then compared with the whole lists.
+    appeared = [c.to_json() for c in changes.conflicts_appeared]
+    disappeared = [c.to_json() for c in changes.conflicts_disappeared]
     whole_b = {_conflict_key(c): c for c in before.audit.conflicts()}
     whole_a = {_conflict_key(c): c for c in after.audit.conflicts()}
     assert changes.conflict_keys == ([k for k in whole_a if k not in whole_b],
                                      [k for k in whole_b if k not in whole_a])
-    assert [_conflict_key(c) for c in changes.conflicts_appeared] == changes.conflict_keys[0]
-    assert [_conflict_key(c) for c in changes.conflicts_disappeared] == changes.conflict_keys[1]
+    assert appeared == [whole_a[k].to_json() for k in changes.conflict_keys[0]]
+    assert disappeared == [whole_b[k].to_json() for k in changes.conflict_keys[1]]
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

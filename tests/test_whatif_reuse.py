@@ -94,3 +94,42 @@ def test_whatif_evaluates_only_stages_whose_facts_changed(monkeypatch):
     assert "insert_explicit_reshards" in changed
     assert set(keys) <= set(memo)
     assert after.text == propagate(after.edited_input, engine="python").text
+
+
+def test_conflicts_at_some_ops_are_those_of_the_whole_list():
+    """``Audit.conflicts(at=...)`` makes the conflicts of the ops named only, each as
+    the whole list has it (origins, processing order, the output's moves)."""
+    whole = propagate(jax_programs.lowered("grad_scan_helpers"), engine="python").audit
+    fresh = propagate(jax_programs.lowered("grad_scan_helpers"), engine="python").audit
+    conflicts = whole.conflicts()
+    assert len({(c.op, c.place) for c in conflicts}) >= 2
+    at = {(conflicts[-1].op, conflicts[-1].place), ("stablehlo.no_such_op", "nowhere")}
+    some = fresh.conflicts(at=at)
+    assert not hasattr(fresh, "_conflicts")
+    assert some and [c.to_json() for c in some] == [c.to_json() for c in conflicts
+                                                    if (c.op, c.place) in at]
+    assert fresh.conflicts(at=set()) == []
+    assert [c.to_json() for c in whole.conflicts(at=at)] == [c.to_json() for c in some]
+
+
+def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
+    """``WhatIf.to_json`` (``whatif --format json``) lists each conflict that appeared or
+    disappeared by what the text lines say, and makes no whole conflict list or
+    explicit copy of either output for it."""
+    from sdy_dl.audit.whatif import _conflict_key
+
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    report = changes.to_json()
+    for audit in (before.audit, after.audit):
+        assert not hasattr(audit, "_conflicts") and not hasattr(audit, "_op_communication")
+    assert report["conflicts_appeared"] and not report["conflicts_disappeared"]
+    whole = {_conflict_key(c): c for c in changes.conflicts_appeared}
+    assert [(c["op"], c["place"], c["factor"], c["axis"], c["kind"]) for c in
+            report["conflicts_appeared"]] == [k[:5] for k in whole]
+    assert [c["kept"] for c in report["conflicts_appeared"]] == [c.kept for c in whole.values()]
+    text = [line for line in changes.lines() if line.startswith("conflict appeared: ")]
+    assert len(text) == len(report["conflicts_appeared"])
+    for line, c in zip(text, report["conflicts_appeared"]):
+        assert line.startswith(f"conflict appeared: {c['op']} at {c['place']}: factor "
+                               f"{c['factor']}")

@@ -98,19 +98,32 @@ class Audit:
 
         return StepWalk(self)
 
-    def conflicts(self) -> list:
+    def conflicts(self, at: set | None = None) -> list:
         """Every place propagation could not agree (see :mod:`sdy_dl.audit.conflicts`),
-        each saying what the output does there."""
-        from sdy_dl.audit.communication_at import OpCommunication
+        each saying what the output does there; ``at``: a set of (op name, place),
+        only the conflicts of the ops there (in the same order, each as the whole
+        list has it; the whole list is not made for them)."""
         from sdy_dl.audit.conflicts import find_conflicts
 
         if not hasattr(self, "_conflicts"):
             self._step_records("conflicts")
+            if at is not None:
+                return find_conflicts(self.explainer, self._communication, at)
             with self.display.stage(f"conflicts: comparing the factors of "
                                     f"{len(self.tracer.steps)} steps"):
-                self._conflicts = find_conflicts(
-                    self.explainer, lambda: OpCommunication.of_output(self.module, self.options))
-        return self._conflicts
+                self._conflicts = find_conflicts(self.explainer, self._communication)
+        if at is None:
+            return self._conflicts
+        return [c for c in self._conflicts if (c.op, c.place) in at]
+
+    def _communication(self):
+        """What the output does at each op (an
+        :class:`~sdy_dl.audit.communication_at.OpCommunication`, made once)."""
+        from sdy_dl.audit.communication_at import OpCommunication
+
+        if not hasattr(self, "_op_communication"):
+            self._op_communication = OpCommunication.of_output(self.module, self.options)
+        return self._op_communication
 
     def _step_records(self, what: str) -> None:
         """Evaluate the factor records of every step (once), shown as a stage of ``what``."""

@@ -116,16 +116,21 @@ def last_visits(explainer) -> list:
     return list(last.values())
 
 
-def find_conflicts(explainer, communication=None) -> list[Conflict]:
+def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
     """Every conflict of the propagation ``explainer`` describes, in program order;
     ``communication``: an :class:`~sdy_dl.audit.communication_at.OpCommunication`
-    of the output, or a function making one (called only if there are conflicts)."""
+    of the output, or a function making one (called only if there are conflicts);
+    ``at``: a set of (op name, place): only the conflicts of the ops there (each
+    as the whole list has it: a conflict's origins, order and output depend on
+    the whole propagation, not on which other conflicts are found)."""
     records = explainer.step_records()
     visits = defaultdict(int)
     for cause in explainer.tracer.steps:
         visits[(cause.op or {}).get("tag") or id(cause)] += 1
     out = []
     for cause in last_visits(explainer):
+        if at is not None and (cause.op["name"], cause.op["place"]) not in at:
+            continue
         out += [(c, cause) for c in step_conflicts(explainer, cause, records)]
     if not out:
         return out

@@ -163,10 +163,13 @@ class WhatIf:
         return self._collectives[2]
 
     def to_json(self) -> dict:
+        """The what-if as JSON: what :meth:`lines` says (a conflict by its op, place,
+        factor, axis, kind and kept axes, as text gives it; ``conflicts_appeared``
+        has the whole conflicts)."""
         out = {"edits": [a.to_json() for a in self.applied],
                "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
-               "conflicts_appeared": [c.to_json() for c in self.conflicts_appeared],
-               "conflicts_disappeared": [c.to_json() for c in self.conflicts_disappeared],
+               "conflicts_appeared": [_key_json(k) for k in self.conflict_keys[0]],
+               "conflicts_disappeared": [_key_json(k) for k in self.conflict_keys[1]],
                "memory": [{"function": f, "before": b.to_json() if b else None,
                            "after": a.to_json() if a else None} for f, b, a in self.memory]}
         if self.collectives_added is not None:
@@ -621,11 +624,13 @@ def _conflicts_by_key(audit) -> dict:
 
 
 def _conflicts_with(audit, keys: list) -> list:
-    """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) with these keys, one per key."""
+    """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) with these keys, one per
+    key: only those of the ops the keys name are made."""
     if not keys:
         return []
     wanted = set(keys)
-    return list({k: c for c in audit.conflicts() if (k := _conflict_key(c)) in wanted}.values())
+    return list({k: c for c in audit.conflicts(at={k[:2] for k in keys})
+                 if (k := _conflict_key(c)) in wanted}.values())
 
 
 def _num(row, attr) -> str:
@@ -677,6 +682,13 @@ def _collectives(before, after) -> tuple:
 def _conflict_key(c) -> tuple:
     """What tells two conflicts apart: (op, place, factors, axis, kind, kept axes)."""
     return (c.op, c.place, c.factor, c.axis, c.kind, _kept(c))
+
+
+def _key_json(key: tuple) -> dict:
+    """A conflict key (:func:`_conflict_key`) as JSON: what the text lines say of it."""
+    op, place, factor, axis, kind, kept = key
+    return {"op": op, "place": place, "factor": factor, "axis": axis, "kind": kind,
+            "kept": {f: list(axes) for f, axes in kept}}
 
 
 def _kept(c) -> tuple:
