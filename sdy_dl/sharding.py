@@ -444,6 +444,15 @@ def merge_adjacent(refs, mesh: "Mesh") -> list[AxisRef]:
     return out
 
 
+def add_axis_or_merge(axes: list, axis: AxisRef, mesh: Mesh) -> None:
+    """Shardy's ``addAxisOrMerge``: ``axis`` at the end of ``axes``, merged with
+    the last one when they are consecutive parts of one axis."""
+    if axes and axes[-1].can_merge(axis):
+        axes[-1] = axes[-1].merge(axis, mesh)
+    else:
+        axes.append(axis)
+
+
 def axis_set_diff(axes_a, axes_b, mesh: Mesh) -> list[AxisRef]:
     """Shardy's ``getAxisSetDiff``: the parts of ``axes_a`` that no axis of ``axes_b``
     covers, in order."""

@@ -1,7 +1,7 @@
 """Shardy's ``distributeAxisRefsToBatchingFactors`` in the full version of
 insert-explicit-reshards, decided by the Datalog stage of the same name
 (``datalog/distribute_axis_refs_to_batching_factors/``) for every op whose
-common axes the heuristic of :mod:`.explicit_reshards_common_axes` chose, in
+common axes the heuristic of :mod:`.find_common_axes_heuristic` chose, in
 one engine call: which factors lose their axes (those that need replication)
 and which batching factor each of their axes goes to.  This module writes the
 facts and carries the answer out (an axis goes to the end of its batching
@@ -10,7 +10,7 @@ factor's axes, merged with the last one when they make one axis)."""
 from __future__ import annotations
 
 from sdy_dl.passes import Stage
-from sdy_dl.passes.export.explicit_reshards_common_axes import add_axis_or_merge
+from sdy_dl.sharding import add_axis_or_merge
 
 STAGE = Stage("distribute_axis_refs_to_batching_factors")
 

@@ -18,8 +18,6 @@ from sdy_dl.ir.meshes import sort_and_merge_axes
 from sdy_dl.ir.mlir_ops import tensor_rank
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
-from sdy_dl.passes.export.distribute_axis_refs_to_batching_factors import (
-    distribute_to_batching_factors)
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
                                                                project_out)
@@ -133,21 +131,14 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
 
 def full_common_axes(pendings: list[Pending], projections, reshapes: dict, meshes,
                      options) -> dict:
-    """Index -> the common axes of the ops treated in full (``findCommonAxes``:
-    the reshapes' from ``reshapes``; the heuristic's after the move of the axes
-    of factors that need replication, one engine call for all)."""
-    commons, by_heuristic = {}, []
-    for k, (p, projection) in enumerate(zip(pendings, projections)):
-        if k in reshapes:
-            commons[k] = reshapes[k]
-        elif p.on_full:
-            commons[k], heuristic = find_common_axes(projection, list(p.sizes), p.op.rule,
-                                                     meshes[p.op.mesh])
-            if heuristic:
-                by_heuristic.append(k)
-    after = distribute_to_batching_factors(
-        [(pendings[k].op.rule, commons[k], meshes[pendings[k].op.mesh]) for k in by_heuristic], options)
-    commons.update(zip(by_heuristic, after))
+    """Index -> the common axes of the ops treated in full (``findCommonAxes``,
+    :mod:`.explicit_reshards_common_axes`: one engine call per stage for all;
+    the reshapes' from ``reshapes``)."""
+    indices = [k for k, p in enumerate(pendings) if p.on_full and k not in reshapes]
+    commons = dict(reshapes)
+    commons.update(zip(indices, find_common_axes(
+        [(projections[k], pendings[k].sizes, pendings[k].op.rule, pendings[k].op.mesh,
+          meshes[pendings[k].op.mesh]) for k in indices], options)))
     return commons
 
 

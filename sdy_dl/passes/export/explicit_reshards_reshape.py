@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import math
 
-from sdy_dl.passes.export.explicit_reshards_common_axes import add_axis_or_merge, _size
 from sdy_dl.passes.export.explicit_reshards_projection import Projection, TensorAxes
-from sdy_dl.sharding import AxisRef, Mesh, make_sub_axis
+from sdy_dl.sharding import AxisRef, Mesh, add_axis_or_merge, make_sub_axis
 
 
 def distribute_axes(factors: list[tuple[int, int]], all_axes: list[AxisRef],
@@ -82,7 +81,7 @@ def redistributed(rule, projection: Projection, mesh: Mesh) -> TensorAxes:
     def sharding_size(t) -> int:
         refs = [a for axes in projection.tensors[t].values() for a in axes]
         refs += [a for axes in projection.overflow[t].values() for a in axes]
-        return _size(refs, mesh)
+        return math.prod(a.ref_size(mesh) for a in refs)
 
     best = 0 if sharding_size(0) >= sharding_size(1) else 1
     all_axes: list = []

@@ -37,7 +37,9 @@ collected during the walk and treated together afterwards
 (:mod:`.explicit_reshards_process_op`): their meshes chosen in one engine
 call (Shardy's ``getMesh``, :mod:`.get_mesh`), their projections computed in
 two engine calls (:mod:`.explicit_reshards_projection`; two more when
-reshapes have overflow axes).  Every op sees the shardings it would see in Shardy's
+reshapes have overflow axes), their common axes where the heuristic chooses
+them in one more and the move to batching factors in another
+(:mod:`.explicit_reshards_common_axes`).  Every op sees the shardings it would see in Shardy's
 walk, since a rewritten op's users read a reshard that restores its old
 sharding.
 
