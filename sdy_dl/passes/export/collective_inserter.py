@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 
-from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
+from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding, add_axis_or_merge
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,6 @@ def _sharded_size(axes, mesh: Mesh) -> int:
 
 def _divisible(a: int, b: int) -> bool:
     return a % b == 0 or b % a == 0
-
-
-def add_axis_or_merge(axes: list, axis: AxisRef, mesh: Mesh) -> None:
-    """Shardy's ``addAxisOrMerge``: append, merging with the last axis when adjacent."""
-    if axes and axes[-1].can_merge(axis):
-        axes[-1] = axes[-1].merge(axis, mesh)
-    else:
-        axes.append(axis)
 
 
 def _first_overlapping(axis: AxisRef, ordered: list) -> int | None:
