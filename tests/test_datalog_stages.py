@@ -16,7 +16,8 @@ from sdy_dl.resources import datalog_dir
 PARAMS = {"step": [{"max_factors": 3}],
           "constant_or_scalar_splitter": [{"variant": "or_scalar"}, {"variant": "legacy"}],
           "unflatten_call_graph": [{"dedup": False}, {"dedup": True}],
-          "insert_explicit_reshards": [{"phase": "project"}, {"phase": "out"}]}
+          "insert_explicit_reshards": [{"phase": "project"}, {"phase": "out"}],
+          "find_common_axes_heuristic": [{"picks": 1}, {"picks": 4}]}
 
 
 def test_every_stage_is_a_folder_with_a_main():
