@@ -106,7 +106,8 @@ with ctx:
 
 #: Runs ``sdy-dl`` from the source tree argv[1]: the tree first on sys.path, the
 #: editable install's finder (which maps sdy_dl's data packages) removed, so the
-#: tree's own rules/ and datalog/ are used.
+#: tree's own rules/ and datalog/ are used; through ``cli.run`` where the tree has
+#: it, as the ``sdy-dl`` script runs it (no teardown, no cycle collection).
 TREE_SCRIPT = """
 import sys
 tree = sys.argv.pop(1)
@@ -114,8 +115,8 @@ sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f,
 sys.path.insert(0, tree)
 import sdy_dl
 sdy_dl.__path__.append(tree)   # sdy_dl.cli is the tree's cli/ folder
-from sdy_dl.cli import main
-sys.exit(main())
+from sdy_dl import cli
+sys.exit(getattr(cli, "run", cli.main)())
 """
 
 
