@@ -469,3 +469,72 @@ def test_proof_of_a_link_propagation_does_not_step_across(text, value, failed, b
 def test_clingo_gives_the_same_link_answer(text, value):
     python = answer(text, value, "x").lines(proof=True)
     assert python == propagate(text, engine="clingo").why_not(value, "x").lines(proof=True)
+
+
+# Backward through the reshape %arg0 gets "x":(1)2 on its open dim 0, which the
+# export pass remove-sub-axes-in-input-output-shardings drops from main's boundary.
+SUB_AXIS_BOUNDARY = MESH + """\
+func.func @main(%arg0: tensor<2x8xf32>) -> (tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+  %0 = stablehlo.reshape %arg0 : (tensor<2x8xf32>) -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+"""
+
+# "x" (4) and the size 3 share nothing: update-non-divisible-input-output-shardings
+# keeps no axis of the dim.
+COPRIME = MESH + """\
+func.func @main(%arg0: tensor<3xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<3xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+"""
+
+# An open dim: cut to "x":(1)2 by one export pass, then dropped by the next.
+CUT_THEN_DROPPED = MESH + """\
+func.func @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}]>}) -> tensor<6xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<6xf32>
+  return %0 : tensor<6xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("text, note, atom, failed", [
+    (NOT_DIVIDING, "a sub-axis that does not fit: propagation gave dim 0 {\"x\"}, but dim 0 has "
+     "size 6, which 4 devices do not divide", 'out_axis(0, 0, 0, "x", 1, 4)', "2 = 4  (false)"),
+    (COPRIME, "a sub-axis that does not fit: propagation gave dim 0 {\"x\"}, but dim 0 has size 3, "
+     "which 4 devices do not divide", 'out_axis(0, 0, 0, "x", _, _)', "1 > 1  (false)"),
+    (CUT_THEN_DROPPED, 'a sub-axis that does not fit: propagation gave dim 0 {"x"}, but dim 0 has '
+     "size 6", 'out_axis(0, 0, 0, "x", 1, 4)', "2 = 4  (false)"),
+    (SUB_AXIS_BOUNDARY, 'a sub-axis on an open dim of the main function\'s boundary: propagation '
+     'gave dim 0 {"x":(1)2}, and the export pass remove-sub-axes-in-input-output-shardings',
+     'out_axis(0, 0, 0, "x", _, _)',
+     "!after_sub_axis(0, 0, 0)  (blocked by after_sub_axis(0, 0, 0))"),
+])
+def test_a_boundary_an_export_pass_narrowed_has_its_stage_proof(text, note, atom, failed):
+    """The export pass that narrowed a function boundary is asked through its
+    Datalog stage: the note names it, --proof shows the rule that would have kept
+    the axis and the literal that failed; Shardy prints the same module."""
+    result = propagate(text, engine="python")
+    got = result.why_not("%arg0", "x")
+    assert not got.has_axis and not got.blocked and got.note.startswith(note), got.note
+    assert got.why.atom == atom
+    stage = ("remove_sub_axes_in" if text is SUB_AXIS_BOUNDARY
+             else "update_non_divisible") + "_input_output_shardings"
+    assert got.why.failures[0].rule.startswith(f"datalog/{stage}/main.dl.j2:")
+    lines = [line.strip() for line in got.lines(proof=True)]
+    assert f"no {atom}:" in lines and f"fails: {failed}" in lines
+    assert got.to_json()["datalog"]["atom"] == atom
+    assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(result.text))
+
+
+def test_a_boundary_cut_then_dropped_says_both():
+    got = answer(CUT_THEN_DROPPED, "%arg0", "x")
+    assert got.note.endswith('keeps the longest prefix that divides it evenly, {"x":(1)2} (then '
+                             "remove-sub-axes-in-input-output-shardings drops an open dim's "
+                             "sub-axes: {})"), got.note
+
+
+@pytest.mark.parametrize("text", [NOT_DIVIDING, COPRIME, SUB_AXIS_BOUNDARY])
+def test_clingo_gives_the_same_boundary_answer(text):
+    python = answer(text, "%arg0", "x").lines(proof=True)
+    assert python == propagate(text, engine="clingo").why_not("%arg0", "x").lines(proof=True)

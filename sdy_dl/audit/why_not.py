@@ -23,7 +23,6 @@ body literal that did not hold, down to where the derivation stopped.
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -71,11 +70,15 @@ class WhyNot:
     blocked: list[Blocked] = field(default_factory=list)
     note: str = ""
     unexamined: int = 0    # values holding the axis next to the way, farther than those examined
+    why: object = None     # negation.Absence behind the note (an export pass's stage), or None
 
     def to_json(self) -> dict:
-        return {"value": self.value, "axis": self.axis, "dim": self.dim, "sharding": self.sharding,
-                "has_axis": self.has_axis, "note": self.note, "unexamined": self.unexamined,
-                "blocked": [b.to_json() for b in self.blocked]}
+        out = {"value": self.value, "axis": self.axis, "dim": self.dim, "sharding": self.sharding,
+               "has_axis": self.has_axis, "note": self.note, "unexamined": self.unexamined,
+               "blocked": [b.to_json() for b in self.blocked]}
+        if self.why is not None:
+            out["datalog"] = self.why.to_json()
+        return out
 
     def headline(self) -> str:
         """The answer in one line: the first place the axis stopped and its cause
@@ -97,6 +100,8 @@ class WhyNot:
         if self.has_axis:
             return [f"{head}", f"  has \"{self.axis}\"{dim}" + (f" ({self.note})" if self.note else "")]
         out = [head, f"  no \"{self.axis}\"{dim}" + (f": {self.note}" if self.note else "")]
+        if self.why is not None:
+            out += _why_lines(self.why, proof, "    ")
         if self.unexamined:
             out.append(f"  ({len(self.blocked)} nearest places shown; {self.unexamined} farther "
                        f"values holding \"{self.axis}\" not examined)")
@@ -111,19 +116,27 @@ class WhyNot:
                 out.append(f"    (which reaches {self.value} through {' -> '.join(b.via)})")
             out.append(f"    because: {b.cause}")
             if b.why is not None:
-                chain = b.why.failures[0].chain() if b.why.failures else []
-                if proof:
-                    out += b.why.lines("    ")
-                elif chain:
-                    first, last = chain[0], chain[-1]
-                    out.append(f"    no {b.why.atom}: rule {first.rule}: {first.text}")
-                    out.append(f"      did not hold: {first.failed}"
-                               + (f" (blocked by {first.blocking})" if first.blocking else ""))
-                    if last is not first:
-                        out.append(f"      ... stopped at rule {last.rule}: {last.failed}"
-                                   + (f" (blocked by {last.blocking})" if last.blocking else "")
-                                   + " (--proof: the whole chain)")
+                out += _why_lines(b.why, proof, "    ")
         return out
+
+
+def _why_lines(why, proof: bool, indent: str) -> list[str]:
+    """A negation answer as lines: the whole chain (``proof``), else the first rule
+    with the literal that did not hold and where the chain stopped."""
+    if proof:
+        return why.lines(indent)
+    chain = why.failures[0].chain() if why.failures else []
+    if not chain:
+        return []
+    first, last = chain[0], chain[-1]
+    out = [f"{indent}no {why.atom}: rule {first.rule}: {first.text}",
+           f"{indent}  did not hold: {first.failed}"
+           + (f" (blocked by {first.blocking})" if first.blocking else "")]
+    if last is not first:
+        out.append(f"{indent}  ... stopped at rule {last.rule}: {last.failed}"
+                   + (f" (blocked by {last.blocking})" if last.blocking else "")
+                   + " (--proof: the whole chain)")
+    return out
 
 
 def _axis_dims(sharding, axis: str) -> list[int]:
@@ -193,7 +206,7 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     given = tracer.final(key)
     have = _amount(given, axis, dims)
     if have > _amount(sharding, axis, dims):
-        answer.note = _made_even(out, given, sharding, axis, dims, meshes)
+        answer.note, answer.why = _made_even(audit, out, given, sharding, axis, dims)
         return answer
     # Breadth first from the value's key over the data flow; keys holding more of
     # the axis than the value end a path.
@@ -315,30 +328,69 @@ def _link_name(link) -> str:
     return f"the data-flow edge of {link.owner}" if link.owner else link.name
 
 
-def _made_even(out, given, printed, axis: str, dims, meshes) -> str:
+def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object]:
     """Why the printed ``printed`` holds less of ``axis`` than propagation ``given``
-    gave it: an export pass made the function boundary evenly sharded."""
+    gave it, as (the cause phrased, the negation answer or None): the export
+    passes that rewrite function boundaries, each asked through its Datalog
+    stage in pipeline order from ``given`` (update-non-divisible-input-output-
+    shardings; on main's arguments and results remove-sub-axes-in-input-output-
+    shardings).  The first that takes some of the axis off the dim is the cause,
+    when the stages end where the output does; else another export pass
+    narrowed it (named without a Datalog question)."""
+    from sdy_dl.audit.negation import Model
+    from sdy_dl.datalog.compiler import compile_stage
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import tensor_info
+    from sdy_dl.passes.export import remove_sub_axes_in_input_output_shardings as sub
+    from sdy_dl.passes.export import update_non_divisible_input_output_shardings as even
 
+    d = next((d for d in range(len(given.dims)) if (dims is None or d in dims)
+              and _amount(given, axis, {d}) > _amount(printed, axis, {d})), None)
+    if d is None:
+        return ("propagation gave it more of the axis than the output prints (export passes, "
+                "§9.3)", None)
+    had = ", ".join(a.to_text() for a in given.dims[d].axes)
+    kept = ", ".join(a.to_text() for a in printed.dims[d].axes) if printed is not None else ""
     value = out.value if out.value is not None else getattr(out.result_of, "value", None)
     with mlir_context():
         shape = tensor_info(value.type)[1] if value is not None else None
-    mesh = meshes.get(given.mesh) if isinstance(given.mesh, str) else None
-    for d, dim in enumerate(given.dims):
-        if (dims is not None and d not in dims) or _amount(given, axis, {d}) <= _amount(
-                printed, axis, {d}):
-            continue
-        had = ", ".join(a.to_text() for a in dim.axes)
-        kept = ", ".join(a.to_text() for a in printed.dims[d].axes) if printed is not None else ""
-        sharded = math.prod(a.ref_size(mesh) for a in dim.axes) if mesh is not None else None
-        if shape is not None and sharded and shape[d] % sharded:
-            return (f"a sub-axis that does not fit: propagation gave dim {d} {{{had}}}, but dim {d} "
-                    f"has size {shape[d]}, which {sharded} devices do not divide: the export pass "
-                    "update-non-divisible-input-output-shardings (§9.3) keeps the longest prefix "
-                    f"that divides it evenly, {{{kept}}}")
-        return (f"propagation gave dim {d} {{{had}}}; the export passes left {{{kept}}} (§9.3)")
-    return "propagation gave it more of the axis than the output prints (export passes, §9.3)"
+    mesh = audit.propagated.meshes.get(given.mesh) if isinstance(given.mesh, str) else None
+    passes = []   # (the pass, its stage's model, its sharding before, after)
+    if shape is not None and mesh is not None and printed is not None:
+        run = audit.options.context.make_engine().run
+        stages = [(even, lambda s: even.even_facts([(s, tuple(shape), mesh)]),
+                   lambda s, rel: even.evenly_sharded_from(s, mesh, 0, rel))]
+        if out.func == "main" and out.op == "func.func":
+            stages.append((sub, lambda s: sub.sub_axes_facts([s]),
+                           lambda s, rel: sub.without_sub_axes_from(s, 0, rel)))
+        now = given
+        for module, facts, rebuild in stages:
+            model = Model(compile_stage(module.STAGE.name), facts(now), run)
+            passes.append((module, model, now, rebuild(now, model.rel)))
+            now = passes[-1][3]
+    if not passes or passes[-1][3].dims[d].axes != printed.dims[d].axes:
+        return (f"propagation gave dim {d} {{{had}}}; the export passes left {{{kept}}} (§9.3)",
+                None)
+    module, model, before, after = next(p for p in passes
+                                        if _amount(p[3], axis, {d}) < _amount(p[2], axis, {d}))
+    q, ref = next((q, a) for q, a in enumerate(before.dims[d].axes) if a.name == axis)
+    left = ", ".join(a.to_text() for a in after.dims[d].axes)
+    then = (f" (then remove-sub-axes-in-input-output-shardings drops an open dim's sub-axes: "
+            f"{{{kept}}})" if left != kept else "")
+    if module is even:
+        part = any(a.name == axis for a in after.dims[d].axes[q:q + 1])
+        why = model.why_not("out_axis", (0, d, q, axis) + ((ref.pre, ref.ref_size(mesh)) if part
+                                                           else (None, None)))
+        size, count = next((r[2], r[3]) for r in model.rows("in_dim") if r[1] == d)
+        sharded = next(r[3] for r in model.rows("sharded") if r[1] == d and r[2] == count)
+        return (f"a sub-axis that does not fit: propagation gave dim {d} {{{had}}}, but dim {d} "
+                f"has size {size}, which {sharded} devices do not divide: the export pass "
+                "update-non-divisible-input-output-shardings (§9.3) keeps the longest prefix "
+                f"that divides it evenly, {{{left}}}" + then, why)
+    why = model.why_not("out_axis", (0, d, q, axis, None, None))
+    return (f"a sub-axis on an open dim of the main function's boundary: propagation gave dim {d} "
+            f"{{{had}}}, and the export pass remove-sub-axes-in-input-output-shardings (§9.3) "
+            f"keeps an open dim's axes before its first sub-axis, {{{left}}}", why)
 
 
 def _rank(out):
