@@ -133,3 +133,37 @@ def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
     for line, c in zip(text, report["conflicts_appeared"]):
         assert line.startswith(f"conflict appeared: {c['op']} at {c['place']}: factor "
                                f"{c['factor']}")
+
+
+def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
+    """The conflicts that appeared or disappeared are found at the ops whose set of
+    last step inputs differs between the two propagations: the first
+    propagation's other steps are not evaluated for their factor records, and
+    the keys are still those of the two whole conflict lists."""
+    import sdy_dl.audit.steps as steps
+    from sdy_dl.audit.whatif import (_changed_places, _conflict_key, _conflicts_by_key,
+                                     _last_steps)
+
+    evaluated = []
+    real = steps.StepRecords
+
+    class Recording(real):
+        def __init__(self, step_list, meshes):
+            evaluated.append(list(step_list))
+            super().__init__(step_list, meshes)
+
+    monkeypatch.setattr(steps, "StepRecords", Recording)
+    before = propagate(jax_programs.lowered("grad_scan_helpers"), engine="python")
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    keys = changes.conflict_keys
+    places = _changed_places(before.audit, after.audit)
+    causes, by_place = _last_steps(before.audit)
+    assert places and set(by_place) - places      # some ops' last steps are the same
+    first = set(evaluated[0])                     # the first propagation's evaluation
+    assert first <= {s for p in places & set(by_place) for s in by_place[p]}
+    assert first < {c.step for c in causes}
+    monkeypatch.setattr(steps, "StepRecords", real)
+    whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
+    whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}
+    assert keys == ([k for k in whole_a if k not in whole_b], [k for k in whole_b if k not in whole_a])
+    assert list(_conflicts_by_key(after.audit)) == list(whole_a)   # all ops (places None)

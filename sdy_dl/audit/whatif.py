@@ -123,8 +123,11 @@ class WhatIf:
     @functools.cached_property
     def conflict_keys(self) -> tuple[list, list]:
         """(the keys of the conflicts that appeared, of those that disappeared), in the
-        order of their propagation's conflicts (see :func:`_conflict_key`)."""
-        before, after = _conflicts_by_key(self.before), _conflicts_by_key(self.after)
+        order of their propagation's conflicts (see :func:`_conflict_key`); found
+        at the ops whose last steps differ only (:func:`_changed_places`)."""
+        places = _changed_places(self.before, self.after)
+        before = _conflicts_by_key(self.before, places)
+        after = _conflicts_by_key(self.after, places)
         return ([k for k in after if k not in before], [k for k in before if k not in after])
 
     @property
@@ -558,7 +561,7 @@ def whatif(audit, edits: list[Edit]):
 
 class _Memo:
     """What a propagation's what-ifs reuse: its own signatures (for the diff), per-function
-    memory and conflicts by key, and, shared by the what-ifs made from it, the
+    memory and each op's last step, and, shared by the what-ifs made from it, the
     conflicts of each step input (``steps``: meshes' text -> {StepInput: the
     conflicts' (factors, axis, kind, kept axes)}; a step's conflicts depend only on
     its input and the meshes)."""
@@ -567,7 +570,7 @@ class _Memo:
         self.steps = steps if steps is not None else {}
         self._signatures = None
         self.memory = None
-        self.conflicts = None
+        self.last_steps = None
 
     @staticmethod
     def of(audit) -> "_Memo":
@@ -590,22 +593,56 @@ class _Memo:
         return self._signatures
 
 
-def _conflicts_by_key(audit) -> dict:
-    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds, in its order,
-    without their origins, order or communication: each op's last step's conflicts,
-    looked up by step input (and meshes) first; only steps no propagation of the
-    what-ifs evaluated before are evaluated for their factor records."""
-    from sdy_dl.audit.conflicts import last_visits, step_conflicts
+def _last_steps(audit) -> tuple[list, dict]:
+    """(each op's last step as :func:`~sdy_dl.audit.conflicts.last_visits` finds them,
+    (op name, place) -> the set of those ops' last step inputs), kept for later
+    what-ifs."""
+    from sdy_dl.audit.conflicts import last_visits
+
+    memo = _Memo.of(audit)
+    if memo.last_steps is None:
+        causes = last_visits(audit.explainer)
+        places: dict = {}
+        for cause in causes:
+            places.setdefault((cause.op["name"], cause.op["place"]), set()).add(cause.step)
+        memo.last_steps = causes, places
+    return memo.last_steps
+
+
+def _changed_places(before, after) -> set | None:
+    """The (op name, place) pairs whose ops' set of last step inputs differs between the
+    two propagations (None: all, when their meshes differ).
+
+    A conflict key starts with its op's (name, place), and the conflicts of a step
+    depend only on its input and the meshes: at a pair whose ops' last steps are
+    the same set on both sides the two propagations have the same keys, so no key
+    there appears or disappears, and the keys elsewhere never start with it."""
+    from sdy_dl.passes.propagation.basic_propagation import mesh_key
+
+    if mesh_key(before.propagated) != mesh_key(after.propagated):
+        return None
+    _, b = _last_steps(before)
+    _, a = _last_steps(after)
+    return {p for p in b.keys() | a.keys() if b.get(p) != a.get(p)}
+
+
+def _conflicts_by_key(audit, places: set | None = None) -> dict:
+    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds at the ops
+    at ``places`` (None: all), in its order, without their origins, order or
+    communication: each op's last step's conflicts, looked up by step input (and
+    meshes) first; only steps no propagation of the what-ifs evaluated before are
+    evaluated for their factor records."""
+    from sdy_dl.audit.conflicts import step_conflicts
     from sdy_dl.audit.steps import StepRecords
     from sdy_dl.passes.propagation.basic_propagation import mesh_key
 
     memo = _Memo.of(audit)
-    if memo.conflicts is not None:
-        return memo.conflicts
     explainer = audit.explainer
     meshes = audit.propagated.meshes
     known = memo.steps.setdefault(mesh_key(audit.propagated), {})
-    causes = last_visits(explainer)
+    causes, _ = _last_steps(audit)
+    if places is not None:
+        causes = [c for c in causes if (c.op["name"], c.op["place"]) in places]
     missing = {}    # step input -> a cause that evaluated it
     for cause in causes:
         if cause.step not in known:
@@ -619,7 +656,6 @@ def _conflicts_by_key(audit) -> dict:
     for cause in causes:
         for part in known[cause.step]:
             out[(cause.op["name"], cause.op["place"]) + part] = None
-    memo.conflicts = out
     return out
 
 
