@@ -215,7 +215,7 @@ def answer(text, value, axis, dim=None, **options):
      '"y" in user priority 0, op-priority band 0 (from result:0 = #sdy.sharding<@mesh, '
      '[{"y", ?}, {?}]>), and "x" of %arg0 reached this step only in user priority 0, '
      'op-priority band 2', "no cand0(0, 0, _, \"x\", _, _)"),
-    (REDUCTION, "%0", "x", None, {}, 'factor j of "x" maps no dim of %0 (a reduction factor)', None),
+    (REDUCTION, "%1", "x", None, {}, 'factor j of "x" maps no dim of %1 (a reduction factor)', None),
     (NEED_REPLICATION, "%0", "x", None, {}, "factor i is blocked (a need-replication factor with "
      "blocked propagation)", "no c0_key(0, 0, 0, _)"),
     (OTHER_DIM, "%0", "x", 1, {}, '"x" is already used by another dim of %0 (factor i, dim 0)',
@@ -233,8 +233,9 @@ def test_each_cause_is_named_with_its_rule_and_literal(text, value, axis, dim, o
     assert len(got.blocked) == 1, got.lines()
     b = got.blocked[0]
     assert b.cause.startswith(cause), b.cause
-    if literal is None:
-        assert b.why is None
+    if literal is None:   # (a factor no dim of the tensor maps: a missing fact of the step)
+        assert b.why.input_relation and b.why.atom.startswith("in_dim_factor(0, ")
+        assert f"    {b.why.atom}: not among the input facts" in got.lines()
         return
     assert b.why.atom == literal[3:]
     first = b.why.failures[0]
@@ -538,3 +539,13 @@ def test_a_boundary_cut_then_dropped_says_both():
 def test_clingo_gives_the_same_boundary_answer(text):
     python = answer(text, "%arg0", "x").lines(proof=True)
     assert python == propagate(text, engine="clingo").why_not("%arg0", "x").lines(proof=True)
+
+
+def test_a_value_without_dims_says_so():
+    """A rank-0 value (the reduction's init constant) has no dim for any axis:
+    the answer says so instead of walking the data flow."""
+    got = answer(REDUCTION, "%0", "x")
+    assert not got.has_axis and not got.blocked
+    assert got.note == 'it has no dims (rank 0): no dim can hold "x"'
+    with pytest.raises(SdyError, match=r"%0 has no dims \(rank 0\): --dim does not apply"):
+        answer(REDUCTION, "%0", "x", 0)

@@ -123,7 +123,7 @@ class WhyNot:
 def _why_lines(why, proof: bool, indent: str) -> list[str]:
     """A negation answer as lines: the whole chain (``proof``), else the first rule
     with the literal that did not hold and where the chain stopped."""
-    if proof:
+    if proof or why.input_relation:
         return why.lines(indent)
     chain = why.failures[0].chain() if why.failures else []
     if not chain:
@@ -182,6 +182,8 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     sharding = out.sharding
     if dim is not None:
         rank = sharding.rank if sharding is not None else _rank(out)
+        if rank == 0:
+            raise SdyError(f"{value} has no dims (rank 0): --dim does not apply", file=audit.file)
         if rank is not None and not 0 <= dim < rank:
             raise SdyError(f"{value} has rank {rank}: --dim is 0..{rank - 1}", file=audit.file)
     answer = WhyNot(out.name, axis, dim, "(none)" if sharding is None else sharding.to_text())
@@ -190,6 +192,10 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     if _amount(sharding, axis, dims) >= size:
         answer.has_axis = True
         answer.note = f"see 'sdy-dl explain {value}'"
+        return answer
+    rank = sharding.rank if sharding is not None else _rank(out)
+    if rank == 0:
+        answer.note = f"it has no dims (rank 0): no dim can hold \"{axis}\""
         return answer
     held = _axis_dims(sharding, axis)
     if held:
@@ -397,10 +403,11 @@ def _rank(out):
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import tensor_rank
 
-    if out.value is None:
+    value = out.value if out.value is not None else getattr(out.result_of, "value", None)
+    if value is None:
         return None
     with mlir_context():
-        return tensor_rank(out.value.type)
+        return tensor_rank(value.type)
 
 
 def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked | None:
@@ -574,10 +581,10 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
             return None
     factor = held[0][2]
     f = factor_name(factor)
-    if tensor_dim(rule, t_near, factor) is None:
+    if not model.has("in_dim_factor", (0, t_near, None, None, factor)):
         return (f"factor {f} of \"{axis}\" maps no dim of {blocked.to} "
                 f"({_factor_kind(rule, factor)}): no dim of {blocked.to} can take the axis from it",
-                None, factor)
+                model.why_not("in_dim_factor", (0, t_near, None, None, factor)), factor)
     ref = held[0][4:7]
     if conservative and not model.has("keep_ref", (0, *ref)):
         return (f"conservative mode: \"{axis}\" is on {blocked.source} as the sub-axis "
