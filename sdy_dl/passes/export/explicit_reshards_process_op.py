@@ -145,7 +145,9 @@ def full_common_axes(pendings: list[Pending], projections, reshapes: dict, meshe
 def decide(pendings: list[Pending], meshes, options, is_equivalent: IsEquivalent):
     """Per pending op: (its update: which tensors change and their new
     shardings, or None; the axes to all-reduce after it)."""
-    projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options)
+    projections = project([p.op for p in pendings], [p.sizes for p in pendings], meshes, options,
+                          [not p.on_full and p.mop.name in DOT_OPS and len(p.op.shardings) == 3
+                           for p in pendings])
     reshapes = reshape_common_axes(pendings, projections, meshes, options)
     commons = full_common_axes(pendings, projections, reshapes, meshes, options)
     plans = []
@@ -161,7 +163,7 @@ def decide(pendings: list[Pending], meshes, options, is_equivalent: IsEquivalent
             unchanged = projection.compatible and not projection.has_overflow()
             new_axes = None if unchanged and not any(p.on_other_devices(meshes)) else common
         elif p.mop.name in DOT_OPS and p.originals[-1] is not None:
-            new_axes = dot_result_axes(rule, projection, p.sizes)
+            new_axes = dot_result_axes(rule, projection)
         reduce_axes = None
         first = p.originals[len(rule.operands)] if p.mop.results else None
         if p.mop.results and (p.on_full or (first is not None and first.unreduced)):

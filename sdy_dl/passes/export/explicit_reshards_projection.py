@@ -3,7 +3,9 @@
 ``explicit_reshards`` for a batch of ops in one engine call.
 
 :func:`project` gives, per op, every tensor's factor shardings (the step's
-projection, ``datalog/step/projection.dl.j2``); :func:`project_out` gives,
+projection, ``datalog/step/projection.dl.j2``), whether they are compatible,
+the unary case's common axes and, for dots, ``processDot``'s decision (which
+factor of the result takes which operand's axes); :func:`project_out` gives,
 for new axes per factor, which tensors change and their new shardings (the
 step's projection out, ``datalog/step/dims_out.dl.j2``).  Python only turns
 shardings into facts and relations back into shardings.
@@ -55,6 +57,9 @@ class Projection:
     compatible: bool = False
     #: the common axes of the unary case of findCommonAxes (None: not that case)
     unary_axes: tuple | None = None
+    #: a dot's processDot decision: (factor, operand) when its result takes that
+    #: operand's axes on that factor (None: left alone, or not asked)
+    dot: tuple[int, int] | None = None
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
@@ -104,14 +109,16 @@ def lists_per_factor(rows) -> dict[tuple, dict[int, tuple]]:
 
 
 def project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
-            options) -> list[Projection]:
+            options, dots: list[bool] | None = None) -> list[Projection]:
     """The projection of every op in ``ops`` (one engine call for the distinct
     ones: equal rules, shardings and sizes project alike); ``elements``: the
-    number of elements of each op's tensors."""
-    items = list(zip(ops, elements))
-    return per_distinct(lambda distinct: _project([op for op, _ in distinct],
-                                                  [sizes for _, sizes in distinct],
-                                                  meshes, options), items, items)
+    number of elements of each op's tensors; ``dots``: which ops are dots
+    (lhs, rhs, result) whose processDot decision is asked."""
+    items = list(zip(ops, elements, dots or [False] * len(ops)))
+    return per_distinct(lambda distinct: _project([op for op, _, _ in distinct],
+                                                  [sizes for _, sizes, _ in distinct],
+                                                  meshes, options,
+                                                  [dot for _, _, dot in distinct]), items, items)
 
 
 def per_distinct(run, items: list, keys: list) -> list:
@@ -128,7 +135,7 @@ def per_distinct(run, items: list, keys: list) -> list:
 
 
 def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: dict[str, Mesh],
-             options) -> list[Projection]:
+             options, dots: list[bool]) -> list[Projection]:
     if not ops:
         return []
     def kinds(kind):
@@ -141,8 +148,11 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
         ranks.extend((i, t, order[n]) for t, n in enumerate(sizes))
     out = _run(ops, meshes, options, "project",
                {"in_need_replication": kinds("need_replication"),
-                "in_permutation": kinds("permutation"), "in_elements_rank": ranks})
+                "in_permutation": kinds("permutation"), "in_reduction": kinds("reduction"),
+                "in_dot": [(i,) for i, dot in enumerate(dots) if dot],
+                "in_elements_rank": ranks})
     compatible = {i for (i,) in out["er_compatible"]}
+    dot_decisions = {i: (f, t) for i, f, t in out["er_dot"]}
     unary = lists_per_factor(out["er_unary_axis"])
     def lists(relation):
         refs: dict[tuple, dict[int, tuple]] = defaultdict(dict)
@@ -174,7 +184,7 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
                                for f in range(len(op.rule.factors)))
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
                                  tuple(overflow.get((i, t), {}) for t in range(n)),
-                                 i in compatible, unary_axes))
+                                 i in compatible, unary_axes, dot_decisions.get(i)))
     return result
 
 

@@ -1,7 +1,8 @@
 """Helpers of insert-explicit-reshards (Shardy's ``explicit_reshards_util``):
 the all-reduces that turn unreduced axes into replicated ones, the op's
-reduction axes, the non-full version's dot decision (``processDot``) and
-the unreduced collectives.
+reduction axes, a dot's new result axes once stage
+``insert_explicit_reshards`` has taken ``processDot``'s decision, and the
+unreduced collectives.
 
 A value whose sharding has unreduced axes that its user does not keep
 unreduced is all-reduced over those axes first (Shardy's
@@ -98,44 +99,17 @@ def reduction_axes(rule, projection, common) -> list | None:
     return axes
 
 
-def dot_result_axes(rule, projection, sizes) -> list | None:
-    """Shardy's ``processDot`` decision: when the operands are compatible and
-    exactly one non-contracting/batching factor of the result conflicts with a
-    (non-empty) operand sharding, the result is no larger than that operand
-    and the result's conflicting axes are exactly the contracting factors'
-    axes, the result's axes per factor with the conflicting factor taking the
-    operand's axes (a more sharded dot); None otherwise.  ``sizes``: the
-    numbers of elements of lhs, rhs and result."""
-    lhs, rhs, res = projection.tensors
-    lhs_size, rhs_size, result_size = sizes
-    conflicting, conflicting_axes = None, ()
-    reduction: list = []
-    seen: list = []
-    for f in range(len(rule.factors)):
-        if f in lhs and f in rhs:
-            operand_axes, max_size = lhs[f], max(lhs_size, rhs_size)
-            if lhs[f] != rhs[f]:
-                return None
-            if rule.factors[f].kind == "reduction":
-                reduction.extend(operand_axes)
-                continue
-        else:
-            operand_axes = lhs[f] if f in lhs else rhs.get(f, ())
-            max_size = lhs_size if f in lhs else rhs_size
-            for axis in operand_axes:
-                if any(a.overlaps(axis) for a in seen):
-                    return None
-                seen.append(axis)
-        if res.get(f, ()) != operand_axes:
-            if not operand_axes or conflicting is not None or result_size > max_size:
-                return None
-            conflicting, conflicting_axes = f, operand_axes
-    if conflicting is None:
+def dot_result_axes(rule, projection) -> list | None:
+    """``processDot``'s new axes per factor for a dot's result, as stage
+    ``insert_explicit_reshards`` decides it (``projection.dot``: the conflicting
+    factor and the operand whose axes it takes; the other factors keep the
+    result's axes); None when the dot is left alone."""
+    if projection.dot is None:
         return None
-    if not res[conflicting] or list(res[conflicting]) != reduction:
-        return None
-    axes = [res.get(f, ()) for f in range(len(rule.factors))]
-    axes[conflicting] = conflicting_axes
+    factor, operand = projection.dot
+    result = projection.tensors[-1]
+    axes = [result.get(f, ()) for f in range(len(rule.factors))]
+    axes[factor] = projection.tensors[operand].get(factor, ())
     return axes
 
 
