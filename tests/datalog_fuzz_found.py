@@ -7,6 +7,8 @@ clingo never met); divisions now run after the rest of their body in both engine
 Seed 5178 of the second: a rule with a division by zero whose head another rule had
 already derived; clingo skipped it (no error), Soufflé and the Python engine evaluate
 it; clingo now derives an auxiliary relation of every variable of such a body.
+(Its division assigns a variable used nowhere else: Soufflé removes that equality
+before it evaluates the rule, and so do the engines now.)
 """
 
 FOUND = [

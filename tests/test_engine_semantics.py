@@ -139,6 +139,96 @@ def test_declared_types(engine):
     assert run(engine, text, facts)["reach"] == {(4, "four"), (1, "one"), (2, "one"), (3, "one")}
 
 
+#: Two declared subtypes of each kind, and relations of each type.
+TYPED = (".type A <: number\n.type B <: number\n.type S <: symbol\n.type T <: symbol\n"
+         + decls(".decl ea(x: A, y: number)", ".decl eb(x: B, y: number)",
+                 ".decl gs(x: S, y: symbol)")
+         + ".input ea\n.input eb\n.input gs\n"
+         + decls(*(f".decl r{t.lower()}(x: {t})" for t in ("A", "B", "S", "T")),
+                 ".decl rnumber(x: number)", ".decl rsymbol(x: symbol)")
+         + "".join(f".output r{t}\n" for t in ("a", "b", "s", "t", "number", "symbol")))
+TYPED_FACTS = {"ea": [(1, 1), (2, 5), (3, 0)], "eb": [(2, 2), (4, 1)], "gs": [("a", "a"), ("b", "c")]}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rule,error", [
+    # Soufflé's rules: a variable's type is the meet of the columns of the positive
+    # atoms it stands in; the head and positive atoms take subtypes of their columns'
+    # types, negated atoms values of their kind; the sides of a comparison are of
+    # one type; constants, arithmetic and count fit any type of their kind; sum,
+    # min and max are of their expression's type.
+    ("rnumber(X) :- ea(X, _).", None),
+    ("ra(X) :- ea(X, _), ea(_, X).", None),
+    ("ra(X) :- ea(X, N), X = N.", None),
+    ("ra(X) :- ea(X, N), X < N.", None),
+    ("ra(X) :- ea(X, _), !eb(X, _).", None),
+    ("rb(X) :- ea(Y, _), X = Y + 1.", None),
+    ("ra(X + 1) :- ea(X, _).", None),
+    ("rb(N) :- ea(_, _), N = count : { ea(_, _) }.", None),
+    ("ra(M) :- ea(_, _), M = min X : { ea(X, _) }.", None),
+    ("ra(M) :- ea(_, _), M = sum X : { ea(X, _) }.", None),
+    ("rsymbol(X) :- gs(X, _).", None),
+    ("rs(X) :- gs(X, Y), X = Y.", None),
+    ("ra(X) :- ea(_, X).", "ra: variable X of type number where column of type A is declared"),
+    ("rb(X) :- ea(X, _).", "rb: variable X of type A where column of type B is declared"),
+    ("ra(X) :- ea(X, _), eb(X, _).", "variable X is used with types A and B"),
+    ("ra(X) :- ea(X, _), eb(Y, _), X = Y.", "comparison '=' of a A with a B"),
+    ("ra(X) :- ea(X, _), eb(Y, _), X < Y.", "comparison '<' of a A with a B"),
+    ("rb(M) :- ea(_, _), M = min X : { ea(X, _) }.",
+     "rb: variable M of type A where column of type B is declared"),
+    ("rb(X) :- eb(X, _), X = max Z : { ea(Z, _) }.", "comparison '=' of a B with a A"),
+    ("rt(X) :- gs(X, _).", "rt: variable X of type S where column of type T is declared"),
+    ("rs(X) :- gs(_, X).", "rs: variable X of type symbol where column of type S is declared"),
+])
+def test_declared_types_follow_souffles_type_rules(engine, rule, error):
+    """Each engine accepts what Soufflé's type checker accepts (with the same
+    relations) and refuses the rest with one located error."""
+    text = TYPED + rule + "\n"
+    if error is None:
+        assert run(engine, text, TYPED_FACTS) == run("python", text, TYPED_FACTS)
+        return
+    with pytest.raises(SdyError) as info:
+        run(engine, text, TYPED_FACTS)
+    message = str(info.value)
+    assert (message.startswith("<program>:") and error in message
+            or engine == "souffle" and "Error:" in message), message
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("rule,derived", [
+    ("a(X) :- e(X, Y), A = X / (Y - Y).", {(1,), (2,), (3,), (4,)}),
+    ("a(X) :- e(X, Y), B = X % (Y - Y), A = B.", {(1,), (2,), (3,), (4,)}),
+    ("a(X) :- e(X, Y), X / (Y - Y) = X / (Y - Y).", {(1,), (2,), (3,), (4,)}),
+    ("a(X) :- e(X, Y), A = X / (Y - Y), A = A.", {(1,), (2,), (3,), (4,)}),
+    ("a(X) :- e(X, Y), A = X / (Y - Y), !e(A, 5).", "division by zero"),
+    ("a(X) :- e(X, Y), N = count : { e(Z, W), B = Z / (W - W) }, N > 0.", "division by zero"),
+])
+def test_an_equality_souffle_removes_is_not_evaluated(engine, rule, derived):
+    """Soufflé resolves the aliases of a rule's body before it evaluates it: an
+    equality binding a variable used nowhere else, or of a term with itself,
+    is removed (not in an aggregate's body), so its division never runs."""
+    text = HEADER + out("a") + rule + "\n"
+    if isinstance(derived, set):
+        assert run(engine, text) == {"a": derived}
+        return
+    with pytest.raises(SdyError, match="division by zero|arithmetic exception|souffle failed"):
+        run(engine, text)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_string_constants_equal_the_symbols_of_facts(engine):
+    """A constant with a quote, backslash, tab or percent sign equals the fact
+    symbol of its value, and reads back as it."""
+    values = ['q"t', "x\\y", "a\tb", "50%", "plain"]
+    text = (decls(".decl in_s(v: symbol)", ".decl hit(v: symbol)", ".decl lit(v: symbol)")
+            + ".input in_s\n.output hit\n.output lit\n"
+            + 'hit(V) :- in_s(V), V = "q\\"t".\nhit(V) :- in_s(V), V = "x\\\\y".\n'
+            + 'hit(V) :- in_s(V), V = "a\\tb".\nhit(V) :- in_s(V), V = "50%".\n'
+            + 'lit("50%41").\n')
+    assert run(engine, text, {"in_s": [(v,) for v in values]}) == {
+        "hit": {('q"t',), ("x\\y",), ("a\tb",), ("50%",)}, "lit": {("50%41",)}}
+
+
 @pytest.mark.parametrize("engine", ["python", "clingo"])
 @pytest.mark.parametrize("body,where,what", [
     (".limitsize r(n=5)", "6:2", "directive .limitsize is not supported"),

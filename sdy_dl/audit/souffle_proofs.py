@@ -29,20 +29,25 @@ import subprocess
 import tempfile
 
 from sdy_dl.audit.proofs import Proof, Rule, parse_rules, rule_origin
-from sdy_dl.datalog.facts import read_relation_file, write_facts_dir
+from sdy_dl.datalog.facts import (escape_symbol, read_relation_file, unescape_symbol,
+                                  write_facts_dir)
 from sdy_dl.datalog.program import Program
+from sdy_dl.engines.souffle_engine import souffle_program
 from sdy_dl.errors import SdyError
 
 _ATOM = re.compile(r"^([a-z_][A-Za-z0-9_]*)\((.*)\)$", re.S)
 
 
 def _parse_args(text: str) -> tuple:
-    """``0, "a", 2`` -> ``(0, "a", 2)`` (Soufflé's printing of a tuple)."""
-    return tuple(json.loads("[" + text + "]")) if text.strip() else ()
+    """``0, "a", 2`` -> ``(0, "a", 2)`` (Soufflé's printing of a tuple; symbols
+    unescaped as they travel in fact files)."""
+    values = json.loads("[" + text + "]") if text.strip() else []
+    return tuple(unescape_symbol(v) if isinstance(v, str) else v for v in values)
 
 
 def _quote(v) -> str:
-    return str(v) if isinstance(v, int) else json.dumps(str(v))
+    """``v`` as an argument of an ``explain`` command (a symbol escaped as in fact files)."""
+    return str(v) if isinstance(v, int) else json.dumps(escape_symbol(str(v)))
 
 
 class SouffleProvenance:
@@ -66,7 +71,7 @@ class SouffleProvenance:
         write_facts_dir(program, facts, fact_dir)
         source = os.path.join(self._tmp.name, "program.dl")
         with open(source, "w", encoding="utf-8") as f:
-            f.write(program.text)
+            f.write(souffle_program(program).text)   # its string constants as facts write symbols
         self.command = [self.binary, "-w", "-t", "explain", "-F", fact_dir, "-D", out_dir, source]
         self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, bufsize=1)

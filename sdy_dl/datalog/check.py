@@ -16,18 +16,26 @@ located ``SdyError`` for the first problem found:
   the aggregate), otherwise *local*; a variable bound only inside an
   aggregate but used outside it (a "witness") and a variable of an
   aggregate's expression that also occurs outside it are errors;
-* types: number and symbol columns, constants, arithmetic and ordered
-  comparisons on numbers only; a column of a declared ``.type`` meets only
-  variables of that type and constants;
+* types, Soufflé's rules: arithmetic and ordered comparisons on numbers only;
+  a variable's type is the meet of the columns of the positive atoms it
+  stands in (a declared ``.type A <: number`` is below ``number``, two such
+  types meet nowhere); the sides of a comparison are of one type; the head
+  and positive atoms take subtypes of their columns' types, negated atoms
+  values of their kind; constants, arithmetic and ``count`` fit any type of
+  their kind, ``sum``, ``min`` and ``max`` are of their expression's type;
 * stratification: no relation depends on itself through negation or an
   aggregate.
 
 Local variables of aggregates are renamed apart (``X`` of the second
 aggregate becomes ``X_2``), so after the check a variable that occurs both
-inside and outside an aggregate is exactly an injected one.
+inside and outside an aggregate is exactly an injected one.  The equalities
+Soufflé removes before it evaluates a rule are left out of the clauses
+(:func:`unevaluated_dropped`).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
 from sdy_dl.datalog.lexer import is_directive, split_statements, tokenize
@@ -286,102 +294,190 @@ class _Checker:
             raise self.error(f"variable {min(free)} of the head is not bound by the body",
                              head[4])
         self.types(head, body)
-        return Clause(head, body, clause.line, clause.col)
+        return Clause(head, unevaluated_dropped(head, body), clause.line, clause.col)
 
     # types ------------------------------------------------------------------------
 
     def types(self, head, body) -> None:
-        """Number/symbol (and declared ``.type``) agreement of every term of the clause."""
-        var_types: dict[str, set[str]] = {}
-        atoms = [head]
+        """Soufflé's typing of the clause (see the module docstring); the first
+        disagreement is one located error."""
+        decls = self.program.decls
+        kinds = {"number": "number", "symbol": "symbol"}
+        for decl in decls.values():
+            kinds.update(zip(decl.type_names or decl.types, decl.types))
+        sources, sinks, comparisons = [], [(head, False)], []
 
         def collect(literals):
             for lit in literals:
                 if lit[0] == "atom":
-                    atoms.append(lit)
-                else:
-                    for side in (lit[2], lit[3]):
-                        if side[0] == "agg":
-                            collect(side[3])
+                    if lit[3]:
+                        sinks.append((lit, True))
+                    else:
+                        sources.append(lit)
+                    continue
+                comparisons.append(lit)
+                for side in (lit[2], lit[3]):
+                    if side[0] == "agg":
+                        collect(side[3])
         collect(body)
-        for atom in atoms:
-            decl = self.program.decls[atom[1]]
-            for a, typ in zip(atom[2], decl.type_names or decl.types):
+
+        # a variable's type: the meet of the columns of the positive atoms it stands in
+        found: dict[str, set[str]] = {}
+        for atom in sources:
+            for a, typ in zip(atom[2], _column_types(decls[atom[1]])):
                 if a[0] == "var":
-                    var_types.setdefault(a[1], set()).add(typ)
-        base = {}
-        for atom in atoms:
-            decl = self.program.decls[atom[1]]
-            base.update({t: b for t, b in zip(decl.type_names or decl.types, decl.types)})
-        base.update({"number": "number", "symbol": "symbol"})
-        for var, found in var_types.items():
-            kinds = {base[t] for t in found}
-            if len(kinds) > 1 or (len(found) > 1 and found - {"number", "symbol"}):
-                raise self.error(f"variable {var} is used with types {' and '.join(sorted(found))}"
-                                 + (" (a declared type meets only itself and constants)"
-                                    if len(kinds) == 1 else ""))
-        vtype = {var: next(iter(found)) for var, found in var_types.items()}
+                    found.setdefault(a[1], set()).add(typ)
+        vtype: dict[str, str] = {}
+        for var, types in found.items():
+            meet = "number?" if kinds[next(iter(types))] == "number" else "symbol?"
+            for t in types:
+                meet = _meet(meet, t, kinds)
+                if meet is None:
+                    raise self.error(f"variable {var} is used with types "
+                                     f"{' and '.join(sorted(types))}")
+            vtype[var] = meet
 
         def term_type(term, place) -> str | None:
-            """The term's type name; None for a constant of either kind's base."""
+            """The term's type (``number?``: a constant's, arithmetic's or a count's,
+            fitting any number column); None while a variable's is unknown."""
             kind = term[0]
             if kind == "var":
                 return vtype.get(term[1])
-            if kind == "num":
-                return "number?"
-            if kind == "str":
-                return "symbol?"
+            if kind in ("num", "str"):
+                return "number?" if kind == "num" else "symbol?"
             if kind == "bin":
                 for side in (term[2], term[3]):
                     t = term_type(side, place)
-                    if t is not None and base.get(t.rstrip("?"), t.rstrip("?")) != "number":
+                    if t is not None and _kind(t, kinds) != "number":
                         raise self.error(f"arithmetic '{term[1]}' on a symbol", place)
-                return "number"
+                return "number?"
             if kind == "agg":
-                if term[2] is not None:
-                    t = term_type(term[2], place)
-                    if t is not None and base.get(t.rstrip("?"), t.rstrip("?")) != "number":
-                        raise self.error(f"{term[1]} over symbols is not supported", term[4])
-                return "number"
+                if term[2] is None:
+                    return "number?"
+                t = term_type(term[2], place)
+                if t is not None and _kind(t, kinds) != "number":
+                    raise self.error(f"{term[1]} over symbols is not supported", term[4])
+                return t   # sum, min and max are of their expression's type
             return None
 
-        def agree(a: str | None, b: str | None) -> bool:
-            if a is None or b is None:
+        def narrow(term, typ: str) -> bool:
+            """Give a variable side (or an aggregate's variable expression) ``typ``."""
+            if term[0] == "agg" and term[2] is not None:
+                return narrow(term[2], typ)
+            if term[0] == "var" and vtype.get(term[1]) != typ:
+                vtype[term[1]] = typ
                 return True
-            ka, kb = base.get(a.rstrip("?"), a.rstrip("?")), base.get(b.rstrip("?"), b.rstrip("?"))
-            if ka != kb:
-                return False
-            return a.endswith("?") or b.endswith("?") or a == b
+            return False
 
-        def check(literals):
-            for lit in literals:
-                if lit[0] == "atom":
-                    decl = self.program.decls[lit[1]]
-                    for a, typ in zip(lit[2], decl.type_names or decl.types):
-                        t = term_type(a, lit[4])
-                        if not agree(t, typ):
-                            raise self.error(f"{lit[1]}: a {t.rstrip('?')} where column of type "
-                                             f"{typ} is declared", lit[4])
-                    continue
+        # both sides of a comparison are of one type (Soufflé: each a subtype of the other)
+        changed = True
+        while changed:
+            changed = False
+            for lit in comparisons:
                 left, right = term_type(lit[2], lit[4]), term_type(lit[3], lit[4])
-                if lit[2][0] == "var" and left is None:   # assigned: takes the other side's type
-                    vtype[lit[2][1]] = left = right
-                if lit[3][0] == "var" and right is None:
-                    vtype[lit[3][1]] = right = left
-                if not agree(left, right):
-                    raise self.error(f"comparison '{lit[1]}' of a {(left or '?').rstrip('?')} "
-                                     f"with a {(right or '?').rstrip('?')}", lit[4])
-                if lit[1] not in ("=", "!=") and "symbol" in {
-                        base.get((t or "").rstrip("?"), (t or "").rstrip("?")) for t in (left, right)}:
+                if left is None and right is None:
+                    continue
+                meet = left if right is None else right if left is None else _meet(left, right, kinds)
+                if meet is None:
+                    raise self.error(f"comparison '{lit[1]}' of a {left.rstrip('?')} "
+                                     f"with a {right.rstrip('?')}", lit[4])
+                if lit[1] not in ("=", "!=") and _kind(meet, kinds) == "symbol":
                     raise self.error(f"ordered comparison '{lit[1]}' of symbols is not supported",
                                      lit[4])
-                for side in (lit[2], lit[3]):
-                    if side[0] == "agg":
-                        check(side[3])
-        # assignments first bind their variables' types, in the order they can run
-        for _ in range(3):
-            check(body)
-        check([head])
+                changed |= narrow(lit[2], meet) | narrow(lit[3], meet)
+
+        # positive atoms take subtypes of their columns' types (the head too); negated
+        # atoms, values of their columns' kind
+        for atom, negated in [(a, False) for a in sources] + sinks:
+            for a, typ in zip(atom[2], _column_types(decls[atom[1]])):
+                t = term_type(a, atom[4])
+                if t is None or (_kind(t, kinds) == kinds[typ] and (
+                        negated or t.endswith("?") or t == typ or typ == kinds[typ])):
+                    continue
+                what = (f"variable {a[1]} of type {t.rstrip('?')}" if a[0] == "var"
+                        else f"a {t.rstrip('?')}")
+                raise self.error(f"{atom[1]}: {what} where column of type {typ} is declared",
+                                 atom[4])
+
+
+def _column_types(decl) -> tuple[str, ...]:
+    """The declared types of ``decl``'s columns (``number``, ``symbol`` or a ``.type``)."""
+    return decl.type_names or decl.types
+
+
+def _kind(typ: str, kinds: dict[str, str]) -> str:
+    """``number`` or ``symbol``: the kind of a type (``number?`` is a constant's)."""
+    return kinds[typ.rstrip("?")]
+
+
+def _meet(a: str, b: str, kinds: dict[str, str]) -> str | None:
+    """The largest type below both ``a`` and ``b`` in Soufflé's subtype order (a
+    constant's type ``number?`` above ``number`` above each ``.type T <:
+    number``, likewise for symbols), or None when there is none."""
+    if a == b:
+        return a
+    if _kind(a, kinds) != _kind(b, kinds):
+        return None
+    for x, y in ((a, b), (b, a)):
+        if x.endswith("?"):
+            return y
+    for x, y in ((a, b), (b, a)):
+        if x == kinds[x]:
+            return y
+    return None
+
+
+def unevaluated_dropped(head, body) -> tuple:
+    """``body`` without the equalities Soufflé removes before it evaluates a rule
+    (its alias resolution, in the rule's own body, not in aggregates): ``V = t``
+    or ``t = V`` where the variable ``V`` occurs nowhere else in the clause, and
+    ``t = t``, for ``t`` without an aggregate.  Such an equality holds for every
+    binding, but a division in ``t`` would stop the run on a zero divisor, which
+    Soufflé never meets; a body is never left empty."""
+    body = list(body)
+    while len(body) > 1:
+        counts: Counter = Counter()
+        for node in (head, *body):
+            _count_variables(node, counts)
+        for k, lit in enumerate(body):
+            if (lit[0] == "cmp" and lit[1] == "=" and not _has_aggregate(lit)
+                    and (lit[2] == lit[3] or any(side[0] == "var" and counts[side[1]] == 1
+                                                 for side in (lit[2], lit[3])))):
+                del body[k]
+                break
+        else:
+            break
+    return tuple(body)
+
+
+def _count_variables(node, counts: Counter) -> None:
+    """Add each occurrence of a named variable in ``node`` (aggregates included) to ``counts``."""
+    kind = node[0]
+    if kind == "var":
+        counts[node[1]] += 1
+    elif kind == "bin":
+        _count_variables(node[2], counts)
+        _count_variables(node[3], counts)
+    elif kind == "atom":
+        for a in node[2]:
+            _count_variables(a, counts)
+    elif kind == "cmp":
+        _count_variables(node[2], counts)
+        _count_variables(node[3], counts)
+    elif kind == "agg":
+        if node[2] is not None:
+            _count_variables(node[2], counts)
+        for b in node[3]:
+            _count_variables(b, counts)
+
+
+def _has_aggregate(node) -> bool:
+    kind = node[0]
+    if kind == "agg":
+        return True
+    if kind in ("bin", "cmp"):
+        return _has_aggregate(node[2]) or _has_aggregate(node[3])
+    return False
 
 
 def injected_variables(clause: Clause) -> dict[tuple, set[str]]:

@@ -259,17 +259,26 @@ class _Parser:
         return ""
 
     def _unquote(self, text: str, at: int) -> str:
-        """A Soufflé string literal's value (its escapes: ``ESCAPES``)."""
-        out, i, body = [], 0, text[1:-1]
-        while i < len(body):
-            if body[i] == "\\":
-                char = ESCAPES.get(body[i + 1]) if i + 1 < len(body) else None
-                if char is None:
-                    raise self.error(f"unknown escape sequence \\{body[i + 1:i + 2]} "
-                                     "in a string", at=at)
-                out.append(char)
-                i += 2
-            else:
-                out.append(body[i])
-                i += 1
-        return "".join(out)
+        """A Soufflé string literal's value (:func:`string_value`), or its located error."""
+        try:
+            return string_value(text)
+        except ValueError as e:
+            raise self.error(f"unknown escape sequence \\{e.args[0]} in a string", at=at) from None
+
+
+def string_value(literal: str) -> str:
+    """The value of the Soufflé string literal ``literal`` (quotes included; its
+    escapes: ``ESCAPES``); ValueError naming the character after a ``\\`` that
+    is no escape."""
+    out, i, body = [], 0, literal[1:-1]
+    while i < len(body):
+        if body[i] == "\\":
+            char = ESCAPES.get(body[i + 1]) if i + 1 < len(body) else None
+            if char is None:
+                raise ValueError(body[i + 1:i + 2])
+            out.append(char)
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)

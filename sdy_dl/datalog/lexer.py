@@ -43,6 +43,13 @@ def tokenize(text: str, source: str = "<program>") -> list[Token]:
     return tokens
 
 
+def replace_strings(text: str, replace) -> str:
+    """``text`` with each string literal ``s`` (outside comments) written
+    ``replace(s)``; the rest of the text as it is."""
+    return _TOKEN_RE.sub(lambda m: replace(m.group()) if m.lastgroup == "string" else m.group(),
+                         text)
+
+
 def split_statements(tokens: list[Token], source: str = "<program>") -> list[list[Token]]:
     """Directives end at the end of their line; clauses end with a '.' token."""
     stmts, cur, i = [], [], 0

@@ -1,6 +1,7 @@
 """The Soufflé engine: runs the emitted program by subprocess.
 
-Interpreted: ``souffle -F facts -D out program.dl``.  Compiled: the program is
+Interpreted: ``souffle -w -F facts -D out program.dl`` (no warnings: an error's
+first line is the error).  Compiled: the program is
 compiled once (:mod:`sdy_dl.engines.souffle_build`: Soufflé's C++ at ``-O1``)
 into a binary cached by program digest and :func:`build_key` in
 ``$SDY_DL_CACHE`` (default ``~/.cache/sdy-dl/souffle``), which then serves
@@ -23,12 +24,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from sdy_dl.datalog.facts import Facts, check_facts, read_relation_file, write_facts_dir
+from sdy_dl.datalog.clauses import string_value
+from sdy_dl.datalog.facts import (Facts, check_facts, escape_symbol, read_relation_file,
+                                  write_facts_dir)
+from sdy_dl.datalog.lexer import replace_strings
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
@@ -150,7 +155,7 @@ class SouffleEngine:
             source = os.path.join(tmp, "program.dl")
             with open(source, "w", encoding="utf-8") as f:
                 f.write(program.text)
-            return _run_with_facts([self.binary], source, program, facts, tmp)
+            return _run_with_facts([self.binary, "-w"], source, program, facts, tmp)
 
     def grounds(self, program: Program) -> bool:
         return False
@@ -200,30 +205,34 @@ class SouffleEngine:
 
 
 def souffle_program(program: Program) -> Program:
-    """``program`` with its ``.input``/``.output`` directives written plainly, one
-    relation each, at its end (the engine reads every output relation from ``-D``'s
-    directory, which ``IO=stdout`` would bypass); ``program`` itself when they
-    are plain already."""
+    """``program`` as Soufflé runs it: its ``.input``/``.output`` directives written
+    plainly, one relation each, at its end (the engine reads every output
+    relation from ``-D``'s directory, which ``IO=stdout`` would bypass), and its
+    string constants written as fact files write symbols (``"q\\"t"`` as
+    ``"q%22t"``, :func:`~sdy_dl.datalog.facts.escape_symbol`), so that a constant
+    equals the fact symbol of its value and reads back as it; ``program`` itself
+    when neither changes it."""
     found = _SOUFFLE_PROGRAMS.get(program.text)
     if found is None:
-        found = _SOUFFLE_PROGRAMS[program.text] = _plain_io(program)
+        found = _SOUFFLE_PROGRAMS[program.text] = _as_souffle_runs_it(program)
     return program if found is True else found
 
 
 _SOUFFLE_PROGRAMS: dict[str, object] = {}
 
 
-def _plain_io(program: Program):
+def _as_souffle_runs_it(program: Program):
     """:func:`souffle_program`'s program, or True when it is ``program`` itself."""
-    io = [line for line in program.text.splitlines()
-          if line.lstrip().startswith((".input", ".output"))]
-    if not any("(" in line or "," in line for line in io):
-        return True
-    lines = [line for line in program.text.splitlines()
-             if not line.lstrip().startswith((".input", ".output"))]
-    lines += [f".input {d.name}" for d in program.inputs]
-    lines += [f".output {d.name}" for d in program.outputs]
-    return Program("\n".join(lines) + "\n", program.decls)
+    text = replace_strings(program.text,
+                           lambda s: '"' + escape_symbol(string_value(s)) + '"')
+    io = [line for line in text.splitlines() if line.lstrip().startswith((".input", ".output"))]
+    if any("(" in line or "," in line for line in io):
+        lines = [line for line in text.splitlines()
+                 if not line.lstrip().startswith((".input", ".output"))]
+        lines += [f".input {d.name}" for d in program.inputs]
+        lines += [f".output {d.name}" for d in program.outputs]
+        text = "\n".join(lines) + "\n"
+    return True if text == program.text else Program(text, program.decls)
 
 
 def _cached_source(program: Program) -> str:
@@ -303,5 +312,22 @@ def _run_with_facts(cmd: list[str], source: str | None, program: Program, facts:
 def _run(cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        detail = _without_warnings((proc.stderr or proc.stdout).strip().splitlines())
         raise SdyError(f"souffle failed: {detail[0] if detail else proc.returncode}")
+
+
+def _without_warnings(lines: list[str]) -> list[str]:
+    """Soufflé's error output without its warnings (a ``Warning:`` line, then the
+    source line and a ``---^---`` marker under it), which it prints before the
+    error although ``-w`` asks for none (Soufflé 2.5)."""
+    out, skip = [], 0
+    for line in lines:
+        if line.startswith("Warning: "):
+            skip = 2
+        elif skip:
+            skip -= 1
+            if re.fullmatch(r"-*\^-*", line):
+                skip = 0
+        else:
+            out.append(line)
+    return out
