@@ -549,3 +549,19 @@ def test_a_value_without_dims_says_so():
     assert got.note == 'it has no dims (rank 0): no dim can hold "x"'
     with pytest.raises(SdyError, match=r"%0 has no dims \(rank 0\): --dim does not apply"):
         answer(REDUCTION, "%0", "x", 0)
+
+
+def test_a_dim_no_neighbour_would_fill_names_the_dim_they_fill():
+    """--dim 1 of a value whose neighbours hold the axis on factors of its dim 0:
+    the answer says so (not that they carry it onto "another dim" of it)."""
+    text = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.tanh %arg0 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+    got = answer(text, "%0", "x", 1)
+    assert not got.has_axis and not got.blocked
+    assert got.note == ('it holds "x" on dim 0; no value holding "x" next to it would put it on '
+                        'dim 1: the factors holding it map dim 0 of %0 (--dim 0 says what '
+                        'happened there)')

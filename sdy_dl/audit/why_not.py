@@ -238,13 +238,14 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
         return answer
     engine = audit.options.context.make_engine()
     examined = 0
+    elsewhere: set = set()   # with ``dim``: the other dims of the value the neighbours' factors map
     for k2 in found:
         if len(answer.blocked) >= limit or examined >= 4 * limit:
             break
         examined += 1
         nearer, n = parent[k2]
         want = dim if nearer == key else None
-        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want)
+        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want, elsewhere)
         if b is not None:
             at = parent[nearer]
             while at is not None:
@@ -253,7 +254,11 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
             answer.blocked.append(b)
     answer.unexamined = len(found) - examined
     if not answer.blocked:
+        onto = sorted(d for d in elsewhere if d is not None and d != dim)
         answer.note += ("; " if answer.note else "") + (
+            f"no value holding \"{axis}\" next to it would put it on dim {dim}: the factors "
+            f"holding it map dim {', '.join(map(str, onto))} of {out.name} (--dim {onto[0]} says "
+            "what happened there)" if dim is not None and onto else
             f"every value holding \"{axis}\" next to it carries it onto another dim")
     return answer
 
@@ -410,9 +415,11 @@ def _rank(out):
         return tensor_rank(value.type)
 
 
-def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked | None:
+def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim,
+             elsewhere: set | None = None) -> Blocked | None:
     """The step of ``link`` not carrying ``axis`` from ``src_key`` into ``near_key``
-    (onto ``dim`` of it, when given; None: it carries it onto another dim)."""
+    (onto ``dim`` of it, when given; None: it would carry it onto another dim,
+    added to ``elsewhere``)."""
     from sdy_dl.audit.naming import place_in
     from sdy_dl.audit.negation import Model
     from sdy_dl.propagation.step_eval import step_program
@@ -450,7 +457,7 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim) -> Blocked
             step_program([step]), step_facts([step], audit.propagated.meshes), engine.run,
             aside=lambda chain: any(f.kind == "missing" and f.relation in ("rec_axis", "in_dim_axis")
                                     and f.args[:2] == (0, t_near) for f in chain))
-    found = cause_of(model, step, t_src, t_near, axis, blocked, dim,
+    found = cause_of(model, step, t_src, t_near, axis, blocked, dim, elsewhere=elsewhere,
                      won=lambda others, factor: _earlier(walk, explainer, link, cause, keys, t_src,
                                                          axis, others, factor))
     if found is None:
@@ -544,7 +551,7 @@ def _factor_kind(rule, factor: int) -> str:
     return kind + (" with blocked propagation" if f.blocked else "")
 
 
-def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
+def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None, elsewhere=None):
     """(the cause phrased, the Datalog answer behind it, the factor) of the step
     ``model`` evaluates not carrying ``axis`` from tensor ``t_src`` into ``t_near``.
 
@@ -557,7 +564,7 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
     its across-factor checks keep it (``ag_across_J``), its record expands
     (``ag_exp_r_J``/``ag_exp_o_J``), and the final record holds it (``fin_axis``).
     With ``dim``, only a factor of that dim of the nearer tensor counts (None: the
-    source's axis goes onto another dim).  ``won(others)``: when another tensor's
+    source's axis goes onto another dim, added to the set ``elsewhere``).  ``won(others)``: when another tensor's
     axis on the factor (``others``: (tensor, axis) pairs) got there in an earlier
     user-priority round or op-priority band than the source's axis reached the
     step, that win phrased (None: it did not)."""
@@ -576,9 +583,12 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None):
         return (f"\"{axis}\" of {blocked.source} is a sub-axis that does not fit the factors of its "
                 "dim: no factor's record holds it", why, None)
     if dim is not None:
-        held = [r for r in held if tensor_dim(rule, t_near, r[2]) in (dim, None)]
-        if not held:
+        on_dim = [r for r in held if tensor_dim(rule, t_near, r[2]) in (dim, None)]
+        if not on_dim:
+            if elsewhere is not None:
+                elsewhere.update(tensor_dim(rule, t_near, r[2]) for r in held)
             return None
+        held = on_dim
     factor = held[0][2]
     f = factor_name(factor)
     if not model.has("in_dim_factor", (0, t_near, None, None, factor)):
