@@ -62,6 +62,7 @@ TYPED_STAGES = [
     ("insert_explicit_reshards", {"phase": "out"}, STEP_DOMAINS),
     ("collective_inserter", {}, {"a": "Axis", "b": "Axis"}),
     ("get_mesh", {}, {"m": "Mesh"}),
+    ("insert_unreduced_collectives", {}, {"a": "Axis"}),
     ("find_common_axes_heuristic", {"picks": 2}, {"a": "Axis", "a2": "Axis", "m": "Mesh"}),
     ("is_equivalent", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),
     ("reshard_to_collectives", {}, {"s": "Side", "a": "Axis", "m": "Mesh"}),

@@ -4,8 +4,9 @@
 
 :func:`project` gives, per op, every tensor's factor shardings (the step's
 projection, ``datalog/step/projection.dl.j2``), whether they are compatible,
-the unary case's common axes and, for dots, ``processDot``'s decision (which
-factor of the result takes which operand's axes); :func:`project_out` gives,
+whether a reduction factor is sharded unlike on two tensors, the unary
+case's common axes and, for dots, ``processDot``'s decision (which factor of
+the result takes which operand's axes); :func:`project_out` gives,
 for new axes per factor, which tensors change and their new shardings (the
 step's projection out, ``datalog/step/dims_out.dl.j2``).  Python only turns
 shardings into facts and relations back into shardings.
@@ -60,6 +61,8 @@ class Projection:
     #: a dot's processDot decision: (factor, operand) when its result takes that
     #: operand's axes on that factor (None: left alone, or not asked)
     dot: tuple[int, int] | None = None
+    #: two tensors shard a reduction factor differently
+    reduction_differs: bool = False
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
@@ -184,7 +187,8 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
                                for f in range(len(op.rule.factors)))
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
                                  tuple(overflow.get((i, t), {}) for t in range(n)),
-                                 i in compatible, unary_axes, dot_decisions.get(i)))
+                                 i in compatible, unary_axes, dot_decisions.get(i),
+                                 (i,) in out["er_reduction_differs"]))
     return result
 
 

@@ -20,8 +20,8 @@ from sdy_dl.ir.mlir_ops import (insert_after_value, insert_sharding_op_after, is
 from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.value_sharding import block_arg_owners, edge_sources, get_sharding, result_owners
-from sdy_dl.passes.export.explicit_reshards_util import (insert_all_reduce_if_unreduced_to_replicated,
-                                                         insert_unreduced_collectives)
+from sdy_dl.passes.export.explicit_reshards_util import insert_all_reduce_if_unreduced_to_replicated
+from sdy_dl.passes.export.insert_unreduced_collectives import insert_unreduced_collectives
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.passes.import_.import_func_calls import func_arg_shardings
@@ -29,7 +29,7 @@ from sdy_dl.sharding import DimSharding, TensorSharding
 
 
 def reshard_to_target(mop, index: int, target: TensorSharding | None, meshes,
-                      on_full: bool, equivalent: IsEquivalent) -> bool:
+                      on_full: bool, equivalent: IsEquivalent, options) -> bool:
     """Shardy's ``insertExplicitReshardsToTargetSharding`` with the new ops right
     after operand ``index`` of ``mop``: all-reduce the unreduced axes ``target``
     does not keep, make unreduced the axes it adds, and, in full, reshard to
@@ -40,7 +40,7 @@ def reshard_to_target(mop, index: int, target: TensorSharding | None, meshes,
         mop, index, have, target, meshes, lambda op, v=operand: insert_after_value(v, op))
     changed = reduced is not have
     unreduced = insert_unreduced_collectives(
-        mop, index, target, meshes, lambda op: insert_after_value(op.operands[0], op))
+        mop, index, target, meshes, lambda op: insert_after_value(op.operands[0], op), options)
     if unreduced is not None:
         reduced, changed = unreduced, True
     if not on_full or equivalent(reduced, target):
@@ -69,14 +69,14 @@ def call_targets(call, func, meshes) -> list[TensorSharding] | None:
     return None
 
 
-def reshard_call_operands(call, func, meshes, equivalent: IsEquivalent) -> bool:
+def reshard_call_operands(call, func, meshes, equivalent: IsEquivalent, options) -> bool:
     """``insertExplicitReshardsOnCallOp`` (calls are always treated in full)."""
     targets = call_targets(call, func, meshes)
     if targets is None:
         return False
     changed = False
     for i, target in enumerate(targets):
-        changed |= reshard_to_target(call, i, target, meshes, True, equivalent)
+        changed |= reshard_to_target(call, i, target, meshes, True, equivalent, options)
     return changed
 
 
@@ -97,20 +97,22 @@ def edge_owners(mop):
     return out
 
 
-def reshard_edge_sources(mop, meshes, on_full: bool, equivalent: IsEquivalent) -> bool:
+def reshard_edge_sources(mop, meshes, on_full: bool, equivalent: IsEquivalent,
+                         options) -> bool:
     """``insertExplicitReshardsOnDataFlowOp``."""
     changed = False
     for target, sources in edge_owners(mop):
         for user, i in sources:
-            changed |= reshard_to_target(user, i, target, meshes, on_full, equivalent)
+            changed |= reshard_to_target(user, i, target, meshes, on_full, equivalent, options)
     return changed
 
 
-def reshard_to_unreduced(reshard, meshes) -> bool:
+def reshard_to_unreduced(reshard, meshes, options) -> bool:
     """Shardy's ``convertReshardToUnreducedCollectives``: a reshard to more
     unreduced axes becomes the unreduced collectives (inserted before it)."""
     if insert_unreduced_collectives(reshard, 0, read_own(reshard), meshes,
-                                    lambda op: ir.InsertionPoint(reshard).insert(op)) is None:
+                                    lambda op: ir.InsertionPoint(reshard).insert(op),
+                                    options) is None:
         return False
     reshard.results[0].replace_all_uses_with(reshard.operands[0])
     reshard.erase()
@@ -135,7 +137,7 @@ def all_reduce_unreduced_operands(mop, user: TensorSharding | None, meshes,
     return changed
 
 
-def reshard_returned(func, meshes, on_full: bool, equivalent: IsEquivalent) -> bool:
+def reshard_returned(func, meshes, on_full: bool, equivalent: IsEquivalent, options) -> bool:
     """``insertExplicitReshardsOnFuncReturn``: each returned value against the
     function's result sharding, the new ops right before the return."""
     block = func.regions[0].blocks[0]
@@ -148,7 +150,7 @@ def reshard_returned(func, meshes, on_full: bool, equivalent: IsEquivalent) -> b
             ret, i, have, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op))
         changed |= reduced is not have
         unreduced = insert_unreduced_collectives(
-            ret, i, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op))
+            ret, i, target, meshes, lambda op: ir.InsertionPoint(ret).insert(op), options)
         if unreduced is not None:
             reduced, changed = unreduced, True
         if on_full and not equivalent(reduced, target):

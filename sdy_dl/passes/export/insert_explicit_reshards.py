@@ -15,7 +15,9 @@ Datalog stage of :mod:`.is_on_full_version`):
 * ``func.call``: the same for each operand and the callee's argument sharding
   (when the callee has none: fully closed shardings on the operands' mesh);
 * ``sdy.reshard`` to more unreduced axes: ``sdy.replicated_to_unreduced`` /
-  ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``);
+  ``sdy.sharded_to_unreduced`` (``insertUnreducedCollectives``, whose split
+  among the dims is stage ``insert_unreduced_collectives``:
+  :mod:`.insert_unreduced_collectives`);
 * every other op with a (non-custom) rule and a mesh: operands with unreduced
   axes the first result does not keep are all-reduced before it; then, in
   full, every tensor is projected onto the rule's factors, the common axes
@@ -143,13 +145,13 @@ def run(module: Module, options: PassOptions) -> Module:
                 position += 1
                 on_full = on_full_version[position]
                 if mop.name in DATA_FLOW_OPS:
-                    changed |= reshard_edge_sources(mop, meshes, on_full, equivalent)
+                    changed |= reshard_edge_sources(mop, meshes, on_full, equivalent, options)
                     continue
                 if mop.name == "func.call":
                     changed |= reshard_call_operands(mop, table[callee_name(mop)], meshes,
-                                                     equivalent)
+                                                     equivalent, options)
                     continue
-                if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes):
+                if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes, options):
                     known.clear()
                     on_full_version[position + 1:] = is_on_full_version(
                         visited[position + 1:], full, options)
@@ -162,7 +164,7 @@ def run(module: Module, options: PassOptions) -> Module:
                 pending = pending_op(mop, first, rules, on_full)
                 if pending is not None:
                     pendings.append(pending)
-            changed |= reshard_returned(func, meshes, full, equivalent)
+            changed |= reshard_returned(func, meshes, full, equivalent, options)
         pendings = on_meshes(pendings, meshes, options)
         for p in pendings:
             if any(tensor_info(v.type) == (True, None)
