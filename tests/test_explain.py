@@ -152,7 +152,16 @@ def _check_every_value(kind: str, name: str) -> None:
             name, line = qualified.group(1), int(qualified.group(2))
             assert name == names[0], (out.name, names)
             printed = re.escape(name[name.rfind("%"):].split("#")[0])
-            if qualified.group(3):   # a block argument, declared on its region op's line
+            if " applies " in lines[line - 1] and not re.search(printed, lines[line - 1]):
+                # a value of a body the compact form elides (``stablehlo.reduce(...)
+                # applies stablehlo.maximum``): named after the op that holds it
+                pass
+            elif (re.search(rf"{printed}: ", lines[line - 1])
+                  or re.match(rf"\s*\^bb\d+\(.*{printed}: ", lines[line])):
+                # a block argument of the op's only region, declared on its line
+                # (sdy.manual_computation) or in the block header after it
+                pass
+            elif qualified.group(3):   # a block argument, declared on its region op's line
                 assert re.search(rf"{printed}(: | = )", lines[line - 1]), out.name
             else:
                 assert re.match(rf"\s*{printed}(:\d+)? = ", lines[line - 1]), out.name
