@@ -170,6 +170,28 @@ def per_value_attr(shardings: tuple[TensorSharding, ...]):
                                               context=mlir_context())
 
 
+def axes_text(axes) -> str:
+    """``{"a", "b":(1)2}``: the braces of ``axes`` as the attribute kinds with no
+    binding of their own print them (``axis_ref_list``,
+    ``list_of_axis_ref_lists``, ``all_to_all_param_list``)."""
+    return "{" + ", ".join(a.to_text() for a in axes) + "}"
+
+
+def axis_ref_list_attr(axes):
+    """The ``#sdy<axis_ref_list{...}>`` attribute of ``axes`` (no binding: parsed
+    from :func:`axes_text`)."""
+    return ir.Attribute.parse("#sdy<axis_ref_list" + axes_text(axes) + ">",
+                              context=mlir_context())
+
+
+def axis_ref_lists_attr(lists):
+    """The ``#sdy<list_of_axis_ref_lists[...]>`` attribute of one axis list per
+    dim (no binding: parsed from :func:`axes_text`)."""
+    return ir.Attribute.parse("#sdy<list_of_axis_ref_lists["
+                              + ", ".join(axes_text(axes) for axes in lists) + "]>",
+                              context=mlir_context())
+
+
 def manual_axes_attr(names) -> object:
     """The ``#sdy<manual_axes{...}>`` attribute of axis names."""
     ctx = mlir_context()

@@ -16,7 +16,7 @@ import dataclasses
 
 from sdy_dl.ir.meshes import sort_and_merge_axes
 from sdy_dl.ir.mlir_ops import tensor_rank
-from sdy_dl.ir.sdy_attrs import sharding_attr
+from sdy_dl.ir.sdy_attrs import axis_ref_list_attr, sharding_attr
 from sdy_dl.ir.value_sharding import get_sharding, set_sharding
 from sdy_dl.passes.export.explicit_reshards_common_axes import find_common_axes
 from sdy_dl.passes.export.explicit_reshards_projection import (OpShardings, on_mesh, project,
@@ -252,8 +252,7 @@ def all_reduce_reduction_factors(p: Pending, axes, meshes) -> bool:
     if not axes:
         return False
     axes = sort_and_merge_axes(axes, mesh)
-    axes_attr = ir.Attribute.parse("#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes)
-                                   + "}>")
+    axes_attr = axis_ref_list_attr(axes)
     anchor = p.mop
     for result in list(p.mop.results):
         sharding = get_sharding(result) or TensorSharding(

@@ -31,7 +31,7 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
         return source
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.sdy_attrs import sharding_attr
+    from sdy_dl.ir.sdy_attrs import axis_ref_list_attr, sharding_attr
 
     mesh = meshes[source.mesh] if isinstance(source.mesh, str) else source.mesh
     target = user.unreduced if user is not None else ()
@@ -41,10 +41,9 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     sharding = dataclasses.replace(source,
                                    unreduced=tuple(axis_set_diff(source.unreduced, axes, mesh)))
     value = mop.operands[index]
-    axes_text = "#sdy<axis_ref_list{" + ", ".join(a.to_text() for a in axes) + "}>"
     all_reduce = ir.Operation.create(
         "sdy.all_reduce", results=[value.type], operands=[value],
-        attributes={"reduction_axes": ir.Attribute.parse(axes_text),
+        attributes={"reduction_axes": axis_ref_list_attr(axes),
                     "out_sharding": sharding_attr(sharding)},
         loc=mop.location)
     insert(all_reduce)
@@ -107,6 +106,3 @@ def dot_result_axes(rule, projection) -> list | None:
     axes[factor] = projection.tensors[operand].get(factor, ())
     return axes
 
-
-def _axes_attr(axes) -> str:
-    return "{" + ", ".join(a.to_text() for a in axes) + "}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 from sdy_dl.passes import Stage
-from sdy_dl.passes.export.explicit_reshards_util import _axes_attr
 from sdy_dl.propagation.step_facts import ref_triple, triple_ref
 from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, axis_set_diff
 
@@ -50,7 +49,7 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
     sharding, or None when nothing was inserted."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.sdy_attrs import sharding_attr
+    from sdy_dl.ir.sdy_attrs import axis_ref_list_attr, axis_ref_lists_attr, sharding_attr
     from sdy_dl.ir.meshes import sort_and_merge_axes
     from sdy_dl.ir.value_sharding import get_sharding
 
@@ -83,12 +82,11 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
         unreduced = sort_and_merge_axes(list(have.unreduced) + list(r2u), mesh)
         last = TensorSharding(have.mesh, tuple(dims), out.replicated, tuple(unreduced))
         result = create("sdy.replicated_to_unreduced", result,
-                        {"axes": ir.Attribute.parse("#sdy<axis_ref_list" + _axes_attr(r2u) + ">"),
+                        {"axes": axis_ref_list_attr(r2u),
                          "out_sharding": sharding_attr(last)})
     if s2u:
-        lists = ", ".join(_axes_attr(axes) for axes in per_dim)
         result = create("sdy.sharded_to_unreduced", result,
-                        {"axes": ir.Attribute.parse(f"#sdy<list_of_axis_ref_lists[{lists}]>"),
+                        {"axes": axis_ref_lists_attr(per_dim),
                          "out_sharding": sharding_attr(out)})
         last = out
     if result == value:

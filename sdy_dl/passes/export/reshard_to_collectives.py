@@ -27,13 +27,13 @@ from sdy_dl.ir.meshes import mesh_of, module_meshes
 from sdy_dl.ir.mlir_ops import funcs, op_error, tensor_info
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
-from sdy_dl.ir.sdy_attrs import sharding_attr
+from sdy_dl.ir.sdy_attrs import axes_text, axis_ref_lists_attr, sharding_attr
 from sdy_dl.ir.storage import parse_attr, read_own
 from sdy_dl.ir.value_sharding import get_sharding
 from sdy_dl.ir.walk import key
 from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.export.collective_inserter import Collective, CollectiveInserter, insert_all
-from sdy_dl.passes.export.explicit_reshards_util import _axes_attr, value_bypassing_barriers
+from sdy_dl.passes.export.explicit_reshards_util import value_bypassing_barriers
 from sdy_dl.passes.export.insert_func_call_reshards import fully_closed_like
 from sdy_dl.passes.export.is_equivalent import (RELATIONS as EQUIVALENCE_RELATIONS,
                                                 equivalence_facts)
@@ -89,12 +89,11 @@ def collective_op(step: Collective, operand, loc):
 
     attributes = {"out_sharding": sharding_attr(step.out_sharding)}
     if step.kind in ("all_gather", "all_slice"):
-        lists = ", ".join(_axes_attr(axes) for axes in step.axes_per_dim)
         name = "gathering_axes" if step.kind == "all_gather" else "slicing_axes"
-        attributes[name] = parse_attr(f"#sdy<list_of_axis_ref_lists[{lists}]>")
+        attributes[name] = axis_ref_lists_attr(step.axes_per_dim)
     elif step.kind == "all_to_all":
         attributes["params"] = parse_attr(
-            f"#sdy<all_to_all_param_list[{_axes_attr(step.axes)}: "
+            f"#sdy<all_to_all_param_list[{axes_text(step.axes)}: "
             f"{step.src_dim}->{step.tgt_dim}]>")
     return ir.Operation.create(f"sdy.{step.kind}", results=[operand.type], operands=[operand],
                                attributes=attributes, loc=loc)
