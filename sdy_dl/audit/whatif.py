@@ -543,13 +543,13 @@ def whatif(audit, edits: list[Edit]):
     """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
     from sdy_dl.audit import Audit
     from sdy_dl.audit.diff import diff_modules
-    from sdy_dl.ir import parse_module_text
     from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.loader import module_of_op
 
     copy, applied = edit_input(audit, edits)
     with mlir_context():
-        text = copy.get_asm(enable_debug_info=True)
-    after = Audit(parse_module_text(text, audit.file), audit.options, step_memo=audit.step_memo,
+        edited = module_of_op(copy.clone(), audit.file)   # (the pipeline edits its input)
+    after = Audit(edited, audit.options, step_memo=audit.step_memo,
                   stage_memo=audit.stage_memo)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()

@@ -58,6 +58,25 @@ def parse_module_text(text: str, file: str = "<string>") -> Module:
     return Module(mlir_module, file)
 
 
+def module_of_op(op, file: str) -> Module:
+    """The module view of ``op``, a raw ``builtin.module`` op of a module already
+    read (a clone, edited): its attributes and top-level ops are moved into a new
+    module, as printing it with its locations and parsing the text would give
+    (``op`` is left empty)."""
+    from jaxlib.mlir import ir
+
+    with mlir_context():
+        mlir_module = ir.Module.create(loc=op.location)
+        attributes = mlir_module.operation.attributes
+        for name in list(op.attributes):
+            attributes[name] = op.attributes[name]
+        body = mlir_module.body
+        for child in list(op.regions[0].blocks[0].operations):
+            child.detach_from_parent()
+            body.append(child)
+    return Module(mlir_module, file)
+
+
 def verify_module(module: Module) -> None:
     """Verify the whole module, as Shardy's pass manager does after a pass: an
     invalid result (a group sync that put a sharding of another rank on a
