@@ -108,14 +108,19 @@ def stage_options(stage: str, options: PassOptions) -> PassOptions:
     return options.with_values(fixed)
 
 
-def propagate(module: Module, options: PassOptions, before=None) -> Module:
+def propagate(module: Module, options: PassOptions, before=None, start: str | None = None) -> Module:
     """Run the pipeline stages in order; ``before(name, module)``, when given, is
-    called before each stage (the audit tags values there).  The result is
-    verified (``verify_module``)."""
+    called before each stage (the audit tags values there); ``start``: the stages
+    before the first one named so are not run (``module`` is what they made).
+    The result is verified (``verify_module``)."""
     from sdy_dl.ir.loader import verify_module
 
     for stage in stages(options):
         name = split_stage(stage)[0]
+        if start is not None:
+            if name != start:
+                continue
+            start = None
         if before is not None:
             before(name, module)
         module = get_pass(name).run(module, stage_options(stage, options))

@@ -74,10 +74,16 @@ def test_no_memo_or_unhashable_facts_are_not_memoised(engine):
     assert engine.runs == 4 and memo == {}
 
 
-def test_whatif_evaluates_only_stages_whose_facts_changed(monkeypatch):
+@pytest.mark.parametrize("edit, imported", [
+    ({"unset": ["arg:0"]}, False),                          # the import stages run
+    ({"set": {"arg:0": '<@mesh, [{}, {"data"}]>'}}, True),  # they are not run
+])
+def test_whatif_evaluates_only_stages_whose_facts_changed(monkeypatch, edit, imported):
     """A what-if re-evaluates the stages whose facts the edit changed (the export
-    passes see the new shardings), takes the others (the import passes') from the
-    first propagation, and is still a full propagation of the edited input."""
+    passes see the new shardings) and takes the others (the import passes') from
+    the first propagation, or, for a new sharding of an annotated main argument,
+    starts from its imported module (no import stage runs); it is still a full
+    propagation of the edited input."""
     import sdy_dl.passes as passes
 
     keys = []
@@ -88,10 +94,11 @@ def test_whatif_evaluates_only_stages_whose_facts_changed(monkeypatch):
     assert len(memo) > 0 and set(keys) == set(memo)
     keys.clear()
     known = set(memo)
-    after, _ = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
+    after, _ = before.whatif(**edit)
     reused, changed = set(keys) & known, {k[0] for k in set(keys) - known}
-    assert "constant_or_scalar_splitter" in {k[0] for k in reused}
-    assert "insert_explicit_reshards" in changed
+    assert ("constant_or_scalar_splitter" in {k[0] for k in set(keys)}) is not imported
+    assert imported or "constant_or_scalar_splitter" in {k[0] for k in reused}
+    assert changed and (not imported or "insert_explicit_reshards" in changed)
     assert set(keys) <= set(memo)
     assert after.text == propagate(after.edited_input, engine="python").text
 

@@ -24,6 +24,7 @@ printed output module:
 | `cost_model` | bytes per device of tensors and collectives; bandwidth and latency per mesh axis |
 | `memory`     | bytes per device of every value, per-function totals, the largest unsharded tensors |
 | `whatif`     | edits of the input annotations, re-propagated, and what changed |
+| `whatif_import` | when a what-if may start from the first propagation's imported module |
 | `why_not`    | why a value has no axis: where it stopped, the cause, the Datalog answer |
 | `dataflow`   | the data flow propagation follows (ops and data-flow edges), as tracer keys |
 | `negation`   | negation provenance: why a program derives no tuple matching a pattern |
@@ -48,10 +49,13 @@ class Audit:
     """One propagation of ``module`` with provenance; explains any output value."""
 
     def __init__(self, module, options, step_memo: dict | None = None,
-                 stage_memo: dict | None = None):
+                 stage_memo: dict | None = None, imported=None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
-        None: the steps are not kept after the propagation); ``stage_memo``: the
-        same for the relations of Datalog stages (``RunContext.stage_memo``)."""
+        None: the steps are not kept after the propagation, nor the module
+        propagation started from); ``stage_memo``: the same for the relations of
+        Datalog stages (``RunContext.stage_memo``).  ``imported``: exactly the
+        module the stages before propagation make of ``module`` (a what-if's,
+        :mod:`sdy_dl.audit.whatif_import`): those stages are not run."""
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
@@ -63,13 +67,23 @@ class Audit:
                                                    options[CONSERVATIVE_PROPAGATION]))
         self.propagated: PropagationIndex | None = None
 
+        #: A copy of the module propagation started from, as the stages before it
+        #: left it (raw ``builtin.module``; kept for what-ifs, with ``step_memo``).
+        self.imported = None
+
         def before(name, m):
             if name == PROPAGATION_STAGE:
+                if step_memo is not None:
+                    from sdy_dl.ir.context import mlir_context
+
+                    with mlir_context():
+                        self.imported = m.mlir.operation.clone()
                 self.propagated = PropagationIndex(m, self.inputs)
 
         self.step_memo, self.stage_memo = step_memo, stage_memo
-        self.module = propagate(module, options.with_context(
-            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo), before=before)
+        self.module = propagate(module if imported is None else imported, options.with_context(
+            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo), before=before,
+            start=None if imported is None else PROPAGATION_STAGE)
         self._text: str | None = None
         self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)

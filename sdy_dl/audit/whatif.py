@@ -19,7 +19,10 @@ options: the what-if's output *is* a full propagation of the edited input.
 The steps the first propagation evaluated are reused (``Audit.step_memo``:
 looked up by full step input), and so are its Datalog stages
 (``Audit.stage_memo``: looked up by equal facts), so only steps and stages
-whose inputs the edit changed reach the engine.
+whose inputs the edit changed reach the engine; edits of main's argument
+shardings start from the first propagation's imported module, edited, when
+the import stages would make exactly that of the edited input
+(:mod:`sdy_dl.audit.whatif_import`).
 :class:`WhatIf` lists what changed: the values whose sharding differs (aligned
 by dataflow, :func:`sdy_dl.audit.diff.diff_modules`), the conflicts that
 appeared or disappeared, each function's bytes per device before and after
@@ -430,8 +433,11 @@ def _located_at(target: _Target):
 
 
 def edit_input(audit, edits: list[Edit]):
-    """(the edited copy of the input module as an MLIR op, the applied edits); nothing
-    is edited in ``audit``'s modules."""
+    """(the edited copy of the input module as an MLIR op, the applied edits, the edited
+    copy of ``audit``'s imported module when the import stages would make exactly
+    it of the edited input, else None: :func:`~sdy_dl.audit.whatif_import.imported_edit`);
+    nothing is edited in ``audit``'s modules."""
+    from sdy_dl.audit.whatif_import import imported_edit
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import main_of
     from sdy_dl.ir.walk import walk_pre
@@ -465,10 +471,11 @@ def edit_input(audit, edits: list[Edit]):
                 if new is not None:
                     with _located_at(target):
                         _verified(op, target, new, meshes, audit.file)
+        imported = None if drops else imported_edit(audit, planned, ops, main)
         for op in drops:
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
-    return copy, applied
+    return copy, applied, imported
 
 
 def _write(op, target: _Target, sharding) -> None:
@@ -546,11 +553,13 @@ def whatif(audit, edits: list[Edit]):
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
 
-    copy, applied = edit_input(audit, edits)
+    copy, applied, imported = edit_input(audit, edits)
     with mlir_context():
         edited = module_of_op(copy.clone(), audit.file)   # (the pipeline edits its input)
+        if imported is not None:
+            imported = module_of_op(imported, audit.file)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
-                  stage_memo=audit.stage_memo)
+                  stage_memo=audit.stage_memo, imported=imported)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)

@@ -269,7 +269,7 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
             tracer.begin("priority", "user priorities: dims with priority > 0 closed and replicated",
                          decision=Decision(USER_PRIORITY_STAGE, facts, {
                              sites[k][0](): [("closed_at_start", (k, d)) for d in sorted(closed[k])]
-                             + [("replicated_at_start", (k, a)) for a in sorted(replicated[k])]
+                             + [("replicated_at_start", (k, a)) for a in sorted(replicated.get(k, ()))]
                              for k in closed}))
         for k, (key, read, write, sharding) in enumerate(sites):
             new = initialized(sharding, module.meshes[sharding.mesh], closed.get(k, set()),
