@@ -150,31 +150,32 @@ class _Plan:
         code = cached_value("python", key,
                             lambda: compile(program_source(program), "<sdy-dl rules>", "exec"),
                             marshal.dumps, marshal.loads)
-        namespace: dict = dict(_RUNTIME)
+        namespace: dict = dict(_RUNTIME, _recursive=_evaluate_component)
         exec(code, namespace)
         self.facts = namespace["FACTS"]
         self.components = namespace["COMPONENTS"]
+        self.run = namespace["EVALUATE"]
         self.memo = _ComponentMemo(len(self.components))
 
     def evaluate(self, rel: dict[str, set], outputs: list[str]) -> Relations:
-        for name, row in self.facts:
-            rel[name].add(row)
+        for name, rows in self.facts:
+            rel[name].update(rows)
         index = _Index(rel)
         memo = self.memo
+        components = self.components
         tokens: dict[str, int] = {}   # relation -> its memoised value's token (this call)
-        for cid, (members, rules, variants, inputs, guard) in enumerate(self.components):
-            if guard:
-                for name in guard:
-                    if rel[name]:
-                        break
-                else:
-                    continue   # every rule joins an empty relation: nothing to derive
+
+        def memoised(cid: int) -> None:
+            """Evaluate component ``cid``, or take its relations from the memo."""
+            members, rules, variants, inputs = components[cid]
             key = memo.key(cid, inputs, members, rel, tokens)
             if key is not None and memo.reuse(cid, key, rel, index, tokens):
-                continue
+                return
             _evaluate_component(rel, index, members, rules, variants)
             if key is not None:
                 memo.keep(cid, key, members, rel, tokens)
+
+        self.run(rel, index, memoised, memo.off)
         memo.keep_indexes(index, tokens)
         # (a relation the memo holds is a frozenset: the caller gets its own set)
         return {name: set(rel[name]) if name in tokens else rel[name] for name in outputs}
@@ -313,11 +314,13 @@ def program_source(program: Program) -> str:
     """The Python module evaluating ``program``: per component, one function of
     its rules and, for a recursive component, one per member relation of the
     variants of its rules reading that relation's delta (a rule has one per
-    recursive body atom); ``FACTS`` and ``COMPONENTS`` (members, the rules'
-    function, the variants' functions by the relation whose delta they read,
-    the other relations the rules read, the relations of which one at least
-    has tuples when the component can derive any: :func:`_guard`) in
-    evaluation order."""
+    recursive body atom); ``FACTS`` (relation, its facts), ``COMPONENTS``
+    (members, the rules' function, the variants' functions by the relation
+    whose delta they read, the other relations the rules read) in evaluation
+    order, and ``EVALUATE(rel, index, memoised, off)``, the components one
+    after the other: each passed over unless a relation of its :func:`_guard`
+    has tuples, evaluated by ``memoised(cid)`` until the memo stops keying it
+    (``off[cid]``), then directly."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
@@ -334,9 +337,10 @@ def program_source(program: Program) -> str:
         return name
 
     components = []
-    for cid in sorted({comp[c.head[1]] for c in rules}):
-        members = sorted(name for name, c in comp.items() if c == cid)
-        group = [c for c in rules if comp[c.head[1]] == cid]
+    driver = ["def EVALUATE(rel, index, memoised, off):"]
+    for cid, comp_id in enumerate(sorted({comp[c.head[1]] for c in rules})):
+        members = sorted(name for name, c in comp.items() if c == comp_id)
+        group = [c for c in rules if comp[c.head[1]] == comp_id]
         compiled = function([(c, None) for c in group])
         variants: dict[str, list] = {}   # delta relation -> the variants reading it
         for c in group:
@@ -344,13 +348,24 @@ def program_source(program: Program) -> str:
                 if lit[0] == "atom" and not lit[3] and lit[1] in members:
                     variants.setdefault(lit[1], []).append((c, k))
         by_source = ", ".join(f"{name!r}: {function(items)}" for name, items in variants.items())
-        inputs = sorted({b for h, b, _ in edges if comp.get(h) == cid} - set(members))
-        components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, "
-                          f"{tuple(inputs)!r}, {_guard(group, members, comp)!r})")
-    facts = [repr((c.head[1], tuple(_constant(a) for a in c.head[2])))
-             for c in clauses if not c.body]
-    lines.append(f"FACTS = [{', '.join(facts)}]")
+        inputs = sorted({b for h, b, _ in edges if comp.get(h) == comp_id} - set(members))
+        components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, {tuple(inputs)!r})")
+        guard = _guard(group, members, comp)
+        indent = "    "
+        if guard:   # (else every rule joins an empty relation: nothing to derive)
+            driver.append(f"    if {' or '.join(f'rel[{name!r}]' for name in guard)}:")
+            indent += "    "
+        direct = (f"_recursive(rel, index, *COMPONENTS[{cid}][:3])" if variants
+                  else f"{compiled}(rel, index, None, rel)")
+        driver += [f"{indent}if off[{cid}]:", f"{indent}    {direct}",
+                   f"{indent}else:", f"{indent}    memoised({cid})"]
+    facts: dict[str, list] = {}
+    for c in clauses:
+        if not c.body:
+            facts.setdefault(c.head[1], []).append(tuple(_constant(a) for a in c.head[2]))
+    lines.append(f"FACTS = {list(facts.items())!r}")
     lines.append("COMPONENTS = [\n    " + ",\n    ".join(components) + "]")
+    lines += driver if len(driver) > 1 else driver + ["    pass"]
     return "\n".join(lines) + "\n"
 
 
@@ -386,14 +401,14 @@ def _rules_lines(items: list[tuple[Clause, int | None]], name: str) -> list[str]
     for clause, delta in items:
         gen = _Gen(clause)
         gen.depth = 2
-        gen.line("for _once in (0,):")
-        gen.depth += 1
+        start = gen.once()
         literals = list(enumerate(clause.body))
         if delta is not None:   # the delta is small: join from it
             literals.insert(0, literals.pop(delta))
         gen.conjunction(literals, delta)
         head_args = ", ".join(gen.expr(a) for a in clause.head[2])
         gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
+        gen.end_once(start)
         fetched.update(gen.sets)
         # Run the rule when no relation the body joins is empty; fetch the indexes
         # the loops read then (each once per call, not per tuple).
@@ -425,6 +440,23 @@ class _Gen:
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
+
+    def once(self) -> int:
+        """Open a loop run once, which a test before any scan leaves with
+        ``continue``; where the loop's body starts (for :meth:`end_once`)."""
+        self.line("for _once in (0,):")
+        self.depth += 1
+        return len(self.lines)
+
+    def end_once(self, start: int) -> None:
+        """Close the loop :meth:`once` opened, leaving it out (its body one level
+        less deep) when nothing in its body leaves it."""
+        opening = self.lines[start - 1]
+        indent = opening[:len(opening) - len(opening.lstrip())] + "    "
+        body = self.lines[start:]
+        if not any(line.startswith(indent) and line[len(indent)] != " "
+                   and line.endswith(": continue") for line in body):
+            self.lines[start - 1:] = [line[4:] for line in body]
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -489,11 +521,15 @@ class _Gen:
                 if how in ("test", "assign"):
                     choice = (n, how)
                     break
-            if choice is None:   # the scan with the most bound arguments (an index lookup)
-                best = -1
+            if choice is None:   # the delta (the fewest tuples), else the scan with
+                best = -1        # the most bound arguments (an index lookup)
                 for n, (pos, lit) in enumerate(pending):
-                    if self.ready(lit) == "scan" and self.bound_args(lit) > best:
-                        choice, best = (n, "scan"), self.bound_args(lit)
+                    if self.ready(lit) == "scan":
+                        if delta is not None and pos == delta:
+                            choice = (n, "scan")
+                            break
+                        if self.bound_args(lit) > best:
+                            choice, best = (n, "scan"), self.bound_args(lit)
             if choice is None:
                 raise self.error("rule is not safe: a literal's variables are never bound")
             n, how = choice
@@ -535,17 +571,23 @@ class _Gen:
                 test = relation
             self.line(f"if {'' if negated else 'not '}{test}: continue")
             return
-        t = self.fresh("t")
-        if keys:
-            self.line(f"for {t} in {self._lookup(source, name, keys, key_exprs)}:")
-        else:
-            self.line(f"for {t} in {relation}:")
-        self.depth += 1
+        # The loop unpacks each tuple into the variables it binds ('_' for the
+        # other columns; a repeated variable's later columns into fresh names,
+        # compared after).
+        targets = ["_"] * len(args)
         for var, p in binds:
-            self.line(f"v_{var} = {t}[{p}]")
-            self.bound.add(var)
+            targets[p] = f"v_{var}"
+        compared = []
         for p, q in checks:
-            self.line(f"if {t}[{p}] != {t}[{q}]: continue")
+            targets[p] = self.fresh("c")
+            compared.append(f"if {targets[p]} != {targets[q]}: continue")
+        target = f"({', '.join(targets)},)" if binds else "_"
+        source_expr = self._lookup(source, name, keys, key_exprs) if keys else relation
+        self.line(f"for {target} in {source_expr}:")
+        self.depth += 1
+        self.bound.update(var for var, _ in binds)
+        for text in compared:
+            self.line(text)
 
     def _relation(self, name: str, from_delta: bool) -> str:
         """The local variable holding relation ``name`` (or its delta)."""
@@ -588,8 +630,7 @@ class _Gen:
         else:
             self.line(f"{result} = {'0' if func in ('count', 'sum') else 'None'}")
         saved_bound, saved_depth = set(self.bound), self.depth
-        self.line("for _once in (0,):")
-        self.depth += 1
+        start = self.once()
         self.aggregates += 1
         self.conjunction(list(enumerate(body)), None)
         self.aggregates -= 1
@@ -607,6 +648,7 @@ class _Gen:
             e = self.fresh("e")
             self.line(f"{e} = {value}")
             self.line(f"if {result} is None or {e} {better} {result}: {result} = {e}")
+        self.end_once(start)
         self.bound, self.depth = saved_bound, saved_depth
         if distinct:
             total = f"len({result})" if func == "count" else f"_w(sum({result}.values()))"
