@@ -254,7 +254,7 @@ class _Splitter:
                 members.append(i)
                 if nested is not None:
                     nested.append(i)
-        facts = {"in_proc": [(i, i) for i, _ in kinds], "in_kind": kinds,
+        facts = {"in_kind": kinds,
                  "in_operand_def": operand_def, "in_num_operands": num_operands,
                  "in_scalar_broadcast": scalar_broadcast}
         if not legacy:
