@@ -170,6 +170,25 @@ def _check_whatif(name: str, engine: str) -> None:
             assert before.sharding(d.a) == d.a_sharding
             assert after.sharding(d.b) == d.b_sharding
     _check_conflicts(before, after, changes)
+    check_shortcuts(before, after, changes)
+
+
+def check_shortcuts(before, after, changes) -> None:
+    """What the what-if computes from what changed (when the edited output is proven
+    to be the first with other shardings, ``changes.same``) is what the full
+    computations give: the diff of the two outputs from scratch, and the edited
+    output's own memory table, byte for byte."""
+    from sdy_dl.audit.diff import diff_modules
+
+    equal, diffs = diff_modules(before.audit.module, after.audit.module)
+    assert changes.unchanged == equal
+    assert [d.to_json() for d in changes.changed] == [d.to_json() for d in diffs]
+    if any(d.kind.startswith("only") for d in diffs):
+        assert changes.same is None
+    full = {f.function: f for f in after.audit.memory(top=0).functions}
+    assert [(fn, a) for fn, _, a in changes.memory] == [(fn, full.get(fn))
+                                                          for fn, _, _ in changes.memory]
+    assert set(full) <= {fn for fn, _, _ in changes.memory}
 
 
 def _check_conflicts(before, after, changes) -> None:
@@ -258,6 +277,7 @@ def test_collectives_and_memory_before_and_after():
     assert (sum(c.bytes or 0 for c in changes.collectives_added)
             - sum(c.bytes or 0 for c in changes.collectives_removed)
             == changes.collective_bytes[1] - changes.collective_bytes[0])
+    check_shortcuts(before, after, changes)
     main = {fn: (b, a) for fn, b, a in changes.memory}["main"]
     assert main[0].arguments == before.memory().functions[0].arguments
     assert main[1].arguments == after.memory().functions[0].arguments
@@ -301,6 +321,7 @@ def _check_exact(before, edits):
     pipeline = "sdy-propagation-pipeline" + ("{dedup-functions-fully=true}" if given else "")
     assert_same(shardy(after.edited_input, pipeline), normalize(after.text))
     _check_conflicts(before, after, changes)
+    check_shortcuts(before, after, changes)
     return after, changes
 
 

@@ -12,6 +12,7 @@ is reported on its own.  Values with equal signatures pair up in order.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import asdict, dataclass
 
@@ -42,83 +43,138 @@ def _h(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
-def signatures(module: Module, table=None) -> tuple[dict, list, object]:
-    """(signature -> [(value, sharding text)] in module order, [reshards as (value,
-    operand sig, text)], ``name(value)``: a value's name), read straight from the
-    module's MLIR by a :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the
-    module's, when one is at hand; its names are the values').  Names are read only
-    for the values asked for: qualifying a name that sibling regions share means
-    reading the printed module's lines."""
-    from sdy_dl.audit.naming import ValueTable
+class Signatures:
+    """A module's values by signature, read straight from its MLIR by a
+    :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the module's, when one is
+    at hand; its names are the values'):
 
-    if table is None:
-        table = ValueTable(module.mlir.operation, module.print)
-    ssa = table.names
-    key_of = table.key_of
+    * ``groups``: signature -> its values in module order (a value is a
+      ``ValueTable`` key, or a function result's name such as ``result:0``);
+    * ``reshards``: [(value, its operand's signature)] in module order;
+    * ``sites``: value -> (raw op, number, kind) where its sharding is stored
+      (kind: ``arg`` a block argument, ``op`` a result, ``result`` a function
+      result), read by :meth:`sharding`;
+    * ``by_op``: op number (the table's pre-order) -> the values stored on it;
+    * ``name(value)``: a value's name, read only for the values asked for
+      (qualifying a name that sibling regions share reads the printed module's
+      lines)."""
 
-    def name(value) -> str:
-        """``value``: a value key, or a function result's name."""
+    def __init__(self, module: Module, table=None):
+        from sdy_dl.audit.naming import ValueTable
+
+        if table is None:
+            table = ValueTable(module.mlir.operation, module.print)
+        self.table = table
+        self.groups: dict[str, list] = {}
+        self.reshards: list[tuple] = []
+        self.sites: dict = {}
+        self.by_op: dict[int, list] = {}
+        self._texts: dict = {}
+        key_of = table.key_of
+        sig: dict[tuple, str] = {}        # value key -> its signature
+        region_sig: dict = {}             # op -> its own signature (for nested values)
+        groups, sites = self.groups, self.sites
+
+        def add(key: str, value, n: int, mop, index: int, kind: str) -> None:
+            groups.setdefault(key, []).append(value)
+            sites[value] = (mop, index, kind)
+            self.by_op.setdefault(n, []).append(value)
+
+        for n, mop in enumerate(table.ops):
+            func = table.enclosing[mop]
+            if mop.name == "func.func" and func is mop:
+                fname = symbol_name(mop)
+                region_sig[mop] = _h("func", fname)
+                body = mop.regions[0].blocks
+                for i, arg in enumerate(body[0].arguments if len(body) else ()):
+                    k = key_of(arg)
+                    sig[k] = _h("arg", fname, i)
+                    add(sig[k], k, n, mop, i, "arg")
+                prefix = "" if mop == table.main else f"@{fname}:"
+                for i in range(len(mop.attributes["function_type"].value.results)):
+                    add(_h("result", fname, i), f"{prefix}result:{i}", n, mop, i, "result")
+                continue
+            if func is None:
+                continue   # a top-level op other than a function (a mesh)
+            parent = region_sig.get(mop.parent, "")
+            operands = tuple(sig.get(key_of(v), "?") for v in mop.operands)
+            if mop.name == "sdy.reshard":
+                k = (f"o{n}", 0)
+                sig[k] = operands[0]
+                self.reshards.append((k, operands[0]))
+                sites[k] = (mop, 0, "op")
+                self.by_op.setdefault(n, []).append(k)
+                continue
+            own = _h(mop.name, aligned_attrs(mop), operands, parent)
+            region_sig[mop] = own
+            for i in range(len(mop.results)):
+                k = (f"o{n}", i)
+                sig[k] = _h(own, i)
+                add(sig[k], k, n, mop, i, "op")
+            for ri, region in enumerate(mop.regions):
+                for bi, block in enumerate(region.blocks):
+                    for i, arg in enumerate(block.arguments):
+                        k = key_of(arg)
+                        sig[k] = _h(own, ri, bi, i)
+                        add(sig[k], k, n, mop, i, "arg")
+
+    @functools.cached_property
+    def rank(self) -> dict:
+        """value -> its place in the order the diff pairs values in (by signature, each
+        signature where its first value is, then module order)."""
+        return {v: n for n, v in enumerate(v for vs in self.groups.values() for v in vs)}
+
+    def name(self, value) -> str:
+        """``value``'s name (a function result's is the value itself)."""
         if isinstance(value, str):
             return value
+        ssa = self.table.names
         if value in ssa.pending:
             ssa.resolve()
         return ssa.names[value][0]
 
-    sig: dict[tuple, str] = {}        # value key -> its signature
-    region_sig: dict = {}             # op -> its own signature (for nested values)
-    out: dict[str, list[tuple[object, str | None]]] = {}
-    reshards = []
-
-    def text(mop, index: int, block_arg: bool):
-        s = read_stored(mop, index, block_arg)
-        return None if s is None else s.to_text()
-
-    def add(key: str, value_key: tuple, mop, index: int, block_arg: bool) -> None:
-        out.setdefault(key, []).append((value_key, text(mop, index, block_arg)))
-
-    for n, mop in enumerate(table.ops):
-        func = table.enclosing[mop]
-        if mop.name == "func.func" and func is mop:
-            fname = symbol_name(mop)
-            region_sig[mop] = _h("func", fname)
-            body = mop.regions[0].blocks
-            for i, arg in enumerate(body[0].arguments if len(body) else ()):
-                k = key_of(arg)
-                sig[k] = _h("arg", fname, i)
-                add(sig[k], k, mop, i, True)
-            prefix = "" if mop == table.main else f"@{fname}:"
-            for i in range(len(mop.attributes["function_type"].value.results)):
-                s = read_func_attr(mop, "res_attrs", i)
-                out.setdefault(_h("result", fname, i), []).append(
-                    (f"{prefix}result:{i}", None if s is None else s.to_text()))
-            continue
-        if func is None:
-            continue   # a top-level op other than a function (a mesh)
-        parent = region_sig.get(mop.parent, "")
-        operands = tuple(sig.get(key_of(v), "?") for v in mop.operands)
-        if mop.name == "sdy.reshard":
-            k = (f"o{n}", 0)
-            sig[k] = operands[0]
-            reshards.append((k, operands[0], text(mop, 0, False)))
-            continue
-        attrs = tuple(sorted((name, str(attr)) for name, attr in mop.attributes.items()
-                             if name not in SHARDING_ATTRS))
-        own = _h(mop.name, attrs, operands, parent)
-        region_sig[mop] = own
-        for i in range(len(mop.results)):
-            k = (f"o{n}", i)
-            sig[k] = _h(own, i)
-            add(sig[k], k, mop, i, False)
-        for ri, region in enumerate(mop.regions):
-            for bi, block in enumerate(region.blocks):
-                for i, arg in enumerate(block.arguments):
-                    k = key_of(arg)
-                    sig[k] = _h(own, ri, bi, i)
-                    add(sig[k], k, mop, i, True)
-    return out, reshards, name
+    def text(self, value) -> str | None:
+        """The sharding stored for ``value``, as text (None: none)."""
+        try:
+            return self._texts[value]
+        except KeyError:
+            pass
+        s = stored_at(*self.sites[value])
+        text = self._texts[value] = None if s is None else _text(s)
+        return text
 
 
-def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_b=None
+def aligned_attrs(mop) -> tuple:
+    """The attributes of raw op ``mop`` that its signature holds (all but
+    :data:`SHARDING_ATTRS`), as sorted (name, text) pairs."""
+    return tuple(sorted((name, str(attr)) for name, attr in mop.attributes.items()
+                        if name not in SHARDING_ATTRS))
+
+
+def stored_at(mop, index: int, kind: str):
+    """The sharding stored at a site of :attr:`Signatures.sites` (None: none)."""
+    if kind == "result":
+        return read_func_attr(mop, "res_attrs", index)
+    return read_stored(mop, index, kind == "arg")
+
+
+#: Sharding -> its text (shardings are interned and hashed once; many values share one).
+_TEXTS: dict = {}
+
+
+def _text(sharding) -> str:
+    text = _TEXTS.get(sharding)
+    if text is None:
+        text = _TEXTS[sharding] = sharding.to_text()
+    return text
+
+
+def signatures(module: Module, table=None) -> Signatures:
+    """The :class:`Signatures` of ``module``."""
+    return Signatures(module, table)
+
+
+def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, table_b=None
                  ) -> tuple[int, list[Difference]]:
     """(number of aligned values with equal shardings, the differences);
     ``signatures_a``: :func:`signatures` of ``a`` when already known; ``table_b``:
@@ -126,28 +182,53 @@ def diff_modules(a: Module, b: Module, signatures_a: tuple | None = None, table_
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        sa, ra, name_a = signatures_a if signatures_a is not None else signatures(a)
-        sb, rb, name_b = signatures(b, table_b)
+        sa = signatures_a if signatures_a is not None else signatures(a)
+        sb = signatures(b, table_b)
         equal, diffs = 0, []
-        for key in list(sa) + [k for k in sb if k not in sa]:
-            xs, ys = sa.get(key, []), sb.get(key, [])
-            for (va, ta), (vb, tb) in zip(xs, ys):
+        for key in list(sa.groups) + [k for k in sb.groups if k not in sa.groups]:
+            xs, ys = sa.groups.get(key, []), sb.groups.get(key, [])
+            for va, vb in zip(xs, ys):
+                ta, tb = sa.text(va), sb.text(vb)
                 if ta == tb:
                     equal += 1
                 else:
-                    diffs.append(Difference("different", name_a(va), name_b(vb), ta, tb))
-            for va, ta in xs[len(ys):]:
-                diffs.append(Difference("only in A", name_a(va), None, ta, None))
-            for vb, tb in ys[len(xs):]:
-                diffs.append(Difference("only in B", None, name_b(vb), None, tb))
-        rest_b = list(rb)
-        for value, operand, text in ra:
-            match = next((r for r in rest_b if r[1] == operand and r[2] == text), None)
-            if match is not None:
-                rest_b.remove(match)
-                equal += 1
-            else:
-                diffs.append(Difference("reshard in A", name_a(value), None, text, None))
-        diffs += [Difference("reshard in B", None, name_b(value), None, text)
-                  for value, _, text in rest_b]
-    return equal, diffs
+                    diffs.append(Difference("different", sa.name(va), sb.name(vb), ta, tb))
+            for va in xs[len(ys):]:
+                diffs.append(Difference("only in A", sa.name(va), None, sa.text(va), None))
+            for vb in ys[len(xs):]:
+                diffs.append(Difference("only in B", None, sb.name(vb), None, sb.text(vb)))
+        matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
+                                       sb, [(v, o, sb.text(v)) for v, o in sb.reshards])
+    return equal + matched, diffs + more
+
+
+def match_reshards(sa: Signatures, ra: list, sb: Signatures, rb: list) -> tuple[int, list]:
+    """(how many reshards of A (``ra``: [(value, operand signature, text)]) a reshard
+    of B (``rb``) matches, the differences of the others): each reshard of A
+    takes the first one left of B with its operand signature and text."""
+    matched, diffs = 0, []
+    rest_b = list(rb)
+    for value, operand, text in ra:
+        match = next((r for r in rest_b if r[1] == operand and r[2] == text), None)
+        if match is not None:
+            rest_b.remove(match)
+            matched += 1
+        else:
+            diffs.append(Difference("reshard in A", sa.name(value), None, text, None))
+    diffs += [Difference("reshard in B", None, sb.name(value), None, text)
+              for value, _, text in rest_b]
+    return matched, diffs
+
+
+def diff_edited(sa: Signatures, changes) -> tuple[int, list[Difference]]:
+    """:func:`diff_modules` of ``a`` (``sa``: its signatures) and a module proven to be
+    ``a`` with other shardings (``changes``: the
+    :class:`~sdy_dl.audit.same_structure.ShardingChanges` from ``a`` to it): every
+    value pairs with itself, so the values that differ are those ``changes`` found,
+    in the order the full comparison gives them, and a value keeps its name."""
+    rank = sa.rank
+    diffs = [Difference("different", sa.name(v), sa.name(v), *changes.texts[v])
+             for v in sorted((v for v in changes.texts if v in rank), key=rank.__getitem__)]
+    matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
+                                   sa, [(v, o, changes.b_text(sa, v)) for v, o in sa.reshards])
+    return len(rank) - len(diffs) + matched, diffs + more

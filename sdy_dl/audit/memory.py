@@ -107,6 +107,7 @@ class MemoryTable:
         self.values = values
         self.functions = functions
         self.top = top
+        self.layouts: list[_Layout] = []   # each function's rows by value (set by the builder)
 
     def value(self, name: str) -> ValueMemory:
         """The row of the value called ``name``."""
@@ -212,7 +213,7 @@ class _Builder:
         from sdy_dl.ir.walk import key, walk_pre
 
         rows: list[ValueMemory] = []
-        functions: list[FunctionMemory] = []
+        layouts: list[_Layout] = []
         by_value = self.outputs.by_value
         sharding_of = self.collectives.sharding_of
         top_ops = self.audit.module.mlir.operation.regions[0].blocks[0].operations
@@ -221,7 +222,7 @@ class _Builder:
             if body is None:
                 continue
             label = None
-            arguments = 0
+            arguments = []
             for arg in body.arguments:
                 out = by_value.get(arg)
                 if out is None:
@@ -230,7 +231,7 @@ class _Builder:
                 r = self.row(out, arg.type, out.sharding, "argument")
                 if r is not None:
                     rows.append(r)
-                    arguments += r.bytes_per_device
+                    arguments.append((out.table_key, arg.type, r))
             ops = walk_pre(func)[1:]
             position = {}
             intermediates = []
@@ -245,8 +246,9 @@ class _Builder:
                     if r is not None:
                         rows.append(r)
                         intermediates.append((i, res, r))
-            peak, peak_at = _peak(intermediates, position, key)
-            results = 0
+            live = [(i, _last_use(i, res, position, key), r.out.table_key, res.type, r)
+                    for i, res, r in intermediates]
+            results = []
             if label is None:
                 label = "main" if func == self.outputs.table.main else f"@{_symbol(func)}"
             prefix = "" if label == "main" else f"{label}:"
@@ -258,8 +260,8 @@ class _Builder:
                 r = self.row(out, t, out.sharding, "result")
                 if r is not None:
                     rows.append(r)
-                    results += r.bytes_per_device
-            functions.append(FunctionMemory(label, arguments, results, peak, peak_at))
+                    results.append((f"{prefix}result:{i}", t, r))
+            layouts.append(_Layout(label, arguments, live, results))
         candidates = [r for r in rows if r.op != "result" and (r.replicated or r.partly_sharded)
                       and r.bytes_per_device > 0]
         if top:
@@ -267,7 +269,9 @@ class _Builder:
         chosen = candidates[:top]
         self.records = self.step_records([r.out for r in chosen])
         explained = [self.unsharded(r) for r in chosen]
-        return MemoryTable(self.audit.file, rows, functions, explained)
+        table = MemoryTable(self.audit.file, rows, [x.totals() for x in layouts], explained)
+        table.layouts = layouts
+        return table
 
     def step_records(self, outs):
         """Factor records of the steps :func:`unsharded_reasons` reads for ``outs``,
@@ -335,20 +339,68 @@ def _shardable(shape, sharding, mesh) -> dict[str, list[int]]:
     return out
 
 
-def _peak(intermediates, position, key) -> tuple[int, str]:
-    """The largest sum of live intermediates' bytes over the op order, and the value
-    defined where it is reached."""
+def _last_use(i: int, value, position: dict, key) -> int:
+    """The position of the last op using ``value`` (defined at position ``i``; at
+    least ``i``), in the op order ``position`` gives."""
+    last = i
+    for use in value.uses:
+        p = position.get(key(use.owner))
+        if p is not None and p > last:
+            last = p
+    return last
+
+
+@dataclass
+class _Layout:
+    """A function's rows and where they are live, by value: its totals
+    (:meth:`totals`) follow, and another module of the same structure's totals
+    follow from the rows whose shardings differ (:meth:`with_shardings`)."""
+
+    function: str
+    arguments: list         # (value key, type, row)
+    intermediates: list     # (op position, last use position, value key, type, row)
+    results: list           # (result name, type, row)
+
+    def totals(self) -> FunctionMemory:
+        peak, at = _peak(self.intermediates)
+        return FunctionMemory(self.function, sum(r.bytes_per_device for *_, r in self.arguments),
+                              sum(r.bytes_per_device for *_, r in self.results), peak, at)
+
+    def with_shardings(self, rows: "_Builder", shardings: dict) -> "_Layout":
+        """This layout with the rows of the values in ``shardings`` (value key or result
+        name -> its sharding) remade by ``rows`` for those shardings."""
+        def remade(entries):
+            out = []
+            for *place, value_key, value_type, r in entries:
+                if value_key in shardings:
+                    r = rows.row(r.out, value_type, shardings[value_key], r.op)
+                out.append((*place, value_key, value_type, r))
+            return out
+        return _Layout(self.function, remade(self.arguments), remade(self.intermediates),
+                       [(n, t, rows.row(r.out, t, shardings[n], r.op) if n in shardings else r)
+                        for n, t, r in self.results])
+
+
+def functions_with_shardings(audit, table: MemoryTable, shardings: dict) -> list[FunctionMemory]:
+    """The per-function rows of ``audit``'s output with the values in ``shardings``
+    (value key or function result name -> sharding) sharded so instead: the memory
+    of a module of the same structure and types (``table``: ``audit``'s memory)."""
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        rows = _Builder(audit)
+        return [layout.with_shardings(rows, shardings).totals() for layout in table.layouts]
+
+
+def _peak(intermediates) -> tuple[int, str]:
+    """The largest sum of live intermediates' bytes over the op order (each live from
+    its op's position to its last use's), and the value defined where it is reached."""
     events: dict[int, int] = {}
-    for i, value, r in intermediates:
-        last = i
-        for use in value.uses:
-            p = position.get(key(use.owner))
-            if p is not None and p > last:
-                last = p
+    for i, last, _, _, r in intermediates:
         events[i] = events.get(i, 0) + r.bytes_per_device
         events[last + 1] = events.get(last + 1, 0) - r.bytes_per_device
     first = {}
-    for i, _, r in intermediates:
+    for i, _, _, _, r in intermediates:
         first.setdefault(i, r)
     live = peak = 0
     at = None

@@ -28,7 +28,11 @@ by dataflow, :func:`sdy_dl.audit.diff.diff_modules`), the conflicts that
 appeared or disappeared, each function's bytes per device before and after
 (:mod:`sdy_dl.audit.memory`), and, for a propagation with explicit
 collectives, the collectives added and removed with their bytes
-(:mod:`sdy_dl.audit.collectives`).
+(:mod:`sdy_dl.audit.collectives`).  When the edited output is proven to be the
+first output with other shardings (:mod:`sdy_dl.audit.same_structure`), the
+diff and the memory totals come from the ops whose attributes differ and the
+first propagation's signatures and memory table (the same answer, read where
+the outputs differ).
 
 A sharding is sdy text (``<@mesh, [{"data"}, {}]>``) or, for JAX users,
 ``PartitionSpec`` text (``P('data', None)``; :mod:`sdy_dl.audit.partition_spec`).
@@ -122,6 +126,9 @@ class WhatIf:
     unchanged: int = 0
     before: object = field(default=None, repr=False)   # the two Audits
     after: object = field(default=None, repr=False)
+    #: the values whose shardings changed, when the edited output is proven to be the
+    #: first with other shardings (:mod:`sdy_dl.audit.same_structure`; None: not proven)
+    same: object = field(default=None, repr=False)
 
     @functools.cached_property
     def conflict_keys(self) -> tuple[list, list]:
@@ -147,7 +154,7 @@ class WhatIf:
     def memory(self) -> list:
         """Per function: (function, before FunctionMemory, after FunctionMemory), bytes
         per device."""
-        return _memory(self.before, self.after)
+        return _memory(self.before, self.after, self.same)
 
     @functools.cached_property
     def _collectives(self) -> tuple:
@@ -549,7 +556,8 @@ def print_input(copy) -> str:
 def whatif(audit, edits: list[Edit]):
     """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
     from sdy_dl.audit import Audit
-    from sdy_dl.audit.diff import diff_modules
+    from sdy_dl.audit.diff import diff_edited, diff_modules
+    from sdy_dl.audit.same_structure import sharding_changes
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
 
@@ -563,14 +571,19 @@ def whatif(audit, edits: list[Edit]):
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
-    equal, changed = diff_modules(audit.module, after.module, _Memo.of(audit).signatures(audit),
-                                  after.outputs.table)
-    return after, WhatIf(applied, changed, equal, audit, after)
+    memo = _Memo.of(audit)
+    same = sharding_changes(memo.signatures(audit), memo.masked(audit), after.module, after.text)
+    if same is not None:
+        equal, changed = diff_edited(memo.signatures(audit), same)
+    else:
+        equal, changed = diff_modules(audit.module, after.module, memo.signatures(audit),
+                                      after.outputs.table)
+    return after, WhatIf(applied, changed, equal, audit, after, same)
 
 
 class _Memo:
-    """What a propagation's what-ifs reuse: its own signatures (for the diff), per-function
-    memory and each op's last step, and, shared by the what-ifs made from it, the
+    """What a propagation's what-ifs reuse: its own signatures and masked text (for the
+    diff), memory table and each op's last step, and, shared by the what-ifs made from it, the
     conflicts of each step input (``steps``: meshes' text -> {StepInput: the
     conflicts' (factors, axis, kind, kept axes)}; a step's conflicts depend only on
     its input and the meshes)."""
@@ -578,6 +591,7 @@ class _Memo:
     def __init__(self, steps: dict | None = None):
         self.steps = steps if steps is not None else {}
         self._signatures = None
+        self._masked = None
         self.memory = None
         self.last_steps = None
 
@@ -600,6 +614,14 @@ class _Memo:
             with mlir_context():
                 self._signatures = signatures(audit.module, audit.outputs.table)
         return self._signatures
+
+    def masked(self, audit) -> str:
+        """The printed output with its shardings masked (:func:`~sdy_dl.audit.same_structure.masked`)."""
+        from sdy_dl.audit.same_structure import masked
+
+        if self._masked is None:
+            self._masked = masked(audit.text)
+        return self._masked
 
 
 def _last_steps(audit) -> tuple[list, dict]:
@@ -682,19 +704,27 @@ def _num(row, attr) -> str:
     return "-" if row is None else str(getattr(row, attr))
 
 
-def _memory(before, after) -> list:
-    """(function, before row, after row) of the two audits' per-function memory."""
+def _memory(before, after, same=None) -> list:
+    """(function, before row, after row) of the two audits' per-function memory;
+    ``same``: the values whose shardings changed, when the two outputs have the same
+    structure (the after rows are the before rows with those values' remade)."""
+    from sdy_dl.audit.memory import functions_with_shardings
+
     b = {f.function: f for f in _functions_memory(before)}
-    a = {f.function: f for f in _functions_memory(after)}
+    if same is not None:
+        rows = functions_with_shardings(before, _Memo.of(before).memory, same.shardings)
+    else:
+        rows = _functions_memory(after)
+    a = {f.function: f for f in rows}
     return [(fn, b.get(fn), a.get(fn)) for fn in list(b) + [f for f in a if f not in b]]
 
 
 def _functions_memory(audit) -> list:
-    """The per-function rows of ``audit``'s memory table (kept for later what-ifs)."""
+    """The per-function rows of ``audit``'s memory table (the table kept for later what-ifs)."""
     memo = _Memo.of(audit)
     if memo.memory is None:
-        memo.memory = audit.memory(top=0).functions
-    return memo.memory
+        memo.memory = audit.memory(top=0)
+    return memo.memory.functions
 
 
 def _collectives(before, after) -> tuple:

@@ -1,0 +1,101 @@
+"""Two output modules that differ only in shardings, and the values whose shardings differ.
+
+A what-if edits annotations only, so its output is usually the first output
+with other shardings: the same ops, operands, types, regions and names.  When
+that is proven, the two modules' values pair up one to one by their place, and
+what changed is read at the few ops whose attributes differ, not by comparing
+every value (:mod:`sdy_dl.audit.diff` aligns by signatures in general).
+
+The proof (:func:`sharding_changes`): the two printed modules are equal once
+every sharding in them is masked (:func:`masked`), so
+their ops, operands, types, regions, value names and printed lines are the
+same; the ops are paired in pre-order and compared attribute by attribute
+(attributes are uniqued: a comparison is a pointer's); an op whose attributes
+differ must have the same attributes besides those holding shardings and
+rules (:data:`~sdy_dl.audit.diff.SHARDING_ATTRS`, what the diff's signatures
+leave out), else there is no proof.  Without a proof the caller falls back to
+the full comparison.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+#: A sharding attribute as printed (``#sdy.sharding<@mesh, [{"data"}, {}]>``, or
+#: ``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>``).
+_ATTR = r"#sdy\.sharding(?:_per_value)?<(?:[^<>]|<[^<>]*>)*>"
+
+#: What :func:`masked` takes out: an ``sdy.sharding`` entry of an attribute dictionary
+#: (with its separator, or the dictionary when it is the only entry), then any other
+#: sharding as printed (``<@mesh, [...]>``: a constraint's, a computation's).
+_MASKS = (re.compile(rf"(?: attributes)? \{{sdy\.sharding = {_ATTR}\}}|, sdy\.sharding = {_ATTR}"
+                     rf"|sdy\.sharding = {_ATTR}, "),
+          re.compile(r"<@[^<>]*>"))
+
+
+def masked(text: str) -> str:
+    """A printed module without its ``sdy.sharding`` attributes, every other sharding
+    in it replaced by ``<@>``."""
+    entries, shardings = _MASKS
+    return shardings.sub("<@>", entries.sub("", text))
+
+
+@dataclass
+class ShardingChanges:
+    """What differs between two modules of the same structure (``a`` and ``b``), by
+    the values of ``a``'s :class:`~sdy_dl.audit.diff.Signatures`."""
+
+    ops: list[int]                         # the ops whose attributes differ (pre-order numbers)
+    b_ops: list = field(repr=False)        # b's raw ops in pre-order
+    texts: dict = field(default_factory=dict)       # value -> (a's text, b's text), where they differ
+    shardings: dict = field(default_factory=dict)   # value -> b's sharding, where the texts differ
+
+    def b_text(self, sa, value) -> str | None:
+        """``value``'s sharding text in ``b``."""
+        found = self.texts.get(value)
+        return found[1] if found is not None else sa.text(value)
+
+
+def sharding_changes(sa, a_masked: str, b_module, b_text: str) -> ShardingChanges | None:
+    """The :class:`ShardingChanges` from ``a`` (``sa``: its
+    :class:`~sdy_dl.audit.diff.Signatures`; ``a_masked``: its printed text,
+    :func:`masked`) to ``b_module`` (printed ``b_text``), or None when they are not
+    proven to differ in shardings only (see the module docstring)."""
+    from sdy_dl.audit.diff import _text, aligned_attrs, stored_at
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import walk_pre
+
+    if masked(b_text) != a_masked:
+        return None
+    a_ops = sa.table.ops
+    with mlir_context():
+        b_ops = walk_pre(b_module.mlir.operation)[1:]
+        if len(b_ops) != len(a_ops):
+            return None
+        differ = []
+        for n, (x, y) in enumerate(zip(a_ops, b_ops)):
+            xs, ys = x.attributes, y.attributes
+            count = len(xs)
+            if count != len(ys):
+                differ.append(n)
+                continue
+            for i in range(count):
+                p, q = xs[i], ys[i]
+                if p.attr != q.attr or p.name != q.name:
+                    differ.append(n)
+                    break
+        changes = ShardingChanges(differ, b_ops)
+        for n in differ:
+            x, y = a_ops[n], b_ops[n]
+            if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
+                return None
+            for value in sa.by_op.get(n, ()):
+                _, index, kind = sa.sites[value]
+                s = stored_at(y, index, kind)
+                text = None if s is None else _text(s)
+                if text != sa.text(value):
+                    changes.texts[value] = (sa.text(value), text)
+                    changes.shardings[value] = s
+    return changes
+

@@ -1,0 +1,129 @@
+"""A what-if's audit computed from what changed, and the proof it rests on.
+
+When the edited output is the first output with other shardings
+(:mod:`sdy_dl.audit.same_structure`), the diff and the memory totals are
+computed from the ops whose attributes differ; tests/test_whatif.py checks
+them against the full computations on every program and edit
+(check_shortcuts).  Here: the proof rejects what it must (an op, a type or
+a non-sharding attribute that differs, even one whose text holds a sharding),
+and a what-if without a structural change does not read the whole edited
+output.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import jax_programs
+from sdy_dl import propagate
+from sdy_dl.audit.diff import diff_edited, diff_modules, signatures
+from sdy_dl.audit.same_structure import masked, sharding_changes
+from sdy_dl.ir import parse_module_text
+
+A = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32>) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) {
+  %0 = stablehlo.negate %arg0 {mhlo.frontend_attributes = {note = "<@mesh, [{}, {}]>"}, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{"a"}, {}]> : tensor<8x8xf32>
+  %2 = stablehlo.add %1, %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : tensor<8x8xf32>
+  %3 = stablehlo.add %2, %2 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : tensor<8x8xf32>
+  return %3 : tensor<8x8xf32>
+}
+"""
+
+#: Other shardings only: an argument's removed, another's added, an op's, a
+#: constraint's and the result's changed.
+SHARDINGS_ONLY = (A.replace('%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}',
+                            "%arg0: tensor<8x8xf32>")
+                  .replace("%arg1: tensor<8x8xf32>)",
+                           '%arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"b"}]>})')
+                  .replace('%1 = sdy.sharding_constraint %0 <@mesh, [{"a"}, {}]>',
+                           '%1 = sdy.sharding_constraint %0 <@mesh, [{}, {"b"}]>')
+                  .replace('stablehlo.add %2, %2 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>}',
+                           "stablehlo.add %2, %2")
+                  .replace('-> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>})',
+                           '-> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>})'))
+
+#: Not a proof: what the masking alone would not tell apart.
+NOT_SHARDINGS_ONLY = {
+    # a non-sharding attribute whose text holds a sharding (masked, but not a sharding)
+    "attribute": A.replace('note = "<@mesh, [{}, {}]>"', 'note = "<@mesh, [{\\22a\\22}, {}]>"'),
+    "op": A.replace("%2, %2 {", "%2, %1 {"),
+    "operation": A.replace("stablehlo.add %1, %arg1", "stablehlo.subtract %1, %arg1"),
+    "inline mesh": A.replace('%1 = sdy.sharding_constraint %0 <@mesh, [{"a"}, {}]>',
+                             '%1 = sdy.sharding_constraint %0 <mesh<["a"=2, "b"=2]>, [{"a"}, {}]>'),
+}
+
+
+def _modules(a: str, b: str):
+    return parse_module_text(a, "a.mlir"), parse_module_text(b, "b.mlir")
+
+
+def test_shardings_only_is_proven_and_diffs_as_the_full_diff():
+    a, b = _modules(A, SHARDINGS_ONLY)
+    sa = signatures(a)
+    same = sharding_changes(sa, masked(a.print()), b, b.print())
+    assert same is not None
+    full = diff_modules(a, b)
+    assert [d.to_json() for d in full[1]]   # (not vacuous)
+    equal, diffs = diff_edited(sa, same)
+    assert (equal, [d.to_json() for d in diffs]) == (full[0], [d.to_json() for d in full[1]])
+    assert {sa.name(v) for v in same.texts} == {"%arg0", "%arg1", "%1", "%3", "result:0"}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_SHARDINGS_ONLY))
+def test_other_differences_are_no_proof(name):
+    a, b = _modules(A, NOT_SHARDINGS_ONLY[name])
+    assert sharding_changes(signatures(a), masked(a.print()), b, b.print()) is None
+    assert diff_modules(a, b)[1]
+    if name == "attribute":   # (the ops' attributes tell it, not the masked texts)
+        assert masked(a.print()) == masked(b.print())
+
+
+def test_masked_text_keeps_everything_but_shardings():
+    """An ``sdy.sharding`` entry goes with its separator (or its dictionary), other
+    shardings become ``<@>``; other attributes of the dictionaries stay."""
+    text = parse_module_text(A, "a.mlir").print()
+    out = masked(text)
+    assert "sdy.sharding =" not in out and '[{"a"}' not in out
+    assert 'mhlo.frontend_attributes = {note = "<@>"}' in out
+    assert "sdy.sharding_constraint %0 <@> :" in out
+    assert "%arg1: tensor<8x8xf32>) -> (tensor<8x8xf32>) {" in out
+
+
+@pytest.mark.parametrize("name, value, sharding", [
+    ("mlp", "arg:0", '<@mesh, [{"model"}, {}]>'),
+    ("convnet", "arg:0", '<@mesh, [{"model"}, {}, {}, {}]>'),
+    ("while_loop", "arg:0", '<@mesh, [{"data"}, {}]>'),
+    ("attention", "arg:0", '<@mesh, [{"model"}, {}, {}]>'),
+])
+def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, value, sharding):
+    """A what-if that changes shardings only takes its diff and memory from the ops
+    whose attributes differ: the edited output's signatures and memory table are
+    never made (and both equal the full computations, check_shortcuts)."""
+    import sdy_dl.audit.diff as diff
+    import sdy_dl.audit.memory as memory
+    from test_whatif import check_shortcuts
+
+    before = propagate(jax_programs.lowered(name), engine="python")
+    made = {"signatures": [], "memory": []}
+    real_signatures, real_memory = diff.Signatures.__init__, memory._Builder.build
+
+    def counting_signatures(self, module, table=None):
+        made["signatures"].append(module)
+        real_signatures(self, module, table)
+
+    def counting_memory(self, top):
+        made["memory"].append(self.audit)
+        return real_memory(self, top)
+
+    monkeypatch.setattr(diff.Signatures, "__init__", counting_signatures)
+    monkeypatch.setattr(memory._Builder, "build", counting_memory)
+    after, changes = before.whatif(set={value: sharding})
+    assert changes.changed and changes.memory
+    assert changes.same is not None
+    assert made["signatures"] == [before.audit.module]
+    assert made["memory"] == [before.audit]
+    again, more = before.whatif(set={value: sharding})
+    assert made["signatures"] == [before.audit.module] and made["memory"] == [before.audit]
+    assert [d.to_json() for d in more.changed] == [d.to_json() for d in changes.changed]
+    check_shortcuts(before, after, changes)
