@@ -15,7 +15,7 @@ import functools
 from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
 from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.errors import SdyError
-from sdy_dl.resources import cached_text, code_digest, datalog_dir
+from sdy_dl.resources import cached_text, cached_value, code_digest, datalog_dir
 
 
 MAIN = "main.dl.j2"
@@ -75,9 +75,23 @@ def _compile_cached(stage: str, params: tuple) -> Program:
     key = hashlib.sha256(repr((stage, params)).encode()).hexdigest()[:24] + "-" + _templates_digest()
     text = cached_text("programs", key, lambda: _render(stage, params))
     _check_stratified_once(text, name)
-    decls = parse_declarations(text, source=name)
-    check_input_names(decls, source=name)
-    return Program(text=text, decls=decls)
+    return Program(text=text, decls=_declarations_once(text, key, name))
+
+
+def _declarations_once(text: str, key: str, name: str) -> dict:
+    """``parse_declarations`` of the program ``text`` (cached under ``key``, with
+    ``check_input_names``), remembered in the cache per key and parser code: the
+    step program's hundreds of declarations are read again in every process."""
+    import pickle
+
+    from sdy_dl.datalog import program as program_module
+
+    def parse() -> dict:
+        decls = parse_declarations(text, source=name)
+        check_input_names(decls, source=name)
+        return decls
+    return cached_value("declarations", key + "-" + code_digest(program_module), parse,
+                        pickle.dumps, pickle.loads)
 
 
 def _check_stratified_once(text: str, name: str) -> None:
