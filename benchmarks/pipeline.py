@@ -36,13 +36,17 @@ counts of ``SIZES``, then times whole processes on each module file:
 * with ``--suggest``, ``sdy-dl suggest MODULE --format json`` (python engine,
   ``--jobs`` as ``--suggest-jobs`` says, default 2), timed against Shardy's
   whole process on the same module; its output must be the same in every run;
-* with ``--whatif``, in one process per round (python engine): the module
-  propagated with its audit (``sdy_dl.propagate``), then a what-if that gives
-  one main argument another sharding (``result.whatif``, reusing the first
+* with ``--whatif``, in one process per round and edit (python engine): the
+  module propagated with its audit (``sdy_dl.propagate``), then a what-if that
+  gives one main argument another sharding (``result.whatif``, reusing the first
   propagation, and the lines ``sdy-dl whatif`` prints, with the conflicts and
   memory), then a full ``propagate`` pipeline of the edited input in the same
   process; the what-if's time over the full propagate's is the ``whatif /
-  propagate`` ratio (wall and CPU), and the two outputs must be identical.
+  propagate`` ratio (wall and CPU), and the two outputs must be identical.  Two
+  edits: the first main argument sharded ``[{"model"}, {}]`` moved to ``[{},
+  {"model"}]`` (a weight: a near-global change), and the same for the last such
+  argument (an optimizer moment: a few values change); each with the steps the
+  what-if evaluated and whether it started from the imported module.
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -130,29 +134,35 @@ from sdy_dl.pipeline import make_options, propagate
 start = time.perf_counter()
 result = sdy_dl.propagate(sys.argv[1], engine="python")
 audit_s = time.perf_counter() - start
-name, new = None, None
-for v in result.audit.outputs.values:     # the first main argument sharded on "model" in dim 0
-    s = v.sharding
-    if (v.names[0].startswith("%arg") and s is not None and s.rank == 2
-            and [a.name for a in s.dims[0].axes] == ["model"] and not s.dims[1].axes):
-        name, new = v.name, '<@mesh, [{}, {"model"}]>'
-        break
+names = [v.name for v in result.audit.outputs.values   # main arguments sharded on "model" in dim 0
+         if v.names[0].startswith("%arg") and (s := v.sharding) is not None and s.rank == 2
+         and [a.name for a in s.dims[0].axes] == ["model"] and not s.dims[1].axes]
+name, new = names[0 if sys.argv[2] == "first" else -1], '<@mesh, [{}, {"model"}]>'
+memo = result.audit.step_memo
+steps = sum(map(len, memo.values()))
 start, cpu = time.perf_counter(), time.process_time()
 after, changes = result.whatif(set={name: new})
 lines = changes.lines()      # what `sdy-dl whatif` prints: conflicts and memory too
 whatif_s, whatif_cpu = time.perf_counter() - start, time.process_time() - cpu
+new_steps = sum(map(len, memo.values())) - steps
 edited = after.edited_input
 start, cpu = time.perf_counter(), time.process_time()
 full = propagate(parse_module_text(edited, sys.argv[1]), make_options({}, engine="python")).print()
 full_s, full_cpu = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
                   "whatif_cpu": whatif_cpu, "propagate_cpu": full_cpu, "value": name,
-                  "changed": len(changes.changed), "same": full == after.text}))
+                  "changed": len(changes.changed), "same": full == after.text,
+                  "new_steps": new_steps, "steps": steps,
+                  "imported": getattr(after.audit, "import_reused", False)}))
 """
 
+#: The what-if edits of ``--whatif`` (WHATIF_SCRIPT's second argument).
+WHATIF_EDITS = ("first", "last")
 
-def bench_whatif(label: str, workdir: str, runs: int, cache: str) -> dict:
-    """``--whatif``: ``runs`` rounds of WHATIF_SCRIPT on the module of size ``label``."""
+
+def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str) -> dict:
+    """``--whatif``: ``runs`` rounds of WHATIF_SCRIPT on the module of size ``label``
+    with ``edit`` (one of :data:`WHATIF_EDITS`)."""
     import json
 
     module = module_file(workdir, label)
@@ -160,7 +170,7 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str) -> dict:
     out = os.path.join(workdir, f"{label}.whatif.json")
     rounds = []
     for _ in range(runs):
-        run_process([sys.executable, "-c", WHATIF_SCRIPT, module], env, out)
+        run_process([sys.executable, "-c", WHATIF_SCRIPT, module, edit], env, out)
         with open(out, encoding="utf-8") as f:
             rounds.append(json.loads(f.read()))
     med = {k: statistics.median(r[k] for r in rounds)
@@ -169,7 +179,8 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str) -> dict:
     cpu_ratio = statistics.median(r["whatif_cpu"] / r["propagate_cpu"] for r in rounds)
     return {"label": label, "rounds": rounds, "median": med, "ratio": ratio, "cpu_ratio": cpu_ratio,
             "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
-            "changed": rounds[0]["changed"]}
+            "changed": rounds[0]["changed"], "new_steps": rounds[0]["new_steps"],
+            "steps": rounds[0]["steps"], "imported": rounds[0]["imported"]}
 
 
 # -- the modules ---------------------------------------------------------------------------
@@ -610,14 +621,17 @@ def main(argv=None) -> int:
         print(table([row]).splitlines()[-1], flush=True)
         if args.xla:
             print(beside_xla(label, args.workdir), flush=True)
-        if args.whatif:
-            w = bench_whatif(label, args.workdir, args.runs, caches["python"])
+        for edit in WHATIF_EDITS if args.whatif else ():
+            w = bench_whatif(label, args.workdir, args.runs, caches["python"], edit)
             m = w["median"]
-            print(f"  whatif ({w['value']} edited, {w['changed']} values changed): audit "
-                  f"{m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
+            print(f"  whatif ({edit}: {w['value']} edited, {w['changed']} values changed, "
+                  f"{w['new_steps']} steps evaluated beside the first run's {w['steps']}, "
+                  f"{'from the imported module' if w['imported'] else 'import stages run'}): "
+                  f"audit {m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
                   f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x wall, "
                   f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); identical: "
                   f"{'yes' if w['same'] else 'NO'}", flush=True)
+            row["same"][f"whatif {edit}"] = w["same"]
         if "python" in row["cold"]:
             print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
                   flush=True)

@@ -71,6 +71,8 @@ class Audit:
         #: A copy of the module propagation started from, as the stages before it
         #: left it (raw ``builtin.module``; kept for what-ifs, with ``step_memo``).
         self.imported = None
+        #: Whether the stages before propagation were not run (``imported`` given).
+        self.import_reused = imported is not None
 
         def before(name, m):
             if name == PROPAGATION_STAGE:
