@@ -50,13 +50,16 @@ class Audit:
     """One propagation of ``module`` with provenance; explains any output value."""
 
     def __init__(self, module, options, step_memo: dict | None = None,
-                 stage_memo: dict | None = None, imported=None):
+                 stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
         Datalog stages (``RunContext.stage_memo``).  ``imported``: exactly the
         module the stages before propagation make of ``module`` (a what-if's,
-        :mod:`sdy_dl.audit.whatif_import`): those stages are not run."""
+        :mod:`sdy_dl.audit.whatif_import`): those stages are not run; then
+        ``rule_memo`` may be the rules of the propagation ``imported`` was copied
+        from (``RunContext.rule_memo``; kept as ``self.rule_memo`` with
+        ``step_memo``)."""
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
@@ -84,9 +87,12 @@ class Audit:
                 self.propagated = PropagationIndex(m, self.inputs)
 
         self.step_memo, self.stage_memo = step_memo, stage_memo
+        if imported is None or step_memo is None:
+            rule_memo = {} if step_memo is not None else None
+        self.rule_memo = rule_memo
         self.module = propagate(module if imported is None else imported, options.with_context(
-            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo), before=before,
-            start=None if imported is None else PROPAGATION_STAGE)
+            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo, rule_memo=rule_memo),
+            before=before, start=None if imported is None else PROPAGATION_STAGE)
         self._text: str | None = None
         self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)

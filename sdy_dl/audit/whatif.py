@@ -567,7 +567,7 @@ def whatif(audit, edits: list[Edit]):
         if imported is not None:
             imported = module_of_op(imported, audit.file)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
-                  stage_memo=audit.stage_memo, imported=imported)
+                  stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)

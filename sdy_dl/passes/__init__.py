@@ -42,6 +42,12 @@ class RunContext:
     # (:func:`run_analysis`).  A stage's relations depend on its program and its
     # facts only, so an entry found by equal facts is exact.
     stage_memo: dict | None = None
+    # Propagation only: op number -> its rule (RuleInstance or None) in the module
+    # user-priority propagation starts from, filled as rules are looked up.  A
+    # what-if that starts from a copy of that module, only shardings changed
+    # (``Audit(imported=...)``), shares it: a rule depends on the op's structure,
+    # types and attributes other than shardings (``rules.db.rule_for``).
+    rule_memo: dict | None = None
 
     def make_engine(self):
         """The Datalog engine this context names (:func:`sdy_dl.engines.get_engine`)."""

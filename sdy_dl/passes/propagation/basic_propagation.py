@@ -56,7 +56,7 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
     rules = load_rule_db(run.rule_files, conservative=conservative)
     engine = run.make_engine() if run.replay_dir is None else None
 
-    def build(module: Module) -> Propagator:
+    def build(module: Module, rule_memo: dict | None = None) -> Propagator:
         if run.replay_dir is not None:
             evaluate = StepReplay(run.replay_dir, module.meshes)
         else:
@@ -64,9 +64,13 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
                 return evaluate_steps(engine, steps, module.meshes)
         if run.recorder is not None:
             evaluate = run.recorder.wrap(evaluate)
+        def rule_for(op):
+            return rules.rule_for(op, module)
+        if rule_memo is not None:
+            rule_for = _memoised(rule_for, rule_memo)
         propagator = Propagator(
             module,
-            rule_for=lambda op: rules.rule_for(op, module),
+            rule_for=rule_for,
             evaluate=evaluate,
             strategy=strategy,
             conservative=conservative,
@@ -76,13 +80,26 @@ def make_propagator(module: Module, options: PassOptions, strategy: str) -> Prop
             propagator.share_memo(run.step_memo.setdefault(mesh_key(module), {}))
         return propagator
 
-    propagator = build(module)
+    # (``run.rule_memo`` holds the rules of the module as the pass receives it; a
+    # module the group sync rewrote has other ops, and looks its rules up afresh)
+    propagator = build(module, run.rule_memo)
     rewritten, copies = sync_sharding_groups(module, propagator.state,
                                              functools.partial(run_analysis, options=options))
     if rewritten:
         propagator = build(module)
     propagator.use_group_copies(copies(module))
     return propagator
+
+
+def _memoised(rule_for, memo: dict):
+    """``rule_for`` looked up in ``memo`` by op number first (and kept there)."""
+    def lookup(op):
+        try:
+            return memo[op.oid]
+        except KeyError:
+            rule = memo[op.oid] = rule_for(op)
+            return rule
+    return lookup
 
 
 def mesh_key(module: Module) -> tuple:
