@@ -18,6 +18,7 @@ empty group derive nothing.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from operator import itemgetter
 
 from sdy_dl.datalog.check import checked_clauses, deferred, injected_variables, materialized
@@ -96,19 +97,19 @@ def _plan(program: Program) -> "_Plan":
 
 
 class _Index(dict):
-    """Hash indexes of the relations, ``index[(name, positions)]``: the tuples of
-    relation ``name`` by their values at the bound column ``positions``, built on
-    first use (the generated code looks them up with constant keys)."""
+    """Hash indexes of the relations, ``index[key]``: the tuples of relation
+    ``key.name`` by their values at the bound column positions
+    ``key.positions``, built on first use (the generated code looks them up
+    with constant keys, :class:`IndexKey`)."""
 
     def __init__(self, rel: dict[str, set]):
-        super().__init__()
         self.rel = rel
-        self.built: dict[str, list[tuple]] = {}   # relation -> its built indexes' keys
+        self.built: dict[str, list[IndexKey]] = {}   # relation -> its built indexes' keys
 
-    def __missing__(self, key: tuple) -> dict:
+    def __missing__(self, key: IndexKey) -> dict:
         index = self[key] = {}
-        self.built.setdefault(key[0], []).append(key)
-        _add(index, key[1], self.rel[key[0]])
+        self.built.setdefault(key.name, []).append(key)
+        _add(index, key.positions, self.rel[key.name])
         return index
 
     def extend(self, new: dict[str, set]) -> None:
@@ -116,7 +117,19 @@ class _Index(dict):
         for name, rows in new.items():
             if rows and name in self.built:
                 for key in self.built[name]:
-                    _add(self[key], key[1], rows)
+                    _add(self[key], key.positions, rows)
+
+
+class IndexKey:
+    """The key of an index: relation ``name`` by the column ``positions``; one
+    object per index of a program, hashed and compared by identity (a tuple
+    key would be hashed again on every lookup)."""
+
+    __slots__ = ("name", "positions")
+
+    def __init__(self, name: str, positions: tuple[int, ...]):
+        self.name = name
+        self.positions = positions
 
 
 def _add(index: dict, positions: tuple[int, ...], rows) -> None:
@@ -150,7 +163,7 @@ class _Plan:
         code = cached_value("python", key,
                             lambda: compile(program_source(program), "<sdy-dl rules>", "exec"),
                             marshal.dumps, marshal.loads)
-        namespace: dict = dict(_RUNTIME, _recursive=_evaluate_component)
+        namespace: dict = dict(_RUNTIME, _recursive=_evaluate_component, IndexKey=IndexKey)
         exec(code, namespace)
         self.facts = namespace["FACTS"]
         self.components = namespace["COMPONENTS"]
@@ -186,24 +199,23 @@ def _evaluate_component(rel, index, members, rules, variants) -> None:
     if not variants:
         rules(rel, index, None, rel)
         return
-    delta = {name: set() for name in members}
+    delta = defaultdict(set)   # (a set for each relation a rule adds to)
     rules(rel, index, None, delta)
     while True:
         # Only the relations that gained tuples have a delta, and only the
         # rule variants reading one of those deltas run.
         new = {}
         for name, rows in delta.items():
+            rows -= rel[name]
             if rows:
-                rows -= rel[name]
-                if rows:
-                    new[name] = rows
+                new[name] = rows
         if not new:
             return
         for name, rows in new.items():
             rel[name] |= rows
         index.extend(new)
         delta_index = _Index(new)
-        delta = {name: set() for name in members}
+        delta = defaultdict(set)
         for source in new:
             if source in variants:
                 variants[source](rel, index, delta_index, delta)
@@ -278,7 +290,7 @@ class _ComponentMemo:
         for index_key, value in indexes.items():
             if index_key not in index:
                 dict.__setitem__(index, index_key, value)
-                index.built.setdefault(index_key[0], []).append(index_key)
+                index.built.setdefault(index_key.name, []).append(index_key)
         return True
 
     def keep(self, cid: int, key: tuple, members, rel, tokens) -> None:
@@ -329,15 +341,17 @@ def program_source(program: Program) -> str:
         comp.setdefault(c.head[1], -1)
     lines: list[str] = []
     names: list[str] = []
+    keys: dict[str, str] = {}   # global -> the IndexKey it holds
 
     def function(items: list[tuple[Clause, int | None]]) -> str:
         name = f"r{len(names)}"
         names.append(name)
-        lines.extend(_rules_lines(items, name))
+        lines.extend(_rules_lines(items, name, keys))
         return name
 
     components = []
     driver = ["def EVALUATE(rel, index, memoised, off):"]
+    unpacked = []   # a recursive component's members and variants, as globals
     for cid, comp_id in enumerate(sorted({comp[c.head[1]] for c in rules})):
         members = sorted(name for name, c in comp.items() if c == comp_id)
         group = [c for c in rules if comp[c.head[1]] == comp_id]
@@ -355,16 +369,21 @@ def program_source(program: Program) -> str:
         if guard:   # (else every rule joins an empty relation: nothing to derive)
             driver.append(f"    if {' or '.join(f'rel[{name!r}]' for name in guard)}:")
             indent += "    "
-        direct = (f"_recursive(rel, index, *COMPONENTS[{cid}][:3])" if variants
-                  else f"{compiled}(rel, index, None, rel)")
+        if variants:
+            unpacked.append(f"M{cid}, _, V{cid}, _ = COMPONENTS[{cid}]")
+            direct = f"_recursive(rel, index, M{cid}, {compiled}, V{cid})"
+        else:
+            direct = f"{compiled}(rel, index, None, rel)"
         driver += [f"{indent}if off[{cid}]:", f"{indent}    {direct}",
                    f"{indent}else:", f"{indent}    memoised({cid})"]
     facts: dict[str, list] = {}
     for c in clauses:
         if not c.body:
             facts.setdefault(c.head[1], []).append(tuple(_constant(a) for a in c.head[2]))
+    lines += [f"{var} = {key}" for var, key in keys.items()]
     lines.append(f"FACTS = {list(facts.items())!r}")
     lines.append("COMPONENTS = [\n    " + ",\n    ".join(components) + "]")
+    lines += unpacked
     lines += driver if len(driver) > 1 else driver + ["    pass"]
     return "\n".join(lines) + "\n"
 
@@ -392,10 +411,12 @@ def _constant(term):
 
 # -- code generation ---------------------------------------------------------
 
-def _rules_lines(items: list[tuple[Clause, int | None]], name: str) -> list[str]:
+def _rules_lines(items: list[tuple[Clause, int | None]], name: str,
+                 keys: dict[str, str]) -> list[str]:
     """The source of function ``name(rel, index, delta_index, out)`` evaluating the
     rules ``items`` (each a clause, reading the delta at body position ``delta``
-    if given) one after the other, each adding its tuples to ``out[head]``."""
+    if given) one after the other, each adding its tuples to ``out[head]``; the
+    index keys it reads are added to ``keys`` (global -> its definition)."""
     fetched: dict[str, str] = {}   # relation variable -> its fetch, once per call
     blocks: list[str] = []
     for clause, delta in items:
@@ -410,6 +431,7 @@ def _rules_lines(items: list[tuple[Clause, int | None]], name: str) -> list[str]
         gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
         gen.end_once(start)
         fetched.update(gen.sets)
+        keys.update(gen.keys)
         # Run the rule when no relation the body joins is empty; fetch the indexes
         # the loops read then (each once per call, not per tuple).
         test = " and ".join(sorted(gen.required)) or "True"
@@ -433,6 +455,7 @@ class _Gen:
         self.aggregates = 0   # how many aggregates the code being emitted is inside
         self.sets: dict[str, str] = {}      # local variable -> the relation it holds
         self.indexes: dict[str, str] = {}   # local variable -> the index it holds
+        self.keys: dict[str, str] = {}      # global -> the index key it holds
         self.required: set[str] = set()     # relations the body joins (none empty, or no tuple)
 
     def error(self, message: str) -> SdyError:
@@ -597,7 +620,8 @@ class _Gen:
 
     def _lookup(self, source: str, name: str, keys: list[int], key_exprs: list[str]) -> str:
         var = f"{'DX' if source == 'delta_index' else 'X'}_{name}_{'_'.join(map(str, keys))}"
-        self.indexes[var] = f"{source}[{(name, tuple(keys))!r}]"
+        self.indexes[var] = f"{source}[K_{name}_{'_'.join(map(str, keys))}]"
+        self.keys[f"K_{name}_{'_'.join(map(str, keys))}"] = f"IndexKey({name!r}, {tuple(keys)!r})"
         if len(keys) == 1:
             return f"{var}.get({key_exprs[0]}, ())"
         return f"{var}.get(({', '.join(key_exprs)}), ())"
