@@ -46,7 +46,8 @@ class Decl:
     def arity(self) -> int:
         return len(self.columns)
 
-    @property
+    # (read on every engine call: computed once per declaration)
+    @functools.cached_property
     def types(self) -> tuple[str, ...]:
         return tuple(t for _, t in self.columns)
 
