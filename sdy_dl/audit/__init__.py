@@ -64,7 +64,7 @@ class Audit:
 
         self.file = module.file
         self.options = options
-        self.inputs = InputIndex(module)
+        self.inputs = InputIndex(module, tag=imported is None)
         from sdy_dl.passes.propagation.basic_propagation import CONSERVATIVE_PROPAGATION
 
         self.tracer = ProvenanceTracer(OpDescriber(module.file, options.context.rule_files,

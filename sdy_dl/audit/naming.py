@@ -415,7 +415,9 @@ class InputIndex:
     arguments); the snapshot's walk in the same order finds them again.
     """
 
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, tag: bool = True):
+        """``tag``: False when ``module`` will not run through the passes (a what-if
+        that starts from the imported module, which has its tags already)."""
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.mlir_ops import main_func
         from sdy_dl.ir.storage import read_func_attr
@@ -433,7 +435,8 @@ class InputIndex:
                 for i in range(len(main.attributes["function_type"].value.results)):
                     s = read_func_attr(main, "res_attrs", i)
                     self.results[i] = s.to_text() if s is not None else None
-            _tag_input(top)
+            if tag:
+                _tag_input(top)
 
     def copy(self):
         """A new copy of the input module as read (a raw ``builtin.module`` op), to edit."""
