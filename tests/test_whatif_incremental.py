@@ -129,8 +129,9 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a
     ([Edit("set", "%3", '<@mesh, [{}, {"a"}]>')], False),
     ([Edit("drop", "%3")], False),
 ])
-def test_which_edits_run_the_import_stages(edits, imported, import_runs):
-    before = propagate(GROUP, engine="python")
+@pytest.mark.parametrize("engine", ["python", "clingo"])
+def test_which_edits_run_the_import_stages(edits, imported, engine, import_runs):
+    before = propagate(GROUP, engine=engine)
     assert _exact(before, edits, import_runs)[1] is not imported
 
 
