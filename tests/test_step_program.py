@@ -213,11 +213,32 @@ def test_unrolling_bound_by_engine(factors, default, compiled, exact):
     from sdy_dl.propagation.step_eval import layers_for
 
     rule = identity_rule((2,) * factors, 1, 1)
-    steps = [StepInput(rule, (None,), (None,), ("BOTH",) * factors, "aggressive", False, True)]
+    steps = [StepInput(rule, (None,), (None,), ("BOTH",) * factors, "basic", False, True)]
     assert len(rule.factors) == factors
     assert layers_for(steps) == default
     assert layers_for(steps, compiled=True) == compiled
     assert layers_for(steps, exact=True) == exact
+
+
+def test_aggressive_layers_are_the_factors_of_dims_with_axes():
+    """An aggressive step's layers are the sorted positions of the factors with a
+    non-empty candidate: at most the factors of its tensors' dims with axes."""
+    from sdy_dl.propagation.driver import identity_rule
+    from sdy_dl.propagation.step import StepInput
+    from sdy_dl.propagation.step_eval import layers_for, layers_needed
+    from sdy_dl.sharding import AxisRef, DimSharding, TensorSharding
+
+    rule = identity_rule((2,) * 5, 1, 1)
+    sharded = TensorSharding("mesh", (DimSharding((AxisRef("x"),), False), DimSharding((), False),
+                                      DimSharding((AxisRef("y"),), True), DimSharding((), True),
+                                      DimSharding((), False)))
+    step = StepInput(rule, (sharded,), (None,), ("BOTH",) * 5, "aggressive", False, True)
+    assert layers_needed(step) == 2
+    assert layers_for([step], exact=True) == 2
+    assert layers_for([step]) == 4
+    basic = StepInput(rule, (sharded,), (None,), ("BOTH",) * 5, "basic", False, True)
+    assert layers_needed(basic) == 5
+    assert layers_for([step, basic]) == 8
 
 
 def test_engines_say_whether_they_compile_each_program():

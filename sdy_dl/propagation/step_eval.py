@@ -3,12 +3,14 @@
 ``evaluate_steps`` renders the ``step`` program for the batch, converts the
 StepInputs to facts, runs the engine once and turns the output relations back
 into StepOutputs.  The program's unrolling bound ``max_factors`` is the
-batch's largest factor count rounded up to a power of two, at least
+batch's largest number of layers a step needs (:func:`layers_needed`: a
+basic step's factor count, an aggressive step's number of factors on dims
+with axes) rounded up to a power of two, at least
 :data:`MIN_LAYERS` (:data:`COMPILED_MIN_LAYERS` on an engine that compiles
 each program: a compiled Soufflé binary), so that few distinct programs
 exist — except on an engine that grounds the program (clingo), which pays
 for every rule on every call and gets exactly as many layers as the batch
-needs.  Any bound at least the factor count gives the same outputs.
+needs.  Any bound at least that number gives the same outputs.
 """
 
 from __future__ import annotations
@@ -34,11 +36,27 @@ MIN_LAYERS = 4
 COMPILED_MIN_LAYERS = 8
 
 
+def layers_needed(step: StepInput) -> int:
+    """The unrolled layers ``step`` needs: a basic step one per factor of its rule
+    (layer k is factor k); an aggressive step one per factor that can have a
+    non-empty candidate (its layers are the sorted positions of those factors),
+    and only a factor of a dim with axes can."""
+    if step.strategy != "aggressive":
+        return len(step.rule.factors)
+    factors = set()
+    for mapping, sharding in zip(step.rule.operands + step.rule.results, step.operands + step.results):
+        if sharding is not None and len(sharding.dims) == len(mapping):
+            for factor_ids, dim in zip(mapping, sharding.dims):
+                if dim.axes:
+                    factors.update(factor_ids)
+    return len(factors)
+
+
 def layers_for(steps: Sequence[StepInput], exact: bool = False, compiled: bool = False) -> int:
     """The unrolling bound for ``steps``: a power of two, at least
     :data:`MIN_LAYERS` (``compiled``: :data:`COMPILED_MIN_LAYERS`), or with
-    ``exact`` the least number (at least 1), >= every rule's factor count."""
-    need = max((len(s.rule.factors) for s in steps), default=0)
+    ``exact`` the least number (at least 1), >= every step's :func:`layers_needed`."""
+    need = max((layers_needed(s) for s in steps), default=0)
     if exact:
         return max(need, 1)
     layers = COMPILED_MIN_LAYERS if compiled else MIN_LAYERS
