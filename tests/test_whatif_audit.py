@@ -127,3 +127,50 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
     assert made["signatures"] == [before.audit.module] and made["memory"] == [before.audit]
     assert [d.to_json() for d in more.changed] == [d.to_json() for d in changes.changed]
     check_shortcuts(before, after, changes)
+
+
+def test_edited_output_is_indexed_only_when_asked():
+    """A what-if whose output differs in shardings only prints its lines and JSON
+    without indexing the edited output's values; asking for them indexes it."""
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    changes.lines()
+    changes.to_json()
+    assert changes.same is not None and "outputs" not in vars(after.audit)
+    assert after.sharding("arg:0") == '#sdy.sharding<@mesh, [{"model"}, {}]>'
+    assert "outputs" in vars(after.audit)
+
+
+def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
+    """A what-if's op descriptions take place, tag and line from the first
+    propagation's where their location is the same object; each equals what its
+    own location says."""
+    from sdy_dl.audit.conflicts import last_visits
+    from sdy_dl.audit.steps import OpInfo
+
+    before = propagate(jax_programs.lowered("training_step"), engine="python")
+    places = before.audit.tracer.describe_op.places
+    last_visits(before.audit.explainer)
+    known = len(places)
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
+    assert after.audit.tracer.describe_op.places is places
+    changes.conflict_keys
+    ops = {id(c.op): c.op for c in after.audit.tracer.steps}
+    assert len(places) - known < len(ops) // 2    # most were the first's
+    for op in ops.values():
+        fresh = OpInfo(op.name, op.origin, op._loc, op._file)
+        assert (op["place"], op["tag"], op.line) == (fresh["place"], fresh["tag"], fresh.line)
+
+
+@pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers"])
+def test_last_visits_is_each_ops_last_step(name):
+    """Each op's (by tag; a step of an untagged op alone) last step, in first-visit order."""
+    from sdy_dl.audit.conflicts import last_visits
+
+    audit = propagate(jax_programs.lowered(name), engine="python").audit
+    steps = audit.tracer.steps
+    expected = {}
+    for cause in steps:
+        expected[(cause.op or {}).get("tag") or id(cause)] = cause
+    assert len(steps) > len(expected) > 1
+    assert last_visits(audit.explainer) == list(expected.values())

@@ -50,7 +50,8 @@ class Audit:
     """One propagation of ``module`` with provenance; explains any output value."""
 
     def __init__(self, module, options, step_memo: dict | None = None,
-                 stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None):
+                 stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None,
+                 places: dict | None = None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
@@ -59,7 +60,9 @@ class Audit:
         :mod:`sdy_dl.audit.whatif_import`): those stages are not run; then
         ``rule_memo`` may be the rules of the propagation ``imported`` was copied
         from (``RunContext.rule_memo``; kept as ``self.rule_memo`` with
-        ``step_memo``)."""
+        ``step_memo``).  ``places``: what an earlier audit of the same file read
+        of its ops' locations (:class:`~sdy_dl.audit.steps.OpDescriber`; a
+        what-if's first audit's)."""
         from sdy_dl.pipeline import propagate
 
         self.file = module.file
@@ -68,7 +71,7 @@ class Audit:
         from sdy_dl.passes.propagation.basic_propagation import CONSERVATIVE_PROPAGATION
 
         self.tracer = ProvenanceTracer(OpDescriber(module.file, options.context.rule_files,
-                                                   options[CONSERVATIVE_PROPAGATION]))
+                                                   options[CONSERVATIVE_PROPAGATION], places))
         self.propagated: PropagationIndex | None = None
 
         #: A copy of the module propagation started from, as the stages before it
@@ -94,9 +97,18 @@ class Audit:
             tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo, rule_memo=rule_memo),
             before=before, start=None if imported is None else PROPAGATION_STAGE)
         self._text: str | None = None
-        self.outputs = OutputIndex(self.module, self.propagated, lambda: self.text)
-        self.explainer = Explainer(self.tracer, self.inputs, self.propagated, self.outputs)
-        self.display = Display(self.outputs.op_count, options.context.quiet)
+        self.explainer = Explainer(self.tracer, self.inputs, self.propagated,
+                                   lambda: self.outputs)
+
+    @functools.cached_property
+    def outputs(self) -> OutputIndex:
+        """Every value of the output module (indexed when first asked for: a what-if
+        whose outputs differ in shardings only does not ask)."""
+        return OutputIndex(self.module, self.propagated, lambda: self.text)
+
+    @functools.cached_property
+    def display(self) -> Display:
+        return Display(self.outputs.op_count, self.options.context.quiet)
 
     @property
     def text(self) -> str:

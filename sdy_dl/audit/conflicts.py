@@ -109,10 +109,19 @@ def _is_prefix(a: list, b: list) -> bool:
 
 
 def last_visits(explainer) -> list:
-    """The last step of each op the propagation visited, in first-visit order."""
+    """The last step of each op the propagation visited, in first-visit order (an op
+    by its tag; a step whose op has none stands alone)."""
     last = {}
+    tags = {}   # id(an op's description) -> its tag (the descriptions live as long as the steps)
     for cause in explainer.tracer.steps:
-        last[(cause.op or {}).get("tag") or id(cause)] = cause
+        op = cause.op
+        if op is None:
+            last[id(cause)] = cause
+            continue
+        tag = tags.get(id(op))
+        if tag is None:
+            tag = tags[id(op)] = op.get("tag") or ""
+        last[tag or id(cause)] = cause
     return list(last.values())
 
 
@@ -158,20 +167,24 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
     return [c for c, _ in out]
 
 
-def step_conflicts(explainer, cause, records) -> list[Conflict]:
+def step_conflicts(explainer, cause, records, named: bool = True) -> list[Conflict]:
     """The conflicts of ``cause``'s step (found once per cause and records; their
-    origins, order and output are filled in by :func:`find_conflicts`)."""
+    origins, order and output are filled in by :func:`find_conflicts`);
+    ``named``: False leaves the values' names empty (what tells conflicts apart,
+    :func:`~sdy_dl.audit.whatif._conflict_key`, does not name values, and naming
+    them indexes the output)."""
     memo = explainer.__dict__.setdefault("_step_conflicts", {})
-    marker = (cause.index, id(records))
+    marker = (cause.index, id(records), named)
     if marker not in memo:
         i = records.index.get(cause.step)
         memo[marker] = ([] if i is None or i not in records.mesh
-                        else _step_conflicts(explainer, cause, i, records))
+                        else _step_conflicts(explainer, cause, i, records, named))
     return memo[marker]
 
 
-def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
+def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Conflict]:
     """The conflicts of step ``i`` (``cause``'s step)."""
+    key_name = explainer.key_name if named else (lambda key: "")
     recs, replicated = records.rec, records.replicated
     step = cause.step
     rule = step.rule
@@ -211,7 +224,7 @@ def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
     if not found:
         return []
     conflicts = []
-    first_value = next((explainer.key_name(k) for k in keys[n:] + keys[:n]), "")
+    first_value = next((key_name(k) for k in keys[n:] + keys[:n]), "")
     for kind, factors, axis in found:
         kept = {factor_name(f): [records.ref_text(i, r) for r in _common_prefix(
                     [records.fin.get((i, t, f), []) for t in tensors
@@ -237,7 +250,7 @@ def _step_conflicts(explainer, cause, i, records) -> list[Conflict]:
                        else bool(axes) and axes == kept[name])
                 tensor_of.append(t)
                 competitors.append({
-                    "value": explainer.key_name(keys[t]) if t < len(keys) else "?",
+                    "value": key_name(keys[t]) if t < len(keys) else "?",
                     "tensor": tensor(t), "dim": tensor_dim(rule, t, f), "factor": name,
                     "axes": axes, "replicated": rep, "won": won})
         if len(competitors) < 2:

@@ -114,11 +114,13 @@ class Explainer:
     """Builds named trees from one propagation's tracer and indexes."""
 
     def __init__(self, tracer: ProvenanceTracer, inputs: InputIndex, propagated: PropagationIndex,
-                 outputs: OutputIndex):
+                 outputs):
+        """``outputs``: the :class:`OutputIndex`, or a function giving it (called when
+        first needed)."""
         self.tracer = tracer
         self.inputs = inputs
         self.propagated = propagated
-        self.outputs = outputs
+        self._outputs = outputs
         self._details: dict[int, list] = {}
         self._all_prepared = False   # every write's step detail is in _details
         self._steps_reading: dict | None = None
@@ -127,6 +129,12 @@ class Explainer:
         self._names: dict = {}
         self._becauses: dict[int, str] = {}
         self._factor_lists: dict[tuple, tuple[list, list]] = {}
+
+    @property
+    def outputs(self) -> OutputIndex:
+        if callable(self._outputs):
+            self._outputs = self._outputs()
+        return self._outputs
 
     # -- names ------------------------------------------------------------
 

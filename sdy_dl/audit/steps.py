@@ -31,23 +31,38 @@ class OpInfo(Mapping):
     from the op's location when first asked for: a location outlives its op, so
     this is safe after the op is erased, and most ops are never asked about."""
 
-    __slots__ = ("name", "origin", "_loc", "_file", "_read")
+    __slots__ = ("name", "origin", "_loc", "_file", "_read", "_places")
     _KEYS = ("name", "place", "origin", "tag")
 
-    def __init__(self, name: str, origin: str, loc, file: str):
+    def __init__(self, name: str, origin: str, loc, file: str, places: dict | None = None):
+        """``places``: what :meth:`_from_location` read of other ops' locations in
+        ``file``, by location (see :class:`OpDescriber`)."""
         self.name, self.origin, self._loc, self._file = name, origin, loc, file
         self._read = None
+        self._places = places
 
     def _from_location(self) -> tuple:
-        """(place, tag, line), read once from the location."""
+        """(place, tag, line), read once from the location (or taken from ``places``,
+        when another op had this location: locations are uniqued, so an equal one is
+        the same object, found by its pointer)."""
         if self._read is None:
+            from sdy_dl.ir.walk import key
+
+            places, loc = self._places, self._loc
+            at = key(loc) if places is not None else None
+            found = places.get(at) if places is not None else None
+            if found is not None and found[0] == loc:
+                self._read = found[1]
+                return self._read
             from sdy_dl.audit.naming import place_in, tags
             from sdy_dl.ir.model import position_in
 
-            text = str(self._loc)
+            text = str(loc)
             found = tags(text, "px")
             self._read = (place_in(text, self._file), found[0] if found else None,
                           position_in(text)[0])
+            if places is not None:
+                places[at] = (loc, self._read)
         return self._read
 
     @property
@@ -76,10 +91,15 @@ class OpInfo(Mapping):
 class OpDescriber:
     """``op -> OpInfo``: the op's name, source place, rule origin (for the tracer)."""
 
-    def __init__(self, file: str, rule_files=(), conservative: bool = False):
+    def __init__(self, file: str, rule_files=(), conservative: bool = False,
+                 places: dict | None = None):
+        """``places``: what the ops' locations say (place, tag, line), by location,
+        shared with the describers of other propagations of ``file`` (a what-if's
+        with its first propagation's: most of its ops have the first's locations)."""
         from sdy_dl.rules.db import load_rule_db
 
         self.file = file
+        self.places = places if places is not None else {}
         self.rule_files = frozenset(str(Path(f).resolve()) for f in rule_files)
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
         self._described: dict[int, tuple] = {}   # id(op) -> (op, description)
@@ -91,7 +111,8 @@ class OpDescriber:
         cached = self._described.get(id(op))
         if cached is not None and cached[0] is op:
             return cached[1]
-        described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.file)
+        described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.file,
+                           self.places)
         self._described[id(op)] = (op, described)
         return described
 

@@ -567,7 +567,8 @@ def whatif(audit, edits: list[Edit]):
         if imported is not None:
             imported = module_of_op(imported, audit.file)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
-                  stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo)
+                  stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
+                  places=audit.tracer.describe_op.places)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
@@ -682,7 +683,7 @@ def _conflicts_by_key(audit, places: set | None = None) -> dict:
         records = StepRecords(list(missing), meshes)
         for step, cause in missing.items():
             known[step] = [(c.factor, c.axis, c.kind, _kept(c))
-                           for c in step_conflicts(explainer, cause, records)]
+                           for c in step_conflicts(explainer, cause, records, named=False)]
     out = {}
     for cause in causes:
         for part in known[cause.step]:
