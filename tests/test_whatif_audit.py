@@ -174,3 +174,24 @@ def test_last_visits_is_each_ops_last_step(name):
         expected[(cause.op or {}).get("tag") or id(cause)] = cause
     assert len(steps) > len(expected) > 1
     assert last_visits(audit.explainer) == list(expected.values())
+
+
+def test_whatifs_from_one_propagation_make_its_ledger_once(monkeypatch):
+    """The first propagation's collective ledger is made once for all its what-ifs
+    (each suggest candidate is one); each what-if's collectives are its own."""
+    import sdy_dl.audit.collectives as collectives
+
+    before = propagate(jax_programs.lowered("mlp"), engine="python", explicit_collectives=True)
+    made = []
+    real = collectives.ledger
+    monkeypatch.setattr(collectives, "ledger", lambda audit, cost=None: made.append(audit)
+                        or real(audit, cost))
+    results = [before.whatif(set={"arg:0": s}) for s in ('<@mesh, [{"model"}, {}]>',
+                                                          '<@mesh, [{}, {"model"}]>')]
+    for after, changes in results:
+        changes.collectives_added
+    assert made.count(before.audit) == 1
+    assert [a.audit for a, _ in results] == [a for a in made if a is not before.audit]
+    for after, changes in results:
+        assert changes.collective_bytes[0] == sum(c.bytes or 0 for c in before.collectives().entries)
+        assert changes.collective_bytes[1] == sum(c.bytes or 0 for c in after.collectives().entries)

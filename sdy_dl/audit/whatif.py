@@ -583,17 +583,18 @@ def whatif(audit, edits: list[Edit]):
 
 
 class _Memo:
-    """What a propagation's what-ifs reuse: its own signatures and masked text (for the
-    diff), memory table and each op's last step, and, shared by the what-ifs made from it, the
-    conflicts of each step input (``steps``: meshes' text -> {StepInput: the
-    conflicts' (factors, axis, kind, kept axes)}; a step's conflicts depend only on
-    its input and the meshes)."""
+    """What a propagation's what-ifs reuse: its own signatures and masked text (for
+    the diff), memory table, collective ledger and each op's last step, and,
+    shared by the what-ifs made from it, the conflicts of each step input
+    (``steps``: meshes' text -> {StepInput: the conflicts' (factors, axis, kind,
+    kept axes)}; a step's conflicts depend only on its input and the meshes)."""
 
     def __init__(self, steps: dict | None = None):
         self.steps = steps if steps is not None else {}
         self._signatures = None
         self._masked = None
         self.memory = None
+        self.ledger = None
         self.last_steps = None
 
     @staticmethod
@@ -728,6 +729,15 @@ def _functions_memory(audit) -> list:
     return memo.memory.functions
 
 
+def _ledger_entries(audit) -> list:
+    """The entries of ``audit``'s collective ledger (kept for later what-ifs: a
+    ``suggest`` candidate is one)."""
+    memo = _Memo.of(audit)
+    if memo.ledger is None:
+        memo.ledger = audit.collectives().entries
+    return memo.ledger
+
+
 def _collectives(before, after) -> tuple:
     """The collectives an explicit-collectives what-if added and removed: matched by
     (function, kind, axes, operand and result shardings, shape, input place)."""
@@ -740,7 +750,7 @@ def _collectives(before, after) -> tuple:
         return (c.function, c.kind, tuple(c.axes), c.in_sharding, c.out_sharding, c.shape,
                 c.input_place)
 
-    old, new = before.collectives().entries, after.collectives().entries
+    old, new = _ledger_entries(before), after.collectives().entries
     rest = {}
     for c in new:
         rest.setdefault(key(c), []).append(c)
