@@ -229,11 +229,11 @@ class _ComponentMemo:
     (keyed by their contents) or were themselves taken from or kept in this
     memo (keyed by a token), the component is keyed by them, and a call that
     meets a key again takes the relations, and the hash indexes built over
-    them, from the memo instead of deriving them: the step program's tables of axis refs depend only on the
-    meshes, and cost the same on every call (quadratic in the divisors of an
-    axis size).  A component stops being keyed when its key keeps changing
-    (it reads the call's own facts) or when it is as cheap to derive as to key
-    (few tuples from small inputs)."""
+    them, from the memo instead of deriving them: the step program's tables
+    of axis refs depend only on the meshes, and cost the same on every call
+    (quadratic in the divisors of an axis size; ~50 tuples a call on a 2x4
+    mesh, kept too: keying them costs less).  A component stops being keyed
+    when its key keeps changing (it reads the call's own facts)."""
 
     #: Inputs up to this many tuples are keyed by their contents.
     SMALL = 32
@@ -294,11 +294,7 @@ class _ComponentMemo:
         return True
 
     def keep(self, cid: int, key: tuple, members, rel, tokens) -> None:
-        """Keep component ``cid``'s relations, just derived, under ``key`` (unless
-        they are as cheap to derive as to key: few tuples from small inputs)."""
-        if (sum(len(rel[name]) for name in members) <= self.SMALL
-                and not any(isinstance(part, int) for part in key)):
-            return   # (its miss is counted: a component that stays cheap stops being keyed)
+        """Keep component ``cid``'s relations, just derived, under ``key``."""
         entries = self.entries[cid]
         if len(entries) >= self.KEEP:
             for token in entries.pop(next(iter(entries)))[1].values():
