@@ -41,12 +41,19 @@ def compare(seeds) -> dict[str, int]:
 
 def compare_programs(cases) -> dict[str, int]:
     """Run the ``(seed, Generated)`` programs on every engine; counts of the outcomes."""
-    counts = {"relations": 0, "rejected": 0, "arithmetic error": 0}
+    counts = {"relations": 0, "rejected": 0, "arithmetic error": 0,
+              "souffle skipped a zero divisor": 0}
     for seed, case in cases:
         results = {e: outcome(e, case.text, case.facts) for e in engines()}
         first = results["python"]
         for name, result in results.items():
             if isinstance(first, tuple) and any(a in first[1] for a in ARITHMETIC):
+                if name == "souffle" and not isinstance(result, tuple):
+                    # Soufflé's optimiser may never evaluate the failing division
+                    # (docs/design.md: the engines agree on programs dividing by no
+                    # zero); counted, and kept rare by the callers
+                    counts["souffle skipped a zero divisor"] += 1
+                    continue
                 # which division fails first depends on the evaluation order
                 assert isinstance(result, tuple) and any(a in result[1] for a in ARITHMETIC), (
                     seed, name, result, case.text)
@@ -62,13 +69,15 @@ def test_random_programs_agree():
     counts = compare(range(300))
     print(counts)
     assert counts["relations"] >= 200, counts   # the generator stays inside the subset
+    assert counts["souffle skipped a zero divisor"] <= 2, counts
 
 
 def test_programs_the_fuzzer_found_agree():
     cases = [(n, Generated(text, facts)) for n, (text, facts) in enumerate(FOUND)]
     # all derive relations: the last one's division by zero assigns a variable used
     # nowhere else, an equality Soufflé removes before it evaluates the rule
-    assert compare_programs(cases) == {"relations": 5, "rejected": 0, "arithmetic error": 0}
+    assert compare_programs(cases) == {"relations": 5, "rejected": 0, "arithmetic error": 0,
+                                       "souffle skipped a zero divisor": 0}
 
 
 @pytest.mark.slow
@@ -76,6 +85,7 @@ def test_many_random_programs_agree():
     counts = compare(range(300, 5300))
     print(counts)
     assert counts["relations"] >= 3500, counts
+    assert counts["souffle skipped a zero divisor"] <= 10, counts   # 2 of 5,000 today
 
 
 def test_unstratified_random_programs_are_rejected_by_every_engine():
