@@ -377,8 +377,7 @@ class _Layout:
                 out.append((*place, value_key, value_type, r))
             return out
         return _Layout(self.function, remade(self.arguments), remade(self.intermediates),
-                       [(n, t, rows.row(r.out, t, shardings[n], r.op) if n in shardings else r)
-                        for n, t, r in self.results])
+                       remade(self.results))
 
 
 def functions_with_shardings(audit, table: MemoryTable, shardings: dict) -> list[FunctionMemory]:
