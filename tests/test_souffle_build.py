@@ -7,6 +7,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -73,12 +74,14 @@ def test_a_builder_waits_for_the_queue_to_settle(tmp_path, monkeypatch):
     fake_compiler(monkeypatch, log)
     monkeypatch.setattr(souffle_build, "SETTLE_SECONDS", 0.3)
     queue(tmp_path, {"a": 10})
-    joined, real_sleep = [], time.sleep
+    joined, real_sleep, builder = [], time.sleep, threading.get_ident()
 
     def sleep(seconds):   # a run queues program b while the builder waits
-        if not joined:
-            queue(tmp_path, {"b": 10})
+        # time.sleep is patched process-wide: other threads (the test runner's)
+        # sleep too, and only the builder's first wait may queue b.
+        if threading.get_ident() == builder and not joined:
             joined.append(seconds)
+            queue(tmp_path, {"b": 10})
         real_sleep(seconds)
     monkeypatch.setattr(souffle_build.time, "sleep", sleep)
     souffle_build.build("souffle", str(tmp_path / "a" / "program.dl"), str(tmp_path / "a" / "program"))
