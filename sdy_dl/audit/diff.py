@@ -140,7 +140,7 @@ class Signatures:
         except KeyError:
             pass
         s = stored_at(*self.sites[value])
-        text = self._texts[value] = None if s is None else _text(s)
+        text = self._texts[value] = None if s is None else sharding_text(s)
         return text
 
 
@@ -162,7 +162,8 @@ def stored_at(mop, index: int, kind: str):
 _TEXTS: dict = {}
 
 
-def _text(sharding) -> str:
+def sharding_text(sharding) -> str:
+    """``sharding``'s text (``#sdy.sharding<...>``), made once per distinct sharding."""
     text = _TEXTS.get(sharding)
     if text is None:
         text = _TEXTS[sharding] = sharding.to_text()

@@ -101,13 +101,15 @@ class MemoryTable:
     """Every value's bytes per device, per-function totals and the top replicated or
     partly sharded values."""
 
-    def __init__(self, file: str, values: list[ValueMemory], functions: list[FunctionMemory],
+    def __init__(self, file: str, values: list[ValueMemory], layouts: list["_Layout"],
                  top: list[Unsharded]):
         self.file = file
         self.values = values
-        self.functions = functions
+        #: each function's rows by value, where they are live (what ``functions`` totals,
+        #: and what a module of the same structure's totals are remade from)
+        self.layouts = layouts
+        self.functions = [x.totals() for x in layouts]
         self.top = top
-        self.layouts: list[_Layout] = []   # each function's rows by value (set by the builder)
 
     def value(self, name: str) -> ValueMemory:
         """The row of the value called ``name``."""
@@ -269,9 +271,7 @@ class _Builder:
         chosen = candidates[:top]
         self.records = self.step_records([r.out for r in chosen])
         explained = [self.unsharded(r) for r in chosen]
-        table = MemoryTable(self.audit.file, rows, [x.totals() for x in layouts], explained)
-        table.layouts = layouts
-        return table
+        return MemoryTable(self.audit.file, rows, layouts, explained)
 
     def step_records(self, outs):
         """Factor records of the steps :func:`unsharded_reasons` reads for ``outs``,

@@ -62,7 +62,7 @@ def sharding_changes(sa, a_masked: str, b_module, b_text: str) -> ShardingChange
     :class:`~sdy_dl.audit.diff.Signatures`; ``a_masked``: its printed text,
     :func:`masked`) to ``b_module`` (printed ``b_text``), or None when they are not
     proven to differ in shardings only (see the module docstring)."""
-    from sdy_dl.audit.diff import _text, aligned_attrs, stored_at
+    from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.walk import walk_pre
 
@@ -93,7 +93,7 @@ def sharding_changes(sa, a_masked: str, b_module, b_text: str) -> ShardingChange
             for value in sa.by_op.get(n, ()):
                 _, index, kind = sa.sites[value]
                 s = stored_at(y, index, kind)
-                text = None if s is None else _text(s)
+                text = None if s is None else sharding_text(s)
                 if text != sa.text(value):
                     changes.texts[value] = (sa.text(value), text)
                     changes.shardings[value] = s
