@@ -140,10 +140,27 @@ names = [v.name for v in result.audit.outputs.values   # main arguments sharded 
 name, new = names[0 if sys.argv[2] == "first" else -1], '<@mesh, [{}, {"model"}]>'
 memo = result.audit.step_memo
 steps = sum(map(len, memo.values()))
+stage_cpu = {}               # CPU of each pass (and of printing) inside the what-if
+def timed(name, fn):
+    def run(*args):
+        begin = time.process_time()
+        try:
+            return fn(*args)
+        finally:
+            stage_cpu[name] = stage_cpu.get(name, 0.0) + time.process_time() - begin
+    return run
+import dataclasses, sdy_dl.passes.all
+from sdy_dl.ir.model import Module
+from sdy_dl.passes import PASSES
+passes, printer = dict(PASSES), Module.print
+PASSES.update({n: dataclasses.replace(p, run=timed(n, p.run)) for n, p in passes.items()})
+Module.print = timed("print", printer)
 start, cpu = time.perf_counter(), time.process_time()
 after, changes = result.whatif(set={name: new})
 lines = changes.lines()      # what `sdy-dl whatif` prints: conflicts and memory too
 whatif_s, whatif_cpu = time.perf_counter() - start, time.process_time() - cpu
+PASSES.update(passes)
+Module.print = printer
 new_steps = sum(map(len, memo.values())) - steps
 edited = after.edited_input
 start, cpu = time.perf_counter(), time.process_time()
@@ -153,7 +170,8 @@ print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
                   "whatif_cpu": whatif_cpu, "propagate_cpu": full_cpu, "value": name,
                   "changed": len(changes.changed), "same": full == after.text,
                   "new_steps": new_steps, "steps": steps,
-                  "imported": getattr(after.audit, "import_reused", False)}))
+                  "imported": getattr(after.audit, "import_reused", False),
+                  "stage_cpu": stage_cpu}))
 """
 
 #: The what-if edits of ``--whatif`` (WHATIF_SCRIPT's second argument).
@@ -177,10 +195,29 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str) -> 
            for k in ("audit", "whatif", "propagate", "whatif_cpu", "propagate_cpu")}
     ratio = statistics.median(r["whatif"] / r["propagate"] for r in rounds)
     cpu_ratio = statistics.median(r["whatif_cpu"] / r["propagate_cpu"] for r in rounds)
+    stages = {k: statistics.median(r["stage_cpu"].get(k, 0.0) for r in rounds)
+              for k in rounds[0]["stage_cpu"]}
     return {"label": label, "rounds": rounds, "median": med, "ratio": ratio, "cpu_ratio": cpu_ratio,
-            "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
+            "stages": stages, "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
             "changed": rounds[0]["changed"], "new_steps": rounds[0]["new_steps"],
             "steps": rounds[0]["steps"], "imported": rounds[0]["imported"]}
+
+
+def stage_line(stages: dict) -> str:
+    """The what-if's pipeline by pass (medians of CPU s): user-priority propagation, the
+    export pipeline with its passes, the other passes, and printing the edited output."""
+    from sdy_dl.passes.export.export_pipeline import pipeline_passes
+    from sdy_dl.pipeline import split_stage
+
+    export = {split_stage(p)[0] for p in pipeline_passes(False, True)}
+    inside = sorted(((v, k) for k, v in stages.items() if k in export), reverse=True)
+    other = sum(v for k, v in stages.items() if k not in export and k not in (
+        "export-pipeline", "user-priority-propagate", "print"))
+    return (f"what-if's pipeline, CPU s: user-priority-propagate "
+            f"{stages.get('user-priority-propagate', 0):.3f}, export-pipeline "
+            f"{stages.get('export-pipeline', 0):.3f} ("
+            + ", ".join(f"{k} {v:.3f}" for v, k in inside if v >= 0.0005)
+            + f"), other passes {other:.3f}; printing {stages.get('print', 0):.3f}")
 
 
 # -- the modules ---------------------------------------------------------------------------
@@ -631,6 +668,7 @@ def main(argv=None) -> int:
                   f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x wall, "
                   f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); identical: "
                   f"{'yes' if w['same'] else 'NO'}", flush=True)
+            print("    " + stage_line(w["stages"]), flush=True)
             row["same"][f"whatif {edit}"] = w["same"]
         if "python" in row["cold"]:
             print(f"  python, first (untimed) run on its cache: {row['cold']['python'][0]:.1f} s",
