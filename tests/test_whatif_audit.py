@@ -54,6 +54,23 @@ NOT_SHARDINGS_ONLY = {
 }
 
 
+#: Other ops: a second negate of %arg0 before the first (the same signature: values
+#: pair in module order), a reshard before the add (transparent to signatures), the
+#: last add reading the new negate.
+OPS_INSERTED = A.replace(
+    "  %0 = stablehlo.negate",
+    '  %n = stablehlo.negate %arg0 {mhlo.frontend_attributes = {note = "<@mesh, [{}, {}]>"}, '
+    'sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"b"}]>]>} : tensor<8x8xf32>\n'
+    "  %0 = stablehlo.negate").replace(
+    "  %2 = stablehlo.add %1, %arg1",
+    '  %r = sdy.reshard %1 <@mesh, [{}, {"b"}]> : tensor<8x8xf32>\n'
+    "  %2 = stablehlo.add %r, %arg1").replace("stablehlo.add %2, %2", "stablehlo.add %2, %n")
+
+#: An op fewer: the constraint is gone (its use reads its operand).
+OPS_REMOVED = A.replace('  %1 = sdy.sharding_constraint %0 <@mesh, [{"a"}, {}]> : tensor<8x8xf32>\n',
+                        "").replace("stablehlo.add %1, %arg1", "stablehlo.add %0, %arg1")
+
+
 def _modules(a: str, b: str):
     return parse_module_text(a, "a.mlir"), parse_module_text(b, "b.mlir")
 
@@ -77,6 +94,30 @@ def test_other_differences_are_no_proof(name):
     assert diff_modules(a, b)[1]
     if name == "attribute":   # (the ops' attributes tell it, not the masked texts)
         assert masked(a.print()) == masked(b.print())
+
+
+@pytest.mark.parametrize("name, b", [("shardings only", SHARDINGS_ONLY), ("same", A),
+                                     ("ops inserted", OPS_INSERTED), ("ops removed", OPS_REMOVED),
+                                     *sorted(NOT_SHARDINGS_ONLY.items())])
+def test_signatures_like_another_module_are_its_own(name, b):
+    """Signatures taking what they can from another module's are those made alone, and
+    the diff reading twin ops' values as equal is the full diff."""
+    a, b = _modules(A, b)
+    sa = signatures(a)
+    like, alone = signatures(b, like=sa), signatures(b)
+    assert (like.groups, like.reshards, like.sig, like.sites.keys()) == (
+        alone.groups, alone.reshards, alone.sig, alone.sites.keys())
+    assert diff_modules(a, b, sa, signatures_b=like) == diff_modules(a, b)
+    for n, m in like.twins.items():   # twins: all attributes the same
+        x, y = sa.table.ops[m], like.table.ops[n]
+        assert {k: str(x.attributes[k]) for k in x.attributes} == {
+            k: str(y.attributes[k]) for k in y.attributes}
+    assert like.twins if name in ("same", "ops inserted", "op") else True
+    if name == "ops inserted":
+        # the first negate pairs with the new one (module order), the last add reads
+        # another value: a value only in each
+        assert [d.kind for d in diff_modules(a, b)[1]] == [
+            "different", "only in B", "only in A", "only in B", "reshard in B"]
 
 
 def test_masked_text_keeps_everything_but_shardings():
@@ -108,9 +149,9 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
     made = {"signatures": [], "memory": []}
     real_signatures, real_memory = diff.Signatures.__init__, memory._Builder.build
 
-    def counting_signatures(self, module, table=None):
+    def counting_signatures(self, module, table=None, like=None):
         made["signatures"].append(module)
-        real_signatures(self, module, table)
+        real_signatures(self, module, table, like)
 
     def counting_memory(self, top):
         made["memory"].append(self.audit)

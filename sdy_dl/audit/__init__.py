@@ -104,7 +104,15 @@ class Audit:
     def outputs(self) -> OutputIndex:
         """Every value of the output module (indexed when first asked for: a what-if
         whose outputs differ in shardings only does not ask)."""
-        return OutputIndex(self.module, self.propagated, lambda: self.text)
+        return OutputIndex(self.module, self.propagated, lambda: self.text, self.value_table)
+
+    @functools.cached_property
+    def value_table(self):
+        """The output module's values as its MLIR holds them
+        (:class:`~sdy_dl.audit.naming.ValueTable`; ``outputs`` reads it)."""
+        from sdy_dl.audit.naming import ValueTable
+
+        return ValueTable(self.module.mlir.operation, lambda: self.text)
 
     @functools.cached_property
     def display(self) -> Display:

@@ -55,11 +55,21 @@ class Signatures:
       (kind: ``arg`` a block argument, ``op`` a result, ``result`` a function
       result), read by :meth:`sharding`;
     * ``by_op``: op number (the table's pre-order) -> the values stored on it;
+    * ``op_of``: value -> the number of the op it is stored on;
     * ``name(value)``: a value's name, read only for the values asked for
       (qualifying a name that sibling regions share reads the printed module's
-      lines)."""
+      lines).
 
-    def __init__(self, module: Module, table=None):
+    ``like``: the signatures of another module this one is mostly equal to (a
+    what-if's output and the first output): an op whose name, operands'
+    signatures and enclosing op's signature are those of an op of ``like``
+    whose attributes besides :data:`SHARDING_ATTRS` are the same attributes
+    (attributes are uniqued: a pointer's comparison) has that op's signatures,
+    taken, not hashed again; when all its attributes are the same it is that
+    op's *twin* (``twins``: op number -> ``like``'s op number), so the values
+    stored on it have the same shardings as the twin's."""
+
+    def __init__(self, module: Module, table=None, like: "Signatures | None" = None):
         from sdy_dl.audit.naming import ValueTable
 
         if table is None:
@@ -69,22 +79,37 @@ class Signatures:
         self.reshards: list[tuple] = []
         self.sites: dict = {}
         self.by_op: dict[int, list] = {}
+        self.op_of: dict = {}
+        self.twins: dict[int, int] = {}
+        self.like = like
+        #: value key -> its signature; (op name, operands' and enclosing op's
+        #: signatures) -> [(op number, op's own signature)] (what ``like`` reads)
+        self.sig: dict[tuple, str] = {}
+        self.by_inputs: dict[tuple, list] = {}
         self._texts: dict = {}
         key_of = table.key_of
-        sig: dict[tuple, str] = {}        # value key -> its signature
+        sig = self.sig
         region_sig: dict = {}             # op -> its own signature (for nested values)
-        groups, sites = self.groups, self.sites
+        groups, sites, op_of, by_inputs = self.groups, self.sites, self.op_of, self.by_inputs
+        known = like.by_inputs if like is not None else {}
+        like_ops = like.table.ops if like is not None else ()
 
         def add(key: str, value, n: int, mop, index: int, kind: str) -> None:
             groups.setdefault(key, []).append(value)
             sites[value] = (mop, index, kind)
+            op_of[value] = n
             self.by_op.setdefault(n, []).append(value)
 
         for n, mop in enumerate(table.ops):
             func = table.enclosing[mop]
             if mop.name == "func.func" and func is mop:
                 fname = symbol_name(mop)
-                region_sig[mop] = _h("func", fname)
+                region_sig[mop] = own = _h("func", fname)
+                for m, x_own in known.get(("func.func", own), ()):
+                    if _same_attributes(like_ops[m], mop) == 2:
+                        self.twins[n] = m
+                        break
+                by_inputs.setdefault(("func.func", own), []).append((n, own))
                 body = mop.regions[0].blocks
                 for i, arg in enumerate(body[0].arguments if len(body) else ()):
                     k = key_of(arg)
@@ -103,13 +128,25 @@ class Signatures:
                 sig[k] = operands[0]
                 self.reshards.append((k, operands[0]))
                 sites[k] = (mop, 0, "op")
+                op_of[k] = n
                 self.by_op.setdefault(n, []).append(k)
                 continue
-            own = _h(mop.name, aligned_attrs(mop), operands, parent)
+            inputs = (mop.name, operands, parent)
+            own, like_n = None, None
+            for m, x_own in known.get(inputs, ()):
+                same = _same_attributes(like_ops[m], mop)
+                if same:
+                    own, like_n = x_own, m
+                    if same == 2:
+                        self.twins[n] = m
+                    break
+            if own is None:
+                own = _h(mop.name, aligned_attrs(mop), operands, parent)
+            by_inputs.setdefault(inputs, []).append((n, own))
             region_sig[mop] = own
             for i in range(len(mop.results)):
                 k = (f"o{n}", i)
-                sig[k] = _h(own, i)
+                sig[k] = _h(own, i) if like_n is None else like.sig[(f"o{like_n}", i)]
                 add(sig[k], k, n, mop, i, "op")
             for ri, region in enumerate(mop.regions):
                 for bi, block in enumerate(region.blocks):
@@ -151,6 +188,27 @@ def aligned_attrs(mop) -> tuple:
                         if name not in SHARDING_ATTRS))
 
 
+def _same_attributes(x, y) -> int:
+    """2: raw ops ``x`` and ``y`` have the same attributes; 1: the same but for some of
+    :data:`SHARDING_ATTRS`; 0: otherwise, or not known (their lists differ in
+    length or order)."""
+    xs, ys = x.attributes, y.attributes
+    count = len(xs)
+    if count != len(ys):
+        return 0
+    same = 2
+    for i in range(count):
+        p, q = xs[i], ys[i]
+        name = p.name
+        if name != q.name:
+            return 0
+        if p.attr != q.attr:
+            if name not in SHARDING_ATTRS:
+                return 0
+            same = 1
+    return same
+
+
 def stored_at(mop, index: int, kind: str):
     """The sharding stored at a site of :attr:`Signatures.sites` (None: none)."""
     if kind == "result":
@@ -170,25 +228,34 @@ def sharding_text(sharding) -> str:
     return text
 
 
-def signatures(module: Module, table=None) -> Signatures:
-    """The :class:`Signatures` of ``module``."""
-    return Signatures(module, table)
+def signatures(module: Module, table=None, like: Signatures | None = None) -> Signatures:
+    """The :class:`Signatures` of ``module`` (``like``: see :class:`Signatures`)."""
+    return Signatures(module, table, like)
 
 
-def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, table_b=None
-                 ) -> tuple[int, list[Difference]]:
+def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, table_b=None,
+                 signatures_b: Signatures | None = None) -> tuple[int, list[Difference]]:
     """(number of aligned values with equal shardings, the differences);
-    ``signatures_a``: :func:`signatures` of ``a`` when already known; ``table_b``:
-    ``b``'s :class:`~sdy_dl.audit.naming.ValueTable` when one is at hand."""
+    ``signatures_a``, ``signatures_b``: :func:`signatures` of ``a`` and ``b`` when
+    already known; ``table_b``: ``b``'s :class:`~sdy_dl.audit.naming.ValueTable`
+    when one is at hand.  Two values stored at the same place of twin ops
+    (``signatures_b.twins``, when made like ``signatures_a``) have the same
+    sharding: their texts are not read."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
         sa = signatures_a if signatures_a is not None else signatures(a)
-        sb = signatures(b, table_b)
+        sb = signatures_b if signatures_b is not None else signatures(b, table_b)
+        twins = sb.twins if sb.like is sa else {}
+        a_op, b_op = sa.op_of, sb.op_of
+        a_sites, b_sites = sa.sites, sb.sites
         equal, diffs = 0, []
         for key in list(sa.groups) + [k for k in sb.groups if k not in sa.groups]:
             xs, ys = sa.groups.get(key, []), sb.groups.get(key, [])
             for va, vb in zip(xs, ys):
+                if twins.get(b_op[vb], -1) == a_op[va] and a_sites[va][1:] == b_sites[vb][1:]:
+                    equal += 1
+                    continue
                 ta, tb = sa.text(va), sb.text(vb)
                 if ta == tb:
                     equal += 1

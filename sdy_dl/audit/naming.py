@@ -633,9 +633,10 @@ class OutputIndex:
     every value in module order, ``by_value`` maps an MLIR value of the output
     module to its :class:`OutputValue`."""
 
-    def __init__(self, module: Module, propagated: PropagationIndex, text=None):
+    def __init__(self, module: Module, propagated: PropagationIndex, text=None, table=None):
         """``text``: ``module`` as printed, or a function giving it (see :class:`SsaNames`).
-        The module is read straight from its MLIR (a :class:`ValueTable`)."""
+        The module is read straight from its MLIR (``table``: its :class:`ValueTable`,
+        when one is at hand)."""
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.storage import read_func_attr, read_stored
 
@@ -645,8 +646,9 @@ class OutputIndex:
         self.by_key: dict[object, list[OutputValue]] = {}
         self._ambiguous: dict[str, list[OutputValue]] | None = None
         self._pending: list[OutputValue] = []   # values whose first name is not in by_name yet
-        table = self._table = ValueTable(module.mlir.operation, text if text is not None
-                                         else module.print)
+        if table is None:
+            table = ValueTable(module.mlir.operation, text if text is not None else module.print)
+        self._table = table
         self._ssa = ssa = table.names
         names, pending, file, main = ssa.names, ssa.pending, module.file, table.main
         self.by_value: dict = {}   # MLIR value -> its OutputValue

@@ -556,7 +556,7 @@ def print_input(copy) -> str:
 def whatif(audit, edits: list[Edit]):
     """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
     from sdy_dl.audit import Audit
-    from sdy_dl.audit.diff import diff_edited, diff_modules
+    from sdy_dl.audit.diff import diff_edited, diff_modules, signatures
     from sdy_dl.audit.same_structure import sharding_changes
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
@@ -576,9 +576,12 @@ def whatif(audit, edits: list[Edit]):
     same = sharding_changes(memo.signatures(audit), memo.masked(audit), after.module, after.text)
     if same is not None:
         equal, changed = diff_edited(memo.signatures(audit), same)
-    else:
+    else:   # other ops too: the edited output's signatures, most taken from the first's
+        with mlir_context():
+            sb = after.whatif_memo._signatures = signatures(
+                after.module, after.value_table, like=memo.signatures(audit))
         equal, changed = diff_modules(audit.module, after.module, memo.signatures(audit),
-                                      after.outputs.table)
+                                      signatures_b=sb)
     return after, WhatIf(applied, changed, equal, audit, after, same)
 
 
@@ -614,7 +617,7 @@ class _Memo:
 
         if self._signatures is None:
             with mlir_context():
-                self._signatures = signatures(audit.module, audit.outputs.table)
+                self._signatures = signatures(audit.module, audit.value_table)
         return self._signatures
 
     def masked(self, audit) -> str:
