@@ -170,6 +170,29 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
     check_shortcuts(before, after, changes)
 
 
+@pytest.mark.parametrize("name", ["sharding_constraint", "constrained_mlp", "grad_scan_helpers"])
+def test_whatif_with_structural_change_takes_what_twin_ops_share(monkeypatch, name):
+    """A what-if whose output has other ops than the first's makes the edited output's
+    signatures like the first's and its memory totals from the first's rows at twin
+    ops: the edited output's memory table and output index are never made (and the
+    diff and totals equal the full computations, check_shortcuts)."""
+    import sdy_dl.audit.memory as memory
+    from test_whatif import check_shortcuts, edits_for, program
+
+    before = propagate(program(name), engine="python")
+    made = []
+    real_memory = memory._Builder.build
+    monkeypatch.setattr(memory._Builder, "build",
+                        lambda self, top: made.append(self.audit) or real_memory(self, top))
+    after, changes = before.whatif(edits_for(before))
+    changes.lines()
+    changes.to_json()
+    assert changes.same is None and any(d.kind != "different" for d in changes.changed)
+    assert made == [before.audit] and "outputs" not in vars(after.audit)
+    assert after.audit.whatif_memo._signatures.twins
+    check_shortcuts(before, after, changes)
+
+
 def test_edited_output_is_indexed_only_when_asked():
     """A what-if whose output differs in shardings only prints its lines and JSON
     without indexing the edited output's values; asking for them indexes it."""
@@ -236,3 +259,51 @@ def test_whatifs_from_one_propagation_make_its_ledger_once(monkeypatch):
     for after, changes in results:
         assert changes.collective_bytes[0] == sum(c.bytes or 0 for c in before.collectives().entries)
         assert changes.collective_bytes[1] == sum(c.bytes or 0 for c in after.collectives().entries)
+
+
+def _random_edits(result, rng) -> list:
+    """One to three edits of main's arguments: another sharding (each dim an axis that
+    divides it, or none) or, for an annotated argument, none."""
+    from test_whatif import _input_sharding, _owner, _shape
+
+    from sdy_dl.audit.whatif import Edit
+
+    audit = result.audit
+    outs = [v for v in audit.outputs.values if v.value is not None and v.func == "main"
+            and v.name.startswith("%arg") and "@" not in v.name
+            and _owner(v).name == "func.func" and _shape(v)]
+    edits = []
+    for out in rng.sample(outs, min(len(outs), rng.randint(1, 3))):
+        if _input_sharding(audit, out) is not None and rng.random() < 0.25:
+            edits.append(Edit("unset", out.name))
+            continue
+        dims, used = [], set()
+        for size in _shape(out):
+            axes = [a for a, n in (("model", 4), ("data", 2)) if a not in used and size % n == 0]
+            axis = rng.choice(axes + [None])
+            used.add(axis)
+            dims.append(f'{{"{axis}"}}' if axis else "{}")
+        edits.append(Edit("set", out.name, f"<@mesh, [{', '.join(dims)}]>"))
+    return edits
+
+
+@pytest.mark.parametrize("name, seed", [("mlp", 1), ("training_step", 2), ("constrained_mlp", 3),
+                                        ("sharding_constraint", 4), ("grad_scan_helpers", 5)])
+def test_random_edits_equal_the_computations_from_scratch(name, seed):
+    """Random edits of main's arguments, two what-ifs from one propagation and one from
+    a what-if: each what-if's output is a full propagation of its edited input, and
+    its diff, memory totals and conflicts are those computed from scratch on both
+    outputs, whichever shortcut it took."""
+    import random
+
+    from test_whatif import _check_conflicts, check_shortcuts, program
+
+    rng = random.Random(seed)
+    before = propagate(program(name), engine="python")
+    for first in (before, before, None):
+        start = first if first is not None else after
+        after, changes = start.whatif(_random_edits(start, rng))
+        changes.lines()
+        assert after.text == propagate(after.edited_input, engine="python").text
+        check_shortcuts(start, after, changes)
+        _check_conflicts(start, after, changes)

@@ -56,6 +56,8 @@ class Signatures:
       result), read by :meth:`sharding`;
     * ``by_op``: op number (the table's pre-order) -> the values stored on it;
     * ``op_of``: value -> the number of the op it is stored on;
+    * ``last_use``: value -> the number of the last op using it (none: unused);
+    * ``top_level``: the numbers of the module's top-level ops (functions, meshes);
     * ``name(value)``: a value's name, read only for the values asked for
       (qualifying a name that sibling regions share reads the printed module's
       lines).
@@ -82,6 +84,8 @@ class Signatures:
         self.op_of: dict = {}
         self.twins: dict[int, int] = {}
         self.like = like
+        self.last_use: dict = {}
+        self.top_level: list[int] = []
         #: value key -> its signature; (op name, operands' and enclosing op's
         #: signatures) -> [(op number, op's own signature)] (what ``like`` reads)
         self.sig: dict[tuple, str] = {}
@@ -91,6 +95,7 @@ class Signatures:
         sig = self.sig
         region_sig: dict = {}             # op -> its own signature (for nested values)
         groups, sites, op_of, by_inputs = self.groups, self.sites, self.op_of, self.by_inputs
+        last_use = self.last_use
         known = like.by_inputs if like is not None else {}
         like_ops = like.table.ops if like is not None else ()
 
@@ -102,6 +107,8 @@ class Signatures:
 
         for n, mop in enumerate(table.ops):
             func = table.enclosing[mop]
+            if func is mop or func is None:
+                self.top_level.append(n)
             if mop.name == "func.func" and func is mop:
                 fname = symbol_name(mop)
                 region_sig[mop] = own = _h("func", fname)
@@ -122,7 +129,10 @@ class Signatures:
             if func is None:
                 continue   # a top-level op other than a function (a mesh)
             parent = region_sig.get(mop.parent, "")
-            operands = tuple(sig.get(key_of(v), "?") for v in mop.operands)
+            used = [key_of(v) for v in mop.operands]
+            for k in used:
+                last_use[k] = n
+            operands = tuple(sig.get(k, "?") for k in used)
             if mop.name == "sdy.reshard":
                 k = (f"o{n}", 0)
                 sig[k] = operands[0]

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -174,26 +175,36 @@ def memory_table(audit, top: int = 10) -> MemoryTable:
 
 class _Builder:
     def __init__(self, audit):
-        from sdy_dl.audit.collectives import _Builder as Collectives
         from sdy_dl.ir.meshes import module_meshes
 
         self.audit = audit
-        self.outputs = audit.outputs
         self.meshes = module_meshes(audit.module)
-        self.collectives = Collectives(audit, None)
         real = [m for m in self.meshes.values() if m.axes]
         self.only_mesh = real[0] if len(real) == 1 else None
         self._rows: dict = {}
 
-    def row(self, out, value_type, sharding, op: str) -> ValueMemory | None:
+    @functools.cached_property
+    def outputs(self):
+        return self.audit.outputs
+
+    @functools.cached_property
+    def collectives(self):
+        from sdy_dl.audit.collectives import _Builder as Collectives
+
+        return Collectives(self.audit, None)
+
+    def row(self, out, value_type, sharding, op: str, function: str | None = None
+            ) -> ValueMemory | None:
         """The row of one value (None: not a statically shaped tensor).  Its numbers
-        depend only on its type and sharding, which values share: computed once."""
+        depend only on its type and sharding, which values share: computed once.
+        ``function``: its function's label, when ``out`` is None (a row without
+        its output value)."""
         known = self._rows.get((value_type, sharding))
         if known is None:
             known = self._rows[(value_type, sharding)] = self._numbers(value_type, sharding)
         if known[0] is None:
             return None
-        return ValueMemory(out.func, op, *known, out)
+        return ValueMemory(out.func if out is not None else function, op, *known, out)
 
     def _numbers(self, value_type, sharding) -> tuple:
         from sdy_dl.ir.meshes import mesh_of
@@ -360,11 +371,14 @@ class _Layout:
     arguments: list         # (value key, type, row)
     intermediates: list     # (op position, last use position, value key, type, row)
     results: list           # (result name, type, row)
+    #: value key -> its name (None: its row's ``name``; rows without their output value)
+    names: object = field(default=None, repr=False)
 
     def totals(self) -> FunctionMemory:
         peak, at = _peak(self.intermediates)
+        name = "" if at is None else at[4].name if self.names is None else self.names(at[2])
         return FunctionMemory(self.function, sum(r.bytes_per_device for *_, r in self.arguments),
-                              sum(r.bytes_per_device for *_, r in self.results), peak, at)
+                              sum(r.bytes_per_device for *_, r in self.results), peak, name)
 
     def with_shardings(self, rows: "_Builder", shardings: dict) -> "_Layout":
         """This layout with the rows of the values in ``shardings`` (value key or result
@@ -391,23 +405,104 @@ def functions_with_shardings(audit, table: MemoryTable, shardings: dict) -> list
         return [layout.with_shardings(rows, shardings).totals() for layout in table.layouts]
 
 
-def _peak(intermediates) -> tuple[int, str]:
+def functions_like(audit, signatures, first: MemoryTable) -> list[FunctionMemory]:
+    """The per-function rows of ``audit``'s output, as :func:`memory_table` makes them,
+    from its :class:`~sdy_dl.audit.diff.Signatures` made like those of a first output
+    whose memory table is ``first`` (a what-if's output whose structure is not the
+    first's): a value stored at the same place of a twin op (every attribute the
+    same) with the same type has the first's row; the other values' rows are made,
+    and every value's last use is where ``signatures`` saw it used."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import func_result_types, symbol_name
+    from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
+    from sdy_dl.audit.collectives import COLLECTIVE_OPS
+
+    like, table = signatures.like, signatures.table
+    twins, last_use, by_op, sites = (signatures.twins, signatures.last_use, signatures.by_op,
+                                     signatures.sites)
+    first_layouts = {x.function: x for x in first.layouts}
+    first_rows = {key: (value_type, r) for x in first.layouts
+                  for *_, key, value_type, r in x.intermediates}
+    ops, main = table.ops, table.main
+    ends = signatures.top_level[1:] + [len(ops)]
+    out = []
+    with mlir_context():
+        rows = _Builder(audit)
+        for start, end in zip(signatures.top_level, ends):
+            func = ops[start]
+            if func.name != "func.func" or not len(func.regions[0].blocks):
+                continue
+            label = "main" if func == main else f"@{symbol_name(func)}"
+            twin = twins.get(start)
+            known = first_layouts.get(label) if twin is not None else None
+            if known is not None:   # the same arguments and results (types and shardings)
+                arguments, results = known.arguments, known.results
+            else:
+                arguments = []
+                for i, arg in enumerate(func.regions[0].blocks[0].arguments):
+                    r = rows.row(None, arg.type, read_stored(func, i, True), "argument", label)
+                    if r is not None:
+                        arguments.append(((f"a{start}.{i}", -1), arg.type, r))
+                prefix = "" if label == "main" else f"{label}:"
+                results = []
+                for i, t in enumerate(func_result_types(func)):
+                    r = rows.row(None, t, read_func_attr(func, "res_attrs", i), "result", label)
+                    if r is not None:
+                        results.append((f"{prefix}result:{i}", t, r))
+            intermediates = []
+            for n in range(start + 1, end):
+                values = by_op.get(n)
+                if values is None:
+                    continue
+                mop, m = ops[n], twins.get(n)
+                results_of = None
+                for value in values:
+                    _, index, kind = sites[value]
+                    if kind != "op":
+                        continue
+                    if results_of is None:
+                        results_of = mop.results
+                    value_type = results_of[index].type
+                    r = None
+                    if m is not None:
+                        found = first_rows.get((f"o{m}", index))
+                        if found is not None and found[0] == value_type:
+                            r = found[1]
+                    if r is None:
+                        name = mop.name
+                        sharding = (read_own(mop, "sharding" if name == "sdy.reshard"
+                                             else "out_sharding") if name in COLLECTIVE_OPS
+                                    else read_stored(mop, index, False))
+                        r = rows.row(None, value_type, sharding, name, label)
+                        if r is None:
+                            continue
+                    i = n - start - 1
+                    last = last_use.get(value)
+                    intermediates.append((i, max(i, last - start - 1) if last is not None else i,
+                                          value, value_type, r))
+            out.append(_Layout(label, arguments, intermediates, results,
+                               names=signatures.name).totals())
+    return out
+
+
+def _peak(intermediates) -> tuple[int, tuple | None]:
     """The largest sum of live intermediates' bytes over the op order (each live from
-    its op's position to its last use's), and the value defined where it is reached."""
+    its op's position to its last use's), and the entry of the value defined where it
+    is reached (None: none)."""
     events: dict[int, int] = {}
     for i, last, _, _, r in intermediates:
         events[i] = events.get(i, 0) + r.bytes_per_device
         events[last + 1] = events.get(last + 1, 0) - r.bytes_per_device
     first = {}
-    for i, _, _, _, r in intermediates:
-        first.setdefault(i, r)
+    for entry in intermediates:
+        first.setdefault(entry[0], entry)
     live = peak = 0
     at = None
     for i in sorted(events):
         live += events[i]
         if live > peak:
             peak, at = live, first.get(i)
-    return peak, at.name if at is not None else ""
+    return peak, at
 
 
 def _symbol(func) -> str:

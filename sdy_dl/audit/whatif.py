@@ -712,12 +712,18 @@ def _num(row, attr) -> str:
 def _memory(before, after, same=None) -> list:
     """(function, before row, after row) of the two audits' per-function memory;
     ``same``: the values whose shardings changed, when the two outputs have the same
-    structure (the after rows are the before rows with those values' remade)."""
-    from sdy_dl.audit.memory import functions_with_shardings
+    structure (the after rows are the before rows with those values' remade); else
+    the after rows are the before rows of the values the after output's signatures
+    (made like the before output's) find on twin ops, and the others' made."""
+    from sdy_dl.audit.memory import functions_like, functions_with_shardings
 
     b = {f.function: f for f in _functions_memory(before)}
+    first = _Memo.of(before)
+    like = _Memo.of(after)._signatures
     if same is not None:
-        rows = functions_with_shardings(before, _Memo.of(before).memory, same.shardings)
+        rows = functions_with_shardings(before, first.memory, same.shardings)
+    elif like is not None and like.like is first._signatures:
+        rows = functions_like(after, like, first.memory)
     else:
         rows = _functions_memory(after)
     a = {f.function: f for f in rows}
