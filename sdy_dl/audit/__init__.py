@@ -51,7 +51,7 @@ class Audit:
 
     def __init__(self, module, options, step_memo: dict | None = None,
                  stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None,
-                 places: dict | None = None):
+                 places: dict | None = None, fixpoints=None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
@@ -62,8 +62,12 @@ class Audit:
         from (``RunContext.rule_memo``; kept as ``self.rule_memo`` with
         ``step_memo``).  ``places``: what an earlier audit of the same file read
         of its ops' locations (:class:`~sdy_dl.audit.steps.OpDescriber`; a
-        what-if's first audit's)."""
+        what-if's first audit's).  ``fixpoints``: the record of the fixpoints of the
+        propagation ``imported`` was copied from (its ``self.fixpoints``), whose
+        visits are replayed where provably this propagation's
+        (:mod:`sdy_dl.propagation.replay`)."""
         from sdy_dl.pipeline import propagate
+        from sdy_dl.propagation.replay import PassTrace, ReplayOf
 
         self.file = module.file
         self.options = options
@@ -93,9 +97,16 @@ class Audit:
         if imported is None or step_memo is None:
             rule_memo = {} if step_memo is not None else None
         self.rule_memo = rule_memo
+        #: The record of this propagation's fixpoints, for what-ifs (with ``step_memo``).
+        self.fixpoints = PassTrace() if imported is None and step_memo is not None else None
+        replay = ReplayOf(fixpoints) if imported is not None and fixpoints is not None else None
         self.module = propagate(module if imported is None else imported, options.with_context(
-            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo, rule_memo=rule_memo),
+            tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo, rule_memo=rule_memo,
+            fixpoints=self.fixpoints or replay),
             before=before, start=None if imported is None else PROPAGATION_STAGE)
+        #: The replay of ``fixpoints`` (a :class:`~sdy_dl.propagation.replay.Replay`:
+        #: how many visits it replayed; None: none).
+        self.replay = replay.replay if replay is not None else None
         self._text: str | None = None
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated,
                                    lambda: self.outputs)

@@ -48,6 +48,12 @@ class RunContext:
     # (``Audit(imported=...)``), shares it: a rule depends on the op's structure,
     # types and attributes other than shardings (``rules.db.rule_for``).
     rule_memo: dict | None = None
+    # Propagation only: a propagation.replay.PassTrace.  Not yet recorded, the first
+    # propagation pass records its fixpoints into it; recorded, a propagation pass
+    # of the same name replays the visits it provably shares with the record
+    # (a what-if from the first run's imported module, ``Audit(imported=...)``:
+    # the same module with other shardings on main arguments).
+    fixpoints: object | None = None
 
     def make_engine(self):
         """The Datalog engine this context names (:func:`sdy_dl.engines.get_engine`)."""

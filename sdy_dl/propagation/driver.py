@@ -118,6 +118,7 @@ class Propagator:
         self._details: dict[tuple, str] = {}
         self.visited_rules: dict[int, RuleInstance] = {}
         self.erased: set[int] = set()
+        self.erase_order: list[int] = []   # ``erased`` in the order the ops were erased
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`
         #: (one set for the propagator's life: a reader may keep it and test it).
         self.uses_changed: set[int] = set()
@@ -125,6 +126,12 @@ class Propagator:
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
         self.engine_calls = 0
+        #: A :class:`~sdy_dl.propagation.replay.PassTrace` this propagation's fixpoints
+        #: are recorded into (``recorder``), or one of an earlier propagation of the
+        #: same module whose visits are replayed where provably equal (``replay``,
+        #: a :class:`~sdy_dl.propagation.replay.Replay`).
+        self.recorder = None
+        self.replay = None
 
     def use_group_copies(self, copies: GroupCopies) -> None:
         """The sharding-group copies to make during the pass (the sync's ``copy_to``)."""
@@ -168,73 +175,100 @@ class Propagator:
                             and not (sites.get(op.oid, op) is None and may_die.get(op.oid) is False))
         self._worklist = worklist
         self._current = None
-        visits = 0
-        erased, quiet_of, memo, live_uses = self.erased, self._quiet, self._memo, self.live_uses
-        state = self.state   # (speculation swaps it and puts it back)
         applied: set[tuple[int, StepInput]] = set()   # (op, step) whose output changed something
-        # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
-        stack, pending = worklist._stack, worklist._pending
-        while stack:
-            op = stack.pop()
-            oid = op.oid
-            pending.discard(oid)
-            visits += 1
-            if visits % 512 == 0:
-                progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-            if oid in erased:
-                continue
-            dies = may_die.get(oid)
-            if dies is None:
-                dies = self._may_die_of(op)
-            if dies and _unused(op.results, live_uses):
-                self._current = None
-                self._erase(op)
-                continue
-            if sites.get(oid, op) is None:
-                continue   # no site (and alive): nothing to do
-            quiet = quiet_of.get(oid)
-            if (quiet is not None and quiet[3] is None
-                    and state.unchanged_since(quiet[0].tensors, quiet[2])):
-                continue   # still no tensor with a sharding: nothing to propagate
-            site = self.site_of(op, directions)
-            if site is None:
-                continue
-            tracer = state.tracer
-            if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
-                    and state.unchanged_since(site.tensors, quiet[2])):
-                # The same step input as when it last changed nothing: the same
-                # (empty) output.  Provenance still records the visit.
-                if tracer is not None and quiet[3] is not None:
-                    kind, title, detail, keys, shardings = self._describe(op, site, quiet[3])
-                    tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
-                                 step=quiet[3], output=memo[quiet[3]],
-                                 strategy=self.strategy, phase=self.phase)
-                    tracer.end()
-                continue
-            step = self._step_input(site)
-            if step is None:
-                quiet_of[oid] = (site, self.strategy, state.clock, None)
-                continue
-            output = memo.get(step)
-            if output is None:
-                self._evaluate_batch(step, site, directions)
-                output = memo[step]
-            if not any(output.operands) and not any(output.results):
-                quiet_of[oid] = (site, self.strategy, state.clock, step)
-            elif (oid, step) in applied:
-                raise _no_fixpoint(op)
-            else:
-                applied.add((oid, step))
-            self._current = op
-            if tracer is not None:
-                kind, title, detail, keys, shardings = self._describe(op, site, step)
-                tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
-                             step=step, output=output, strategy=self.strategy, phase=self.phase)
-            self._apply(site, output)
-            if tracer is not None:
-                tracer.end()
-            self._current = None
+        replay, recorder = self.replay, self.recorder
+        if replay is not None and replay.fixpoint(self, worklist, directions, applied, progress):
+            pass
+        elif recorder is not None:
+            recorder.fixpoint(self, worklist, directions, applied, progress)
+        else:
+            visit = self._visit
+            # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
+            stack, pending = worklist._stack, worklist._pending
+            visits = 0
+            while stack:
+                op = stack.pop()
+                pending.discard(op.oid)
+                visits += 1
+                if visits % 512 == 0:
+                    progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
+                visit(op, directions, applied)
         self._worklist = None
+
+    def _visit(self, op: Op, directions: DirectionFn, applied: set) -> object:
+        """Process popped ``op``: erase it if dead, else evaluate and apply its step.
+        Returns the provenance cause the visit recorded (None: none)."""
+        oid = op.oid
+        if oid in self.erased:
+            return None
+        dies = self._may_die.get(oid)
+        if dies is None:
+            dies = self._may_die_of(op)
+        if dies and _unused(op.results, self.live_uses):
+            self._current = None
+            self._erase(op)
+            return None
+        sites = self._sites
+        if sites.get(oid, op) is None:
+            return None   # no site (and alive): nothing to do
+        state = self.state
+        quiet = self._quiet.get(oid)
+        if (quiet is not None and quiet[3] is None
+                and state.unchanged_since(quiet[0].tensors, quiet[2])):
+            return None   # still no tensor with a sharding: nothing to propagate
+        site = self.site_of(op, directions)
+        if site is None:
+            return None
+        tracer = state.tracer
+        memo = self._memo
+        if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
+                and state.unchanged_since(site.tensors, quiet[2])):
+            # The same step input as when it last changed nothing: the same
+            # (empty) output.  Provenance still records the visit.
+            if tracer is not None and quiet[3] is not None:
+                kind, title, detail, keys, shardings = self._describe(op, site, quiet[3])
+                tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
+                             step=quiet[3], output=memo[quiet[3]],
+                             strategy=self.strategy, phase=self.phase)
+                cause = tracer.current
+                tracer.end()
+                return cause
+            return None
+        step = self._step_input(site)
+        if step is None:
+            self._quiet[oid] = (site, self.strategy, state.clock, None)
+            return None
+        output = memo.get(step)
+        if output is None:
+            self._evaluate_batch(step, site, directions)
+            output = memo[step]
+        return self._take(op, site, step, output, applied)
+
+    def _take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
+              applied: set) -> object:
+        """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
+        site's tensors), and record the visit; returns its provenance cause."""
+        state = self.state
+        if not any(output.operands) and not any(output.results):
+            self._quiet[op.oid] = (site, self.strategy, state.clock, step)
+        elif (op.oid, step) in applied:
+            raise _no_fixpoint(op)
+        else:
+            applied.add((op.oid, step))
+        self._current = op
+        tracer = state.tracer
+        cause = None
+        if tracer is not None:
+            kind, title, detail, keys, shardings = self._describe(op, site, step)
+            tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
+                         step=step, output=output, strategy=self.strategy, phase=self.phase)
+            cause = tracer.current
+        if (op.oid, step) in applied:   # (an output that changes nothing writes nothing)
+            self._apply(site, output)
+        if tracer is not None:
+            tracer.end()
+        self._current = None
+        return cause
 
     def site_of(self, op: Op, directions: DirectionFn) -> _Site | None:
         """The tensors and rule op ``op`` propagates with (None: nothing to do).
@@ -519,6 +553,7 @@ class Propagator:
                 if len(others) < 2:
                     self._notify_op(definer)
             self.erased.add(dead.oid)
+            self.erase_order.append(dead.oid)
             for index, value in enumerate(dead.operands):
                 uses = self.live_uses[value.vid]
                 uses.remove((dead, index))

@@ -70,6 +70,11 @@ class ShardingState:
         #: The manual axes of the slots (by vid) that are block arguments of a
         #: manual computation, for each slot read or written so far.
         self._manual: dict[int, list[str]] = {}
+        #: When recording (a list): every write of a value's sharding in order, as
+        #: (vid, sharding stored), the open-empty siblings' too; ``read0`` then
+        #: keeps each slot's sharding as first read (see ``propagation.replay``).
+        self.log: list | None = None
+        self.read0: dict | None = None
 
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
@@ -100,6 +105,8 @@ class ShardingState:
         if manual is not None:
             self._manual[s.vid] = manual
         sharding = self._value[s.vid] = stored_sharding(s) if is_shardable(s) else None
+        if self.read0 is not None:
+            self.read0[s.vid] = sharding
         if self.tracer is not None:
             self.tracer.on_read(value_key(s), sharding)
         return sharding
@@ -119,10 +126,15 @@ class ShardingState:
                 and op.name not in COMPUTATION_OPS and len(op.results) > 1):
             for other in op.results:
                 if other is not s and self.get(other) is None and other.shape is not None:
-                    self._value[other.vid] = TensorSharding.open_empty(sharding.mesh, len(other.shape))
+                    empty = self._value[other.vid] = TensorSharding.open_empty(
+                        sharding.mesh, len(other.shape))
                     self._changed.add(other.vid)
                     self._stamp(other.vid)
+                    if self.log is not None:
+                        self.log.append((other.vid, empty))
         self._value[s.vid] = sharding
+        if self.log is not None:
+            self.log.append((s.vid, sharding))
         self._changed.add(s.vid)
         self._stamp(s.vid)
         if self.tracer is not None:

@@ -161,6 +161,15 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     propagator = make_propagator(module, options, strategy)
     name = {"plain": f"{strategy}-propagate", "op-priority": "op-priority-propagate",
             "user-priority": "user-priority-propagate"}[schedule]
+    fixpoints = options.context.fixpoints
+    if fixpoints is not None:
+        from sdy_dl.propagation.replay import PassTrace, Replay
+
+        if isinstance(fixpoints, PassTrace):
+            if not fixpoints.name:
+                fixpoints.start(propagator, name)
+        elif fixpoints.replay is None and fixpoints.trace.name == name:
+            propagator.replay = fixpoints.replay = Replay(fixpoints.trace, propagator)
     with propagation_progress(len(propagator.module.ops), options.context.quiet, name,
                               lambda: propagator.phase) as report:
         if schedule == "plain":
@@ -172,6 +181,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
                               op_priority)
     if isinstance(propagator.evaluate, StepReplay):
         propagator.evaluate.check_complete()
+    if propagator.recorder is not None or getattr(fixpoints, "name", None) == name:
+        fixpoints.done = True
     propagator.finish()
     finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
     model = propagator.module

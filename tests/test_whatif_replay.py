@@ -1,0 +1,141 @@
+"""A what-if replays the first propagation's visits where they are provably its own
+(:mod:`sdy_dl.propagation.replay`); everything it answers must be what the same
+what-if answers without replay: the output, the provenance record for record
+(every write with its cause, the shardings read first, the ops without a rule),
+the explanation of every value, the conflicts and the what-if's lines.
+
+Random modules (dataflow DAGs, and control flow with calls, whiles, cases and
+barriers) with random argument edits make the runs diverge and re-align; the
+counts show that they did, and that the GPT-like program's local edit replays
+nearly every visit.  tests/test_whatif*.py check every what-if against a full
+propagate of its edited input and against Shardy.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from random_control_flow import random_control_flow_module
+from random_modules import _mesh, _sharding, random_module
+from sdy_dl import propagate
+from sdy_dl.audit.whatif import Edit
+from test_whatif_incremental import _annotated_args
+
+
+def _tracer(audit) -> dict:
+    """The audit's provenance with its keys named by the values they are (the two
+    propagations' keys are pointers into different modules)."""
+    names = {}
+    for tag, record in sorted(audit.propagated.by_tag.items()):
+        names.setdefault(record.key, tag)
+
+    def name(key):
+        return key if isinstance(key, tuple) else names[key]
+
+    tracer = audit.tracer
+    causes = {id(c): c for c in tracer.causes() + tracer.steps + tracer.edge_steps}
+    return {
+        "causes": sorted((c.index, c.kind, c.title, c.detail,
+                          [(name(k), s) for k, s in c.inputs], dict(c.op) if c.op else None,
+                          c.step, c.output, c.strategy, c.phase, c.first, c.at,
+                          repr(c.decision)) for c in causes.values()),
+        "steps": [c.index for c in tracer.steps],
+        "edge_steps": [c.index for c in tracer.edge_steps],
+        "writes": [(name(w.key), w.sharding, w.cause.index) for w in tracer.writes],
+        "initial": {name(k): s for k, s in tracer.initial.items()},
+        "no_rule": tracer.no_rule,
+    }
+
+
+def _answers(result, changes) -> dict:
+    return {"text": result.text, "tracer": _tracer(result.audit),
+            "explain": [result.explain(name).to_json() for name in result.values()],
+            "conflicts": [c.to_json() for c in result.audit.conflicts()],
+            "whatif": changes.lines()}
+
+
+def _replayed_and_plain(text: str, edits_of, engine: str = "python"):
+    """The what-if of ``edits_of(first result)`` with replay and without, compared;
+    its replay (None: the what-if could not start from the imported module)."""
+    before = propagate(text, engine=engine)
+    edits = edits_of(before)
+    if not edits:
+        return None
+    replayed, changes = before.whatif(edits)
+    fixpoints, before.audit.fixpoints = before.audit.fixpoints, None
+    plain, plain_changes = before.whatif(edits)
+    before.audit.fixpoints = fixpoints
+    assert plain.audit.replay is None
+    assert _answers(replayed, changes) == _answers(plain, plain_changes)
+    return replayed.audit.replay
+
+
+def _random_edits(seed: int, sharding_of):
+    def edits(before):
+        rng = random.Random(seed)
+        args = _annotated_args(before)
+        picked = rng.sample(args, min(len(args), rng.randint(1, 2)))
+        return [Edit("set", name, sharding_of(rng, shape)) for name, shape, _ in picked]
+    return edits
+
+
+def _totals(replays) -> dict:
+    replays = [r for r in replays if r is not None]
+    return {k: sum(getattr(r, k) for r in replays)
+            for k in ("replayed", "run", "divergences", "realigned")} | {"runs": len(replays)}
+
+
+@pytest.mark.parametrize("ops", [8, 14])
+def test_random_modules_replay_as_they_run(ops):
+    replays = []
+    for seed in range(12):
+        text = random_module(seed, ops)
+        mesh = _mesh(random.Random(seed))   # (the module's mesh: its rng's first draw)
+        replays.append(_replayed_and_plain(
+            text, _random_edits(seed, lambda rng, shape: _sharding(rng, mesh, shape))))
+    totals = _totals(replays)
+    assert totals["runs"] >= 6 and totals["replayed"] and totals["divergences"], totals
+
+
+def test_control_flow_modules_replay_as_they_run():
+    from random_control_flow import _sharding as control_sharding
+
+    replays = []
+    for seed in range(10):
+        replays.append(_replayed_and_plain(
+            random_control_flow_module(seed),
+            _random_edits(seed, lambda rng, shape: control_sharding(rng))))
+    totals = _totals(replays)
+    assert totals["runs"] >= 5 and totals["divergences"] and totals["realigned"], totals
+
+
+def test_clingo_replays_as_it_runs():
+    replay = _replayed_and_plain(random_control_flow_module(3), _random_edits(
+        3, lambda rng, shape: '<@mesh, [{"b"}, {}]>'), engine="clingo")
+    assert replay is not None and replay.replayed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(40))
+def test_many_random_modules_replay_as_they_run(seed):
+    text = random_module(1000 + seed, 20)
+    mesh = _mesh(random.Random(1000 + seed))
+    _replayed_and_plain(text, _random_edits(seed, lambda rng, shape: _sharding(rng, mesh, shape)))
+    _replayed_and_plain(random_control_flow_module(1000 + seed), _random_edits(
+        seed, lambda rng, shape: __import__("random_control_flow")._sharding(rng)))
+
+
+def test_a_local_edit_replays_nearly_every_visit():
+    """A training step's last annotated argument given another sharding (as the
+    benchmark's ``last`` what-if): most visits are replayed."""
+    from test_whatif import program
+    from test_whatif_incremental import _other
+
+    def last(before):
+        name, shape, current = _annotated_args(before)[-1]
+        return [Edit("set", name, _other(shape, current))]
+    replay = _replayed_and_plain(program("training_step"), last)
+    assert replay is not None and replay.fixpoints == 5
+    assert replay.replayed > 5 * replay.run, (replay.replayed, replay.run)
