@@ -4,7 +4,11 @@
 The modules are :func:`random_modules.random_module`'s with the dots and
 concatenates insert-explicit-reshards reshards, so edits there insert and
 remove ``sdy.reshard`` ops: the edited output then differs from the first in
-structure, not only in shardings.  The edits are drawn per module from its
+structure, not only in shardings; and
+:func:`random_control_flow.random_control_flow_module`'s (while, case,
+barriers, constraints, calls that become named computations and functions
+again: the passes after propagation whose output depends on shardings
+anywhere).  The edits are drawn per module from its
 propagated output: a main argument set to a random sharding or unset, an op
 result given one (an open dim among them), a constraint dropped or set.  The
 seeds are fixed and cover both an edit that adds reshards and one that
@@ -17,6 +21,7 @@ import random
 
 import pytest
 
+from random_control_flow import random_control_flow_module
 from random_modules import random_module
 from sdy_dl import propagate
 from sdy_dl.audit.whatif import Edit, resolve
@@ -83,11 +88,15 @@ def _reshards(result) -> int:
     return result.text.count("sdy.reshard")
 
 
-def _check_seed(seed: int) -> tuple[int, int]:
-    """The what-ifs of seed ``seed``'s module, each checked exact; (reshards added,
-    reshards removed) over them."""
+def _dag(seed: int) -> str:
+    return random_module(seed, 12, ("dot", "concat"))
+
+
+def _check_seed(seed: int, module=_dag) -> tuple[int, int]:
+    """The what-ifs of ``module(seed)``, each checked exact; (reshards added, reshards
+    removed) over them."""
     rng = random.Random(seed)
-    before = propagate(random_module(seed, 12, ("dot", "concat")), engine="python")
+    before = propagate(module(seed), engine="python")
     added = removed = 0
     for _ in range(3):
         edits = random_edits(before, rng)
@@ -109,3 +118,18 @@ def test_random_edits_of_random_modules_are_exact():
 @pytest.mark.parametrize("seed", range(100, 160))
 def test_random_edits_of_random_modules_are_exact_slow(seed):
     _check_seed(seed)
+
+
+#: Default-run seeds of the control-flow modules (the slow run adds more).
+CONTROL_FLOW_SEEDS = [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", CONTROL_FLOW_SEEDS)
+def test_random_edits_with_control_flow_and_calls_are_exact(seed):
+    _check_seed(seed, random_control_flow_module)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(100, 200))
+def test_random_edits_with_control_flow_and_calls_are_exact_slow(seed):
+    _check_seed(seed, random_control_flow_module)
