@@ -188,3 +188,42 @@ def test_called_functions(dedup, import_runs):
     assert not _exact(before, [Edit("set", "arg:1", '<@mesh, [{"model"}, {}]>')], import_runs,
                       given)[1]
     assert _exact(before, [Edit("set", helper, '<@mesh, [{"model"}, {}]>')], import_runs, given)[1]
+
+
+def _index_view(index) -> tuple:
+    """A propagation index without its tracer keys (pointers, which differ between
+    runs): each record by tag, the tags sharing a key, the links with each key
+    given as those tags."""
+    tags_of = {key: tuple(sorted(t for t, r in index.by_tag.items() if r.key == key))
+               for key in index.by_key}
+    records = {t: (r.op, r.is_edge, r.owner, r.place, tags_of[r.key],
+                   (r.origin.names, r.origin.sharding) if r.origin is not None else None)
+               for t, r in index.by_tag.items()}
+    links = [(link.tag, link.name, link.owner, link.manual, tuple(tags_of[k] for k in link.keys))
+             for link in index.links]
+    return records, sorted(tags_of.values()), links
+
+
+@pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers", "shard_map"])
+def test_index_of_a_whatif_from_the_imported_module_is_its_own(name, import_runs):
+    """A what-if started from the first propagation's imported module takes its
+    propagation index from the first's (records and links remade with its own
+    tracer keys, nothing tagged again): the index, every value's explanation and
+    the conflicts are those of a full propagate of the edited input; and so for a
+    what-if of that what-if."""
+    before = propagate(program(name), engine="python")
+    args = _annotated_args(before)
+    if not args:
+        pytest.skip("no annotated main argument")
+    (first, shape0, cur0), (last, shape1, cur1) = args[0], args[-1]
+    after, ran = _exact(before, [Edit("set", first, _other(shape0, cur0))], import_runs)
+    again, ran_again = _exact(after, [Edit("set", last, _other(shape1, cur1, "p0"))], import_runs)
+    assert not ran and not ran_again
+    for result in (after, again):
+        assert result.audit.propagated._first is not None
+        full = propagate(result.edited_input, engine="python")
+        assert _index_view(result.audit.propagated) == _index_view(full.audit.propagated)
+        for out in result.audit.outputs.values:
+            assert str(result.explain(out.name)) == str(full.explain(out.name)), out.name
+        assert ([c.to_json() for c in result.audit.conflicts()]
+                == [c.to_json() for c in full.audit.conflicts()])

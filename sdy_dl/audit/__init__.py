@@ -51,7 +51,8 @@ class Audit:
 
     def __init__(self, module, options, step_memo: dict | None = None,
                  stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None,
-                 places: dict | None = None, fixpoints=None):
+                 places: dict | None = None, fixpoints=None,
+                 propagated: PropagationIndex | None = None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
@@ -65,7 +66,9 @@ class Audit:
         what-if's first audit's).  ``fixpoints``: the record of the fixpoints of the
         propagation ``imported`` was copied from (its ``self.fixpoints``), whose
         visits are replayed where provably this propagation's
-        (:mod:`sdy_dl.propagation.replay`)."""
+        (:mod:`sdy_dl.propagation.replay`).  ``propagated``: the propagation index
+        of the audit ``imported`` was copied from (its values and tags are those of
+        ``imported``, :class:`PropagationIndex`)."""
         from sdy_dl.pipeline import propagate
         from sdy_dl.propagation.replay import PassTrace, ReplayOf
 
@@ -86,12 +89,13 @@ class Audit:
 
         def before(name, m):
             if name == PROPAGATION_STAGE:
-                if step_memo is not None:
+                self.propagated = PropagationIndex(m, self.inputs,
+                                                   propagated if imported is not None else None)
+                if step_memo is not None:   # (tagged: a what-if from it keeps the tags)
                     from sdy_dl.ir.context import mlir_context
 
                     with mlir_context():
                         self.imported = m.mlir.operation.clone()
-                self.propagated = PropagationIndex(m, self.inputs)
 
         self.step_memo, self.stage_memo = step_memo, stage_memo
         if imported is None or step_memo is None:

@@ -549,32 +549,75 @@ class PropagatedValue:
 
 class PropagationIndex:
     """The values of the module propagation runs on, tagged ``px:`` and keyed as the
-    tracer keys them (call right before the propagation pass)."""
+    tracer keys them (call right before the propagation pass): ``by_tag``, ``by_key``
+    and ``links`` (the data flow between tracer keys, :mod:`~sdy_dl.audit.dataflow`).
 
-    def __init__(self, module: Module, inputs: InputIndex):
+    ``first``: the index of another propagation whose module, as tagged, ``module``
+    is a copy of with other shardings (a what-if's, started from the first
+    propagation's imported module, :mod:`~sdy_dl.audit.whatif_import`): the same
+    values with the same tags and places, only the tracer keys (the values' own
+    pointers) are ``module``'s.  Then nothing is tagged, and the records and links
+    are the first's remade with this module's keys when first asked for."""
+
+    def __init__(self, module: Module, inputs: InputIndex, first: "PropagationIndex | None" = None):
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.audit.dataflow import flow_links
         from sdy_dl.propagation.edges import find_edges, slot_map
         from sdy_dl.propagation.state import value_key
 
-        self.by_tag: dict[tuple[str, int], PropagatedValue] = {}
-        self.by_key: dict[int, list[PropagatedValue]] = {}
         self.meshes = dict(module.meshes)
+        self._inputs = inputs
         with mlir_context():
+            values = module.values
+            if first is not None and len(values) == len(first._values):
+                self._made, self._values, self._first = first._made, first._values, first
+                self._keys = [value_key(values[slot]) for _, _, slot in first._values]
+                return
+            self._first = None
+            self.by_tag: dict[tuple[str, int], PropagatedValue] = {}
+            self.by_key: dict[int, list[PropagatedValue]] = {}
+            self._values: list[tuple] = []   # per value: (its tag, its record, its slot's vid)
             edges = find_edges(module)
             slots = slot_map(module, edges)
-            #: the data flow between tracer keys (:mod:`~sdy_dl.audit.dataflow`)
             self.links = flow_links(module, edges, slots)
-            for v in module.values:
+            for v in values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 slot = slots.get(v.vid, v)
                 record = PropagatedValue(value_key(slot), owner.name,
                                          owner.name == "sdy.data_flow_edge", slot is v, inputs,
                                          _tag_site(v), (owner.mlir.location, module.file))
                 self.by_key.setdefault(record.key, []).append(record)
-                self.by_tag[(f"a{v.vid}", -1) if v.is_block_arg
-                            else (f"o{owner.oid}", v.index)] = record
+                tag = (f"a{v.vid}", -1) if v.is_block_arg else (f"o{owner.oid}", v.index)
+                self.by_tag[tag] = record
+                self._values.append((tag, record, slot.vid))
             self._made = _tag_all(module, "px")
+
+    @functools.cached_property
+    def by_tag(self) -> dict:
+        """(Of an index made from a first one: its records with this module's keys.)"""
+        self.by_key = {}
+        by_tag = {}
+        inputs = self._inputs
+        for (tag, r, _), key in zip(self._values, self._keys):
+            record = PropagatedValue(key, r.op, r.is_edge, r.owner, inputs, r.tag_site, r.where)
+            self.by_key.setdefault(key, []).append(record)
+            by_tag[tag] = record
+        return by_tag
+
+    @functools.cached_property
+    def by_key(self) -> dict:
+        self.by_tag   # (made with it)
+        return self.__dict__["by_key"]
+
+    @functools.cached_property
+    def links(self) -> list:
+        """(Of an index made from a first one: the first's with this module's keys.)"""
+        from dataclasses import replace
+
+        first_keys = self._first._keys if self._first._first is not None else [
+            r.key for _, r, _ in self._values]
+        keys = dict(zip(first_keys, self._keys))
+        return [replace(link, keys=tuple(keys[k] for k in link.keys)) for link in self._first.links]
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""

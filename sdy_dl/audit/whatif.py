@@ -568,7 +568,8 @@ def whatif(audit, edits: list[Edit]):
             imported = module_of_op(imported, audit.file)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
                   stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
-                  places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints)
+                  places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
+                  propagated=audit.propagated)
     after.edited_input = copy
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
