@@ -56,10 +56,10 @@ def _answers(result, changes) -> dict:
             "whatif": changes.lines()}
 
 
-def _replayed_and_plain(text: str, edits_of, engine: str = "python"):
+def _replayed_and_plain(text: str, edits_of, engine: str = "python", **options):
     """The what-if of ``edits_of(first result)`` with replay and without, compared;
     its replay (None: the what-if could not start from the imported module)."""
-    before = propagate(text, engine=engine)
+    before = propagate(text, engine=engine, **options)
     edits = edits_of(before)
     if not edits:
         return None
@@ -99,14 +99,15 @@ def test_random_modules_replay_as_they_run(ops):
     assert totals["runs"] >= 6 and totals["replayed"] and totals["divergences"], totals
 
 
-def test_control_flow_modules_replay_as_they_run():
+@pytest.mark.parametrize("options", [{}, {"keep_sharding_rules": True, "conservative": True}])
+def test_control_flow_modules_replay_as_they_run(options):
     from random_control_flow import _sharding as control_sharding
 
     replays = []
     for seed in range(10):
         replays.append(_replayed_and_plain(
             random_control_flow_module(seed),
-            _random_edits(seed, lambda rng, shape: control_sharding(rng))))
+            _random_edits(seed, lambda rng, shape: control_sharding(rng)), **options))
     totals = _totals(replays)
     assert totals["runs"] >= 5 and totals["divergences"] and totals["realigned"], totals
 

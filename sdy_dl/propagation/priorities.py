@@ -74,6 +74,15 @@ class OpPriorities:
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
         #: oid -> its signature's directions per band (dropped with the signature)
         self._directions: dict[int, tuple[tuple[str, ...], ...]] = {}
+        # A what-if's propagation of the first run's module with other shardings
+        # (``propagation.replay``) shares the first run's static parts and
+        # decisions: both depend on the module's structure and rules only.  The
+        # first band would look every op's rule up, as the first run's did: its
+        # rules are taken instead (``PassTrace.share_priorities``).
+        trace = propagator.recorder or getattr(propagator.replay, "trace", None)
+        if trace is not None:
+            self._static, self._decided = trace.share_priorities(
+                propagator, self._static, self._decided)
 
     def band(self, band: int):
         """The direction function of ``band`` (new signatures of live ops decided first)."""

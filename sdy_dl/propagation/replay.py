@@ -118,6 +118,10 @@ class PassTrace:
         self.fixpoints: list[FixpointTrace] = []
         self.log: list[tuple] = []       # (vid, sharding) of every write of the pass
         self.read0: dict = {}            # vid -> its sharding as first read
+        #: the op priorities' static parts by op and directions by signature
+        #: (``priorities.OpPriorities``) and the rules looked up, shared with the
+        #: replaying propagations (:meth:`share_priorities`)
+        self.priorities: tuple | None = None
         self._writes: dict | None = None
 
     def start(self, propagator, name: str) -> bool:
@@ -129,6 +133,26 @@ class PassTrace:
         propagator.recorder = self
         propagator.state.log, propagator.state.read0 = self.log, self.read0
         return True
+
+    def share_priorities(self, propagator, static: dict, decided: dict) -> tuple[dict, dict]:
+        """The (static parts, decisions) an ``OpPriorities`` of ``propagator`` uses:
+        the recording run's own, kept; a replaying run's are the recorded ones
+        (functions of the module's structure and rules, which are the record's),
+        and it takes the rules the recording run looked up: its first band looked
+        up every op's (``OpPriorities._static_part``), as the replaying run's
+        would, with the same rules (``RunContext.rule_memo``)."""
+        if propagator.recorder is self:
+            if self.usable:
+                self.priorities = (static, decided, propagator._rules, propagator.visited_rules,
+                                   propagator.state.tracer.no_rule)
+            return static, decided
+        if not self.usable or self.priorities is None or propagator.erased:
+            return static, decided
+        static, decided, rules, visited, no_rule = self.priorities
+        propagator._rules.update(rules)
+        propagator.visited_rules.update(visited)
+        propagator.state.tracer.no_rule |= no_rule
+        return static, decided
 
     def sharding_at(self, vid: int, at: int):
         """The sharding of ``vid`` when the write log had ``at`` entries (``_STORED``:
