@@ -123,6 +123,20 @@ class ProvenanceTracer:
         elif step is not None:
             self.edge_steps.append(self._cause)
 
+    def begin_like(self, cause: Cause, keys: tuple, op) -> None:
+        """A cause begins that is a visit's ``cause`` as another propagation of the
+        same module recorded it (a replayed visit, :mod:`sdy_dl.propagation.replay`):
+        what :meth:`begin` records for it here, ``keys`` the tensors' keys here."""
+        self._count += 1
+        info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
+        self._cause = Cause(self._count, cause.kind, cause.title, cause.detail,
+                            _Pairs(keys, cause.inputs.shardings), info, cause.step,
+                            cause.output, cause.strategy, cause.phase, at=len(self.writes))
+        if cause.kind == "step":
+            self.steps.append(self._cause)
+        else:
+            self.edge_steps.append(self._cause)
+
     def end(self) -> None:
         self._cause = None
 

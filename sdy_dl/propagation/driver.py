@@ -245,9 +245,11 @@ class Propagator:
         return self._take(op, site, step, output, applied)
 
     def _take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
-              applied: set) -> object:
+              applied: set, like=None) -> object:
         """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
-        site's tensors), and record the visit; returns its provenance cause."""
+        site's tensors), and record the visit; returns its provenance cause.
+        ``like``: the cause another propagation of this module recorded for the
+        same visit (a replayed one, ``propagation.replay``), recorded again here."""
         state = self.state
         if not any(output.operands) and not any(output.results):
             self._quiet[op.oid] = (site, self.strategy, state.clock, step)
@@ -258,7 +260,10 @@ class Propagator:
         self._current = op
         tracer = state.tracer
         cause = None
-        if tracer is not None:
+        if like is not None:
+            tracer.begin_like(like, self._described_of(op, site)[4], op)
+            cause = tracer.current
+        elif tracer is not None:
             kind, title, detail, keys, shardings = self._describe(op, site, step)
             tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
                          step=step, output=output, strategy=self.strategy, phase=self.phase)
@@ -440,11 +445,9 @@ class Propagator:
         if tracer is not None:
             tracer.resume(step_cause)
 
-    def _describe(self, op: Op, site: _Site, step: StepInput) -> tuple:
-        """(kind, title, detail, keys, shardings) of a step, for provenance: the
-        tracer keys of the step's tensors and the shardings it read.  ``step``
-        read them through the state (``_step_input``), so they are its own
-        operands and results, except where the site transforms the results."""
+    def _described_of(self, op: Op, site: _Site) -> tuple:
+        """(operands, results, kind, title, tracer keys of the tensors) of ``op``'s
+        site, made once per site."""
         described = self._described.get(op.oid)
         if (described is None or described[0] is not site.operands
                 or described[1] is not site.results):
@@ -453,7 +456,14 @@ class Propagator:
             keys = tuple([value_key(self.state.slot(v)) for v in site.tensors])
             described = self._described[op.oid] = (site.operands, site.results, kind,
                                                     op.name, keys)
-        _, _, kind, title, keys = described
+        return described
+
+    def _describe(self, op: Op, site: _Site, step: StepInput) -> tuple:
+        """(kind, title, detail, keys, shardings) of a step, for provenance: the
+        tracer keys of the step's tensors and the shardings it read.  ``step``
+        read them through the state (``_step_input``), so they are its own
+        operands and results, except where the site transforms the results."""
+        _, _, kind, title, keys = self._described_of(op, site)
         rule = site.rule if kind == "step" else None
         detail = self._details.get((rule, self.strategy, self.phase))
         if detail is None:

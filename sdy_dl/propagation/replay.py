@@ -246,7 +246,8 @@ class Replay:
         self.edited: set[int] = set()    # slots whose stored shardings differ
         self.trace_mark = 0              # the record's log length at the last fixpoint end
         self.mark = 0                    # ... and this run's
-        self._read_sets: dict[int, frozenset] = {}
+        self._read_sets: dict[int, tuple] = {}
+        self._ready: set[int] = set()     # ops whose site tensors were read
         self.replayed = 0                # visits replayed
         self.run = 0                     # visits run for real in a replayed fixpoint
         self.fixpoints = 0               # fixpoints replayed
@@ -299,28 +300,27 @@ class Replay:
             else:
                 diff.discard(vid)
 
-    def _reads(self, op, directions) -> tuple[frozenset, frozenset]:
-        """(the value ids a visit of ``op`` may read, the ids of its site tensors'
-        slots): the slots and, for a slot defined by an op with several results,
-        those results (the state's setter reads them)."""
-        found = self._read_sets.get(op.oid)
-        if found is None:
-            prop = self.propagator
-            site = prop.site_of(op, directions)
-            vids = set()
-            slot = prop.state.slot
-            tensors = frozenset(slot(value).vid for value in site.tensors) if site else frozenset()
-            for value in site.tensors if site is not None else ():
-                s = slot(value)
-                vids.add(s.vid)
-                definer = s.defining_op
-                if (definer is not None and len(definer.results) > 1
-                        and definer.name not in OWN_SHARDING_OPS
-                        and definer.name not in COMPUTATION_OPS):
-                    for other in definer.results:
-                        vids.add(other.vid)
-                        vids.add(slot(other).vid)
-            found = self._read_sets[op.oid] = (frozenset(vids), tensors)
+    def _reads(self, op, directions) -> tuple:
+        """(the value ids a visit of ``op`` may read, ``op``'s site): the site tensors'
+        slots and, for a slot defined by an op with several results, those results
+        (the state's setter reads them).  The site is the first looked up: a
+        replayed visit reads its tensors, the step and its directions are the
+        record's."""
+        prop = self.propagator
+        site = prop.site_of(op, directions)
+        vids = set()
+        slot = prop.state.slot
+        for value in site.tensors if site is not None else ():
+            s = slot(value)
+            vids.add(s.vid)
+            definer = s.defining_op
+            if (definer is not None and len(definer.results) > 1
+                    and definer.name not in OWN_SHARDING_OPS
+                    and definer.name not in COMPUTATION_OPS):
+                for other in definer.results:
+                    vids.add(other.vid)
+                    vids.add(slot(other).vid)
+        found = self._read_sets[op.oid] = (frozenset(vids), site)
         return found
 
     # -- one fixpoint --------------------------------------------------------------
@@ -355,7 +355,8 @@ class Replay:
         r_first, r_top = rec.first_id, rec.top
         visit, order, reads, read_sets = prop._visit, prop.erase_order, self._reads, self._read_sets
         state = prop.state
-        get, values, sites = state.get, state._value, prop._sites
+        get, take, ready = state.get, prop._take, self._ready
+        replayed = 0
         i = 0                      # aligned: the record's next pop
         aligned = True
         since = 0                  # diverged: the record's pop where it diverged
@@ -379,19 +380,16 @@ class Replay:
                     i += 1
                     continue   # erased in both runs
                 if flag == 0 and diff.isdisjoint((read_sets.get(oid) or reads(op, directions))[0]):
-                    self.replayed += 1
-                    # (the site as last looked up: its directions are the step's
-                    # business, and the step is the record's)
-                    site = sites.get(oid, sites)
-                    if site is sites:
-                        site = prop.site_of(op, directions)
+                    replayed += 1
+                    site = read_sets[oid][1]
                     if site is not None:
-                        if not values.keys() >= read_sets[oid][1]:
+                        if oid not in ready:   # (read as the visit reads them)
                             for value in site.tensors:
                                 get(value)
+                            ready.add(oid)
                         cause = r_causes[i]
                         if cause is not None:
-                            prop._take(op, site, cause.step, cause.output, applied)
+                            take(op, site, cause.step, cause.output, applied, cause)
                     n = len(stack) - depth
                     if not n and r_pushes[i] is None:
                         i += 1
@@ -443,6 +441,7 @@ class Replay:
             self._update(diff, changed, at)
             aligned, i = True, j + 1
             self.realigned += 1
+        self.replayed += replayed
         if not aligned:
             self.on = False   # D is not known: the rest of the pass runs for real
         self.diff = diff
