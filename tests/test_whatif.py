@@ -186,9 +186,10 @@ def check_shortcuts(before, after, changes) -> None:
     if any(d.kind.startswith("only") for d in diffs):
         assert changes.same is None
     full = {f.function: f for f in after.audit.memory(top=0).functions}
-    assert [(fn, a) for fn, _, a in changes.memory] == [(fn, full.get(fn))
-                                                          for fn, _, _ in changes.memory]
-    assert set(full) <= {fn for fn, _, _ in changes.memory}
+    first = {f.function: f for f in before.audit.memory(top=0).functions}
+    assert [(fn, b, a) for fn, b, a in changes.memory] == [(fn, first.get(fn), full.get(fn))
+                                                           for fn, _, _ in changes.memory]
+    assert set(full) | set(first) == {fn for fn, _, _ in changes.memory}
 
 
 def _check_conflicts(before, after, changes) -> None:

@@ -140,7 +140,8 @@ def test_masked_text_keeps_everything_but_shardings():
 def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, value, sharding):
     """A what-if that changes shardings only takes its diff and memory from the ops
     whose attributes differ: the edited output's signatures and memory table are
-    never made (and both equal the full computations, check_shortcuts)."""
+    never made, nor the first's memory table (its totals come from its signatures'
+    walk; all equal the full computations, check_shortcuts)."""
     import sdy_dl.audit.diff as diff
     import sdy_dl.audit.memory as memory
     from test_whatif import check_shortcuts
@@ -163,9 +164,9 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
     assert changes.changed and changes.memory
     assert changes.same is not None
     assert made["signatures"] == [before.audit.module]
-    assert made["memory"] == [before.audit]
+    assert made["memory"] == []   # (both from the first's signatures)
     again, more = before.whatif(set={value: sharding})
-    assert made["signatures"] == [before.audit.module] and made["memory"] == [before.audit]
+    assert made["signatures"] == [before.audit.module] and made["memory"] == []
     assert [d.to_json() for d in more.changed] == [d.to_json() for d in changes.changed]
     check_shortcuts(before, after, changes)
 
@@ -188,7 +189,7 @@ def test_whatif_with_structural_change_takes_what_twin_ops_share(monkeypatch, na
     changes.lines()
     changes.to_json()
     assert changes.same is None and any(d.kind != "different" for d in changes.changed)
-    assert made == [before.audit] and "outputs" not in vars(after.audit)
+    assert made == [] and "outputs" not in vars(after.audit)
     assert after.audit.whatif_memo._signatures.twins
     check_shortcuts(before, after, changes)
 
@@ -307,3 +308,37 @@ def test_random_edits_equal_the_computations_from_scratch(name, seed):
         assert after.text == propagate(after.edited_input, engine="python").text
         check_shortcuts(start, after, changes)
         _check_conflicts(start, after, changes)
+
+
+@pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers", "shard_map"])
+def test_input_values_read_alone_are_the_tables(name):
+    """Input values looked up before the input's value table is made (a what-if
+    resolves one edit) have the places, names and annotations the table gives
+    them; a block argument past its op's first block is read from the table."""
+    from test_whatif import program
+
+    from sdy_dl.audit.naming import InputIndex, ValueTable
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.storage import read_stored
+
+    index = InputIndex(parse_module_text(program(name), "m.mlir"))
+    with mlir_context():
+        keys = list(ValueTable(index.copy(), None).places)   # (the same keys, another copy)
+        alone = {key: index._place_alone(key) for key in keys}
+        later = [key for key in keys if alone[key] is None]
+        records = {key: index.get(key) for key in keys if key not in later}
+        main = index.main
+        assert any(p is not None and p[3] for p in alone.values())
+        assert index._table is None
+        table = index.table
+        assert main == table.main and set(table.places) == set(keys)
+        for key in keys:
+            if key in later:
+                continue
+            assert alone[key][0] == table.places[key][0] and alone[key][1] == table.places[key][1]
+            assert alone[key][2:] == table.places[key][2:], key
+            assert records[key].names == table.names.names[key], key
+            owner, _, i, is_arg = table.places[key]
+            stored = read_stored(owner, i, is_arg)
+            assert records[key].sharding == (stored.to_text() if stored is not None else None)
+        assert later if name == "while_loop" else True   # (its body's arguments)

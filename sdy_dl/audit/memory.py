@@ -387,41 +387,44 @@ class _Layout:
             out = []
             for *place, value_key, value_type, r in entries:
                 if value_key in shardings:
-                    r = rows.row(r.out, value_type, shardings[value_key], r.op)
+                    r = rows.row(r.out, value_type, shardings[value_key], r.op, r.function)
                 out.append((*place, value_key, value_type, r))
             return out
         return _Layout(self.function, remade(self.arguments), remade(self.intermediates),
-                       remade(self.results))
+                       remade(self.results), self.names)
 
 
-def functions_with_shardings(audit, table: MemoryTable, shardings: dict) -> list[FunctionMemory]:
+def functions_with_shardings(audit, layouts: list, shardings: dict) -> list[FunctionMemory]:
     """The per-function rows of ``audit``'s output with the values in ``shardings``
     (value key or function result name -> sharding) sharded so instead: the memory
-    of a module of the same structure and types (``table``: ``audit``'s memory)."""
+    of a module of the same structure and types (``layouts``: ``audit``'s, a
+    :class:`MemoryTable`'s or :func:`signature_layouts`')."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
         rows = _Builder(audit)
-        return [layout.with_shardings(rows, shardings).totals() for layout in table.layouts]
+        return [layout.with_shardings(rows, shardings).totals() for layout in layouts]
 
 
-def functions_like(audit, signatures, first: MemoryTable) -> list[FunctionMemory]:
-    """The per-function rows of ``audit``'s output, as :func:`memory_table` makes them,
-    from its :class:`~sdy_dl.audit.diff.Signatures` made like those of a first output
-    whose memory table is ``first`` (a what-if's output whose structure is not the
-    first's): a value stored at the same place of a twin op (every attribute the
-    same) with the same type has the first's row; the other values' rows are made,
-    and every value's last use is where ``signatures`` saw it used."""
+def signature_layouts(audit, signatures, first: list | None = None) -> list["_Layout"]:
+    """Each function's layout of ``audit``'s output (its rows and where they are live),
+    as :func:`memory_table` makes them, read from the walk its
+    :class:`~sdy_dl.audit.diff.Signatures` made (``signatures``: each value's site
+    and last use; no output index).  ``first``: the layouts of the output whose
+    signatures ``signatures`` was made like (a what-if's first output): a value
+    stored at the same place of a twin op (every attribute the same) with the
+    same type has the first's row, a twin function the first's arguments and
+    results; the other rows are made."""
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import func_result_types, symbol_name
     from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
     from sdy_dl.audit.collectives import COLLECTIVE_OPS
 
-    like, table = signatures.like, signatures.table
-    twins, last_use, by_op, sites = (signatures.twins, signatures.last_use, signatures.by_op,
-                                     signatures.sites)
-    first_layouts = {x.function: x for x in first.layouts}
-    first_rows = {key: (value_type, r) for x in first.layouts
+    table = signatures.table
+    twins = signatures.twins if first is not None else {}
+    last_use, by_op, sites = signatures.last_use, signatures.by_op, signatures.sites
+    first_layouts = {x.function: x for x in first or ()}
+    first_rows = {key: (value_type, r) for x in first or ()
                   for *_, key, value_type, r in x.intermediates}
     ops, main = table.ops, table.main
     ends = signatures.top_level[1:] + [len(ops)]
@@ -433,8 +436,7 @@ def functions_like(audit, signatures, first: MemoryTable) -> list[FunctionMemory
             if func.name != "func.func" or not len(func.regions[0].blocks):
                 continue
             label = "main" if func == main else f"@{symbol_name(func)}"
-            twin = twins.get(start)
-            known = first_layouts.get(label) if twin is not None else None
+            known = first_layouts.get(label) if start in twins else None
             if known is not None:   # the same arguments and results (types and shardings)
                 arguments, results = known.arguments, known.results
             else:
@@ -480,8 +482,7 @@ def functions_like(audit, signatures, first: MemoryTable) -> list[FunctionMemory
                     last = last_use.get(value)
                     intermediates.append((i, max(i, last - start - 1) if last is not None else i,
                                           value, value_type, r))
-            out.append(_Layout(label, arguments, intermediates, results,
-                               names=signatures.name).totals())
+            out.append(_Layout(label, arguments, intermediates, results, names=signatures.name))
     return out
 
 

@@ -466,22 +466,85 @@ class InputIndex:
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.storage import read_stored
 
-        table = self.table
         record = None
         with mlir_context():
-            place = table.places.get(key)
+            place = self.place(key)
             if place is not None:
                 owner, value, index, is_arg = place
                 stored = read_stored(owner, index, is_arg)
-                paths = _arg_paths(value.location) if is_arg and owner == table.main else []
+                paths = _arg_paths(value.location) if is_arg and owner == self.main else []
                 where = f"argument {paths[0]}" if paths else (owner.location, self.file)
-                record = InputValue(table.names.names[key],
+                record = InputValue(self._names_of(key, place),
                                     stored.to_text() if stored is not None else None,
-                                    owner.name, where,
-                                    ssa=table.names if key in table.names.pending else None,
-                                    index=self, key=key)
+                                    owner.name, where, index=self, key=key)
         self._records[key] = record
         return record
+
+    @property
+    def main(self):
+        """The input's main function (raw op; None: none)."""
+        if self._table is not None:
+            return self._table.main
+        if not hasattr(self, "_main"):
+            from sdy_dl.ir.context import mlir_context
+
+            with mlir_context():
+                self._main = main_of([op.operation for op in
+                                      self._snapshot.regions[0].blocks[0].operations
+                                      if op.operation.name == "func.func"])
+        return self._main
+
+    def place(self, key: tuple) -> tuple | None:
+        """The place of the input value ``key`` (:attr:`ValueTable.places`): read from the
+        table when it is made, else from the op the key numbers alone (a what-if's
+        edit looks up one value; the table names every value)."""
+        if self._table is None:
+            found = self._place_alone(key)
+            if found is not None:
+                return found
+        return self.table.places.get(key)
+
+    def _place_alone(self, key: tuple) -> tuple | None:
+        """:meth:`place` read from op N alone (None: not so read)."""
+        from sdy_dl.ir.walk import walk_pre
+
+        if not hasattr(self, "_ops"):
+            self._ops = walk_pre(self._snapshot)[1:]   # (the order that numbers them)
+        tag, index = key
+        head, _, k = tag[1:].partition(".")
+        n = int(head)
+        if not 0 <= n < len(self._ops):
+            return None
+        mop = self._ops[n]
+        if tag.startswith("o"):
+            results = mop.results
+            return (mop, results[index], index, False) if 0 <= index < len(results) else None
+        k, regions = int(k), mop.regions
+        if len(regions) and len(regions[0].blocks):
+            args = regions[0].blocks[0].arguments
+            if k < len(args):   # (keys of later blocks count the values before them too)
+                return mop, args[k], args[k].arg_number, True
+        return None
+
+    def _names_of(self, key: tuple, place: tuple) -> list[str]:
+        """The names :class:`ValueTable` gives the value ``key`` at ``place`` (the input's
+        names are never qualified: no line is read)."""
+        if self._table is not None:
+            return self._table.names.names[key]
+        from sdy_dl.ir.model import AsmNames
+
+        owner, value, _, is_arg = place
+        top = owner
+        while top.parent is not None and top.parent.name != "builtin.module":
+            top = top.parent
+        prefix = ("" if top.name != "func.func" or top == self.main
+                  else f"@{symbol_name(top)}:")
+        if not hasattr(self, "_asm"):
+            self._asm = AsmNames(self._snapshot)
+        names = [prefix + value.get_name(self._asm.get())]
+        if is_arg and owner.name == "func.func":
+            names.append(f"{prefix}arg:{value.arg_number}")
+        return names
 
     def related(self, key: tuple) -> list[InputValue]:
         """:attr:`InputValue.related` of the value ``key``."""

@@ -320,9 +320,8 @@ def _input_value_info(audit, key) -> tuple[int, object]:
     from sdy_dl.ir.mlir_ops import tensor_rank
     from sdy_dl.ir.storage import read_stored
 
-    table = audit.inputs.table
-    owner, value, index, is_arg = table.places[key]
     with mlir_context():
+        owner, value, index, is_arg = audit.inputs.place(key)
         return tensor_rank(value.type), read_stored(owner, index, is_arg)
 
 
@@ -331,8 +330,7 @@ def _main_result_target(audit, index: int) -> _Target:
     from sdy_dl.ir.mlir_ops import func_result_types, tensor_rank
     from sdy_dl.ir.storage import read_func_attr
 
-    table = audit.inputs.table
-    main = table.main
+    main = audit.inputs.main
     with mlir_context():
         types = func_result_types(main)
         if index >= len(types):
@@ -588,7 +586,7 @@ def whatif(audit, edits: list[Edit]):
 
 class _Memo:
     """What a propagation's what-ifs reuse: its own signatures and masked text (for
-    the diff), memory table, collective ledger and each op's last step, and,
+    the diff), its functions' memory layouts, collective ledger and each op's last step, and,
     shared by the what-ifs made from it, the conflicts of each step input
     (``steps``: meshes' text -> {StepInput: the conflicts' (factors, axis, kind,
     kept axes)}; a step's conflicts depend only on its input and the meshes)."""
@@ -597,7 +595,7 @@ class _Memo:
         self.steps = steps if steps is not None else {}
         self._signatures = None
         self._masked = None
-        self.memory = None
+        self.layouts = None
         self.ledger = None
         self.last_steps = None
 
@@ -716,15 +714,15 @@ def _memory(before, after, same=None) -> list:
     structure (the after rows are the before rows with those values' remade); else
     the after rows are the before rows of the values the after output's signatures
     (made like the before output's) find on twin ops, and the others' made."""
-    from sdy_dl.audit.memory import functions_like, functions_with_shardings
+    from sdy_dl.audit.memory import functions_with_shardings, signature_layouts
 
     b = {f.function: f for f in _functions_memory(before)}
     first = _Memo.of(before)
     like = _Memo.of(after)._signatures
     if same is not None:
-        rows = functions_with_shardings(before, first.memory, same.shardings)
+        rows = functions_with_shardings(before, first.layouts, same.shardings)
     elif like is not None and like.like is first._signatures:
-        rows = functions_like(after, like, first.memory)
+        rows = [x.totals() for x in signature_layouts(after, like, first.layouts)]
     else:
         rows = _functions_memory(after)
     a = {f.function: f for f in rows}
@@ -732,11 +730,15 @@ def _memory(before, after, same=None) -> list:
 
 
 def _functions_memory(audit) -> list:
-    """The per-function rows of ``audit``'s memory table (the table kept for later what-ifs)."""
+    """The per-function rows of ``audit``'s memory table, from its functions' layouts
+    (:func:`~sdy_dl.audit.memory.signature_layouts` of its signatures, kept for later
+    what-ifs)."""
+    from sdy_dl.audit.memory import signature_layouts
+
     memo = _Memo.of(audit)
-    if memo.memory is None:
-        memo.memory = audit.memory(top=0)
-    return memo.memory.functions
+    if memo.layouts is None:
+        memo.layouts = signature_layouts(audit, memo.signatures(audit))
+    return [x.totals() for x in memo.layouts]
 
 
 def _ledger_entries(audit) -> list:
