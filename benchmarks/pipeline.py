@@ -46,7 +46,9 @@ counts of ``SIZES``, then times whole processes on each module file:
   edits: the first main argument sharded ``[{"model"}, {}]`` moved to ``[{},
   {"model"}]`` (a weight: a near-global change), and the same for the last such
   argument (an optimizer moment: a few values change); each with the steps the
-  what-if evaluated and whether it started from the imported module.
+  what-if evaluated, whether it started from the imported module and how many
+  of its fixpoint visits it replayed from the first run's and ran
+  (``sdy_dl.propagation.replay``).
 
 Runs are interleaved (every tool once per round, ``--runs`` rounds); the table
 gives medians of wall time and of CPU time (user + system, which a busy
@@ -171,6 +173,8 @@ print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
                   "changed": len(changes.changed), "same": full == after.text,
                   "new_steps": new_steps, "steps": steps,
                   "imported": getattr(after.audit, "import_reused", False),
+                  "replayed": getattr(getattr(after.audit, "replay", None), "replayed", 0),
+                  "run": getattr(getattr(after.audit, "replay", None), "run", 0),
                   "stage_cpu": stage_cpu}))
 """
 
@@ -200,7 +204,8 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str) -> 
     return {"label": label, "rounds": rounds, "median": med, "ratio": ratio, "cpu_ratio": cpu_ratio,
             "stages": stages, "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
             "changed": rounds[0]["changed"], "new_steps": rounds[0]["new_steps"],
-            "steps": rounds[0]["steps"], "imported": rounds[0]["imported"]}
+            "steps": rounds[0]["steps"], "imported": rounds[0]["imported"],
+            "replayed": rounds[0].get("replayed", 0), "run": rounds[0].get("run", 0)}
 
 
 def stage_line(stages: dict) -> str:
@@ -663,7 +668,8 @@ def main(argv=None) -> int:
             m = w["median"]
             print(f"  whatif ({edit}: {w['value']} edited, {w['changed']} values changed, "
                   f"{w['new_steps']} steps evaluated beside the first run's {w['steps']}, "
-                  f"{'from the imported module' if w['imported'] else 'import stages run'}): "
+                  f"{'from the imported module' if w['imported'] else 'import stages run'}, "
+                  f"{w['replayed']} fixpoint visits replayed and {w['run']} run): "
                   f"audit {m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
                   f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x wall, "
                   f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); identical: "

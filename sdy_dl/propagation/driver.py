@@ -182,7 +182,7 @@ class Propagator:
         elif recorder is not None:
             recorder.fixpoint(self, worklist, directions, applied, progress)
         else:
-            visit = self._visit
+            visit = self._visitor(directions, applied)
             # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
             stack, pending = worklist._stack, worklist._pending
             visits = 0
@@ -192,57 +192,63 @@ class Propagator:
                 visits += 1
                 if visits % 512 == 0:
                     progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-                visit(op, directions, applied)
+                visit(op)
         self._worklist = None
 
-    def _visit(self, op: Op, directions: DirectionFn, applied: set) -> object:
-        """Process popped ``op``: erase it if dead, else evaluate and apply its step.
-        Returns the provenance cause the visit recorded (None: none)."""
-        oid = op.oid
-        if oid in self.erased:
-            return None
-        dies = self._may_die.get(oid)
-        if dies is None:
-            dies = self._may_die_of(op)
-        if dies and _unused(op.results, self.live_uses):
-            self._current = None
-            self._erase(op)
-            return None
-        sites = self._sites
-        if sites.get(oid, op) is None:
-            return None   # no site (and alive): nothing to do
-        state = self.state
-        quiet = self._quiet.get(oid)
-        if (quiet is not None and quiet[3] is None
-                and state.unchanged_since(quiet[0].tensors, quiet[2])):
-            return None   # still no tensor with a sharding: nothing to propagate
-        site = self.site_of(op, directions)
-        if site is None:
-            return None
+    def _visitor(self, directions: DirectionFn, applied: set) -> Callable[[Op], object]:
+        """``visit(op)``: process popped ``op`` in this fixpoint (erase it if dead, else
+        evaluate and apply its step); returns the provenance cause the visit
+        recorded (None: none).  What every visit reads is bound once."""
+        erased, may_die, may_die_of, live_uses = (self.erased, self._may_die, self._may_die_of,
+                                                  self.live_uses)
+        sites, quiet_of, site_of, memo, take = (self._sites, self._quiet, self.site_of,
+                                                self._memo, self._take)
+        state, strategy = self.state, self.strategy   # (speculation swaps the state back)
         tracer = state.tracer
-        memo = self._memo
-        if (quiet is not None and quiet[0] is site and quiet[1] == self.strategy
-                and state.unchanged_since(site.tensors, quiet[2])):
-            # The same step input as when it last changed nothing: the same
-            # (empty) output.  Provenance still records the visit.
-            if tracer is not None and quiet[3] is not None:
-                kind, title, detail, keys, shardings = self._describe(op, site, quiet[3])
-                tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
-                             step=quiet[3], output=memo[quiet[3]],
-                             strategy=self.strategy, phase=self.phase)
-                cause = tracer.current
-                tracer.end()
-                return cause
-            return None
-        step = self._step_input(site)
-        if step is None:
-            self._quiet[oid] = (site, self.strategy, state.clock, None)
-            return None
-        output = memo.get(step)
-        if output is None:
-            self._evaluate_batch(step, site, directions)
-            output = memo[step]
-        return self._take(op, site, step, output, applied)
+
+        def visit(op: Op) -> object:
+            oid = op.oid
+            if oid in erased:
+                return None
+            dies = may_die.get(oid)
+            if dies is None:
+                dies = may_die_of(op)
+            if dies and _unused(op.results, live_uses):
+                self._current = None
+                self._erase(op)
+                return None
+            if sites.get(oid, op) is None:
+                return None   # no site (and alive): nothing to do
+            quiet = quiet_of.get(oid)
+            if (quiet is not None and quiet[3] is None
+                    and state.unchanged_since(quiet[0].tensors, quiet[2])):
+                return None   # still no tensor with a sharding: nothing to propagate
+            site = site_of(op, directions)
+            if site is None:
+                return None
+            if (quiet is not None and quiet[0] is site and quiet[1] == strategy
+                    and state.unchanged_since(site.tensors, quiet[2])):
+                # The same step input as when it last changed nothing: the same
+                # (empty) output.  Provenance still records the visit.
+                if tracer is not None and quiet[3] is not None:
+                    kind, title, detail, keys, shardings = self._describe(op, site, quiet[3])
+                    tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
+                                 step=quiet[3], output=memo[quiet[3]],
+                                 strategy=strategy, phase=self.phase)
+                    cause = tracer.current
+                    tracer.end()
+                    return cause
+                return None
+            step = self._step_input(site)
+            if step is None:
+                quiet_of[oid] = (site, strategy, state.clock, None)
+                return None
+            output = memo.get(step)
+            if output is None:
+                self._evaluate_batch(step, site, directions)
+                output = memo[step]
+            return take(op, site, step, output, applied)
+        return visit
 
     def _take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
               applied: set, like=None) -> object:
@@ -251,8 +257,10 @@ class Propagator:
         ``like``: the cause another propagation of this module recorded for the
         same visit (a replayed one, ``propagation.replay``), recorded again here."""
         state = self.state
+        changes = True
         if not any(output.operands) and not any(output.results):
             self._quiet[op.oid] = (site, self.strategy, state.clock, step)
+            changes = False
         elif (op.oid, step) in applied:
             raise _no_fixpoint(op)
         else:
@@ -268,7 +276,7 @@ class Propagator:
             tracer.begin(kind, title, detail, keys=keys, shardings=shardings, op=op,
                          step=step, output=output, strategy=self.strategy, phase=self.phase)
             cause = tracer.current
-        if (op.oid, step) in applied:   # (an output that changes nothing writes nothing)
+        if changes:   # (an output that changes nothing writes nothing)
             self._apply(site, output)
         if tracer is not None:
             tracer.end()

@@ -10,11 +10,11 @@ of being worked out again, without changing the order of anything.
 **The record** (:class:`PassTrace`, filled by :meth:`PassTrace.fixpoint` in the
 first run): the write log of the whole pass (every ``(vid, sharding)`` stored,
 in order, with each slot's sharding as first read) and, per fixpoint, its
-phase and strategy, the ops erased before it, its initial stack, and per pop
-the op popped, whether it was erased already or died, the provenance cause
-its visit recorded, where its writes end in the log, the ops it pushed and
-the ids of the stack's entries (every entry gets a number: the initial ones
-0..n-1, each push the next; ``top`` is the top entry's id after the pop).
+phase and strategy, the ops erased before it, its initial stack, per pop the
+provenance cause its visit recorded and, for the pops that did so, the ops
+it pushed, where its writes end in the log and the ops it erased.  Every
+stack entry has an id: the initial ones 0..n-1, each push the next
+(``FixpointTrace.top``: the top entry's id after each pop).
 
 **Why a replayed visit is the visit.**  A visit of op X reads: whether X is
 erased and the live uses of its results (the erased set), the op-priority
@@ -32,14 +32,18 @@ enough).  If X's reads miss ``D``, B's visit reads exactly what the first
 run's did, so it does exactly what it did: the same step input (the
 recorded cause's), the same output, writes, pushes and provenance.  Replay
 then makes those effects through the same code (``Propagator._take``: the
-quiet-cache entry or the ``applied`` pair, the tracer's record, the writes
-with their notifications, so the pushes are the real ones; they are compared
-with the record's, as the order of notifications is the order of the
-module's use lists, which a copy of a module need not keep), and keeps what
-a real visit leaves behind although it changes no sharding: the site is
-looked up (its rule, ``visited_rules``, the tracer's ops without a rule) and
-the site tensors read (the tracer's initial shardings).  What it skips is
-the search for the step: the dead-op test, the quiet checks, building and
+quiet-cache entry or the ``applied`` pair, the tracer's record, which is the
+recorded cause with this run's keys and op description
+(``ProvenanceTracer.begin_like``), the writes with their notifications, so
+the pushes are the real ones; they are compared with the record's, as the
+order of notifications is the order of the module's use lists, which a copy
+of a module need not keep).  It keeps what a real visit leaves behind
+although it changes no sharding: the op's site is looked up (its rule,
+``visited_rules``, the tracer's ops without a rule; the site found first is
+used from then on, as its directions only go into the step, which is the
+record's) and the site tensors are read before the visit writes any (the
+tracer's initial shardings, a dict read by key).  What it skips is the
+search for the step: the dead-op test, the quiet checks, building and
 hashing the step input, the memo.  The invariants hold after the visit,
 with ``D`` unchanged (its writes are site tensors, outside ``D``).
 
@@ -66,44 +70,69 @@ popping them does nothing, see ``Propagator._fixpoint``), with ``D``
 updated over the writes made since the last fixpoint ended.  The first
 fixpoint's ``D`` starts from the main arguments whose stored sharding is not
 the one the first run read.  Anything else (sharding groups, no tracer, a
-pass with another name, a fixpoint that does not match) runs for real and
-ends replay for the pass.
+pass with another name or another number of ops or values, a fixpoint that
+does not match) runs for real and ends replay for the pass; so does a
+replay in which more than ``DIFF_LIMIT`` values differ, from that visit on
+(visits that read them run for real, at more cost than in a plain
+fixpoint).  The op
+priorities' static parts and decisions, functions of the module's structure
+and rules, are the record's too (:meth:`PassTrace.share_priorities`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from sdy_dl.ir.storage import is_shardable, stored_sharding
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
+
+#: Replay stops for the pass when more values than this differ: a visit that reads
+#: one runs for real, and costs more in a replay than in a plain fixpoint.
+DIFF_LIMIT = 256
 
 #: Not read and not written (the sharding stored in the module).
 _STORED = object()
 
 
 class FixpointTrace:
-    """One fixpoint of a recorded pass (see the module docstring)."""
+    """One fixpoint of a recorded pass (see the module docstring): per pop its cause,
+    and, only for the pops that did so, the pushes, the writes and the erasures."""
 
-    __slots__ = ("phase", "strategy", "erased", "initial", "log_start", "ops", "flags",
-                 "causes", "log_end", "pushes", "first_id", "top", "erasures")
+    __slots__ = ("phase", "strategy", "erased", "initial", "log_start", "causes", "pushes",
+                 "wrote", "log_len", "erasures", "_top")
 
     def __init__(self, phase: str, strategy: str, erased: frozenset, initial: list[int],
                  log_start: int):
         self.phase, self.strategy, self.erased = phase, strategy, erased
         self.initial = initial           # the initial stack, bottom first, as op numbers
         self.log_start = log_start       # the pass's write log length when it began
-        self.ops: list[int] = []         # per pop: the op popped
-        self.flags: list[int] = []       # 0 visited, 1 erased before, 2 erased ops
-        self.causes: list = []           # the provenance cause recorded (None: none)
-        self.log_end: list[int] = []     # the write log's length after the pop
-        self.pushes: list = []           # the ops pushed (a tuple; None: none)
-        self.first_id: list[int] = []    # the id of the first push
-        self.top: list[int] = []         # the id of the top entry after the pop (-1: empty)
+        self.causes: list = []           # per pop: the provenance cause recorded (None: none)
+        self.pushes: dict[int, tuple] = {}     # pop -> (id of its first push, ops pushed)
+        self.wrote: list[int] = []       # the pops that wrote, in order ...
+        self.log_len: list[int] = []     # ... and the write log's length after each
         self.erasures: dict[int, tuple] = {}   # pop -> the ops it erased, in order
+        self._top: list[int] | None = None
 
     def log_after(self, i: int) -> int:
         """The write log's length after pop ``i`` (-1: before the first)."""
-        return self.log_end[i] if i >= 0 else self.log_start
+        k = bisect_right(self.wrote, i)
+        return self.log_len[k - 1] if k else self.log_start
+
+    @property
+    def top(self) -> list[int]:
+        """Per pop, the id of the stack's top entry after it (-1: empty), worked out
+        from the pushes when first asked for (only a replay that diverged asks)."""
+        if self._top is None:
+            ids = list(range(len(self.initial)))
+            top, pushes = [], self.pushes
+            for i in range(len(self.causes)):
+                ids.pop()
+                pushed = pushes.get(i)
+                if pushed is not None:
+                    ids.extend(range(pushed[0], pushed[0] + len(pushed[1])))
+                top.append(ids[-1] if ids else -1)
+            self._top = top
+        return self._top
 
 
 class PassTrace:
@@ -123,6 +152,7 @@ class PassTrace:
         #: replaying propagations (:meth:`share_priorities`)
         self.priorities: tuple | None = None
         self._writes: dict | None = None
+        self.size = (0, 0)               # the module's ops and values
 
     def start(self, propagator, name: str) -> bool:
         """Record ``propagator``'s fixpoints (False: it cannot be replayed later)."""
@@ -132,6 +162,7 @@ class PassTrace:
             return False
         propagator.recorder = self
         propagator.state.log, propagator.state.read0 = self.log, self.read0
+        self.size = (len(propagator.module.ops), len(propagator.module.values))
         return True
 
     def share_priorities(self, propagator, static: dict, decided: dict) -> tuple[dict, dict]:
@@ -146,7 +177,8 @@ class PassTrace:
                 self.priorities = (static, decided, propagator._rules, propagator.visited_rules,
                                    propagator.state.tracer.no_rule)
             return static, decided
-        if not self.usable or self.priorities is None or propagator.erased:
+        if (self.priorities is None or propagator.erased or propagator.replay is None
+                or not propagator.replay.same):
             return static, decided
         static, decided, rules, visited, no_rule = self.priorities
         propagator._rules.update(rules)
@@ -179,44 +211,36 @@ class PassTrace:
         rec = FixpointTrace(propagator.phase, propagator.strategy, frozenset(propagator.erased),
                             [op.oid for op in stack], len(self.log))
         self.fixpoints.append(rec)
-        ids = list(range(len(stack)))
         next_id = len(stack)
-        log, erased, order, visit = self.log, propagator.erased, propagator.erase_order, \
-            propagator._visit
-        ops, flags, causes, log_end = rec.ops, rec.flags, rec.causes, rec.log_end
-        pushes, first_id, top = rec.pushes, rec.first_id, rec.top
-        visits = 0
+        log, erased, order = self.log, propagator.erased, propagator.erase_order
+        visit = propagator._visitor(directions, applied)
+        causes, pushes = rec.causes, rec.pushes
+        written = len(log)
+        visits = i = 0
         while stack:
             op = stack.pop()
             oid = op.oid
             pending.discard(oid)
-            ids.pop()
             visits += 1
             if visits % 512 == 0:
                 progress(visits, len(stack), propagator.steps_evaluated, propagator.engine_calls)
             depth = len(stack)
             if oid in erased:
-                flag, cause = 1, None
+                causes.append(None)
             else:
                 before = len(order)
-                cause = visit(op, directions, applied)
-                flag = 0
+                causes.append(visit(op))
                 if len(order) != before:
-                    flag = 2
-                    rec.erasures[len(ops)] = tuple(order[before:])
-            ops.append(oid)
-            flags.append(flag)
-            causes.append(cause)
-            log_end.append(len(log))
-            first_id.append(next_id)
-            n = len(stack) - depth
-            if n:
-                pushes.append(tuple([o.oid for o in stack[depth:]]))
-                ids.extend(range(next_id, next_id + n))
-                next_id += n
-            else:
-                pushes.append(None)
-            top.append(ids[-1] if ids else -1)
+                    rec.erasures[i] = tuple(order[before:])
+                if len(stack) != depth:
+                    pushed = tuple([o.oid for o in stack[depth:]])
+                    pushes[i] = (next_id, pushed)
+                    next_id += len(pushed)
+                if len(log) != written:
+                    written = len(log)
+                    rec.wrote.append(i)
+                    rec.log_len.append(written)
+            i += 1
 
 
 class ReplayOf:
@@ -239,8 +263,12 @@ class Replay:
         self.propagator = propagator
         self.log: list[tuple] = []       # this run's writes, as the record's
         propagator.state.log = self.log
-        self.on = trace.done and trace.usable and propagator.state.tracer is not None \
-            and not propagator.groups.by_vid
+        module = propagator.module
+        #: the record is of this module's pass, complete and replayable
+        self.same = (trace.done and trace.usable and propagator.state.tracer is not None
+                     and not propagator.groups.by_vid
+                     and trace.size == (len(module.ops), len(module.values)))
+        self.on = self.same
         self.next = 0                    # the record's next fixpoint
         self.diff: set[int] | None = None   # D at the end of the last fixpoint
         self.edited: set[int] = set()    # slots whose stored shardings differ
@@ -351,10 +379,10 @@ class Replay:
         pending = worklist._pending = set(rec.initial)
         ids = list(range(len(stack)))
         fresh = -1
-        r_ops, r_flags, r_causes, r_pushes = rec.ops, rec.flags, rec.causes, rec.pushes
-        r_first, r_top = rec.first_id, rec.top
-        visit, order, reads, read_sets = prop._visit, prop.erase_order, self._reads, self._read_sets
-        state = prop.state
+        r_causes, r_pushes, r_erasures = rec.causes, rec.pushes, rec.erasures
+        visit = prop._visitor(directions, applied)
+        order, reads, read_sets = prop.erase_order, self._reads, self._read_sets
+        state, erased = prop.state, prop.erased
         get, take, ready = state.get, prop._take, self._ready
         replayed = 0
         i = 0                      # aligned: the record's next pop
@@ -373,13 +401,14 @@ class Replay:
                 progress(visits, len(stack), prop.steps_evaluated, prop.engine_calls)
             depth = len(stack)
             if aligned:
-                if r_ops[i] != oid:
-                    raise AssertionError("replay lost its alignment")
-                flag = r_flags[i]
-                if flag == 1:
+                if oid in erased:
                     i += 1
                     continue   # erased in both runs
-                if flag == 0 and diff.isdisjoint((read_sets.get(oid) or reads(op, directions))[0]):
+                cause = r_causes[i]
+                if cause is not None and cause.title != op.name:
+                    raise AssertionError("replay lost its alignment")
+                if (i not in r_erasures
+                        and diff.isdisjoint((read_sets.get(oid) or reads(op, directions))[0])):
                     replayed += 1
                     site = read_sets[oid][1]
                     if site is not None:
@@ -387,31 +416,34 @@ class Replay:
                             for value in site.tensors:
                                 get(value)
                             ready.add(oid)
-                        cause = r_causes[i]
                         if cause is not None:
                             take(op, site, cause.step, cause.output, applied, cause)
                     n = len(stack) - depth
-                    if not n and r_pushes[i] is None:
+                    pushed = r_pushes.get(i)
+                    if not n and pushed is None:
                         i += 1
                         continue
                     # (the same ops notified, in the order of this module's use lists)
-                    same = tuple([o.oid for o in stack[depth:]]) == r_pushes[i]
+                    same = pushed is not None and tuple([o.oid for o in stack[depth:]]) == pushed[1]
                     erased_now = False
                 else:
                     self.run += 1
                     before, written = len(order), len(log)
-                    visit(op, directions, applied)
+                    visit(op)
                     at = rec.log_after(i)
                     changed = {v for v, _ in log[written:]}
                     changed.update(v for v, _ in trace.log[rec.log_after(i - 1):at])
                     self._update(diff, changed, at)
                     n = len(stack) - depth
-                    erased_now = len(order) != before or i in rec.erasures
-                    same = ((tuple([o.oid for o in stack[depth:]]) or None) == r_pushes[i]
-                            and tuple(order[before:]) == rec.erasures.get(i, ()))
+                    if len(diff) > DIFF_LIMIT:
+                        break
+                    pushed = r_pushes.get(i)
+                    erased_now = len(order) != before or i in r_erasures
+                    same = (tuple([o.oid for o in stack[depth:]]) == (pushed[1] if pushed else ())
+                            and tuple(order[before:]) == r_erasures.get(i, ()))
                 if same:
                     if n:
-                        ids.extend(range(r_first[i], r_first[i] + n))
+                        ids.extend(range(pushed[0], pushed[0] + n))
                 else:
                     aligned = False
                     since, mark, erased_since = i, len(log), erased_now
@@ -423,7 +455,7 @@ class Replay:
             # diverged: run for real until the stacks are equal again
             self.run += 1
             before = len(order)
-            visit(op, directions, applied)
+            visit(op)
             erased_since = erased_since or len(order) != before
             n = len(stack) - depth
             ids.extend(range(fresh, fresh - n, -1))
@@ -431,20 +463,29 @@ class Replay:
             top = ids[-1] if ids else -1
             if erased_since or (ids and top < 0):
                 continue
-            j = r_top.index(top, since)
-            if any(since < k <= j for k in rec.erasures):
+            j = rec.top.index(top, since)
+            if any(since < k <= j for k in r_erasures):
                 erased_since = True
                 continue
             at = rec.log_after(j)
             changed = {v for v, _ in log[mark:]}
             changed.update(v for v, _ in trace.log[rec.log_after(since):at])
             self._update(diff, changed, at)
+            if len(diff) > DIFF_LIMIT:
+                break
             aligned, i = True, j + 1
             self.realigned += 1
         self.replayed += replayed
+        if stack:   # (too many values differ: the rest of the pass runs for real)
+            aligned = False
+            while stack:
+                op = stack.pop()
+                pending.discard(op.oid)
+                self.run += 1
+                visit(op)
         if not aligned:
             self.on = False   # D is not known: the rest of the pass runs for real
         self.diff = diff
-        self.trace_mark = rec.log_after(len(r_ops) - 1)
+        self.trace_mark = rec.log_after(len(r_causes) - 1)
         self.mark = len(log)
         return True
