@@ -100,11 +100,12 @@ def test_other_differences_are_no_proof(name):
                                      ("ops inserted", OPS_INSERTED), ("ops removed", OPS_REMOVED),
                                      *sorted(NOT_SHARDINGS_ONLY.items())])
 def test_signatures_like_another_module_are_its_own(name, b):
-    """Signatures taking what they can from another module's are those made alone, and
-    the diff reading twin ops' values as equal is the full diff."""
+    """Signatures made like another module's (sharing its numbers) are those made
+    alone with the same numbers, and the diff reading twin ops' values as equal is
+    the full diff."""
     a, b = _modules(A, b)
     sa = signatures(a)
-    like, alone = signatures(b, like=sa), signatures(b)
+    like, alone = signatures(b, like=sa), signatures(b, ids=sa.ids)
     assert (like.groups, like.reshards, like.sig, like.sites.keys()) == (
         alone.groups, alone.reshards, alone.sig, alone.sites.keys())
     assert diff_modules(a, b, sa, signatures_b=like) == diff_modules(a, b)
@@ -150,9 +151,9 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
     made = {"signatures": [], "memory": []}
     real_signatures, real_memory = diff.Signatures.__init__, memory._Builder.build
 
-    def counting_signatures(self, module, table=None, like=None):
+    def counting_signatures(self, module, table=None, like=None, ids=None):
         made["signatures"].append(module)
-        real_signatures(self, module, table, like)
+        real_signatures(self, module, table, like, ids)
 
     def counting_memory(self, top):
         made["memory"].append(self.audit)

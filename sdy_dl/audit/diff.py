@@ -13,7 +13,6 @@ is reported on its own.  Values with equal signatures pair up in order.
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import asdict, dataclass
 
 from sdy_dl.ir import Module
@@ -39,8 +38,6 @@ class Difference:
         return asdict(self)
 
 
-def _h(*parts) -> str:
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
 class Signatures:
@@ -62,22 +59,26 @@ class Signatures:
       (qualifying a name that sibling regions share reads the printed module's
       lines).
 
-    ``like``: the signatures of another module this one is mostly equal to (a
-    what-if's output and the first output): an op whose name, operands'
-    signatures and enclosing op's signature are those of an op of ``like``
-    whose attributes besides :data:`SHARDING_ATTRS` are the same attributes
-    (attributes are uniqued: a pointer's comparison) has that op's signatures,
-    taken, not hashed again; when all its attributes are the same it is that
-    op's *twin* (``twins``: op number -> ``like``'s op number), so the values
-    stored on it have the same shardings as the twin's."""
+    A signature is a number: the place of its parts (op name, the texts of the
+    attributes besides :data:`SHARDING_ATTRS`, operands' signatures, ...) in
+    ``ids`` (parts -> number), which the signatures of the modules compared
+    share: equal parts, equal numbers.
 
-    def __init__(self, module: Module, table=None, like: "Signatures | None" = None):
+    ``like``: the signatures of another module this one is mostly equal to (a
+    what-if's output and the first output), whose ``ids`` these share: an op
+    with the signature of an op of ``like`` whose sharding attributes are the
+    same attributes (uniqued: compared as objects) is that op's *twin*
+    (``twins``: op number -> ``like``'s op number): the values stored on it
+    have the twin's shardings."""
+
+    def __init__(self, module: Module, table=None, like: "Signatures | None" = None,
+                 ids: dict | None = None):
         from sdy_dl.audit.naming import ValueTable
 
         if table is None:
             table = ValueTable(module.mlir.operation, module.print)
         self.table = table
-        self.groups: dict[str, list] = {}
+        self.groups: dict[int, list] = {}
         self.reshards: list[tuple] = []
         self.sites: dict = {}
         self.by_op: dict[int, list] = {}
@@ -86,24 +87,31 @@ class Signatures:
         self.like = like
         self.last_use: dict = {}
         self.top_level: list[int] = []
-        #: value key -> its signature; (op name, operands' and enclosing op's
-        #: signatures) -> [(op number, op's own signature)] (what ``like`` reads)
-        self.sig: dict[tuple, str] = {}
-        self.by_inputs: dict[tuple, list] = {}
+        #: value key -> its signature; an op's own signature -> [(its number, its
+        #: sharding attributes)] (what ``like`` reads)
+        self.sig: dict[tuple, int] = {}
+        self.by_own: dict[int, list] = {}
         self._texts: dict = {}
-        key_of = table.key_of
-        sig = self.sig
+        self.ids = ids = like.ids if like is not None else ids if ids is not None else {}
+        key_of = table.keys.__getitem__
+        sig, by_own, twins = self.sig, self.by_own, self.twins
         region_sig: dict = {}             # op -> its own signature (for nested values)
-        groups, sites, op_of, by_inputs = self.groups, self.sites, self.op_of, self.by_inputs
-        last_use = self.last_use
-        known = like.by_inputs if like is not None else {}
-        like_ops = like.table.ops if like is not None else ()
+        groups, sites, op_of = self.groups, self.sites, self.op_of
+        last_use, by_op = self.last_use, self.by_op
+        known = like.by_own if like is not None else {}
 
-        def add(key: str, value, n: int, mop, index: int, kind: str) -> None:
+        def add(key: int, value, n: int, mop, index: int, kind: str) -> None:
             groups.setdefault(key, []).append(value)
             sites[value] = (mop, index, kind)
             op_of[value] = n
-            self.by_op.setdefault(n, []).append(value)
+            by_op.setdefault(n, []).append(value)
+
+        def twin(n: int, own: int, shardings: tuple) -> None:
+            for m, theirs in known.get(own, ()):
+                if theirs == shardings:
+                    twins[n] = m
+                    break
+            by_own.setdefault(own, []).append((n, shardings))
 
         for n, mop in enumerate(table.ops):
             func = table.enclosing[mop]
@@ -111,20 +119,17 @@ class Signatures:
                 self.top_level.append(n)
             if mop.name == "func.func" and func is mop:
                 fname = symbol_name(mop)
-                region_sig[mop] = own = _h("func", fname)
-                for m, x_own in known.get(("func.func", own), ()):
-                    if _same_attributes(like_ops[m], mop) == 2:
-                        self.twins[n] = m
-                        break
-                by_inputs.setdefault(("func.func", own), []).append((n, own))
+                region_sig[mop] = own = ids.setdefault(("func", fname), len(ids))
+                twin(n, own, _attributes(mop, True))   # (its types are attributes too)
                 body = mop.regions[0].blocks
                 for i, arg in enumerate(body[0].arguments if len(body) else ()):
                     k = key_of(arg)
-                    sig[k] = _h("arg", fname, i)
+                    sig[k] = ids.setdefault(("arg", fname, i), len(ids))
                     add(sig[k], k, n, mop, i, "arg")
                 prefix = "" if mop == table.main else f"@{fname}:"
                 for i in range(len(mop.attributes["function_type"].value.results)):
-                    add(_h("result", fname, i), f"{prefix}result:{i}", n, mop, i, "result")
+                    add(ids.setdefault(("result", fname, i), len(ids)), f"{prefix}result:{i}",
+                        n, mop, i, "result")
                 continue
             if func is None:
                 continue   # a top-level op other than a function (a mesh)
@@ -132,37 +137,29 @@ class Signatures:
             used = [key_of(v) for v in mop.operands]
             for k in used:
                 last_use[k] = n
-            operands = tuple(sig.get(k, "?") for k in used)
-            if mop.name == "sdy.reshard":
+            operands = tuple([sig.get(k, "?") for k in used])
+            name = mop.name
+            if name == "sdy.reshard":
                 k = (f"o{n}", 0)
                 sig[k] = operands[0]
                 self.reshards.append((k, operands[0]))
                 sites[k] = (mop, 0, "op")
                 op_of[k] = n
-                self.by_op.setdefault(n, []).append(k)
+                by_op.setdefault(n, []).append(k)
                 continue
-            inputs = (mop.name, operands, parent)
-            own, like_n = None, None
-            for m, x_own in known.get(inputs, ()):
-                same = _same_attributes(like_ops[m], mop)
-                if same:
-                    own, like_n = x_own, m
-                    if same == 2:
-                        self.twins[n] = m
-                    break
-            if own is None:
-                own = _h(mop.name, aligned_attrs(mop), operands, parent)
-            by_inputs.setdefault(inputs, []).append((n, own))
+            aligned, shardings = _attributes(mop, True)
+            own = ids.setdefault((name, aligned, operands, parent), len(ids))
+            twin(n, own, shardings)
             region_sig[mop] = own
             for i in range(len(mop.results)):
                 k = (f"o{n}", i)
-                sig[k] = _h(own, i) if like_n is None else like.sig[(f"o{like_n}", i)]
+                sig[k] = ids.setdefault((own, i), len(ids))
                 add(sig[k], k, n, mop, i, "op")
             for ri, region in enumerate(mop.regions):
                 for bi, block in enumerate(region.blocks):
                     for i, arg in enumerate(block.arguments):
                         k = key_of(arg)
-                        sig[k] = _h(own, ri, bi, i)
+                        sig[k] = ids.setdefault((own, ri, bi, i), len(ids))
                         add(sig[k], k, n, mop, i, "arg")
 
     @functools.cached_property
@@ -194,29 +191,29 @@ class Signatures:
 def aligned_attrs(mop) -> tuple:
     """The attributes of raw op ``mop`` that its signature holds (all but
     :data:`SHARDING_ATTRS`), as sorted (name, text) pairs."""
-    return tuple(sorted((name, str(attr)) for name, attr in mop.attributes.items()
-                        if name not in SHARDING_ATTRS))
+    return _attributes(mop, True)[0]
 
 
-def _same_attributes(x, y) -> int:
-    """2: raw ops ``x`` and ``y`` have the same attributes; 1: the same but for some of
-    :data:`SHARDING_ATTRS`; 0: otherwise, or not known (their lists differ in
-    length or order)."""
-    xs, ys = x.attributes, y.attributes
-    count = len(xs)
-    if count != len(ys):
-        return 0
-    same = 2
-    for i in range(count):
-        p, q = xs[i], ys[i]
-        name = p.name
-        if name != q.name:
-            return 0
-        if p.attr != q.attr:
-            if name not in SHARDING_ATTRS:
-                return 0
-            same = 1
-    return same
+def _attributes(mop, aligned: bool = False):
+    """Raw op ``mop``'s attributes in :data:`SHARDING_ATTRS`, as sorted (name,
+    attribute) pairs; ``aligned``: (:func:`aligned_attrs`, those)."""
+    texts = _ATTRIBUTE_TEXTS
+    out, shardings = [], []
+    for name, attr in mop.attributes.items():
+        if name in SHARDING_ATTRS:
+            shardings.append((name, attr))
+        elif aligned:
+            text = texts.get(attr)
+            if text is None:
+                text = texts[attr] = str(attr)
+            out.append((name, text))
+    shardings = tuple(sorted(shardings, key=lambda x: x[0]))
+    return (tuple(sorted(out)), shardings) if aligned else shardings
+
+
+#: Attribute -> its text (attributes are uniqued and hash as the object they are:
+#: many ops share one).
+_ATTRIBUTE_TEXTS: dict = {}
 
 
 def stored_at(mop, index: int, kind: str):
@@ -238,9 +235,10 @@ def sharding_text(sharding) -> str:
     return text
 
 
-def signatures(module: Module, table=None, like: Signatures | None = None) -> Signatures:
-    """The :class:`Signatures` of ``module`` (``like``: see :class:`Signatures`)."""
-    return Signatures(module, table, like)
+def signatures(module: Module, table=None, like: Signatures | None = None,
+               ids: dict | None = None) -> Signatures:
+    """The :class:`Signatures` of ``module`` (``like``, ``ids``: see :class:`Signatures`)."""
+    return Signatures(module, table, like, ids)
 
 
 def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, table_b=None,
@@ -255,7 +253,9 @@ def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, t
 
     with mlir_context():
         sa = signatures_a if signatures_a is not None else signatures(a)
-        sb = signatures_b if signatures_b is not None else signatures(b, table_b)
+        sb = signatures_b if signatures_b is not None else signatures(b, table_b, ids=sa.ids)
+        if sb.ids is not sa.ids:
+            raise ValueError("signatures compared must share their ids")
         twins = sb.twins if sb.like is sa else {}
         a_op, b_op = sa.op_of, sb.op_of
         a_sites, b_sites = sa.sites, sb.sites

@@ -373,9 +373,12 @@ class ValueTable:
 
     def key_of(self, value) -> tuple:
         """The key of an MLIR value of the module (``places`` read backwards)."""
-        if not hasattr(self, "_keys"):
-            self._keys = {place[1]: key for key, place in self.places.items()}
-        return self._keys[value]
+        return self.keys[value]
+
+    @functools.cached_property
+    def keys(self) -> dict:
+        """MLIR value -> its key (``places`` read backwards)."""
+        return {place[1]: key for key, place in self.places.items()}
 
     def relations(self) -> dict[tuple, list[tuple]]:
         """value key -> the keys of the annotations moved onto it (see
