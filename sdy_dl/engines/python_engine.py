@@ -109,7 +109,7 @@ class _Index(dict):
     def __missing__(self, key: IndexKey) -> dict:
         index = self[key] = {}
         self.built.setdefault(key.name, []).append(key)
-        _add(index, key.positions, self.rel[key.name])
+        _add(index, key, self.rel[key.name])
         return index
 
     def extend(self, new: dict[str, set]) -> None:
@@ -117,7 +117,7 @@ class _Index(dict):
         for name, rows in new.items():
             if rows and name in self.built:
                 for key in self.built[name]:
-                    _add(self[key], key.positions, rows)
+                    _add(self[key], key, rows)
 
 
 class IndexKey:
@@ -125,23 +125,26 @@ class IndexKey:
     object per index of a program, hashed and compared by identity (a tuple
     key would be hashed again on every lookup)."""
 
-    __slots__ = ("name", "positions")
+    __slots__ = ("name", "positions", "column", "getter")
 
     def __init__(self, name: str, positions: tuple[int, ...]):
         self.name = name
         self.positions = positions
+        #: The one key column, or None and the getter of the key's columns.
+        self.column = positions[0] if len(positions) == 1 else None
+        self.getter = None if len(positions) == 1 else itemgetter(*positions)
 
 
-def _add(index: dict, positions: tuple[int, ...], rows) -> None:
-    """Add ``rows`` to ``index``, keyed by their values at ``positions``."""
-    if len(positions) == 1:
-        p = positions[0]
+def _add(index: dict, key: IndexKey, rows) -> None:
+    """Add ``rows`` to ``index``, keyed by their values at ``key.positions``."""
+    p = key.column
+    if p is not None:
         for t in rows:
             index.setdefault(t[p], []).append(t)
     else:
-        key = itemgetter(*positions)
+        getter = key.getter
         for t in rows:
-            index.setdefault(key(t), []).append(t)
+            index.setdefault(getter(t), []).append(t)
 
 
 class _Plan:

@@ -91,10 +91,14 @@ class OpPriorities:
         candidates = (ops if self._undecided is None
                       else [ops[oid] for oid in sorted(self._undecided)])
         self._undecided = set()
-        self._decide({self._signature(op) for op in candidates
-                      if op.oid not in self.propagator.erased and self._static_part(op) is not None})
+        erased = self.propagator.erased
+        signatures = {op.oid: self._signature(op) for op in candidates
+                      if op.oid not in erased and self._static_part(op) is not None}
+        self._decide(set(signatures.values()))
 
         by_op, decided = self._directions, self._decided
+        for oid, signature in signatures.items():   # (what ``directions`` would look up)
+            by_op[oid] = decided[signature]
         uses_changed = self.propagator.uses_changed
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
@@ -121,8 +125,8 @@ class OpPriorities:
                 self._static[op.oid] = None
             else:
                 first: dict[int, int] = {}
-                operands = tuple((first.setdefault(v.vid, k), int(v.rank == 0))
-                                 for k, v in enumerate(op.operands))
+                operands = tuple([(first.setdefault(v.vid, k), int(v.shape == ()))
+                                  for k, v in enumerate(op.operands)])
                 self._static[op.oid] = (class_facts(op), operands,
                                         tuple(int(f.kind == "pass_through") for f in rule.factors),
                                         int(op.name not in EDGE_OPS))
@@ -131,7 +135,8 @@ class OpPriorities:
     def _signature(self, op: Op) -> tuple:
         """The static part and the use count of each distinct operand value (use
         counts change only when ops are erased)."""
-        self._forget_changed()
+        if self.propagator.uses_changed:
+            self._forget_changed()
         cached = self._signatures.get(op.oid)
         if cached is not None:
             return cached

@@ -27,6 +27,8 @@ def is_elementwise(op: Op) -> bool:
 def has_no_effects(op: Op) -> bool:
     """Whether ``op`` (ignoring its uses) would be trivially dead: no effects at all
     (ops with recursive effects: none of the ops nested in them has any)."""
+    if not op.regions:   # (most ops: no walk)
+        return _has_recursive_effects(op) or _own_effects_free(op)
     for op, entering in walk_model(op, _has_recursive_effects):
         if entering and not _has_recursive_effects(op) and not _own_effects_free(op):
             return False
