@@ -268,10 +268,9 @@ def run_user_priority(propagator: Propagator, run_stage, progress=None,
 
     module = propagator.module
     tracer = propagator.state.tracer
-    sites = [(key, read, write, sharding) for key, read, write in sharding_sites(propagator)
-             for sharding in (read(),)
-             if sharding is not None and isinstance(sharding.mesh, str)
-             and any(d.priority is not None for d in sharding.dims)]
+    sites = list(sharding_sites(propagator, lambda sharding: (
+        sharding is not None and isinstance(sharding.mesh, str)
+        and any(d.priority is not None for d in sharding.dims))))
     rounds: list[tuple[int, int]] = []
     if sites:
         facts = user_priority_facts([sharding for *_, sharding in sites])
@@ -329,17 +328,23 @@ def _run_priority(propagator: Propagator, run_stage, progress, priority: int,
         propagator.phase = ""
 
 
-def sharding_sites(propagator: Propagator):
-    """(key, read, write) for every stored sharding that is not shadowed by a
-    data-flow edge: values (op results, block arguments, edges) and function
-    results; ``key()`` is the key provenance records the site's writes under."""
+def sharding_sites(propagator: Propagator, wanted):
+    """(key, read, write, sharding) for every stored sharding that is not shadowed
+    by a data-flow edge (values: op results, block arguments, edges; and
+    function results) whose current ``sharding`` is ``wanted(sharding)``, each
+    read in that order; ``key()`` is the key provenance records the site's
+    writes under."""
     state = propagator.state
     for value in propagator.module.values:
         if state.slot(value) is value and state.can_hold(value):
-            yield (lambda v=value: value_key(v)), (lambda v=value: state.get(v)), \
-                (lambda s, v=value: state.set(v, s))
+            sharding = state.get(value)
+            if wanted(sharding):
+                yield (lambda v=value: value_key(v)), (lambda v=value: state.get(v)), \
+                    (lambda s, v=value: state.set(v, s)), sharding
     for func in propagator.module.funcs.values():
         results = len(func.mlir.attributes["function_type"].value.results)
         for i in range(results):
-            yield (lambda i=i: ("result", i)), (lambda f=func, i=i: state.get_result(f, i)), \
-                (lambda s, f=func, i=i: state.set_result(f, i, s))
+            sharding = state.get_result(func, i)
+            if wanted(sharding):
+                yield (lambda i=i: ("result", i)), (lambda f=func, i=i: state.get_result(f, i)), \
+                    (lambda s, f=func, i=i: state.set_result(f, i, s)), sharding

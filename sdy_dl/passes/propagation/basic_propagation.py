@@ -118,8 +118,8 @@ def check_static_shapes(module: Module) -> None:
     inlined: dict = {}   # attribute -> whether it inlines a mesh (attributes are uniqued)
     for op in module.ops:
         attrs = op.mlir.attributes
-        for name in SHARDING_ATTRS if len(attrs) else ():
-            if name not in attrs:
+        for name in attrs if len(attrs) else ():
+            if name not in SHARDING_ATTRS:
                 continue
             attr = attrs[name]
             found = inlined.get(attr)
