@@ -41,7 +41,9 @@ counts of ``SIZES``, then times whole processes on each module file:
   gives one main argument another sharding (``result.whatif``, reusing the first
   propagation, and the lines ``sdy-dl whatif`` prints, with the conflicts and
   memory), then a full ``propagate`` pipeline of the edited input in the same
-  process; the what-if's time over the full propagate's is the ``whatif /
+  process, without cycle collection as the ``sdy-dl`` process runs
+  (``--whatif-gc`` keeps Python's default collection, which re-scans the first
+  result's objects and costs the what-if more than the propagate); the what-if's time over the full propagate's is the ``whatif /
   propagate`` ratio (wall and CPU), and the two outputs must be identical.  Two
   edits: the first main argument sharded ``[{"model"}, {}]`` moved to ``[{},
   {"model"}]`` (a weight: a near-global change), and the same for the last such
@@ -126,10 +128,12 @@ sys.exit(getattr(cli, "run", cli.main)())
 """
 
 
-#: One what-if round (argv: module path): the audit, a one-argument what-if, a full
+#: One what-if round (argv: module path, edit, "on"/"off" for cycle collection): the audit, a one-argument what-if, a full
 #: propagate of the edited input; prints their times and whether the outputs agree.
 WHATIF_SCRIPT = """
-import json, sys, time
+import gc, json, sys, time
+if sys.argv[3] == "off":
+    gc.disable()   # as the sdy-dl process runs (cli.run)
 import sdy_dl
 from sdy_dl.ir import parse_module_text
 from sdy_dl.pipeline import make_options, propagate
@@ -182,7 +186,8 @@ print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
 WHATIF_EDITS = ("first", "last")
 
 
-def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str) -> dict:
+def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str,
+                 gc_default: bool = False) -> dict:
     """``--whatif``: ``runs`` rounds of WHATIF_SCRIPT on the module of size ``label``
     with ``edit`` (one of :data:`WHATIF_EDITS`)."""
     import json
@@ -192,7 +197,8 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str) -> 
     out = os.path.join(workdir, f"{label}.whatif.json")
     rounds = []
     for _ in range(runs):
-        run_process([sys.executable, "-c", WHATIF_SCRIPT, module, edit], env, out)
+        run_process([sys.executable, "-c", WHATIF_SCRIPT, module, edit,
+                     "on" if gc_default else "off"], env, out)
         with open(out, encoding="utf-8") as f:
             rounds.append(json.loads(f.read()))
     med = {k: statistics.median(r[k] for r in rounds)
@@ -637,6 +643,9 @@ def main(argv=None) -> int:
     parser.add_argument("--whatif", action="store_true",
                         help="also time a one-argument what-if against a full propagate "
                              "(python engine, in one process per round)")
+    parser.add_argument("--whatif-gc", action="store_true",
+                        help="run the what-if rounds with Python's default garbage "
+                             "collection (default: none, as the sdy-dl process runs)")
     parser.add_argument("--suggest", action="store_true",
                         help="also time 'sdy-dl suggest' (python engine) against Shardy's process")
     parser.add_argument("--suggest-jobs", type=int, default=2, metavar="N",
@@ -664,7 +673,8 @@ def main(argv=None) -> int:
         if args.xla:
             print(beside_xla(label, args.workdir), flush=True)
         for edit in WHATIF_EDITS if args.whatif else ():
-            w = bench_whatif(label, args.workdir, args.runs, caches["python"], edit)
+            w = bench_whatif(label, args.workdir, args.runs, caches["python"], edit,
+                             args.whatif_gc)
             m = w["median"]
             print(f"  whatif ({edit}: {w['value']} edited, {w['changed']} values changed, "
                   f"{w['new_steps']} steps evaluated beside the first run's {w['steps']}, "
