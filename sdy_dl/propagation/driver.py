@@ -182,7 +182,7 @@ class Propagator:
         elif recorder is not None:
             recorder.fixpoint(self, worklist, directions, applied, progress)
         else:
-            visit = self._visitor(directions, applied)
+            visit = self.visitor(directions, applied)
             # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
             stack, pending = worklist._stack, worklist._pending
             visits = 0
@@ -195,14 +195,14 @@ class Propagator:
                 visit(op)
         self._worklist = None
 
-    def _visitor(self, directions: DirectionFn, applied: set) -> Callable[[Op], object]:
+    def visitor(self, directions: DirectionFn, applied: set) -> Callable[[Op], object]:
         """``visit(op)``: process popped ``op`` in this fixpoint (erase it if dead, else
         evaluate and apply its step); returns the provenance cause the visit
         recorded (None: none).  What every visit reads is bound once."""
         erased, may_die, may_die_of, live_uses = (self.erased, self._may_die, self._may_die_of,
                                                   self.live_uses)
         sites, quiet_of, site_of, memo, take = (self._sites, self._quiet, self.site_of,
-                                                self._memo, self._take)
+                                                self._memo, self.take)
         state, strategy = self.state, self.strategy   # (speculation swaps the state back)
         tracer = state.tracer
 
@@ -250,7 +250,7 @@ class Propagator:
             return take(op, site, step, output, applied)
         return visit
 
-    def _take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
+    def take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
               applied: set, like=None) -> object:
         """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
         site's tensors), and record the visit; returns its provenance cause.
@@ -282,6 +282,17 @@ class Propagator:
             tracer.end()
         self._current = None
         return cause
+
+    def looked_up_rules(self) -> tuple[dict, dict]:
+        """(op number -> its rule or None, op number -> its rule when it has one) of
+        the ops whose rules were looked up so far (the live tables)."""
+        return self._rules, self.visited_rules
+
+    def adopt_rules(self, rules: dict, visited: dict) -> None:
+        """Take the rules another propagation of the same module looked up
+        (:meth:`looked_up_rules`) instead of looking them up again."""
+        self._rules.update(rules)
+        self.visited_rules.update(visited)
 
     def site_of(self, op: Op, directions: DirectionFn) -> _Site | None:
         """The tensors and rule op ``op`` propagates with (None: nothing to do).

@@ -31,7 +31,7 @@ equals the record's, and its shardings equal the record's state before pop
 enough).  If X's reads miss ``D``, B's visit reads exactly what the first
 run's did, so it does exactly what it did: the same step input (the
 recorded cause's), the same output, writes, pushes and provenance.  Replay
-then makes those effects through the same code (``Propagator._take``: the
+then makes those effects through the same code (``Propagator.take``: the
 quiet-cache entry or the ``applied`` pair, the tracer's record, which is the
 recorded cause with this run's keys and op description
 (``ProvenanceTracer.begin_like``), the writes with their notifications, so
@@ -174,15 +174,14 @@ class PassTrace:
         would, with the same rules (``RunContext.rule_memo``)."""
         if propagator.recorder is self:
             if self.usable:
-                self.priorities = (static, decided, propagator._rules, propagator.visited_rules,
+                self.priorities = (static, decided, *propagator.looked_up_rules(),
                                    propagator.state.tracer.no_rule)
             return static, decided
         if (self.priorities is None or propagator.erased or propagator.replay is None
                 or not propagator.replay.same):
             return static, decided
         static, decided, rules, visited, no_rule = self.priorities
-        propagator._rules.update(rules)
-        propagator.visited_rules.update(visited)
+        propagator.adopt_rules(rules, visited)
         propagator.state.tracer.no_rule |= no_rule
         return static, decided
 
@@ -213,7 +212,7 @@ class PassTrace:
         self.fixpoints.append(rec)
         next_id = len(stack)
         log, erased, order = self.log, propagator.erased, propagator.erase_order
-        visit = propagator._visitor(directions, applied)
+        visit = propagator.visitor(directions, applied)
         causes, pushes = rec.causes, rec.pushes
         written = len(log)
         visits = i = 0
@@ -307,7 +306,7 @@ class Replay:
         """Whether ``vid``'s sharding now differs from the record's when its log had
         ``at`` entries (True when that is not known)."""
         theirs = self.trace.sharding_at(vid, at)
-        ours = self.propagator.state._value.get(vid, _STORED)
+        ours = self.propagator.state.held(vid, _STORED)
         if theirs is _STORED:
             if vid in self.edited:
                 return True
@@ -375,15 +374,15 @@ class Replay:
                      | {v for v, _ in log[self.mark:]}, rec.log_start)
 
         module_ops = prop.module.ops
-        stack = worklist._stack = [module_ops[o] for o in rec.initial]
-        pending = worklist._pending = set(rec.initial)
+        worklist.restart([module_ops[o] for o in rec.initial])
+        stack, pending = worklist._stack, worklist._pending
         ids = list(range(len(stack)))
         fresh = -1
         r_causes, r_pushes, r_erasures = rec.causes, rec.pushes, rec.erasures
-        visit = prop._visitor(directions, applied)
+        visit = prop.visitor(directions, applied)
         order, reads, read_sets = prop.erase_order, self._reads, self._read_sets
         state, erased = prop.state, prop.erased
-        get, take, ready = state.get, prop._take, self._ready
+        get, take, ready = state.get, prop.take, self._ready
         replayed = 0
         i = 0                      # aligned: the record's next pop
         aligned = True

@@ -76,6 +76,11 @@ class ShardingState:
         self.log: list | None = None
         self.read0: dict | None = None
 
+    def held(self, vid: int, default=None):
+        """The sharding held for slot ``vid`` if it was read or written (``default``
+        otherwise), without reading it from the module."""
+        return self._value.get(vid, default)
+
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
         return self.slots.get(v.vid, v)

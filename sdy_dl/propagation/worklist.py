@@ -15,13 +15,18 @@ from sdy_dl.ir import Op
 class Worklist:
     """A LIFO stack of pending ops without duplicates.
 
-    The propagation fixpoint (``driver.Propagator._fixpoint``, the hot loop)
-    pops inline: it takes the last op of ``_stack`` and discards it from
-    ``_pending`` exactly as :meth:`pop` does."""
+    The propagation fixpoints (``driver.Propagator._fixpoint`` and the recording
+    and replaying ones of ``propagation.replay``, the hot loops) pop inline: they
+    take the last op of ``_stack`` and discard it from ``_pending`` exactly as
+    :meth:`pop` does."""
 
     def __init__(self, ops: Iterable[Op]):
-        self._stack = list(ops)[::-1]
-        self._pending = {op.oid for op in self._stack}
+        self.restart(list(ops)[::-1])
+
+    def restart(self, stack: list[Op]) -> None:
+        """Hold exactly ``stack`` (bottom first: its last op is popped first)."""
+        self._stack = stack
+        self._pending = {op.oid for op in stack}
 
     def push(self, op: Op) -> None:
         """Enqueue ``op`` unless it is already pending."""
