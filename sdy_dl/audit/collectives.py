@@ -53,6 +53,14 @@ COLLECTIVE_OPS = {
     "sdy.reshard": None,
 }
 
+def own_sharding(mop) -> TensorSharding | None:
+    """The sharding collective op ``mop`` (one of :data:`COLLECTIVE_OPS`) gives its
+    result: a reshard's ``sharding``, another collective's ``out_sharding``."""
+    from sdy_dl.ir.storage import read_own
+
+    return read_own(mop, "sharding" if mop.name == "sdy.reshard" else "out_sharding")
+
+
 #: The most annotations a side of a cause lists (``annotation_count`` says how many).
 MOST_ANNOTATIONS = 12
 
@@ -321,11 +329,9 @@ class _Builder:
 
     def sharding_of(self, value) -> TensorSharding | None:
         """The sharding the output shows for ``value`` (a collective's own out_sharding)."""
-        from sdy_dl.ir.storage import read_own
-
         owner = getattr(value.owner, "operation", None)
         if owner is not None and owner.name in COLLECTIVE_OPS:
-            return read_own(owner, "sharding" if owner.name == "sdy.reshard" else "out_sharding")
+            return own_sharding(owner)
         out = self.outputs.by_value.get(value)
         if out is not None and out.sharding is not None:
             return out.sharding
@@ -432,11 +438,10 @@ class _Builder:
     def entry(self, mop, output_line: int | None) -> Collective:
         from sdy_dl.ir.meshes import mesh_of
         from sdy_dl.ir.mlir_ops import tensor_info
-        from sdy_dl.ir.storage import read_own
 
         kind = mop.name[len("sdy."):]
         operand, result = mop.operands[0], mop.results[0]
-        out_sharding = read_own(mop, "sharding" if kind == "reshard" else "out_sharding")
+        out_sharding = own_sharding(mop)
         in_sharding = self.sharding_of(operand)
         mesh = mesh_of(out_sharding, self.meshes) if out_sharding is not None else None
         if mesh is None:

@@ -417,8 +417,8 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
     results; the other rows are made."""
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import func_result_types, symbol_name
-    from sdy_dl.ir.storage import read_func_attr, read_own, read_stored
-    from sdy_dl.audit.collectives import COLLECTIVE_OPS
+    from sdy_dl.ir.storage import read_func_attr, read_stored
+    from sdy_dl.audit.collectives import COLLECTIVE_OPS, own_sharding
 
     table = signatures.table
     twins = signatures.twins if first is not None else {}
@@ -472,8 +472,7 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
                             r = found[1]
                     if r is None:
                         name = mop.name
-                        sharding = (read_own(mop, "sharding" if name == "sdy.reshard"
-                                             else "out_sharding") if name in COLLECTIVE_OPS
+                        sharding = (own_sharding(mop) if name in COLLECTIVE_OPS
                                     else read_stored(mop, index, False))
                         r = rows.row(None, value_type, sharding, name, label)
                         if r is None:
