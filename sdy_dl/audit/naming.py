@@ -313,6 +313,22 @@ def _keyed_walk(tops):
             depth -= 1
 
 
+def name_prefix(func, main) -> str:
+    """How the names of the values in top-level op ``func`` start: ``@f:`` in function
+    ``f``, nothing in ``main`` (``func`` None: outside any function)."""
+    return "" if func is None or func == main else f"@{symbol_name(func)}:"
+
+
+def value_names(value, prefix: str, state, func_argument: bool) -> list[str]:
+    """The names of the raw MLIR ``value``, ``prefix`` (:func:`name_prefix`) first: as
+    ``state`` (an ``AsmState``) prints it, and ``arg:N`` for a function's argument
+    (``func_argument``)."""
+    names = [prefix + value.get_name(state)]
+    if func_argument:
+        names.append(f"{prefix}arg:{value.arg_number}")
+    return names
+
+
 class ValueTable:
     """The values of a module read straight from its MLIR, in one pass: its ops in
     pre-order (``ops``; op N is tagged ``oN``), every value's place by key
@@ -350,23 +366,21 @@ class ValueTable:
                     ops.append(mop)
                     if top_level:
                         func = mop if mop.name == "func.func" else None
-                        prefix = "" if func is None or mop == self.main else f"@{symbol_name(mop)}:"
+                        prefix = name_prefix(func, self.main)
                     enclosing[mop] = func
                     results = mop.results
                     if len(results):
                         tag = f"o{n}"
                         for i, r in enumerate(results):
                             key = (tag, i)
-                            names[key] = [prefix + r.get_name(state)]
+                            names[key] = value_names(r, prefix, state, False)
                             places[key] = (mop, r, i, False)
                 else:   # a block of op n: its arguments
                     _, n, region, args = event
                     mop = ops[n]
                     is_func = mop.name == "func.func"
                     for key, arg in args:
-                        ns = names[key] = [prefix + arg.get_name(state)]
-                        if is_func:
-                            ns.append(f"{prefix}arg:{arg.arg_number}")
+                        names[key] = value_names(arg, prefix, state, is_func)
                         places[key] = (mop, arg, arg.arg_number, True)
                         regions[key] = region
         self.names = SsaNames(names, [op.name for op in ops], regions, text)
@@ -540,14 +554,11 @@ class InputIndex:
         top = owner
         while top.parent is not None and top.parent.name != "builtin.module":
             top = top.parent
-        prefix = ("" if top.name != "func.func" or top == self.main
-                  else f"@{symbol_name(top)}:")
         if not hasattr(self, "_asm"):
             self._asm = AsmNames(self._snapshot)
-        names = [prefix + value.get_name(self._asm.get())]
-        if is_arg and owner.name == "func.func":
-            names.append(f"{prefix}arg:{value.arg_number}")
-        return names
+        return value_names(value, name_prefix(top if top.name == "func.func" else None,
+                                              self.main),
+                           self._asm.get(), is_arg and owner.name == "func.func")
 
     def related(self, key: tuple) -> list[InputValue]:
         """:attr:`InputValue.related` of the value ``key``."""
@@ -633,57 +644,72 @@ class PropagationIndex:
 
         self.meshes = dict(module.meshes)
         self._inputs = inputs
+        self._first = None
+        #: per value, in the model's order: (its tag, its record in the index the
+        #: records were first made for, its slot's vid)
+        self._values: list[tuple] = []
+        self._by_tag: dict[tuple[str, int], PropagatedValue] | None = None
+        self._by_key: dict[int, list[PropagatedValue]] | None = None
+        self._links: list | None = None
         with mlir_context():
             values = module.values
             if first is not None and len(values) == len(first._values):
                 self._made, self._values, self._first = first._made, first._values, first
-                self._keys = [value_key(values[slot]) for _, _, slot in first._values]
+                #: each value's tracer key here, in the order of ``_values``
+                self.keys = [value_key(values[slot]) for _, _, slot in first._values]
                 return
-            self._first = None
-            self.by_tag: dict[tuple[str, int], PropagatedValue] = {}
-            self.by_key: dict[int, list[PropagatedValue]] = {}
-            self._values: list[tuple] = []   # per value: (its tag, its record, its slot's vid)
+            self._by_tag, self._by_key = {}, {}
             edges = find_edges(module)
             slots = slot_map(module, edges)
-            self.links = flow_links(module, edges, slots)
+            self._links = flow_links(module, edges, slots)
             for v in values:
                 owner = v.block.region.owner if v.is_block_arg else v.defining_op
                 slot = slots.get(v.vid, v)
                 record = PropagatedValue(value_key(slot), owner.name,
                                          owner.name == "sdy.data_flow_edge", slot is v, inputs,
                                          _tag_site(v), (owner.mlir.location, module.file))
-                self.by_key.setdefault(record.key, []).append(record)
+                self._by_key.setdefault(record.key, []).append(record)
                 tag = (f"a{v.vid}", -1) if v.is_block_arg else (f"o{owner.oid}", v.index)
-                self.by_tag[tag] = record
+                self._by_tag[tag] = record
                 self._values.append((tag, record, slot.vid))
+            self.keys = [record.key for _, record, _ in self._values]
             self._made = _tag_all(module, "px")
 
-    @functools.cached_property
+    @property
     def by_tag(self) -> dict:
-        """(Of an index made from a first one: its records with this module's keys.)"""
-        self.by_key = {}
-        by_tag = {}
-        inputs = self._inputs
-        for (tag, r, _), key in zip(self._values, self._keys):
-            record = PropagatedValue(key, r.op, r.is_edge, r.owner, inputs, r.tag_site, r.where)
-            self.by_key.setdefault(key, []).append(record)
-            by_tag[tag] = record
-        return by_tag
+        """Tag (``(oN, result)`` or ``(aN.K, -1)``) -> the value's record."""
+        if self._by_tag is None:
+            self._remake()
+        return self._by_tag
 
-    @functools.cached_property
+    @property
     def by_key(self) -> dict:
-        self.by_tag   # (made with it)
-        return self.__dict__["by_key"]
+        """Tracer key -> the records of the values holding it."""
+        if self._by_key is None:
+            self._remake()
+        return self._by_key
 
-    @functools.cached_property
+    @property
     def links(self) -> list:
-        """(Of an index made from a first one: the first's with this module's keys.)"""
-        from dataclasses import replace
+        """The data flow between tracer keys (of an index made from a first one: the
+        first's, with this module's keys)."""
+        if self._links is None:
+            from dataclasses import replace
 
-        first_keys = self._first._keys if self._first._first is not None else [
-            r.key for _, r, _ in self._values]
-        keys = dict(zip(first_keys, self._keys))
-        return [replace(link, keys=tuple(keys[k] for k in link.keys)) for link in self._first.links]
+            keys = dict(zip(self._first.keys, self.keys))
+            self._links = [replace(link, keys=tuple(keys[k] for k in link.keys))
+                           for link in self._first.links]
+        return self._links
+
+    def _remake(self) -> None:
+        """``by_tag`` and ``by_key`` of an index made from a first one: the first's
+        records with this module's keys."""
+        self._by_tag, self._by_key = {}, {}
+        inputs = self._inputs
+        for (tag, r, _), key in zip(self._values, self.keys):
+            record = PropagatedValue(key, r.op, r.is_edge, r.owner, inputs, r.tag_site, r.where)
+            self._by_key.setdefault(key, []).append(record)
+            self._by_tag[tag] = record
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""
