@@ -149,18 +149,18 @@ def test_whatif_without_structural_change_reads_what_changed(monkeypatch, name, 
 
     before = propagate(jax_programs.lowered(name), engine="python")
     made = {"signatures": [], "memory": []}
-    real_signatures, real_memory = diff.Signatures.__init__, memory._Builder.build
+    real_signatures, real_memory = diff.Signatures.__init__, memory.memory_table
 
     def counting_signatures(self, module, table=None, like=None, ids=None):
         made["signatures"].append(module)
         real_signatures(self, module, table, like, ids)
 
-    def counting_memory(self, top):
-        made["memory"].append(self.audit)
-        return real_memory(self, top)
+    def counting_memory(audit, top=10):
+        made["memory"].append(audit)
+        return real_memory(audit, top)
 
     monkeypatch.setattr(diff.Signatures, "__init__", counting_signatures)
-    monkeypatch.setattr(memory._Builder, "build", counting_memory)
+    monkeypatch.setattr(memory, "memory_table", counting_memory)
     after, changes = before.whatif(set={value: sharding})
     assert changes.changed and changes.memory
     assert changes.same is not None
@@ -183,15 +183,15 @@ def test_whatif_with_structural_change_takes_what_twin_ops_share(monkeypatch, na
 
     before = propagate(program(name), engine="python")
     made = []
-    real_memory = memory._Builder.build
-    monkeypatch.setattr(memory._Builder, "build",
-                        lambda self, top: made.append(self.audit) or real_memory(self, top))
+    real_memory = memory.memory_table
+    monkeypatch.setattr(memory, "memory_table",
+                        lambda audit, top=10: made.append(audit) or real_memory(audit, top))
     after, changes = before.whatif(edits_for(before))
     changes.lines()
     changes.to_json()
     assert changes.same is None and any(d.kind != "different" for d in changes.changed)
     assert made == [] and "outputs" not in vars(after.audit)
-    assert after.audit.whatif_memo._signatures.twins
+    assert after.audit.signatures.twins
     check_shortcuts(before, after, changes)
 
 

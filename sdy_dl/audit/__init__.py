@@ -112,6 +112,10 @@ class Audit:
         #: how many visits it replayed; None: none).
         self.replay = replay.replay if replay is not None else None
         self._text: str | None = None
+        #: The audit whose output this one's mostly equals (a what-if's first audit; set
+        #: before ``signatures`` is first asked for): the values of ops that are twins
+        #: of its ops take its memory rows (:class:`~sdy_dl.audit.diff.Signatures`).
+        self.like: Audit | None = None
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated,
                                    lambda: self.outputs)
 
@@ -128,6 +132,26 @@ class Audit:
         from sdy_dl.audit.naming import ValueTable
 
         return ValueTable(self.module.mlir.operation, lambda: self.text)
+
+    @functools.cached_property
+    def signatures(self):
+        """The output's values by signature (:class:`~sdy_dl.audit.diff.Signatures`,
+        made like ``like``'s when it is set)."""
+        from sdy_dl.audit.diff import signatures
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            return signatures(self.module, self.value_table,
+                              like=self.like.signatures if self.like is not None else None)
+
+    @functools.cached_property
+    def memory_layouts(self) -> list:
+        """Each function's memory layout (:func:`~sdy_dl.audit.memory.signature_layouts`
+        of ``signatures``; a twin op's values with ``like``'s rows)."""
+        from sdy_dl.audit.memory import signature_layouts
+
+        return signature_layouts(self, self.signatures,
+                                 self.like.memory_layouts if self.like is not None else None)
 
     @functools.cached_property
     def display(self) -> Display:

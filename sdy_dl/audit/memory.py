@@ -166,14 +166,29 @@ def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
 
 def memory_table(audit, top: int = 10) -> MemoryTable:
     """The memory table of ``audit``'s output module, with the ``top`` largest
-    replicated or partly sharded values explained."""
+    replicated or partly sharded values explained: its rows are its functions'
+    layouts (:func:`signature_layouts`, made from scratch) with their output values."""
+    from dataclasses import replace
+
     from sdy_dl.ir.context import mlir_context
 
+    layouts = (audit.memory_layouts if audit.like is None
+               else signature_layouts(audit, audit.signatures))
+    outputs = audit.outputs
+    outs = {out.table_key: out for out in outputs.values if out.value is not None}
+    rows: list[ValueMemory] = []
+    for x in layouts:
+        rows += [replace(r, out=outs[k]) for k, _, r in x.arguments]
+        rows += [replace(r, out=outs[k]) for _, _, k, _, r in x.intermediates]
+        rows += [replace(r, out=outputs.find(name)) for name, _, r in x.results]
     with mlir_context():
-        return _Builder(audit).build(top)
+        return _Builder(audit).table(rows, layouts, top)
 
 
 class _Builder:
+    """Rows of values (each distinct type and sharding's numbers computed once) and
+    what the top replicated or partly sharded values' reasons read."""
+
     def __init__(self, audit):
         from sdy_dl.ir.meshes import module_meshes
 
@@ -182,10 +197,6 @@ class _Builder:
         real = [m for m in self.meshes.values() if m.axes]
         self.only_mesh = real[0] if len(real) == 1 else None
         self._rows: dict = {}
-
-    @functools.cached_property
-    def outputs(self):
-        return self.audit.outputs
 
     @functools.cached_property
     def collectives(self):
@@ -221,60 +232,9 @@ class _Builder:
                 local_bytes(shape, element, sharding, mesh), tensor_bytes(shape, element),
                 devices, mesh_size)
 
-    def build(self, top: int) -> MemoryTable:
-        from sdy_dl.ir.mlir_ops import func_result_types
-        from sdy_dl.ir.walk import key, walk_pre
-
-        rows: list[ValueMemory] = []
-        layouts: list[_Layout] = []
-        by_value = self.outputs.by_value
-        sharding_of = self.collectives.sharding_of
-        top_ops = self.audit.module.mlir.operation.regions[0].blocks[0].operations
-        for func in [op.operation for op in top_ops if op.operation.name == "func.func"]:
-            body = func.regions[0].blocks[0] if len(func.regions[0].blocks) else None
-            if body is None:
-                continue
-            label = None
-            arguments = []
-            for arg in body.arguments:
-                out = by_value.get(arg)
-                if out is None:
-                    continue
-                label = out.func
-                r = self.row(out, arg.type, out.sharding, "argument")
-                if r is not None:
-                    rows.append(r)
-                    arguments.append((out.table_key, arg.type, r))
-            ops = walk_pre(func)[1:]
-            position = {}
-            intermediates = []
-            for i, op in enumerate(ops):
-                position[key(op)] = i
-                for res in op.results:
-                    out = by_value.get(res)
-                    if out is None:
-                        continue
-                    label = out.func
-                    r = self.row(out, res.type, sharding_of(res), op.name)
-                    if r is not None:
-                        rows.append(r)
-                        intermediates.append((i, res, r))
-            live = [(i, _last_use(i, res, position, key), r.out.table_key, res.type, r)
-                    for i, res, r in intermediates]
-            results = []
-            if label is None:
-                label = "main" if func == self.outputs.table.main else f"@{_symbol(func)}"
-            prefix = "" if label == "main" else f"{label}:"
-            for i, t in enumerate(func_result_types(func)):
-                try:
-                    out = self.outputs.find(f"{prefix}result:{i}")
-                except Exception:
-                    continue
-                r = self.row(out, t, out.sharding, "result")
-                if r is not None:
-                    rows.append(r)
-                    results.append((f"{prefix}result:{i}", t, r))
-            layouts.append(_Layout(label, arguments, live, results))
+    def table(self, rows: list[ValueMemory], layouts: list, top: int) -> MemoryTable:
+        """The memory table of ``rows`` (each with its output value) and ``layouts``,
+        with the ``top`` largest replicated or partly sharded values explained."""
         candidates = [r for r in rows if r.op != "result" and (r.replicated or r.partly_sharded)
                       and r.bytes_per_device > 0]
         if top:
@@ -350,17 +310,6 @@ def _shardable(shape, sharding, mesh) -> dict[str, list[int]]:
     return out
 
 
-def _last_use(i: int, value, position: dict, key) -> int:
-    """The position of the last op using ``value`` (defined at position ``i``; at
-    least ``i``), in the op order ``position`` gives."""
-    last = i
-    for use in value.uses:
-        p = position.get(key(use.owner))
-        if p is not None and p > last:
-            last = p
-    return last
-
-
 @dataclass
 class _Layout:
     """A function's rows and where they are live, by value: its totals
@@ -407,8 +356,8 @@ def functions_with_shardings(audit, layouts: list, shardings: dict) -> list[Func
 
 
 def signature_layouts(audit, signatures, first: list | None = None) -> list["_Layout"]:
-    """Each function's layout of ``audit``'s output (its rows and where they are live),
-    as :func:`memory_table` makes them, read from the walk its
+    """Each function's layout of ``audit``'s output (its rows, without their output
+    values, and where they are live), read from the walk its
     :class:`~sdy_dl.audit.diff.Signatures` made (``signatures``: each value's site
     and last use; no output index).  ``first``: the layouts of the output whose
     signatures ``signatures`` was made like (a what-if's first output): a value
@@ -503,9 +452,3 @@ def _peak(intermediates) -> tuple[int, tuple | None]:
         if live > peak:
             peak, at = live, first.get(i)
     return peak, at
-
-
-def _symbol(func) -> str:
-    from sdy_dl.ir.mlir_ops import symbol_name
-
-    return symbol_name(func)

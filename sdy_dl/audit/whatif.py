@@ -554,7 +554,7 @@ def print_input(copy) -> str:
 def whatif(audit, edits: list[Edit]):
     """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
     from sdy_dl.audit import Audit
-    from sdy_dl.audit.diff import diff_edited, diff_modules, signatures
+    from sdy_dl.audit.diff import diff_edited, diff_modules
     from sdy_dl.audit.same_structure import sharding_changes
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
@@ -569,33 +569,30 @@ def whatif(audit, edits: list[Edit]):
                   places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
                   propagated=audit.propagated)
     after.edited_input = copy
+    after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
     memo = _Memo.of(audit)
-    same = sharding_changes(memo.signatures(audit), memo.masked(audit), after.module, after.text)
+    same = sharding_changes(audit.signatures, memo.masked(audit), after.module, after.text)
     if same is not None:
-        equal, changed = diff_edited(memo.signatures(audit), same)
-    else:   # other ops too: the edited output's signatures, most taken from the first's
-        with mlir_context():
-            sb = after.whatif_memo._signatures = signatures(
-                after.module, after.value_table, like=memo.signatures(audit))
-        equal, changed = diff_modules(audit.module, after.module, memo.signatures(audit),
-                                      signatures_b=sb)
+        equal, changed = diff_edited(audit.signatures, same)
+    else:   # other ops too: the edited output's signatures, made like the first's
+        equal, changed = diff_modules(audit.module, after.module, audit.signatures,
+                                      signatures_b=after.signatures)
     return after, WhatIf(applied, changed, equal, audit, after, same)
 
 
 class _Memo:
-    """What a propagation's what-ifs reuse: its own signatures and masked text (for
-    the diff), its functions' memory layouts, collective ledger and each op's last step, and,
-    shared by the what-ifs made from it, the conflicts of each step input
-    (``steps``: meshes' text -> {StepInput: the conflicts' (factors, axis, kind,
-    kept axes)}; a step's conflicts depend only on its input and the meshes)."""
+    """What a propagation's what-ifs reuse besides its signatures and memory layouts
+    (the Audit's): its masked text (for the diff), its collective ledger and each
+    op's last step, and, shared by the what-ifs made from it, the conflicts of each
+    step input (``steps``: meshes' text -> {StepInput: the conflicts' (factors,
+    axis, kind, kept axes)}; a step's conflicts depend only on its input and the
+    meshes)."""
 
     def __init__(self, steps: dict | None = None):
         self.steps = steps if steps is not None else {}
-        self._signatures = None
         self._masked = None
-        self.layouts = None
         self.ledger = None
         self.last_steps = None
 
@@ -609,15 +606,6 @@ class _Memo:
     def shared(self) -> "_Memo":
         """A memo for a what-if's propagation: its own, sharing the step conflicts."""
         return _Memo(self.steps)
-
-    def signatures(self, audit):
-        from sdy_dl.audit.diff import signatures
-        from sdy_dl.ir.context import mlir_context
-
-        if self._signatures is None:
-            with mlir_context():
-                self._signatures = signatures(audit.module, audit.value_table)
-        return self._signatures
 
     def masked(self, audit) -> str:
         """The printed output with its shardings masked (:func:`~sdy_dl.audit.same_structure.masked`)."""
@@ -712,33 +700,17 @@ def _memory(before, after, same=None) -> list:
     """(function, before row, after row) of the two audits' per-function memory;
     ``same``: the values whose shardings changed, when the two outputs have the same
     structure (the after rows are the before rows with those values' remade); else
-    the after rows are the before rows of the values the after output's signatures
-    (made like the before output's) find on twin ops, and the others' made."""
-    from sdy_dl.audit.memory import functions_with_shardings, signature_layouts
+    the after rows are those of its memory layouts (the before rows of the values
+    on twin ops, the others' made)."""
+    from sdy_dl.audit.memory import functions_with_shardings
 
-    b = {f.function: f for f in _functions_memory(before)}
-    first = _Memo.of(before)
-    like = _Memo.of(after)._signatures
+    b = {f.function: f for f in (x.totals() for x in before.memory_layouts)}
     if same is not None:
-        rows = functions_with_shardings(before, first.layouts, same.shardings)
-    elif like is not None and like.like is first._signatures:
-        rows = [x.totals() for x in signature_layouts(after, like, first.layouts)]
+        rows = functions_with_shardings(before, before.memory_layouts, same.shardings)
     else:
-        rows = _functions_memory(after)
+        rows = [x.totals() for x in after.memory_layouts]
     a = {f.function: f for f in rows}
     return [(fn, b.get(fn), a.get(fn)) for fn in list(b) + [f for f in a if f not in b]]
-
-
-def _functions_memory(audit) -> list:
-    """The per-function rows of ``audit``'s memory table, from its functions' layouts
-    (:func:`~sdy_dl.audit.memory.signature_layouts` of its signatures, kept for later
-    what-ifs)."""
-    from sdy_dl.audit.memory import signature_layouts
-
-    memo = _Memo.of(audit)
-    if memo.layouts is None:
-        memo.layouts = signature_layouts(audit, memo.signatures(audit))
-    return [x.totals() for x in memo.layouts]
 
 
 def _ledger_entries(audit) -> list:
