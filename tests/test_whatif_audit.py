@@ -17,7 +17,7 @@ import pytest
 import jax_programs
 from sdy_dl import propagate
 from sdy_dl.audit.diff import diff_edited, diff_modules, signatures
-from sdy_dl.audit.same_structure import masked, sharding_changes
+from sdy_dl.audit.same_structure import equal_when_masked, masked, sharding_changes
 from sdy_dl.ir import parse_module_text
 
 A = """sdy.mesh @mesh = <["a"=2, "b"=2]>
@@ -78,7 +78,7 @@ def _modules(a: str, b: str):
 def test_shardings_only_is_proven_and_diffs_as_the_full_diff():
     a, b = _modules(A, SHARDINGS_ONLY)
     sa = signatures(a)
-    same = sharding_changes(sa, masked(a.print()), b, b.print())
+    same = sharding_changes(sa, a.print(), b, b.print())
     assert same is not None
     full = diff_modules(a, b)
     assert [d.to_json() for d in full[1]]   # (not vacuous)
@@ -90,7 +90,7 @@ def test_shardings_only_is_proven_and_diffs_as_the_full_diff():
 @pytest.mark.parametrize("name", sorted(NOT_SHARDINGS_ONLY))
 def test_other_differences_are_no_proof(name):
     a, b = _modules(A, NOT_SHARDINGS_ONLY[name])
-    assert sharding_changes(signatures(a), masked(a.print()), b, b.print()) is None
+    assert sharding_changes(signatures(a), a.print(), b, b.print()) is None
     assert diff_modules(a, b)[1]
     if name == "attribute":   # (the ops' attributes tell it, not the masked texts)
         assert masked(a.print()) == masked(b.print())
@@ -119,6 +119,18 @@ def test_signatures_like_another_module_are_its_own(name, b):
         # another value: a value only in each
         assert [d.kind for d in diff_modules(a, b)[1]] == [
             "different", "only in B", "only in A", "only in B", "reshard in B"]
+
+
+def test_masked_line_by_line_is_the_whole_text_masked():
+    """Comparing two printed modules' lines, masking only the lines that differ, says
+    what comparing the two texts masked whole says."""
+    texts = [parse_module_text(t, "x.mlir").print()
+             for t in (A, SHARDINGS_ONLY, OPS_INSERTED, OPS_REMOVED, *NOT_SHARDINGS_ONLY.values())]
+    texts.append(texts[0].replace("tensor<8x8xf32>) -> (tensor<8x8xf32>",
+                                  "tensor<8x8xf32>) -> (tensor<8x4xf32>"))   # a type, one line
+    answers = [[equal_when_masked(x, y) for y in texts] for x in texts]
+    assert answers == [[masked(x) == masked(y) for y in texts] for x in texts]
+    assert sum(map(sum, answers)) > len(texts)   # (some differ in shardings only)
 
 
 def test_masked_text_keeps_everything_but_shardings():

@@ -143,13 +143,13 @@ def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
 
 
 def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
-    """The conflicts that appeared or disappeared are found at the ops whose set of
-    last step inputs differs between the two propagations: the first
-    propagation's other steps are not evaluated for their factor records, and
-    the keys are still those of the two whole conflict lists."""
+    """The conflicts that appeared or disappeared are found at the ops whose last
+    step differs between the two propagations (and, for a key found there, at the
+    other ops of its name and place): the first propagation's other steps are not
+    evaluated for their factor records, and the keys are still those of the two
+    whole conflict lists."""
     import sdy_dl.audit.steps as steps
-    from sdy_dl.audit.whatif import (_changed_places, _conflict_key, _conflicts_by_key,
-                                     _last_steps)
+    from sdy_dl.audit.whatif import _changed_steps, _conflict_key, _conflicts_by_key, _last_steps
 
     evaluated = []
     real = steps.StepRecords
@@ -163,14 +163,69 @@ def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
     before = propagate(jax_programs.lowered("grad_scan_helpers"), engine="python")
     after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
     keys = changes.conflict_keys
-    places = _changed_places(before.audit, after.audit)
-    causes, by_place = _last_steps(before.audit)
-    assert places and set(by_place) - places      # some ops' last steps are the same
-    first = set(evaluated[0])                     # the first propagation's evaluation
-    assert first <= {s for p in places & set(by_place) for s in by_place[p]}
-    assert first < {c.step for c in causes}
+    changed_before, changed_after = _changed_steps(before.audit, after.audit)
+    last = _last_steps(before.audit)
+    assert changed_before and len(changed_before) < len(last)   # some ops' last steps are the same
+    at = {k[:2] for k in keys[0] + keys[1]}
+    first = {s for step_list in evaluated[:1] for s in step_list}   # the first propagation's
+    assert first <= {c.step for c in changed_before} | {
+        c.step for c in last.values() if (c.op["name"], c.op["place"]) in at}
+    assert first < {c.step for c in last.values()}
     monkeypatch.setattr(steps, "StepRecords", real)
     whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
     whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}
     assert keys == ([k for k in whole_a if k not in whole_b], [k for k in whole_b if k not in whole_a])
-    assert list(_conflicts_by_key(after.audit)) == list(whole_a)   # all ops (places None)
+    everything = list(_last_steps(after.audit).values())
+    assert list(_conflicts_by_key(after.audit, everything)) == list(whole_a)
+
+
+def test_ops_by_tag_are_the_same_ops_in_a_whatif_from_the_imported_module():
+    """A what-if that starts from the first propagation's imported module keys its
+    ops' last steps by the tags the first's index made (an op's tag names the same
+    op on both sides: the same name and place); one that runs the import stages
+    again is compared at every op."""
+    from sdy_dl.audit.whatif import _changed_steps, _last_steps
+
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert after.audit.import_reused
+    b, a = _last_steps(before.audit), _last_steps(after.audit)
+    shared = [op for op in a if op in b]
+    assert shared and all(isinstance(op, str) for op in shared)
+    for op in shared:
+        assert (a[op].op["name"], a[op].op["place"], a[op].op["tag"]) == (
+            b[op].op["name"], b[op].op["place"], b[op].op["tag"]) == (
+            b[op].op["name"], b[op].op["place"], op)
+    assert _changed_steps(before.audit, after.audit) is not None
+    dropped, _ = before.whatif(unset=["arg:0"])
+    assert not dropped.audit.import_reused
+    assert _changed_steps(before.audit, dropped.audit) is None
+
+
+#: Two adds at one source place: the first has an across-factor conflict on "a",
+#: the second a within-factor one; giving %arg3 "a" on its dim 1 gives the second
+#: the first's conflict instead.
+SAME_PLACE = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>}, %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg3: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32> loc("model.py":3:1)
+  %1 = stablehlo.add %arg2, %arg3 : tensor<8x8xf32> loc("model.py":3:1)
+  return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+def test_a_conflict_an_unchanged_op_at_the_same_place_has_did_not_appear():
+    """A conflict key is (op name, place, ...): a key the edited op gets that another
+    op of its name and place (whose last step is the same on both sides) had is
+    in both propagations' lists, so it neither appears nor disappears."""
+    from sdy_dl.audit.whatif import _changed_steps, _conflict_key
+
+    before = propagate(SAME_PLACE, engine="python")
+    after, changes = before.whatif(set={"%arg3": '<@mesh, [{}, {"a"}]>'})
+    changed_before, _ = _changed_steps(before.audit, after.audit)
+    whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
+    whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}
+    assert len(after.audit.conflicts()) == 2 and len(whole_a) == 1   # (both adds have it)
+    assert changed_before and len(changed_before) < len(before.audit.tracer.steps)
+    assert changes.conflict_keys == ([], [k for k in whole_b if k not in whole_a])
+    assert changes.conflict_keys[1] and not changes.lines()[-1].startswith("0 values")

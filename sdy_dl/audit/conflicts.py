@@ -111,18 +111,43 @@ def _is_prefix(a: list, b: list) -> bool:
 def last_visits(explainer) -> list:
     """The last step of each op the propagation visited, in first-visit order (an op
     by its tag; a step whose op has none stands alone)."""
+    return list(last_visit_by_op(explainer).values())
+
+
+def last_visit_by_op(explainer) -> dict:
+    """:func:`last_visits` by op: its ``px:`` tag (a step of an untagged op: the
+    step's ``id``) -> its last step, in first-visit order."""
     last = {}
-    tags = {}   # id(an op's description) -> its tag (the descriptions live as long as the steps)
+    op_key = op_keys(explainer)
     for cause in explainer.tracer.steps:
+        last[op_key(cause)] = cause
+    return last
+
+
+def op_keys(explainer):
+    """A function giving a step's op key: the ``px:`` tag of its op (``oN``), or the
+    step's ``id`` when its op has none.  A tag is read from the op's location as
+    :class:`~sdy_dl.audit.naming.PropagationIndex` made it when it is that
+    location (found by its pointer, without reading its text), else from its text;
+    once per op description (they live as long as the steps)."""
+    from sdy_dl.ir.walk import key as pointer_of
+
+    made = explainer.propagated.tags_made if explainer.propagated is not None else {}
+    tags = {}   # id(an op's description) -> its tag ("" none)
+
+    def op_key(cause):
         op = cause.op
         if op is None:
-            last[id(cause)] = cause
-            continue
+            return id(cause)
         tag = tags.get(id(op))
         if tag is None:
-            tag = tags[id(op)] = op.get("tag") or ""
-        last[tag or id(cause)] = cause
-    return list(last.values())
+            loc = getattr(op, "location", None)
+            tag = made.get(pointer_of(loc)) if loc is not None else None
+            if tag is None:
+                tag = op.get("tag") or ""
+            tags[id(op)] = tag
+        return tag or id(cause)
+    return op_key
 
 
 def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
@@ -134,8 +159,9 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
     the whole propagation, not on which other conflicts are found)."""
     records = explainer.step_records()
     visits = defaultdict(int)
+    op_key = op_keys(explainer)
     for cause in explainer.tracer.steps:
-        visits[(cause.op or {}).get("tag") or id(cause)] += 1
+        visits[op_key(cause)] += 1
     out = []
     for cause in last_visits(explainer):
         if at is not None and (cause.op["name"], cause.op["place"]) not in at:
@@ -157,7 +183,7 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
                                                             replicated=a in comp["replicated"])}
                                for a in axes] if key is not None else []
         tag = (cause.op or {}).get("tag")
-        n = visits[tag or id(cause)]
+        n = visits[op_key(cause)]
         c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the op "
                               f"(step {position[id(cause)] + 1} of {total}); "
                               "it saw the shardings earlier steps had written")

@@ -521,18 +521,53 @@ class InputIndex:
                 return found
         return self.table.places.get(key)
 
+    @property
+    def ops(self) -> list:
+        """The snapshot's ops in pre-order (the order that numbers them; raw ops)."""
+        if self._table is not None:
+            return self._table.ops
+        if not hasattr(self, "_ops"):
+            from sdy_dl.ir.walk import walk_pre
+
+            self._ops = walk_pre(self._snapshot)[1:]
+        return self._ops
+
+    def top_level_position(self, n: int) -> int | None:
+        """The place of op ``n`` among the module's top-level ops (None: a nested op):
+        where a copy (:meth:`copy`) has it, without walking the copy."""
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            mop = self.ops[n]
+            parent = mop.parent
+            if parent is None or parent.name != "builtin.module":
+                return None
+            for i, top in enumerate(self._snapshot.regions[0].blocks[0].operations):
+                if top.operation == mop:
+                    return i
+        return None
+
+    def calls(self, symbol: str) -> bool:
+        """Whether an op of the input calls function ``symbol`` (``func.call``; once
+        per symbol)."""
+        if not hasattr(self, "_calls"):
+            from jaxlib.mlir import ir
+
+            from sdy_dl.ir.context import mlir_context
+
+            with mlir_context():
+                self._calls = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                               for op in self.ops if op.name == "func.call"}
+        return symbol in self._calls
+
     def _place_alone(self, key: tuple) -> tuple | None:
         """:meth:`place` read from op N alone (None: not so read)."""
-        from sdy_dl.ir.walk import walk_pre
-
-        if not hasattr(self, "_ops"):
-            self._ops = walk_pre(self._snapshot)[1:]   # (the order that numbers them)
         tag, index = key
         head, _, k = tag[1:].partition(".")
         n = int(head)
-        if not 0 <= n < len(self._ops):
+        if not 0 <= n < len(self.ops):
             return None
-        mop = self._ops[n]
+        mop = self.ops[n]
         if tag.startswith("o"):
             results = mop.results
             return (mop, results[index], index, False) if 0 <= index < len(results) else None
@@ -710,6 +745,13 @@ class PropagationIndex:
             record = PropagatedValue(key, r.op, r.is_edge, r.owner, inputs, r.tag_site, r.where)
             self._by_key.setdefault(key, []).append(record)
             self._by_tag[tag] = record
+
+    @property
+    def tags_made(self) -> dict:
+        """The tag (``oN``, ``aN.K``) of each location tagging made, by the location's
+        pointer (an index made from a first one: the first's, its module being a copy
+        of the first's as tagged: a tag names the same op or value in both)."""
+        return self._made
 
     def lookup(self, value: Value) -> PropagatedValue | None:
         """The propagated value an output value is (None: created by the export passes)."""

@@ -6,8 +6,9 @@ that is proven, the two modules' values pair up one to one by their place, and
 what changed is read at the few ops whose attributes differ, not by comparing
 every value (:mod:`sdy_dl.audit.diff` aligns by signatures in general).
 
-The proof (:func:`sharding_changes`): the two printed modules are equal once
-every sharding in them is masked (:func:`masked`), so
+The proof (:func:`sharding_changes`): the two modules have as many ops and
+their printed texts are equal once every sharding in them is masked
+(:func:`masked`; :func:`equal_when_masked` masks only the lines that differ), so
 their ops, operands, types, regions, value names and printed lines are the
 same; the ops are paired in pre-order and compared attribute by attribute
 (attributes are uniqued: a comparison is a pointer's); an op whose attributes
@@ -57,22 +58,34 @@ class ShardingChanges:
         return found[1] if found is not None else sa.text(value)
 
 
-def sharding_changes(sa, a_masked: str, b_module, b_text: str) -> ShardingChanges | None:
+def equal_when_masked(a: str, b: str) -> bool:
+    """Whether two printed modules are equal once their shardings are masked
+    (:func:`masked`), compared line by line (a sharding is printed on one line):
+    only the lines that differ are masked."""
+    if a == b:
+        return True
+    xs, ys = a.split("\n"), b.split("\n")
+    return len(xs) == len(ys) and all(x == y or masked(x) == masked(y) for x, y in zip(xs, ys))
+
+
+def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
     """The :class:`ShardingChanges` from ``a`` (``sa``: its
-    :class:`~sdy_dl.audit.diff.Signatures`; ``a_masked``: its printed text,
-    :func:`masked`) to ``b_module`` (printed ``b_text``), or None when they are not
-    proven to differ in shardings only (see the module docstring)."""
+    :class:`~sdy_dl.audit.diff.Signatures`; ``a_text``: it printed) to ``b_module``
+    (printed ``b_text``), or None when they are not proven to differ in shardings
+    only (see the module docstring).  ``a_text`` and ``b_text`` may be functions
+    giving them: they are not called when the modules have different numbers of
+    ops."""
     from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.walk import walk_pre
 
-    if masked(b_text) != a_masked:
-        return None
     a_ops = sa.table.ops
     with mlir_context():
         b_ops = walk_pre(b_module.mlir.operation)[1:]
-        if len(b_ops) != len(a_ops):
-            return None
+    if len(b_ops) != len(a_ops) or not equal_when_masked(
+            a_text() if callable(a_text) else a_text, b_text() if callable(b_text) else b_text):
+        return None
+    with mlir_context():
         differ = []
         for n, (x, y) in enumerate(zip(a_ops, b_ops)):
             xs, ys = x.attributes, y.attributes

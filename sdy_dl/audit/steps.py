@@ -70,6 +70,11 @@ class OpInfo(Mapping):
         """The op's line in the module text (None when unknown)."""
         return self._from_location()[2]
 
+    @property
+    def location(self):
+        """The op's location when it was described (a raw MLIR location)."""
+        return self._loc
+
     def __getitem__(self, key: str):
         if key == "name":
             return self.name

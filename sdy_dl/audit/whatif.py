@@ -134,11 +134,8 @@ class WhatIf:
     def conflict_keys(self) -> tuple[list, list]:
         """(the keys of the conflicts that appeared, of those that disappeared), in the
         order of their propagation's conflicts (see :func:`_conflict_key`); found
-        at the ops whose last steps differ only (:func:`_changed_places`)."""
-        places = _changed_places(self.before, self.after)
-        before = _conflicts_by_key(self.before, places)
-        after = _conflicts_by_key(self.after, places)
-        return ([k for k in after if k not in before], [k for k in before if k not in after])
+        at the ops whose last steps differ only (:func:`_conflict_changes`)."""
+        return _conflict_changes(self.before, self.after)
 
     @property
     def conflicts_appeared(self) -> list:
@@ -458,9 +455,19 @@ def edit_input(audit, edits: list[Edit]):
             planned.append(_planned(audit, edit, target, meshes, seen))
     with mlir_context():
         copy = audit.inputs.copy()
-        ops = walk_pre(copy)[1:]
-        main = main_of([op.operation for op in copy.regions[0].blocks[0].operations
-                        if op.operation.name == "func.func"])
+        tops = [op.operation for op in copy.regions[0].blocks[0].operations]
+        main = main_of([op for op in tops if op.name == "func.func"])
+        walked = []
+
+        def op_at(n: int):
+            """The copy's op ``n`` (pre-order; a top-level op found without a walk)."""
+            at = audit.inputs.top_level_position(n)
+            if at is not None:
+                return tops[at]
+            if not walked:
+                walked.append(walk_pre(copy)[1:])
+            return walked[0][n]
+
         applied = []
         drops = []
         for edit, target, new in planned:
@@ -469,14 +476,14 @@ def edit_input(audit, edits: list[Edit]):
                                    None if edit.kind != "set" else new.to_text(), target.where,
                                    target.place, target.op_name))
             if edit.kind == "drop":
-                drops.append(ops[target.op])
+                drops.append(op_at(target.op))
             else:
-                op = ops[target.op] if target.op >= 0 else main
+                op = op_at(target.op) if target.op >= 0 else main
                 _write(op, target, new)
                 if new is not None:
                     with _located_at(target):
                         _verified(op, target, new, meshes, audit.file)
-        imported = None if drops else imported_edit(audit, planned, ops, main)
+        imported = None if drops else imported_edit(audit, planned, op_at, main)
         for op in drops:
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
@@ -572,8 +579,8 @@ def whatif(audit, edits: list[Edit]):
     after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
-    memo = _Memo.of(audit)
-    same = sharding_changes(audit.signatures, memo.masked(audit), after.module, after.text)
+    same = sharding_changes(audit.signatures, lambda: audit.text, after.module,
+                            lambda: after.text)
     if same is not None:
         equal, changed = diff_edited(audit.signatures, same)
     else:   # other ops too: the edited output's signatures, made like the first's
@@ -584,15 +591,13 @@ def whatif(audit, edits: list[Edit]):
 
 class _Memo:
     """What a propagation's what-ifs reuse besides its signatures and memory layouts
-    (the Audit's): its masked text (for the diff), its collective ledger and each
-    op's last step, and, shared by the what-ifs made from it, the conflicts of each
-    step input (``steps``: meshes' text -> {StepInput: the conflicts' (factors,
-    axis, kind, kept axes)}; a step's conflicts depend only on its input and the
-    meshes)."""
+    (the Audit's): its collective ledger and each op's last step, and, shared by
+    the what-ifs made from it, the conflicts of each step input (``steps``:
+    meshes' text -> {StepInput: the conflicts' (factors, axis, kind, kept
+    axes)}; a step's conflicts depend only on its input and the meshes)."""
 
     def __init__(self, steps: dict | None = None):
         self.steps = steps if steps is not None else {}
-        self._masked = None
         self.ledger = None
         self.last_steps = None
 
@@ -607,53 +612,77 @@ class _Memo:
         """A memo for a what-if's propagation: its own, sharing the step conflicts."""
         return _Memo(self.steps)
 
-    def masked(self, audit) -> str:
-        """The printed output with its shardings masked (:func:`~sdy_dl.audit.same_structure.masked`)."""
-        from sdy_dl.audit.same_structure import masked
 
-        if self._masked is None:
-            self._masked = masked(audit.text)
-        return self._masked
-
-
-def _last_steps(audit) -> tuple[list, dict]:
-    """(each op's last step as :func:`~sdy_dl.audit.conflicts.last_visits` finds them,
-    (op name, place) -> the set of those ops' last step inputs), kept for later
-    what-ifs."""
-    from sdy_dl.audit.conflicts import last_visits
+def _last_steps(audit) -> dict:
+    """Each op's last step by op (:func:`~sdy_dl.audit.conflicts.last_visit_by_op`),
+    kept for later what-ifs."""
+    from sdy_dl.audit.conflicts import last_visit_by_op
 
     memo = _Memo.of(audit)
     if memo.last_steps is None:
-        causes = last_visits(audit.explainer)
-        places: dict = {}
-        for cause in causes:
-            places.setdefault((cause.op["name"], cause.op["place"]), set()).add(cause.step)
-        memo.last_steps = causes, places
+        memo.last_steps = last_visit_by_op(audit.explainer)
     return memo.last_steps
 
 
-def _changed_places(before, after) -> set | None:
-    """The (op name, place) pairs whose ops' set of last step inputs differs between the
-    two propagations (None: all, when their meshes differ).
+def _changed_steps(before, after) -> tuple[list, list] | None:
+    """(the last steps of ``before``'s ops whose last step differs in ``after``, and
+    those of ``after``'s ops whose last step differs in ``before``), each in
+    first-visit order; an op only one has, or an untagged op's step, differs.
+    None when the two propagations' tags may name other ops
+    (:attr:`~sdy_dl.audit.naming.PropagationIndex.tags_made`: a what-if that
+    did not start from the first's imported module) or their meshes differ.
 
-    A conflict key starts with its op's (name, place), and the conflicts of a step
-    depend only on its input and the meshes: at a pair whose ops' last steps are
-    the same set on both sides the two propagations have the same keys, so no key
-    there appears or disappears, and the keys elsewhere never start with it."""
+    A step's conflicts depend only on its input and the meshes: an op whose last
+    step is the same on both sides has the same conflicts there."""
     from sdy_dl.passes.propagation.basic_propagation import mesh_key
 
-    if mesh_key(before.propagated) != mesh_key(after.propagated):
+    if (before.propagated.tags_made is not after.propagated.tags_made
+            or mesh_key(before.propagated) != mesh_key(after.propagated)):
         return None
-    _, b = _last_steps(before)
-    _, a = _last_steps(after)
-    return {p for p in b.keys() | a.keys() if b.get(p) != a.get(p)}
+    b, a = _last_steps(before), _last_steps(after)
+
+    def differing(mine: dict, theirs: dict) -> list:
+        out = []
+        for op, cause in mine.items():
+            other = theirs.get(op) if isinstance(op, str) else None
+            if other is None or (other.step is not cause.step and other.step != cause.step):
+                out.append(cause)
+        return out
+    return differing(b, a), differing(a, b)
 
 
-def _conflicts_by_key(audit, places: set | None = None) -> dict:
-    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds at the ops
-    at ``places`` (None: all), in its order, without their origins, order or
-    communication: each op's last step's conflicts, looked up by step input (and
-    meshes) first; only steps no propagation of the what-ifs evaluated before are
+def _conflict_changes(before, after) -> tuple[list, list]:
+    """:attr:`WhatIf.conflict_keys`: the keys of the conflicts at the ops whose last
+    steps differ (:func:`_changed_steps`; all ops when that is not known) on each
+    side, compared.  A key one side has there is also the other's when an op of
+    the same name and place whose last step is the same on both sides has it: those
+    ops' keys are found at the places of such keys only."""
+    changed = _changed_steps(before, after)
+    if changed is None:
+        b = _conflicts_by_key(before, list(_last_steps(before).values()))
+        a = _conflicts_by_key(after, list(_last_steps(after).values()))
+        return [k for k in a if k not in b], [k for k in b if k not in a]
+    b = _conflicts_by_key(before, changed[0])
+    a = _conflicts_by_key(after, changed[1])
+    appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
+    if appeared or disappeared:
+        at = {k[:2] for k in appeared + disappeared}
+        names = {name for name, _ in at}
+        differ = {id(c) for c in changed[0]}
+        same = _conflicts_by_key(before, [
+            c for c in _last_steps(before).values()
+            if id(c) not in differ and c.op is not None and c.op["name"] in names
+            and (c.op["name"], c.op["place"]) in at])
+        appeared = [k for k in appeared if k not in same]
+        disappeared = [k for k in disappeared if k not in same]
+    return appeared, disappeared
+
+
+def _conflicts_by_key(audit, causes: list) -> dict:
+    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds at the
+    last steps ``causes`` (in their order), without their origins, order or
+    communication: each step's conflicts, looked up by step input (and meshes)
+    first; only steps no propagation of the what-ifs evaluated before are
     evaluated for their factor records."""
     from sdy_dl.audit.conflicts import step_conflicts
     from sdy_dl.audit.steps import StepRecords
@@ -663,9 +692,6 @@ def _conflicts_by_key(audit, places: set | None = None) -> dict:
     explainer = audit.explainer
     meshes = audit.propagated.meshes
     known = memo.steps.setdefault(mesh_key(audit.propagated), {})
-    causes, _ = _last_steps(audit)
-    if places is not None:
-        causes = [c for c in causes if (c.op["name"], c.op["place"]) in places]
     missing = {}    # step input -> a cause that evaluated it
     for cause in causes:
         if cause.step not in known:
@@ -677,8 +703,11 @@ def _conflicts_by_key(audit, places: set | None = None) -> dict:
                            for c in step_conflicts(explainer, cause, records, named=False)]
     out = {}
     for cause in causes:
-        for part in known[cause.step]:
-            out[(cause.op["name"], cause.op["place"]) + part] = None
+        parts = known[cause.step]
+        if parts:
+            op = (cause.op["name"], cause.op["place"])
+            for part in parts:
+                out[op + part] = None
     return out
 
 

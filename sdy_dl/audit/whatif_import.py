@@ -29,14 +29,12 @@ the new shardings on main's arguments, and propagation starts from it
 from __future__ import annotations
 
 
-def imported_edit(audit, planned: list, ops: list, main):
+def imported_edit(audit, planned: list, op_at, main):
     """A new copy of ``audit``'s imported module with the ``planned`` edits ((edit,
     target, new sharding), :func:`sdy_dl.audit.whatif.edit_input`'s) written, as
     the import stages would make it of the edited input; None when that is not
-    known to hold (see the module docstring).  ``ops``: the input's ops in
-    pre-order (``_Target.op`` numbers them), ``main``: its main function."""
-    from jaxlib.mlir import ir
-
+    known to hold (see the module docstring).  ``op_at``: the edited copy's op N
+    (its pre-order number, ``_Target.op``), ``main``: its main function."""
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import main_of, symbol_name
     from sdy_dl.ir.storage import read_func_attr, write_func_attrs
@@ -47,18 +45,16 @@ def imported_edit(audit, planned: list, ops: list, main):
     for edit, target, new in planned:
         old = target.current
         if (edit.kind != "set" or target.place != "arg" or target.op < 0
-                or ops[target.op] != main or old is None or new is None
+                or op_at(target.op) != main or old is None or new is None
                 or not isinstance(new.mesh, str) or new.mesh != old.mesh
                 or new.mesh not in meshes
                 or any(axis.size == 1 for axis in meshes[new.mesh].axes)
                 or any(not d.axes and d.is_closed and d.priority is not None for d in new.dims)):
             return None
     name = symbol_name(main)
+    if audit.inputs.calls(name):   # (the edits change no call)
+        return None
     with mlir_context():
-        for op in ops:
-            if (op.name == "func.call"
-                    and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == name):
-                return None
         copy = audit.imported.clone()
         imported_main = main_of([op.operation for op in copy.regions[0].blocks[0].operations
                                  if op.operation.name == "func.func"])
