@@ -667,9 +667,10 @@ class PropagationIndex:
     ``first``: the index of another propagation whose module, as tagged, ``module``
     is a copy of with other shardings (a what-if's, started from the first
     propagation's imported module, :mod:`~sdy_dl.audit.whatif_import`): the same
-    values with the same tags and places, only the tracer keys (the values' own
-    pointers) are ``module``'s.  Then nothing is tagged, and the records and links
-    are the first's remade with this module's keys when first asked for."""
+    values with the same tags, places and tracer keys (``module``'s values are given
+    the first's keys, ``Value.pointer``: a key names a value, not a pointer into this
+    module).  Then nothing is tagged, the links are the first's and the records the
+    first's remade with this module's inputs when first asked for."""
 
     def __init__(self, module: Module, inputs: InputIndex, first: "PropagationIndex | None" = None):
         from sdy_dl.ir.context import mlir_context
@@ -690,8 +691,12 @@ class PropagationIndex:
             values = module.values
             if first is not None and len(values) == len(first._values):
                 self._made, self._values, self._first = first._made, first._values, first
-                #: each value's tracer key here, in the order of ``_values``
-                self.keys = [value_key(values[slot]) for _, _, slot in first._values]
+                #: each value's tracer key here, in the order of ``_values``: the
+                #: first's (the same key names the same value in both propagations,
+                #: so a replayed visit's record can be the first's)
+                self.keys = first.keys
+                for (_, _, slot), k in zip(first._values, self.keys):
+                    values[slot].pointer = k
                 return
             self._by_tag, self._by_key = {}, {}
             edges = find_edges(module)
@@ -727,18 +732,14 @@ class PropagationIndex:
     @property
     def links(self) -> list:
         """The data flow between tracer keys (of an index made from a first one: the
-        first's, with this module's keys)."""
+        first's, whose keys are this one's)."""
         if self._links is None:
-            from dataclasses import replace
-
-            keys = dict(zip(self._first.keys, self.keys))
-            self._links = [replace(link, keys=tuple(keys[k] for k in link.keys))
-                           for link in self._first.links]
+            self._links = self._first.links
         return self._links
 
     def _remake(self) -> None:
         """``by_tag`` and ``by_key`` of an index made from a first one: the first's
-        records with this module's keys."""
+        records with this module's inputs."""
         self._by_tag, self._by_key = {}, {}
         inputs = self._inputs
         for (tag, r, _), key in zip(self._values, self.keys):

@@ -123,15 +123,25 @@ class ProvenanceTracer:
         elif step is not None:
             self.edge_steps.append(self._cause)
 
-    def begin_like(self, cause: Cause, keys: tuple, op) -> None:
+    def begin_like(self, cause: Cause, keys: tuple, op, same_ops: bool = False) -> None:
         """A cause begins that is a visit's ``cause`` as another propagation of the
         same module recorded it (a replayed visit, :mod:`sdy_dl.propagation.replay`):
-        what :meth:`begin` records for it here, ``keys`` the tensors' keys here."""
+        what :meth:`begin` records for it here, ``keys`` the tensors' keys here.
+        ``same_ops``: this tracer describes an op as the other's describes the op it
+        is a copy of (:meth:`~sdy_dl.audit.steps.OpDescriber.describes_as`), so the
+        cause's description is taken.  When the cause would be recorded here with
+        the same number, after as many writes and with the same keys, it *is* the
+        other's: recorded, not made again (its writes will be the same)."""
         self._count += 1
-        info = self.describe_op(op) if self.describe_op is not None else {"name": op.name}
-        self._cause = Cause(self._count, cause.kind, cause.title, cause.detail,
-                            _Pairs(keys, cause.inputs.shardings), info, cause.step,
-                            cause.output, cause.strategy, cause.phase, at=len(self.writes))
+        info = cause.op if same_ops else (
+            self.describe_op(op) if self.describe_op is not None else {"name": op.name})
+        if (self._count == cause.index and len(self.writes) == cause.at
+                and info is cause.op and keys == cause.inputs.keys):
+            self._cause = cause
+        else:
+            self._cause = Cause(self._count, cause.kind, cause.title, cause.detail,
+                                _Pairs(keys, cause.inputs.shardings), info, cause.step,
+                                cause.output, cause.strategy, cause.phase, at=len(self.writes))
         if cause.kind == "step":
             self.steps.append(self._cause)
         else:

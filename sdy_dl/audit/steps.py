@@ -121,6 +121,12 @@ class OpDescriber:
         self._described[id(op)] = (op, described)
         return described
 
+    def describes_as(self, other: "OpDescriber") -> bool:
+        """Whether this describer describes an op as ``other`` describes the op it is
+        a copy of (same name, location and attributes): the same file and rules."""
+        return (self.file == other.file and self.rule_files == other.rule_files
+                and self.db is other.db)
+
     def rule_origin(self, op) -> str:
         """Where ``op``'s rule comes from: the op's own attribute or a rule file and line."""
         if op.name == "sdy.data_flow_edge":

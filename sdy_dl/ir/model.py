@@ -54,7 +54,9 @@ class Value:
     mlir: Any = field(repr=False)
     uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
     mlir_type: Any = field(default=None, repr=False)   # the MLIR type (uniqued: compares as an object)
-    pointer: int | None = field(default=None, repr=False)   # its C++ pointer, once read (value_key)
+    #: its key (value_key): its C++ pointer once read, or the same value's key in the
+    #: propagation a what-if's module was copied from (audit.naming.PropagationIndex)
+    pointer: int | None = field(default=None, repr=False)
 
     @property
     def type_text(self) -> str:

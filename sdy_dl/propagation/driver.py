@@ -251,11 +251,12 @@ class Propagator:
         return visit
 
     def take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
-              applied: set, like=None) -> object:
+              applied: set, like=None, same_ops: bool = False) -> object:
         """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
         site's tensors), and record the visit; returns its provenance cause.
         ``like``: the cause another propagation of this module recorded for the
-        same visit (a replayed one, ``propagation.replay``), recorded again here."""
+        same visit (a replayed one, ``propagation.replay``), recorded again here
+        (``ProvenanceTracer.begin_like``, with ``same_ops``)."""
         state = self.state
         changes = True
         if not any(output.operands) and not any(output.results):
@@ -269,7 +270,7 @@ class Propagator:
         tracer = state.tracer
         cause = None
         if like is not None:
-            tracer.begin_like(like, self._described_of(op, site)[4], op)
+            tracer.begin_like(like, self._described_of(op, site)[4], op, same_ops)
             cause = tracer.current
         elif tracer is not None:
             kind, title, detail, keys, shardings = self._describe(op, site, step)

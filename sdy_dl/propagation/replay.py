@@ -153,6 +153,7 @@ class PassTrace:
         self.priorities: tuple | None = None
         self._writes: dict | None = None
         self.size = (0, 0)               # the module's ops and values
+        self.describe_op = None          # the recording tracer's op describer
 
     def start(self, propagator, name: str) -> bool:
         """Record ``propagator``'s fixpoints (False: it cannot be replayed later)."""
@@ -162,6 +163,7 @@ class PassTrace:
             return False
         propagator.recorder = self
         propagator.state.log, propagator.state.read0 = self.log, self.read0
+        self.describe_op = propagator.state.tracer.describe_op
         self.size = (len(propagator.module.ops), len(propagator.module.values))
         return True
 
@@ -268,6 +270,11 @@ class Replay:
                      and not propagator.groups.by_vid
                      and trace.size == (len(module.ops), len(module.values)))
         self.on = self.same
+        #: this run's tracer describes ops as the record's (its causes' descriptions
+        #: are taken, ``ProvenanceTracer.begin_like``)
+        describe, theirs = getattr(propagator.state.tracer, "describe_op", None), trace.describe_op
+        self.same_ops = (describe is not None and theirs is not None
+                         and describe.describes_as(theirs))
         self.next = 0                    # the record's next fixpoint
         self.diff: set[int] | None = None   # D at the end of the last fixpoint
         self.edited: set[int] = set()    # slots whose stored shardings differ
@@ -382,7 +389,7 @@ class Replay:
         visit = prop.visitor(directions, applied)
         order, reads, read_sets = prop.erase_order, self._reads, self._read_sets
         state, erased = prop.state, prop.erased
-        get, take, ready = state.get, prop.take, self._ready
+        get, take, ready, same_ops = state.get, prop.take, self._ready, self.same_ops
         replayed = 0
         i = 0                      # aligned: the record's next pop
         aligned = True
@@ -416,7 +423,7 @@ class Replay:
                                 get(value)
                             ready.add(oid)
                         if cause is not None:
-                            take(op, site, cause.step, cause.output, applied, cause)
+                            take(op, site, cause.step, cause.output, applied, cause, same_ops)
                     n = len(stack) - depth
                     pushed = r_pushes.get(i)
                     if not n and pushed is None:

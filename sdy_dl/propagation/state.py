@@ -20,7 +20,9 @@ from sdy_dl.sharding import TensorSharding
 
 def value_key(value: Value) -> int:
     """A key for a value that survives IR changes and re-indexing (its C++ pointer,
-    read once per model value: provenance asks for it at every traced step)."""
+    read once per model value: provenance asks for it at every traced step; a
+    what-if's copy of a module keys its values as the first propagation did,
+    ``audit.naming.PropagationIndex``)."""
     found = value.pointer
     if found is None:
         found = value.pointer = key(value.mlir)
