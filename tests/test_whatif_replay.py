@@ -147,3 +147,23 @@ def test_a_local_edit_replays_nearly_every_visit():
     replay = _replayed_and_plain(program("training_step"), last)
     assert replay is not None and replay.fixpoints == 5
     assert replay.replayed > 5 * replay.run, (replay.replayed, replay.run)
+
+
+def test_a_replayed_visit_records_the_first_runs_cause():
+    """The what-if's values are keyed as the first run's, and a replayed visit in step
+    with the first run (same cause number, as many writes before) records the first
+    run's cause object itself, with its op description; what it answers is the plain
+    what-if's (``_replayed_and_plain`` compares every record)."""
+    from test_whatif import program
+    from test_whatif_incremental import _other
+
+    before = propagate(program("training_step"), engine="python")
+    name, shape, current = _annotated_args(before)[-1]
+    after, _ = before.whatif([Edit("set", name, _other(shape, current))])
+    first, edited = before.audit, after.audit
+    assert edited.replay is not None and edited.replay.same_ops
+    keys = {tag: r.key for tag, r in first.propagated.by_tag.items()}
+    assert {tag: r.key for tag, r in edited.propagated.by_tag.items()} == keys
+    ours = {id(c) for c in first.tracer.steps + first.tracer.edge_steps}
+    shared = [c for c in edited.tracer.steps + edited.tracer.edge_steps if id(c) in ours]
+    assert len(shared) > 10, len(shared)
