@@ -37,6 +37,7 @@ from sdy_dl.passes.export import export_pipeline
 from sdy_dl.passes.export.export_pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES,
                                                   EXPLICIT_COLLECTIVES)
 from sdy_dl.passes.import_ import import_pipeline
+from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
 from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
 from sdy_dl.passes.options import Option
 
@@ -45,7 +46,7 @@ PIPELINE = "propagate"
 
 __all__ = ["ENABLE_INSERT_EXPLICIT_COLLECTIVES", "EXPLICIT_COLLECTIVES", "PIPELINE",
            "all_stage_names", "make_options", "pipeline_options", "propagate",
-           "split_stage", "stage_options", "stages"]
+           "split_stage", "stage_options", "stages", "stages_after_propagation"]
 
 
 def stages(options: PassOptions) -> list[str]:
@@ -65,6 +66,21 @@ def stages(options: PassOptions) -> list[str]:
     names += ["unflatten-call-graph", "symbol-dce", "insert-func-call-reshards",
               "export-pipeline"]
     return names
+
+
+def stages_after_propagation(options: PassOptions) -> list[str]:
+    """The stages ``propagate`` runs after user-priority propagation, the export
+    pipeline's passes one by one (what the export by difference reads the
+    statements of, :mod:`sdy_dl.passes.export.export_reads`)."""
+    names = stages(options)
+    out = []
+    for stage in names[[split_stage(s)[0] for s in names].index("user-priority-propagate") + 1:]:
+        if split_stage(stage)[0] == "export-pipeline":
+            out += export_pipeline.pipeline_passes(options[KEEP_SHARDING_RULES],
+                                                   options[ENABLE_INSERT_EXPLICIT_COLLECTIVES])
+        else:
+            out.append(stage)
+    return out
 
 
 def all_stage_names() -> list[str]:
@@ -108,21 +124,32 @@ def stage_options(stage: str, options: PassOptions) -> PassOptions:
     return options.with_values(fixed)
 
 
-def propagate(module: Module, options: PassOptions, before=None, start: str | None = None) -> Module:
+def propagate(module: Module, options: PassOptions, before=None, start: str | None = None,
+              export=None) -> Module:
     """Run the pipeline stages in order; ``before(name, module)``, when given, is
     called before each stage (the audit tags values there); ``start``: the stages
-    before the first one named so are not run (``module`` is what they made).
+    before the first one named so are not run (``module`` is what they made);
+    ``export(module)``, when given, is called after user-priority propagation and
+    may return the output the stages after it would make (a what-if's export by
+    difference, :mod:`sdy_dl.passes.export.by_difference`; None: they run).
     The result is verified (``verify_module``)."""
     from sdy_dl.ir.loader import verify_module
 
+    exported = False
     for stage in stages(options):
         name = split_stage(stage)[0]
         if start is not None:
             if name != start:
                 continue
             start = None
+        if exported:
+            continue
         if before is not None:
             before(name, module)
         module = get_pass(name).run(module, stage_options(stage, options))
+        if export is not None and name == "user-priority-propagate":
+            made = export(module)
+            if made is not None:
+                module, exported = made, True
     verify_module(module)
     return module

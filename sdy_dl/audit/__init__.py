@@ -52,7 +52,7 @@ class Audit:
     def __init__(self, module, options, step_memo: dict | None = None,
                  stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None,
                  places: dict | None = None, fixpoints=None,
-                 propagated: PropagationIndex | None = None):
+                 propagated: PropagationIndex | None = None, exported=None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
@@ -68,8 +68,12 @@ class Audit:
         visits are replayed where provably this propagation's
         (:mod:`sdy_dl.propagation.replay`).  ``propagated``: the propagation index
         of the audit ``imported`` was copied from (its values and tags are those of
-        ``imported``, :class:`PropagationIndex`)."""
-        from sdy_dl.pipeline import propagate
+        ``imported``, :class:`PropagationIndex`).  ``exported``: the export record
+        of that audit (its ``self.exported``), from which the output of
+        ``imported`` (a module of the same structure) is made by difference
+        where provably the same
+        (:mod:`sdy_dl.passes.export.by_difference`)."""
+        from sdy_dl.pipeline import propagate, stages_after_propagation
         from sdy_dl.propagation.replay import PassTrace, ReplayOf
 
         self.file = module.file
@@ -87,7 +91,16 @@ class Audit:
         #: Whether the stages before propagation were not run (``imported`` given).
         self.import_reused = imported is not None
 
+        #: The record of this propagation's export, for what-ifs (with ``step_memo``).
+        self.exported = None
+        record = imported is None and step_memo is not None
+
         def before(name, m):
+            if record and self.exported is None and self.propagated is not None \
+                    and name != PROPAGATION_STAGE:
+                from sdy_dl.passes.export.by_difference import ExportRecord
+
+                self.exported = ExportRecord(m)
             if name == PROPAGATION_STAGE:
                 self.propagated = PropagationIndex(m, self.inputs,
                                                    propagated if imported is not None else None)
@@ -104,10 +117,16 @@ class Audit:
         #: The record of this propagation's fixpoints, for what-ifs (with ``step_memo``).
         self.fixpoints = PassTrace() if imported is None and step_memo is not None else None
         replay = ReplayOf(fixpoints) if imported is not None and fixpoints is not None else None
-        self.module = propagate(module if imported is None else imported, options.with_context(
+        run_options = options.with_context(
             tracer=self.tracer, step_memo=step_memo, stage_memo=stage_memo, rule_memo=rule_memo,
-            fixpoints=self.fixpoints or replay),
-            before=before, start=None if imported is None else PROPAGATION_STAGE)
+            fixpoints=self.fixpoints or replay)
+        self.module = propagate(
+            module if imported is None else imported, run_options, before=before,
+            start=None if imported is None else PROPAGATION_STAGE,
+            export=None if exported is None or imported is None
+            else self._export_by_difference(exported, run_options))
+        if self.exported is not None:
+            self.exported.finish(self.module, stages_after_propagation(options))
         #: The replay of ``fixpoints`` (a :class:`~sdy_dl.propagation.replay.Replay`:
         #: how many visits it replayed; None: none).
         self.replay = replay.replay if replay is not None else None
@@ -118,6 +137,14 @@ class Audit:
         self.like: Audit | None = None
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated,
                                    lambda: self.outputs)
+
+    @staticmethod
+    def _export_by_difference(exported, options):
+        from sdy_dl.passes.export.by_difference import export_by_difference
+        from sdy_dl.pipeline import stages_after_propagation
+
+        stages = stages_after_propagation(options)
+        return lambda m: export_by_difference(exported, m, options, stages)
 
     @functools.cached_property
     def outputs(self) -> OutputIndex:

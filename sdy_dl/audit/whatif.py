@@ -574,7 +574,7 @@ def whatif(audit, edits: list[Edit]):
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
                   stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
                   places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
-                  propagated=audit.propagated)
+                  propagated=audit.propagated, exported=audit.exported)
     after.edited_input = copy
     after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()

@@ -45,6 +45,20 @@ def without_sub_axes_from(s: TensorSharding, k: int, relations: dict[str, set]) 
     return TensorSharding(s.mesh, dims, s.replicated, s.unreduced)
 
 
+def without_sub_axes(shardings: list, options: PassOptions) -> list:
+    """The pass's answer for main's argument and result shardings ``shardings``
+    (None: no sharding, left so), decided in one engine call (each alone)."""
+    asked: dict[TensorSharding, int] = {}
+    for s in shardings:
+        if s is not None:
+            asked.setdefault(s, len(asked))
+    if not asked:
+        return list(shardings)
+    relations = STAGE.run(sub_axes_facts(list(asked)), options)
+    return [None if s is None else without_sub_axes_from(s, asked[s], relations)
+            for s in shardings]
+
+
 @register("remove-sub-axes-in-input-output-shardings",
           "Drop sub-axes (and what follows) from open dims of main in/out shardings.")
 def run(module: Module, options: PassOptions) -> Module:
@@ -54,18 +68,17 @@ def run(module: Module, options: PassOptions) -> Module:
         func = main_func(module)
         if func is None:
             return module
-        asked: dict[TensorSharding, int] = {}
+        asked: dict[TensorSharding, None] = {}
 
         def ask(_, s):
-            asked.setdefault(s, len(asked))
+            asked[s] = None
             return s
 
         for kind in ("arg_attrs", "res_attrs"):
             update_func_shardings(func, kind, ask)
         if not asked:
             return module
-        relations = STAGE.run(sub_axes_facts(list(asked)), options)
-        decided = {s: without_sub_axes_from(s, k, relations) for s, k in asked.items()}
+        decided = dict(zip(asked, without_sub_axes(list(asked), options)))
         for kind in ("arg_attrs", "res_attrs"):
             update_func_shardings(func, kind, lambda _, s: decided[s])
         return module.invalidate(ops_kept=True)

@@ -111,6 +111,17 @@ class _Updater:
                         for key, k in self.asked.items()}
 
 
+def evenly_sharded(items: list, module: Module, options: PassOptions) -> list:
+    """The pass's answer for boundary shardings ``items`` (each a (sharding or None,
+    type)), decided in one engine call: what the pass makes of them wherever they
+    stand (each boundary sharding is decided alone)."""
+    up = _Updater(module)
+    for s, t in items:
+        up.even(s, t)
+    up.decide(options)
+    return [up.even(s, t) for s, t in items]
+
+
 def _update(module: Module, up: _Updater) -> None:
     """Give every boundary sharding of ``module`` ``up``'s answer for it."""
     for func in funcs(module):

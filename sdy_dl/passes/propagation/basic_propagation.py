@@ -189,6 +189,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     # Only attributes changed (the model stays), or dead ops were erased: the
     # model gives the op walks either way.
     walks = OpIndex.from_model(model, propagator.erased)
+    # (the export by difference compares two propagations' erasures)
+    model.propagation_erased = frozenset(propagator.erased)
     if propagator.erased:
         return model.invalidate(walks=walks)
     model.walks = walks
