@@ -383,7 +383,9 @@ class ValueTable:
                         names[key] = value_names(arg, prefix, state, is_func)
                         places[key] = (mop, arg, arg.arg_number, True)
                         regions[key] = region
-        self.names = SsaNames(names, [op.name for op in ops], regions, text)
+        #: the name of each op in ``ops``
+        self.op_names = [op.name for op in ops]
+        self.names = SsaNames(names, self.op_names, regions, text)
 
     def key_of(self, value) -> tuple:
         """The key of an MLIR value of the module (``places`` read backwards)."""
@@ -434,7 +436,8 @@ class InputIndex:
 
     def __init__(self, module: Module, tag: bool = True):
         """``tag``: False when ``module`` will not run through the passes (a what-if
-        that starts from the imported module, which has its tags already)."""
+        that starts from the imported module, which has its tags already): then it
+        is its own snapshot."""
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.ir.mlir_ops import main_func
         from sdy_dl.ir.storage import read_func_attr
@@ -446,7 +449,7 @@ class InputIndex:
         self._related: dict[tuple, list[tuple]] | None = None
         with mlir_context():
             top = module.mlir.operation
-            self._snapshot = top.clone()
+            self._snapshot = top.clone() if tag else top   # (untagged: never edited)
             main = main_func(module)
             if main is not None:
                 for i in range(len(main.attributes["function_type"].value.results)):

@@ -6,9 +6,10 @@ that is proven, the two modules' values pair up one to one by their place, and
 what changed is read at the few ops whose attributes differ, not by comparing
 every value (:mod:`sdy_dl.audit.diff` aligns by signatures in general).
 
-The proof (:func:`sharding_changes`): the two modules have as many ops and
-their printed texts are equal once every sharding in them is masked
-(:func:`masked`; :func:`equal_when_masked` masks only the lines that differ), so
+The proof (:func:`sharding_changes`): the two modules' ops in pre-order have
+the same names, and their printed texts are equal once every sharding in them
+is masked (:func:`masked`; :func:`equal_when_masked` masks only the lines that
+differ), so
 their ops, operands, types, regions, value names and printed lines are the
 same; the ops are paired in pre-order and compared attribute by attribute
 (attributes are uniqued: a comparison is a pointer's); an op whose attributes
@@ -73,8 +74,8 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
     :class:`~sdy_dl.audit.diff.Signatures`; ``a_text``: it printed) to ``b_module``
     (printed ``b_text``), or None when they are not proven to differ in shardings
     only (see the module docstring).  ``a_text`` and ``b_text`` may be functions
-    giving them: they are not called when the modules have different numbers of
-    ops."""
+    giving them: they are not called when the modules' ops in pre-order have other
+    names."""
     from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.walk import walk_pre
@@ -82,8 +83,10 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
     a_ops = sa.table.ops
     with mlir_context():
         b_ops = walk_pre(b_module.mlir.operation)[1:]
-    if len(b_ops) != len(a_ops) or not equal_when_masked(
-            a_text() if callable(a_text) else a_text, b_text() if callable(b_text) else b_text):
+        if len(b_ops) != len(a_ops) or [op.name for op in b_ops] != sa.table.op_names:
+            return None
+    if not equal_when_masked(a_text() if callable(a_text) else a_text,
+                             b_text() if callable(b_text) else b_text):
         return None
     with mlir_context():
         differ = []

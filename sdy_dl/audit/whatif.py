@@ -568,8 +568,11 @@ def whatif(audit, edits: list[Edit]):
 
     copy, applied, imported = edit_input(audit, edits)
     with mlir_context():
-        edited = module_of_op(copy.clone(), audit.file)   # (the pipeline edits its input)
-        if imported is not None:
+        if imported is None:
+            edited = module_of_op(copy.clone(), audit.file)   # (the pipeline edits its input)
+        else:   # (propagation starts from ``imported``: the edited input is only read)
+            edited = module_of_op(copy, audit.file)
+            copy = edited.mlir.operation
             imported = module_of_op(imported, audit.file)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
                   stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
