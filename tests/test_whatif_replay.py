@@ -167,3 +167,38 @@ def test_a_replayed_visit_records_the_first_runs_cause():
     ours = {id(c) for c in first.tracer.steps + first.tracer.edge_steps}
     shared = [c for c in edited.tracer.steps + edited.tracer.edge_steps if id(c) in ours]
     assert len(shared) > 10, len(shared)
+
+
+def test_pushes_taken_from_the_record_are_the_notifications(monkeypatch):
+    """A replayed visit enqueues the ops the record's visit did, without notifying,
+    when every value's uses are in the record's order (``Replay.same_uses``): each
+    such visit notifies for real here, and what it enqueues is checked against the
+    record's; random modules and control flow, some whose copies reorder uses."""
+    from sdy_dl.propagation.driver import Propagator
+
+    take = Propagator.take
+    checked = []
+
+    def checking_take(self, op, site, step, output, applied, like=None, same_ops=False,
+                      notified=None):
+        if notified is None:
+            return take(self, op, site, step, output, applied, like, same_ops)
+        depth = len(self._worklist)
+        cause = take(self, op, site, step, output, applied, like, same_ops)
+        assert tuple(o.oid for o in self._worklist._stack[depth:]) == tuple(notified)
+        checked.append(op.oid)
+        return cause
+    monkeypatch.setattr(Propagator, "take", checking_take)
+    replays = []
+    for seed in range(8):
+        text = random_module(seed, 14)
+        mesh = _mesh(random.Random(seed))
+        replays.append(_replayed_and_plain(
+            text, _random_edits(seed, lambda rng, shape: _sharding(rng, mesh, shape))))
+        from random_control_flow import _sharding as control_sharding
+        replays.append(_replayed_and_plain(
+            random_control_flow_module(seed),
+            _random_edits(seed, lambda rng, shape: control_sharding(rng))))
+    replays = [r for r in replays if r is not None]
+    assert checked and any(r.same_uses for r in replays)
+    assert not all(r.same_uses for r in replays)   # (some copies order uses otherwise)

@@ -168,32 +168,45 @@ class Propagator:
     # -- the worklist ----------------------------------------------------
 
     def _fixpoint(self, directions: DirectionFn, progress) -> None:
-        # An op known to have no site that cannot die does nothing when popped:
-        # it is left out (where it would wait in the list does not matter).
-        sites, may_die = self._sites, self._may_die
-        worklist = Worklist(op for op in self.module.ops if op.oid not in self.erased
-                            and not (sites.get(op.oid, op) is None and may_die.get(op.oid) is False))
-        self._worklist = worklist
+        worklist = self._worklist = Worklist(())
         self._current = None
         applied: set[tuple[int, StepInput]] = set()   # (op, step) whose output changed something
+        # A replay of an earlier propagation's fixpoint (which starts from the record's
+        # stack), or a recording of this one, brings its own visit
+        # (``propagation.replay``), and closes the fixpoint with ``end``.
         replay, recorder = self.replay, self.recorder
-        if replay is not None and replay.fixpoint(self, worklist, directions, applied, progress):
-            pass
-        elif recorder is not None:
-            recorder.fixpoint(self, worklist, directions, applied, progress)
+        behaviour = None
+        if replay is not None:
+            behaviour = replay.fixpoint(self, worklist, directions, applied)
+        if behaviour is None:
+            # An op known to have no site that cannot die does nothing when popped:
+            # it is left out (where it would wait in the list does not matter).
+            sites, may_die, erased = self._sites, self._may_die, self.erased
+            worklist.restart([op for op in self.module.ops if op.oid not in erased and not (
+                sites.get(op.oid, op) is None and may_die.get(op.oid) is False)][::-1])
+            if recorder is not None:
+                behaviour = recorder.fixpoint(self, worklist, directions, applied)
+        if behaviour is None:
+            self.drain(worklist, self.visitor(directions, applied), progress)
         else:
-            visit = self.visitor(directions, applied)
-            # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
-            stack, pending = worklist._stack, worklist._pending
-            visits = 0
-            while stack:
-                op = stack.pop()
-                pending.discard(op.oid)
-                visits += 1
-                if visits % 512 == 0:
-                    progress(visits, len(worklist), self.steps_evaluated, self.engine_calls)
-                visit(op)
+            visit, end = behaviour
+            self.drain(worklist, visit, progress)
+            end()
         self._worklist = None
+
+    def drain(self, worklist: Worklist, visit: Callable[[Op], object], progress) -> None:
+        """The fixpoint loop: pop ``worklist`` until it is empty, giving each op to
+        ``visit``; ``progress(visits, pending, steps, engine calls)`` every 512 pops."""
+        # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
+        stack, pending = worklist._stack, worklist._pending
+        visits = 0
+        while stack:
+            op = stack.pop()
+            pending.discard(op.oid)
+            visits += 1
+            if visits % 512 == 0:
+                progress(visits, len(stack), self.steps_evaluated, self.engine_calls)
+            visit(op)
 
     def visitor(self, directions: DirectionFn, applied: set) -> Callable[[Op], object]:
         """``visit(op)``: process popped ``op`` in this fixpoint (erase it if dead, else
@@ -251,12 +264,14 @@ class Propagator:
         return visit
 
     def take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
-              applied: set, like=None, same_ops: bool = False) -> object:
+              applied: set, like=None, same_ops: bool = False, notified=None) -> object:
         """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
         site's tensors), and record the visit; returns its provenance cause.
         ``like``: the cause another propagation of this module recorded for the
         same visit (a replayed one, ``propagation.replay``), recorded again here
-        (``ProvenanceTracer.begin_like``, with ``same_ops``)."""
+        (``ProvenanceTracer.begin_like``, with ``same_ops``); ``notified``: the ops
+        (by number) its writes enqueued there, known to be what they enqueue here:
+        they are pushed instead of notifying."""
         state = self.state
         changes = True
         if not any(output.operands) and not any(output.results):
@@ -278,11 +293,24 @@ class Propagator:
                          step=step, output=output, strategy=self.strategy, phase=self.phase)
             cause = tracer.current
         if changes:   # (an output that changes nothing writes nothing)
-            self._apply(site, output)
+            if notified is None:
+                self._apply(site, output)
+            else:
+                self._apply(site, output, notify=False)
+                push, ops = self._worklist.push, self.module.ops
+                for oid in notified:
+                    push(ops[oid])
         if tracer is not None:
             tracer.end()
         self._current = None
         return cause
+
+    def use_orders(self) -> dict[int, tuple]:
+        """value id -> its live uses as (op number, operand number), in the order the
+        notifications follow, of the values with more than one (the others' order
+        cannot differ)."""
+        return {vid: tuple([(op.oid, k) for op, k in uses])
+                for vid, uses in self.live_uses.items() if len(uses) > 1}
 
     def looked_up_rules(self) -> tuple[dict, dict]:
         """(op number -> its rule or None, op number -> its rule when it has one) of
@@ -434,8 +462,9 @@ class Propagator:
             unknown.add(slot.vid)
             unknown.update(copy.member.vid for copy in self.groups.of(slot.vid))
 
-    def _apply(self, site: _Site, output: StepOutput) -> None:
-        """Write the updated shardings (operands first) and notify as Shardy does."""
+    def _apply(self, site: _Site, output: StepOutput, notify: bool = True) -> None:
+        """Write the updated shardings (operands first) and notify as Shardy does
+        (``notify`` false: the caller enqueues what the notifications would)."""
         results = output.results
         if site.after is not None:
             results = tuple(None if s is None else site.after(s) for s in results)
@@ -444,7 +473,8 @@ class Propagator:
                 if new is not None and self.state.can_hold(value):
                     self.state.set(value, new)
                     modified = self.state.slot(value)
-                    self._notify_sharding_modified(modified)
+                    if notify:
+                        self._notify_sharding_modified(modified)
                     for copy in self.groups.of(modified.vid):
                         self._copy_to_member(copy, modified, new)
 

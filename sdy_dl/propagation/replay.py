@@ -32,20 +32,25 @@ enough).  If X's reads miss ``D``, B's visit reads exactly what the first
 run's did, so it does exactly what it did: the same step input (the
 recorded cause's), the same output, writes, pushes and provenance.  Replay
 then makes those effects through the same code (``Propagator.take``: the
-quiet-cache entry or the ``applied`` pair, the tracer's record, which is the
-recorded cause with this run's keys and op description
-(``ProvenanceTracer.begin_like``), the writes with their notifications, so
-the pushes are the real ones; they are compared with the record's, as the
-order of notifications is the order of the module's use lists, which a copy
-of a module need not keep).  It keeps what a real visit leaves behind
-although it changes no sharding: the op's site is looked up (its rule,
-``visited_rules``, the tracer's ops without a rule; the site found first is
-used from then on, as its directions only go into the step, which is the
-record's) and the site tensors are read before the visit writes any (the
-tracer's initial shardings, a dict read by key).  What it skips is the
-search for the step: the dead-op test, the quiet checks, building and
-hashing the step input, the memo.  The invariants hold after the visit,
-with ``D`` unchanged (its writes are site tensors, outside ``D``).
+quiet-cache entry or the ``applied`` pair; the tracer's record
+(``ProvenanceTracer.begin_like``), which *is* the recorded cause when B is in
+step with the record (the same cause number, as many writes before, the
+same keys: a what-if's values are keyed as the first run's), else a copy
+with this run's number and keys; the writes; their notifications, which
+follow the module's use lists: when every value's uses are in the record's
+order (``same_uses``; a copy of a module need not keep it), with equal
+stacks they enqueue exactly the record's pushes, which are pushed instead,
+otherwise they are made and compared with the record's).  It keeps what a
+real visit leaves behind although it changes no sharding: the op's site is
+looked up (its rule, ``visited_rules``, the tracer's ops without a rule; the
+site found first is used from then on, as its directions only go into the
+step, which is the record's) and the site tensors are read before the visit
+writes any (the tracer's initial shardings, a dict read by key).  What it
+skips is the search for the step: the dead-op test, the quiet checks,
+building and hashing the step input, the memo (a pop that did nothing in the
+record, of an op whose tensors were read, costs a few lookups).  The
+invariants hold after the visit, with ``D`` unchanged (its writes are site
+tensors, outside ``D``).
 
 A visit whose reads meet ``D``, and every visit that erases ops, runs for
 real.  Then ``D`` is updated over the values either run wrote at that pop
@@ -154,6 +159,7 @@ class PassTrace:
         self._writes: dict | None = None
         self.size = (0, 0)               # the module's ops and values
         self.describe_op = None          # the recording tracer's op describer
+        self.uses: dict | None = None    # its propagator's use_orders() when it began
 
     def start(self, propagator, name: str) -> bool:
         """Record ``propagator``'s fixpoints (False: it cannot be replayed later)."""
@@ -165,6 +171,7 @@ class PassTrace:
         propagator.state.log, propagator.state.read0 = self.log, self.read0
         self.describe_op = propagator.state.tracer.describe_op
         self.size = (len(propagator.module.ops), len(propagator.module.values))
+        self.uses = propagator.use_orders()
         return True
 
     def share_priorities(self, propagator, static: dict, decided: dict) -> tuple[dict, dict]:
@@ -206,42 +213,39 @@ class PassTrace:
                 return found[1][k - 1]
         return self.read0.get(vid, _STORED)
 
-    def fixpoint(self, propagator, worklist, directions, applied: set, progress) -> None:
-        """Run ``propagator``'s fixpoint from ``worklist`` for real, recording it."""
-        stack, pending = worklist._stack, worklist._pending
+    def fixpoint(self, propagator, worklist, directions, applied: set):
+        """(visit, end) of ``propagator``'s fixpoint from ``worklist``
+        (``Propagator.drain``): each visit runs for real and is recorded."""
+        stack = worklist._stack
         rec = FixpointTrace(propagator.phase, propagator.strategy, frozenset(propagator.erased),
                             [op.oid for op in stack], len(self.log))
         self.fixpoints.append(rec)
-        next_id = len(stack)
-        log, erased, order = self.log, propagator.erased, propagator.erase_order
+        log, order = self.log, propagator.erase_order
         visit = propagator.visitor(directions, applied)
-        causes, pushes = rec.causes, rec.pushes
-        written = len(log)
-        visits = i = 0
-        while stack:
-            op = stack.pop()
-            oid = op.oid
-            pending.discard(oid)
-            visits += 1
-            if visits % 512 == 0:
-                progress(visits, len(stack), propagator.steps_evaluated, propagator.engine_calls)
-            depth = len(stack)
-            if oid in erased:
-                causes.append(None)
-            else:
-                before = len(order)
-                causes.append(visit(op))
-                if len(order) != before:
-                    rec.erasures[i] = tuple(order[before:])
-                if len(stack) != depth:
-                    pushed = tuple([o.oid for o in stack[depth:]])
-                    pushes[i] = (next_id, pushed)
-                    next_id += len(pushed)
-                if len(log) != written:
-                    written = len(log)
-                    rec.wrote.append(i)
-                    rec.log_len.append(written)
-            i += 1
+        causes, pushes, erasures, wrote, log_len = (rec.causes, rec.pushes, rec.erasures,
+                                                    rec.wrote, rec.log_len)
+        next_id, written = len(stack), len(log)
+
+        def record(op) -> None:
+            nonlocal next_id, written
+            i = len(causes)
+            depth, before = len(stack), len(order)
+            causes.append(visit(op))   # (None for an op erased before: it does nothing)
+            if len(order) != before:
+                erasures[i] = tuple(order[before:])
+            if len(stack) != depth:
+                pushed = tuple([o.oid for o in stack[depth:]])
+                pushes[i] = (next_id, pushed)
+                next_id += len(pushed)
+            if len(log) != written:
+                written = len(log)
+                wrote.append(i)
+                log_len.append(written)
+        return record, _nothing
+
+
+def _nothing() -> None:
+    pass
 
 
 class ReplayOf:
@@ -275,13 +279,16 @@ class Replay:
         describe, theirs = getattr(propagator.state.tracer, "describe_op", None), trace.describe_op
         self.same_ops = (describe is not None and theirs is not None
                          and describe.describes_as(theirs))
+        #: the uses of every value are in the record's order: a replayed visit's
+        #: writes notify the ops the record's did (pushed, not notified)
+        self.same_uses = self.same and propagator.use_orders() == trace.uses
         self.next = 0                    # the record's next fixpoint
         self.diff: set[int] | None = None   # D at the end of the last fixpoint
         self.edited: set[int] = set()    # slots whose stored shardings differ
         self.trace_mark = 0              # the record's log length at the last fixpoint end
         self.mark = 0                    # ... and this run's
         self._read_sets: dict[int, tuple] = {}
-        self._ready: set[int] = set()     # ops whose site tensors were read
+        self._ready: set[int] = set()     # ops whose site tensors were read (or have none)
         self.replayed = 0                # visits replayed
         self.run = 0                     # visits run for real in a replayed fixpoint
         self.fixpoints = 0               # fixpoints replayed
@@ -359,18 +366,18 @@ class Replay:
 
     # -- one fixpoint --------------------------------------------------------------
 
-    def fixpoint(self, prop, worklist, directions, applied: set, progress) -> bool:
-        """Run ``prop``'s fixpoint, replaying the record's visits where they are
-        provably this run's; False (nothing done): the fixpoint is not the
-        record's next, and replay ends for the pass."""
+    def fixpoint(self, prop, worklist, directions, applied: set):
+        """(visit, end) of ``prop``'s fixpoint (``Propagator.drain``), replaying the
+        record's visits where they are provably this run's; None: the fixpoint is
+        not the record's next, and replay ends for the pass."""
         trace = self.trace
         if not self.on or self.next >= len(trace.fixpoints):
             self.on = False
-            return False
+            return None
         rec = trace.fixpoints[self.next]
         if rec.phase != prop.phase or rec.strategy != prop.strategy or rec.erased != prop.erased:
             self.on = False
-            return False
+            return None
         self.next += 1
         self.fixpoints += 1
         if self.diff is None:
@@ -382,55 +389,64 @@ class Replay:
 
         module_ops = prop.module.ops
         worklist.restart([module_ops[o] for o in rec.initial])
-        stack, pending = worklist._stack, worklist._pending
+        stack = worklist._stack
         ids = list(range(len(stack)))
-        fresh = -1
         r_causes, r_pushes, r_erasures = rec.causes, rec.pushes, rec.erasures
         visit = prop.visitor(directions, applied)
         order, reads, read_sets = prop.erase_order, self._reads, self._read_sets
         state, erased = prop.state, prop.erased
         get, take, ready, same_ops = state.get, prop.take, self._ready, self.same_ops
+        same_uses = self.same_uses
+        unchanged = diff.isdisjoint
+        fresh = -1
         replayed = 0
         i = 0                      # aligned: the record's next pop
         aligned = True
+        stopped = False            # too many values differ: the rest runs for real
         since = 0                  # diverged: the record's pop where it diverged
         mark = 0                   # ... and this run's log length then
         erased_since = False       # ... and whether an op was erased since
-        visits = 0
-        while stack:
-            op = stack.pop()
+
+        def replay(op) -> None:
+            nonlocal fresh, replayed, i, aligned, stopped, since, mark, erased_since
+            if stopped:
+                self.run += 1
+                visit(op)
+                return
             oid = op.oid
-            pending.discard(oid)
             ids.pop()
-            visits += 1
-            if visits % 512 == 0:
-                progress(visits, len(stack), prop.steps_evaluated, prop.engine_calls)
-            depth = len(stack)
             if aligned:
+                cause = r_causes[i]
+                known = read_sets.get(oid)
+                if (cause is None and known is not None and oid in ready and unchanged(known[0])
+                        and i not in r_pushes and i not in r_erasures and oid not in erased):
+                    replayed += 1   # (a visit that did nothing, its tensors read before)
+                    i += 1
+                    return
+                depth = len(stack)
                 if oid in erased:
                     i += 1
-                    continue   # erased in both runs
-                cause = r_causes[i]
+                    return   # erased in both runs
                 if cause is not None and cause.title != op.name:
                     raise AssertionError("replay lost its alignment")
-                if (i not in r_erasures
-                        and diff.isdisjoint((read_sets.get(oid) or reads(op, directions))[0])):
+                if i not in r_erasures and unchanged((known or reads(op, directions))[0]):
                     replayed += 1
                     site = read_sets[oid][1]
-                    if site is not None:
-                        if oid not in ready:   # (read as the visit reads them)
-                            for value in site.tensors:
-                                get(value)
-                            ready.add(oid)
-                        if cause is not None:
-                            take(op, site, cause.step, cause.output, applied, cause, same_ops)
-                    n = len(stack) - depth
+                    if oid not in ready:   # (its tensors read as the visit reads them)
+                        for value in site.tensors if site is not None else ():
+                            get(value)
+                        ready.add(oid)
                     pushed = r_pushes.get(i)
+                    if cause is not None and site is not None:
+                        take(op, site, cause.step, cause.output, applied, cause, same_ops,
+                             (pushed[1] if pushed else ()) if same_uses else None)
+                    n = len(stack) - depth
                     if not n and pushed is None:
                         i += 1
-                        continue
+                        return
                     # (the same ops notified, in the order of this module's use lists)
-                    same = pushed is not None and tuple([o.oid for o in stack[depth:]]) == pushed[1]
+                    same = pushed is not None and len(pushed[1]) == n and (same_uses or tuple(
+                        [o.oid for o in stack[depth:]]) == pushed[1])
                     erased_now = False
                 else:
                     self.run += 1
@@ -442,7 +458,8 @@ class Replay:
                     self._update(diff, changed, at)
                     n = len(stack) - depth
                     if len(diff) > DIFF_LIMIT:
-                        break
+                        stopped, aligned = True, False
+                        return
                     pushed = r_pushes.get(i)
                     erased_now = len(order) != before or i in r_erasures
                     same = (tuple([o.oid for o in stack[depth:]]) == (pushed[1] if pushed else ())
@@ -457,10 +474,10 @@ class Replay:
                     fresh -= n
                     self.divergences += 1
                 i += 1
-                continue
+                return
             # diverged: run for real until the stacks are equal again
             self.run += 1
-            before = len(order)
+            depth, before = len(stack), len(order)
             visit(op)
             erased_since = erased_since or len(order) != before
             n = len(stack) - depth
@@ -468,30 +485,25 @@ class Replay:
             fresh -= n
             top = ids[-1] if ids else -1
             if erased_since or (ids and top < 0):
-                continue
+                return
             j = rec.top.index(top, since)
             if any(since < k <= j for k in r_erasures):
                 erased_since = True
-                continue
+                return
             at = rec.log_after(j)
             changed = {v for v, _ in log[mark:]}
             changed.update(v for v, _ in trace.log[rec.log_after(since):at])
             self._update(diff, changed, at)
             if len(diff) > DIFF_LIMIT:
-                break
+                stopped = True
+                return
             aligned, i = True, j + 1
             self.realigned += 1
-        self.replayed += replayed
-        if stack:   # (too many values differ: the rest of the pass runs for real)
-            aligned = False
-            while stack:
-                op = stack.pop()
-                pending.discard(op.oid)
-                self.run += 1
-                visit(op)
-        if not aligned:
-            self.on = False   # D is not known: the rest of the pass runs for real
-        self.diff = diff
-        self.trace_mark = rec.log_after(len(r_causes) - 1)
-        self.mark = len(log)
-        return True
+
+        def end() -> None:
+            self.replayed += replayed
+            if not aligned:
+                self.on = False   # D is not known: the rest of the pass runs for real
+            self.trace_mark = rec.log_after(len(r_causes) - 1)
+            self.mark = len(log)
+        return replay, end

@@ -15,9 +15,8 @@ from sdy_dl.ir import Op
 class Worklist:
     """A LIFO stack of pending ops without duplicates.
 
-    The propagation fixpoints (``driver.Propagator._fixpoint`` and the recording
-    and replaying ones of ``propagation.replay``, the hot loops) pop inline: they
-    take the last op of ``_stack`` and discard it from ``_pending`` exactly as
+    The fixpoint loop (``driver.Propagator.drain``, the hot loop) pops inline: it
+    takes the last op of ``_stack`` and discards it from ``_pending`` exactly as
     :meth:`pop` does."""
 
     def __init__(self, ops: Iterable[Op]):
