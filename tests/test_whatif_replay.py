@@ -69,7 +69,37 @@ def _replayed_and_plain(text: str, edits_of, engine: str = "python", **options):
     before.audit.fixpoints = fixpoints
     assert plain.audit.replay is None
     assert _answers(replayed, changes) == _answers(plain, plain_changes)
+    if replayed.audit.replay is not None:
+        _check_changes(before.audit, replayed.audit)
     return replayed.audit.replay
+
+
+def _check_changes(first, edited) -> None:
+    """The replay's ``changes`` are the values and main results whose final shardings
+    differ between the two provenance records (keyed alike), and the ops holding
+    them."""
+    changes = edited.sharding_changes
+    assert changes is edited.replay.changes is not None
+    a, b = first.tracer, edited.tracer
+
+    def final(tracer, other, key):
+        # (a run that never read a key left it as stored: the other's first read, or
+        # its own when both never read it)
+        return tracer.final(key) if key in tracer.keys() else other.initial.get(key)
+
+    keys = edited.propagated.keys
+    differ = {v for v, k in enumerate(keys) if final(a, b, k) != final(b, a, k)}
+    assert changes.values == differ
+    assert changes.stored <= changes.values
+    main = [i for k in a.keys() | b.keys() if isinstance(k, tuple)
+            for i in [k[1]] if final(a, b, k) != final(b, a, k)]
+    assert {i for _, i in changes.results} == set(main)
+    slots = edited.replay.propagator.state.slots
+    tags = [tag for tag, _, _ in edited.propagated._values]   # (value v's tag: o<op> or a<v>)
+    for v in changes.stored:
+        assert v not in slots   # (a slot)
+        if tags[v][0].startswith("o"):
+            assert int(tags[v][0][1:]) in changes.ops
 
 
 def _random_edits(seed: int, sharding_of):

@@ -130,6 +130,11 @@ class Audit:
         #: The replay of ``fixpoints`` (a :class:`~sdy_dl.propagation.replay.Replay`:
         #: how many visits it replayed; None: none).
         self.replay = replay.replay if replay is not None else None
+        #: What user-priority propagation left different from the first propagation's
+        #: (a what-if's replaying propagation: values, slots, main results and ops,
+        #: :class:`~sdy_dl.propagation.replay.ShardingChanges`, numbered as the model
+        #: propagation ran on, whose tags both outputs carry); None: not known.
+        self.sharding_changes = self.replay.changes if self.replay is not None else None
         self._text: str | None = None
         #: The audit whose output this one's mostly equals (a what-if's first audit; set
         #: before ``signatures`` is first asked for): the values of ops that are twins

@@ -87,8 +87,9 @@ and rules, are the record's too (:meth:`PassTrace.share_priorities`).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
 
-from sdy_dl.ir.storage import is_shardable, stored_sharding
+from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
 
 #: Replay stops for the pass when more values than this differ: a visit that reads
@@ -160,6 +161,10 @@ class PassTrace:
         self.size = (0, 0)               # the module's ops and values
         self.describe_op = None          # the recording tracer's op describer
         self.uses: dict | None = None    # its propagator's use_orders() when it began
+        #: when the pass ended: the function-result shardings held ((func op, index) ->
+        #: sharding) and the ops erased
+        self.results: dict = {}
+        self.erased: frozenset = frozenset()
 
     def start(self, propagator, name: str) -> bool:
         """Record ``propagator``'s fixpoints (False: it cannot be replayed later)."""
@@ -173,6 +178,13 @@ class PassTrace:
         self.size = (len(propagator.module.ops), len(propagator.module.values))
         self.uses = propagator.use_orders()
         return True
+
+    def end(self, propagator) -> None:
+        """The recorded pass ended: keep what it left that the log does not hold."""
+        self.done = True
+        if propagator.recorder is self:
+            self.results = propagator.state.held_results()
+            self.erased = frozenset(propagator.erased)
 
     def share_priorities(self, propagator, static: dict, decided: dict) -> tuple[dict, dict]:
         """The (static parts, decisions) an ``OpPriorities`` of ``propagator`` uses:
@@ -248,6 +260,29 @@ def _nothing() -> None:
     pass
 
 
+@dataclass(frozen=True)
+class ShardingChanges:
+    """What a replaying propagation pass left different from the recorded one's, by
+    the numbers of the model the passes ran on (both runs number alike; value
+    ``v`` is tagged ``a<v>`` or ``o<op>``, result ``r``, by ``PropagationIndex``,
+    so the numbers name the same values in both outputs).  Exact: each sharding
+    is compared with the record's (an edited main argument the record never
+    read counts as changed)."""
+
+    #: the values whose sharding differs: the slots in ``stored`` and every value
+    #: reading its sharding through one of them (a data-flow edge's targets)
+    values: frozenset
+    #: the values whose own sharding attribute is written otherwise (the slots)
+    stored: frozenset
+    #: (function op, result index) whose result sharding differs
+    results: frozenset
+    #: the ops whose sharding attributes differ (the definers or block owners of
+    #: ``stored``, the functions of ``results``) or that only one run erased
+    ops: frozenset
+    #: the ops only one of the runs erased
+    erased: frozenset
+
+
 class ReplayOf:
     """Asks a propagation (``RunContext.fixpoints``) to replay ``trace``; given only
     to a propagation of the recorded pass's module with other shardings on main
@@ -289,6 +324,10 @@ class Replay:
         self.mark = 0                    # ... and this run's
         self._read_sets: dict[int, tuple] = {}
         self._ready: set[int] = set()     # ops whose site tensors were read (or have none)
+        #: the shardings that differ from the record's when the pass ended
+        #: (:class:`ShardingChanges`, made by :meth:`finish`; None before, or when
+        #: the record is not of this module)
+        self.changes: ShardingChanges | None = None
         self.replayed = 0                # visits replayed
         self.run = 0                     # visits run for real in a replayed fixpoint
         self.fixpoints = 0               # fixpoints replayed
@@ -340,6 +379,52 @@ class Replay:
                 diff.add(vid)
             else:
                 diff.discard(vid)
+
+    # -- the end of the pass --------------------------------------------------------
+
+    def finish(self) -> None:
+        """The pass ended (before its shardings are written back): make
+        :attr:`changes`.  While replay was on, ``D`` brought up to the end of both
+        logs is the slots that may differ; once it was off, every slot either
+        run wrote, or edited, may; each is compared with the record's."""
+        prop, trace = self.propagator, self.trace
+        if not self.same:
+            return   # (not the record's module, or not comparable with it)
+        at = len(trace.log)
+        if self.on and self.diff is not None:
+            maybe = set(self.diff) | {v for v, _ in trace.log[self.trace_mark:]}
+            maybe.update(v for v, _ in self.log[self.mark:])
+        else:
+            if self.diff is None:
+                self._start_diff()
+            maybe = {v for v, _ in trace.log} | {v for v, _ in self.log}
+        maybe |= self.edited
+        differs = self._differs
+        stored = frozenset(v for v in maybe if differs(v, at))
+        values = set(stored)
+        for vid, slot in prop.state.slots.items():
+            if slot.vid in stored:
+                values.add(vid)
+        held = prop.state.held_results()
+        results = set()
+        for key in held.keys() | trace.results.keys():
+            ours, theirs = held.get(key, _STORED), trace.results.get(key, _STORED)
+            if ours is _STORED or theirs is _STORED:
+                func = prop.module.ops[key[0]]
+                ours = stored_result_sharding(func, key[1]) if ours is _STORED else ours
+                theirs = stored_result_sharding(func, key[1]) if theirs is _STORED else theirs
+            if ours != theirs:
+                results.add(key)
+        erased = frozenset(prop.erased ^ trace.erased)
+        module_values = prop.module.values
+        ops = set(erased)
+        for vid in stored:
+            value = module_values[vid]
+            owner = value.defining_op if value.defining_op is not None else value.block.region.owner
+            ops.add(owner.oid)
+        ops.update(oid for oid, _ in results)
+        self.changes = ShardingChanges(frozenset(values), stored, frozenset(results),
+                                       frozenset(ops), erased)
 
     def _reads(self, op, directions) -> tuple:
         """(the value ids a visit of ``op`` may read, ``op``'s site): the site tensors'

@@ -83,6 +83,10 @@ class ShardingState:
         otherwise), without reading it from the module."""
         return self._value.get(vid, default)
 
+    def held_results(self) -> dict:
+        """(function op, result index) -> its sharding, of the results read or written."""
+        return dict(self._results)
+
     def slot(self, v: Value) -> Value:
         """The value whose sharding ``v`` uses."""
         return self.slots.get(v.vid, v)

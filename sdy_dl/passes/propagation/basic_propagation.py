@@ -182,7 +182,9 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     if isinstance(propagator.evaluate, StepReplay):
         propagator.evaluate.check_complete()
     if propagator.recorder is not None or getattr(fixpoints, "name", None) == name:
-        fixpoints.done = True
+        fixpoints.end(propagator)
+    if propagator.replay is not None:
+        propagator.replay.finish()
     propagator.finish()
     finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
     model = propagator.module
