@@ -4,7 +4,10 @@ start from the first run's imported module) of random dataflow modules (with
 the dots and concatenates insert-explicit-reshards reshards) and random
 control-flow modules (while, case, barriers, calls and named computations):
 every what-if's output equals a full ``propagate`` of its edited input, and
-some of them were made by difference.  A statement of what a pass reads
+some of them were made by difference; and a crafted module whose edits split
+and join the merger's groups of scalar broadcasts
+(:mod:`sdy_dl.passes.export.merge_groups`), against the full pipeline and
+Shardy's.  A statement of what a pass reads
 (:mod:`sdy_dl.passes.export.export_reads`) with one op name left out makes
 some outputs wrong: the statements are what the exactness rests on.
 """
@@ -16,6 +19,7 @@ import random
 
 import pytest
 
+from oracle import assert_same, normalize, shardy
 from random_control_flow import random_control_flow_module
 from random_modules import random_module
 from sdy_dl import propagate
@@ -42,9 +46,8 @@ def _dataflow(seed: int) -> str:
     return random_module(seed, 12, (("dot",), ("concat",), ())[seed % 3])
 
 
-def _whatifs(seeds, module, monkeypatch) -> tuple[int, list]:
-    """(how many what-ifs were made by difference, the edits whose output is not a
-    full propagate's) over three what-ifs per seed."""
+def _spy(monkeypatch) -> list[bool]:
+    """Whether each export by difference made an output (appended as they run)."""
     made: list[bool] = []
     export = by_difference.export_by_difference
 
@@ -53,6 +56,13 @@ def _whatifs(seeds, module, monkeypatch) -> tuple[int, list]:
         made.append(out is not None)
         return out
     monkeypatch.setattr(by_difference, "export_by_difference", spy)
+    return made
+
+
+def _whatifs(seeds, module, monkeypatch) -> tuple[int, list]:
+    """(how many what-ifs were made by difference, the edits whose output is not a
+    full propagate's) over three what-ifs per seed."""
+    made = _spy(monkeypatch)
     wrong = []
     for seed in seeds:
         rng = random.Random(seed)
@@ -89,6 +99,55 @@ def test_a_statement_left_out_is_caught(monkeypatch):
         stated, reads_own=stated.reads_own - less, reads_operands=stated.reads_operands - less))
     _, wrong = _whatifs(range(1, 24, 3), _dataflow, monkeypatch)
     assert wrong
+
+
+#: Two equal scalar broadcasts, each multiplied by one argument: the merger merges
+#: them when the arguments are sharded alike.
+TWO_BROADCASTS = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [ARG1]>})
+    -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %c = stablehlo.constant dense<2.0> : tensor<f32>
+  %0 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
+  %1 = stablehlo.multiply %0, %arg0 : tensor<8x8xf32>
+  %c2 = stablehlo.constant dense<2.0> : tensor<f32>
+  %2 = stablehlo.broadcast_in_dim %c2, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
+  %3 = stablehlo.multiply %2, %arg1 : tensor<8x8xf32>
+  return %1, %3 : tensor<8x8xf32>, tensor<8x8xf32>
+}"""
+
+
+def _merge_whatif(first: str, edit: str) -> tuple:
+    """(the what-if of setting ``%arg1`` to ``edit`` on TWO_BROADCASTS with ``%arg1``
+    sharded ``first``, the broadcasts in the first output and in the edited one)."""
+    before = propagate(TWO_BROADCASTS.replace("ARG1", first), engine="python")
+    after, _ = before.whatif([Edit("set", "%arg1", f"<@mesh, [{edit}]>")])
+    return after, before.text.count("broadcast_in_dim"), after.text.count("broadcast_in_dim")
+
+
+@pytest.mark.parametrize("first, edit, counts", [
+    ('{"a"}, {}', '{}, {"b"}', (1, 2)),    # a group splits: a broadcast is made again
+    ('{}, {"b"}', '{"a"}, {}', (2, 1)),    # two groups join: one broadcast goes
+])
+def test_split_and_joined_merger_groups(monkeypatch, first, edit, counts):
+    made = _spy(monkeypatch)
+    after, *found = _merge_whatif(first, edit)
+    assert tuple(found) == counts
+    assert made == [True]
+    assert after.text == propagate(after.edited_input, engine="python").text
+    assert_same(shardy(after.edited_input, "sdy-propagation-pipeline"), normalize(after.text))
+
+
+def test_a_merge_statement_left_out_is_caught(monkeypatch):
+    """The merger stated without the broadcasts it merges: a changed broadcast is then
+    rewritten where it stands, and the one the merger would merge stays."""
+    stated = export_reads.READS["constant-or-scalar-merger"]
+    monkeypatch.setitem(export_reads.READS, "constant-or-scalar-merger",
+                        dataclasses.replace(stated, merges=frozenset()))
+    made = _spy(monkeypatch)
+    after, _, _ = _merge_whatif('{}, {"b"}', '{"a"}, {}')
+    assert made == [True]
+    assert after.text != propagate(after.edited_input, engine="python").text
 
 
 @pytest.mark.slow

@@ -9,10 +9,13 @@ the shardings of some of main's top-level ops (and of main's arguments and
 results), and no pass after propagation reads those shardings anywhere but where
 it rewrites them (:mod:`sdy_dl.passes.export.export_reads`, each pass's
 statement per op), the edited output is the first run's output with those
-shardings rewritten as the passes rewrite them.  Anything else (another changed
+shardings rewritten as the passes rewrite them, and the merger's groups the
+changed scalar broadcasts leave and join decided again by its own stage
+(:mod:`sdy_dl.passes.export.merge_groups`).  Anything else (another changed
 attribute, an op nested in a region, a changed value read by an op a pass reads
 operands at, unreduced axes, another set of meshes, an op the first output
-does not hold) runs the passes in full: the answer is the same either way.
+does not hold, dead code that would differ) runs the passes in full: the
+answer is the same either way.
 
 :class:`ExportRecord` is what the first run keeps: its propagated module's op
 names, identities (:func:`~sdy_dl.ir.walk.key`) and a copy (its attributes,
@@ -27,15 +30,15 @@ from __future__ import annotations
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR
 from sdy_dl.passes import PassOptions
-from sdy_dl.passes.export.export_reads import Reads, created_names, stage_reads
+from sdy_dl.passes.export.export_reads import NotLocal, Reads, created_names, stage_reads
 
 
 def _attributes(mop):
     """``mop``'s attributes as a key equal exactly when they are
-    (:func:`~sdy_dl.ir.opaque.attribute_dict_key`)."""
+    (:func:`~sdy_dl.ir.opaque.attribute_dict_key`; none: ``()``)."""
     from sdy_dl.ir.opaque import attribute_dict_key
 
-    return attribute_dict_key(mop)
+    return attribute_dict_key(mop) if len(mop.attributes) else ()
 
 
 class ExportRecord:
@@ -54,6 +57,7 @@ class ExportRecord:
             self._input = module.mlir.operation.clone()
         #: the ops propagation erased (the model's numbers; None: not known)
         self.erased = getattr(module, "propagation_erased", None)
+        self._input_ops: list | None = None
         self._input_attributes: list | None = None
         self.output = None            # a copy of the output (raw builtin.module)
         self.at_output: dict[int, int] = {}   # op number -> its number in ``output``
@@ -78,19 +82,61 @@ class ExportRecord:
                     self.at_output[i] = j
             self.output = out.mlir.operation.clone()
 
-    def input_attributes(self) -> list:
-        """Each op's attributes in the first propagated module (read once)."""
-        if self._input_attributes is None:
+    def input_ops(self) -> list:
+        """The ops of the copy of the first propagated module, in pre-order (walked once)."""
+        if self._input_ops is None:
             from sdy_dl.ir.context import mlir_context
             from sdy_dl.ir.walk import walk_pre
 
             with mlir_context():
-                self._input_attributes = [_attributes(op) for op in walk_pre(self._input)]
+                self._input_ops = walk_pre(self._input)
+        return self._input_ops
+
+    def input_attributes(self) -> list:
+        """Each op's attributes in the first propagated module (read once)."""
+        if self._input_attributes is None:
+            from sdy_dl.ir.context import mlir_context
+
+            with mlir_context():
+                self._input_attributes = [_attributes(op) for op in self.input_ops()]
         return self._input_attributes
 
 
-class _NotLocal(Exception):
-    """The change is not provably local: the passes run in full."""
+class OutputCopy:
+    """The copy of the first output a what-if's output is made of: its ops in
+    pre-order (``ops``), main's entry block (``block``, a key) and main's place
+    (``main_index``); :meth:`op` finds an op of the propagated module there."""
+
+    def __init__(self, record: "ExportRecord", copy, main_name: str):
+        from sdy_dl.ir.mlir_ops import main_of, symbol_name
+        from sdy_dl.ir.walk import key, walk_pre
+
+        self.ops = walk_pre(copy)
+        self.at = record.at_output
+        # main is no op the passes create: it is the output's function of its name
+        top = key(copy)
+        funcs = [(j, op) for j, op in enumerate(self.ops) if op.name == "func.func"
+                 and op.parent is not None and key(op.parent) == top]
+        main = main_of([op for _, op in funcs])
+        if main is None or symbol_name(main) != main_name or len(main.regions[0].blocks) != 1:
+            raise NotLocal
+        self.main = main
+        self.main_index = next(j for j, op in funcs if op is main)
+        self.block = key(main.regions[0].blocks[0])
+
+    def index(self, i: int) -> int:
+        """The output's number of op ``i`` of the propagated module, a top-level op of
+        main (else :class:`NotLocal`)."""
+        from sdy_dl.ir.walk import key
+
+        j = self.at.get(i)
+        if j is None or self.ops[j].block is None or key(self.ops[j].block) != self.block:
+            raise NotLocal
+        return j
+
+    def op(self, i: int):
+        """The output's op for op ``i`` of the propagated module (see :meth:`index`)."""
+        return self.ops[self.index(i)]
 
 
 def export_by_difference(record: ExportRecord | None, module: Module, options: PassOptions,
@@ -110,33 +156,36 @@ def export_by_difference(record: ExportRecord | None, module: Module, options: P
     with mlir_context():
         try:
             return _export(record, module, options, reads)
-        except _NotLocal:
+        except NotLocal:
             return None
 
 
 def _export(record: ExportRecord, module: Module, options: PassOptions,
             reads: list[Reads]) -> Module:
     from sdy_dl.ir.loader import module_of_op
-    from sdy_dl.ir.mlir_ops import main_of, symbol_name
+    from sdy_dl.ir.mlir_ops import is_scalar, main_of, symbol_name
     from sdy_dl.ir.walk import key, walk_pre
+    from sdy_dl.passes.export.merge_groups import move_members, regroup
 
     ops = walk_pre(module.mlir.operation)
     if [op.name for op in ops] != record.names:
-        raise _NotLocal
+        raise NotLocal
     before = record.input_attributes()
-    changed = [i for i, op in enumerate(ops) if _attributes(op) != before[i]]
+    after = [_attributes(op) for op in ops]
+    changed = [i for i, attrs in enumerate(after) if attrs != before[i]]
     main = main_of([op.operation for op in module.mlir.body.operations
                     if op.operation.name == "func.func"])
     if main is None:
-        raise _NotLocal
+        raise NotLocal
     main_key = key(main)
     main_number = next(i for i, op in enumerate(ops)
                        if record.names[i] == "func.func" and key(op) == main_key)
     block_key = key(main.regions[0].blocks[0]) if len(main.regions[0].blocks) == 1 else None
     if block_key is None:
-        raise _NotLocal
+        raise NotLocal
     check = _Checks(reads, block_key)
-    op_changes, main_changes = [], {}
+    merges = frozenset().union(*(r.merges for r in reads))
+    op_changes, main_changes, regrouped = [], {}, []
     for i in changed:
         op = ops[i]
         if i == main_number:
@@ -144,25 +193,22 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
             main_changes = _main_changes(record, i, op, check, calls)
             continue
         if op.block is None or key(op.block) != block_key:
-            raise _NotLocal
-        old, new = _op_shardings(before[i], _attributes(op))
+            raise NotLocal
+        old, new = _op_shardings(before[i], after[i])
         check.op(op, old, new)
+        if op.name in merges and is_scalar(op.operands[0]):
+            regrouped.append(i)
         op_changes.append((i, new))
     copy = record.output.clone()
-    out_ops = walk_pre(copy)
-    # main is no op the passes create: it is the output's function of its name
-    out_main = main_of([op for op in out_ops[1:] if op.name == "func.func"
-                        and op.parent is not None and key(op.parent) == key(copy)])
-    if out_main is None or symbol_name(out_main) != symbol_name(main):
-        raise _NotLocal
-    out_block = key(out_main.regions[0].blocks[0])
+    out = OutputCopy(record, copy, symbol_name(main))
+    groups = regroup(ops, record.names, before, after, regrouped, block_key, out, options)
+    made = move_members(groups, ops, block_key, out)
     for i, new in op_changes:
-        j = record.at_output.get(i)
-        if j is None or out_ops[j].block is None or key(out_ops[j].block) != out_block:
-            raise _NotLocal
-        _write_op(out_ops[j], reads, new)
+        if i in groups and groups[i][1] != i:
+            continue   # merged into another op in the edited output
+        _write_op(made[i] if i in made else out.op(i), reads, new)
     if main_changes:
-        _write_main(out_main, main, reads, main_changes, module, options)
+        _write_main(out.main, main, reads, main_changes, module, options)
     return module_of_op(copy, module.file)
 
 
@@ -172,17 +218,17 @@ def _op_shardings(old_attrs, new_attrs) -> tuple:
     from sdy_dl.ir.storage import per_value_of
 
     if isinstance(old_attrs, str) or isinstance(new_attrs, str):
-        raise _NotLocal
+        raise NotLocal
     old, new = dict(old_attrs), dict(new_attrs)
     a, b = old.pop(SHARDING_ATTR, None), new.pop(SHARDING_ATTR, None)
     if old != new:
-        raise _NotLocal
+        raise NotLocal
     return (None if a is None else list(per_value_of(a)),
             None if b is None else list(per_value_of(b)))
 
 
 class _Checks:
-    """The statements' conditions on a changed op (raise :class:`_NotLocal`)."""
+    """The statements' conditions on a changed op (raise :class:`NotLocal`)."""
 
     def __init__(self, reads: list[Reads], block_key: int):
         self.own = frozenset().union(*(r.reads_own for r in reads))
@@ -196,9 +242,9 @@ class _Checks:
         old = [s for s in old if s is not None]
         new = [s for s in new if s is not None]
         if self.unreduced and any(s.unreduced for s in old + new):
-            raise _NotLocal
+            raise NotLocal
         if self.meshes and ({_mesh_ref(s) for s in old} != {_mesh_ref(s) for s in new}):
-            raise _NotLocal
+            raise NotLocal
 
     def users(self, values) -> None:
         """The ops using ``values``: main's top-level ops that read no operand's sharding."""
@@ -210,11 +256,11 @@ class _Checks:
                 owner = getattr(owner, "operation", owner)
                 if owner.name in self.operands or owner.block is None \
                         or key(owner.block) != self.block_key:
-                    raise _NotLocal
+                    raise NotLocal
 
     def op(self, op, old, new) -> None:
         if op.name in self.own:
-            raise _NotLocal
+            raise NotLocal
         self.shardings(old or [], new or [])
         self.users(op.results)
 
@@ -225,18 +271,20 @@ def _mesh_ref(s):
     return s.mesh_name
 
 
-def _entries(func, kind: str) -> list[dict]:
-    """Each argument's (``arg_attrs``) or result's (``res_attrs``) attributes."""
+def _entries(func, kind: str) -> list:
+    """Each argument's (``arg_attrs``) or result's (``res_attrs``) attribute dictionary."""
     from jaxlib.mlir import ir
 
     attrs = func.attributes
-    if kind not in attrs:
-        return []
-    out = []
-    for entry in ir.ArrayAttr(attrs[kind]):
-        entry = ir.DictAttr(entry)
-        out.append({(na := entry[i]).name: na.attr for i in range(len(entry))})
-    return out
+    return list(ir.ArrayAttr(attrs[kind])) if kind in attrs else []
+
+
+def _items(entry) -> dict:
+    """An attribute dictionary's entries."""
+    from jaxlib.mlir import ir
+
+    entry = ir.DictAttr(entry)
+    return {(na := entry[i]).name: na.attr for i in range(len(entry))}
 
 
 def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
@@ -246,34 +294,34 @@ def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
     from sdy_dl.ir.mlir_ops import symbol_name
     from sdy_dl.ir.storage import sharding_of
     from sdy_dl.passes.call_graph import callee_name
-    from sdy_dl.ir.walk import walk_pre
 
-    old_main = walk_pre(record._input)[number]
+    old_main = record.input_ops()[number]
     old, new = _attributes(old_main), _attributes(main)
     if isinstance(old, str) or isinstance(new, str):
-        raise _NotLocal
+        raise NotLocal
     old, new = dict(old), dict(new)
     for kind in ("arg_attrs", "res_attrs"):
         old.pop(kind, None)
         new.pop(kind, None)
     if old != new:
-        raise _NotLocal
+        raise NotLocal
     # main's shardings are read at its call sites too
     name = symbol_name(main)
     if any(callee_name(call) == name for call in calls):
-        raise _NotLocal
+        raise NotLocal
     changes = {}
     args = list(main.regions[0].blocks[0].arguments)
     for kind in ("arg_attrs", "res_attrs"):
         a, b = _entries(old_main, kind), _entries(main, kind)
         if len(a) != len(b):
-            raise _NotLocal
+            raise NotLocal
         for index, (x, y) in enumerate(zip(a, b)):
             if x == y:
                 continue
+            x, y = _items(x), _items(y)
             sx, sy = x.pop(SHARDING_ATTR, None), y.pop(SHARDING_ATTR, None)
             if x != y:
-                raise _NotLocal
+                raise NotLocal
             sx = None if sx is None else sharding_of(sx)
             sy = None if sy is None else sharding_of(sy)
             check.shardings([sx], [sy])

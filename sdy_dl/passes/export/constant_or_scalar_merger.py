@@ -26,6 +26,34 @@ class _Ids(dict):
         return self.setdefault(k, len(self))
 
 
+class MergerFacts:
+    """The facts of stage ``constant_or_scalar_merger`` (``facts``), op by op, with
+    attribute dictionaries, types, values and regions numbered as met (compared as
+    MLIR objects: attributes and types are uniqued)."""
+
+    def __init__(self):
+        self.keys, self.values, self.regions = _Ids(), _Ids(), _Ids()
+        self.facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
+
+    def add(self, n: int, op, name: str, attrs=None, operand=None) -> None:
+        """Op ``op`` called ``name`` as op ``n``, when a constant or a scalar
+        broadcast; ``attrs``: its attribute dictionary as
+        :func:`~sdy_dl.ir.opaque.attribute_dict_key` gives it (read when not
+        given); ``operand``: a broadcast's operand (its own when not given)."""
+        keys, facts = self.keys, self.facts
+        if name in CONSTANT_OPS:
+            attrs = attribute_dict_key(op) if attrs is None else attrs
+            facts["in_constant"].add((n, keys.of(attrs), self.regions.of(region_key(op))))
+            for res in op.results:
+                facts["in_result_of"].add((self.values.of(res), n))
+        elif name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
+            attrs = attribute_dict_key(op) if attrs is None else attrs
+            facts["in_broadcast"].add((n, keys.of(attrs), self.regions.of(region_key(op)),
+                                       keys.of(("type", op.results[0].type)),
+                                       self.values.of(op.operands[0] if operand is None
+                                                      else operand)))
+
+
 def collect(module: Module) -> tuple[list, dict]:
     """The ops of every function in post-order, numbered across the functions,
     and the facts of stage ``constant_or_scalar_merger`` about them: attribute
@@ -34,25 +62,14 @@ def collect(module: Module) -> tuple[list, dict]:
     Regions are numbered across the functions too (in the order their first
     constant or broadcast is met), so no op merges with one of another function."""
     ops: list = []
-    keys, values, regions = _Ids(), _Ids(), _Ids()
-    facts = {"in_constant": set(), "in_broadcast": set(), "in_result_of": set()}
+    facts = MergerFacts()
     index = op_index(module)
     for func in funcs(module):
         walk, names = index.walk(func, post=True)
         for op, name in zip(walk[:-1], names):
-            n = len(ops)
+            facts.add(len(ops), op, name)
             ops.append(op)
-            if name in CONSTANT_OPS:
-                facts["in_constant"].add((n, keys.of(attribute_dict_key(op)),
-                                          regions.of(region_key(op))))
-                for res in op.results:
-                    facts["in_result_of"].add((values.of(res), n))
-            elif name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
-                facts["in_broadcast"].add((n, keys.of(attribute_dict_key(op)),
-                                           regions.of(region_key(op)),
-                                           keys.of(("type", op.results[0].type)),
-                                           values.of(op.operands[0])))
-    return ops, facts
+    return ops, facts.facts
 
 
 @register("constant-or-scalar-merger",

@@ -19,6 +19,10 @@ name, where it reads shardings beyond rewriting an op's own:
   shardings, ``sdy.sharding``), ``rewrite_main``: the main function's argument
   and result shardings (``(items, module, options)``, each item a (sharding or
   None, type)); a pass without one leaves them alone;
+* ``merges``: ops it merges by groups of equal attribute dictionary, region,
+  result type and operand (constant-or-scalar-merger's scalar broadcasts): the
+  groups a changed one leaves and joins are decided again by the pass's own
+  stage (:mod:`sdy_dl.passes.export.merge_groups`);
 * ``creates``: the op names it creates (an op of the output with such a name
   may be new, not an op of the propagated module).
 
@@ -49,7 +53,12 @@ class Reads:
     every_op: bool = False
     rewrite_op: Callable | None = None
     rewrite_main: Callable | None = None
+    merges: frozenset = frozenset()
     creates: frozenset = frozenset()
+
+
+class NotLocal(Exception):
+    """A change is not provably local: the passes after propagation run in full."""
 
 
 def _closed_all(shardings: list) -> list:
@@ -91,7 +100,8 @@ READS: dict[str, Reads] = {
     # named computations take their edges' shardings and become functions; main's
     # other ops are not read
     "export-named-computations": Reads(reads_own=_NAMED, reads_operands=_NAMED,
-                                       creates=frozenset({"func.func", "func.call"})),
+                                       creates=frozenset({"func.func", "func.call",
+                                                          "func.return"})),
     # the results of every function but main
     "propagate-to-func-results": Reads(),
     # function keys: callees' argument and result shardings (main is no callee here:
@@ -100,9 +110,9 @@ READS: dict[str, Reads] = {
     # the symbols any attribute names: meshes among them
     "symbol-dce": Reads(meshes=True),
     "insert-func-call-reshards": Reads(reads_own=_CALLS, creates=_RESHARDS),
-    # groups of constants and scalar broadcasts by attribute dictionary
-    "constant-or-scalar-merger": Reads(reads_own=CONSTANT_OPS
-                                       | {"stablehlo.broadcast_in_dim"}),
+    # groups of constants and of scalar broadcasts by attribute dictionary
+    "constant-or-scalar-merger": Reads(reads_own=CONSTANT_OPS,
+                                       merges=frozenset({"stablehlo.broadcast_in_dim"})),
     "sink-data-flow-edges": Reads(reads_own=DATA_FLOW_OPS | _NAMED,
                                   reads_operands=DATA_FLOW_OPS | _NAMED),
     "remove-sharding-groups": Reads(reads_own=frozenset({"sdy.sharding_group"})),
