@@ -12,7 +12,10 @@ import importlib.util
 from pathlib import Path
 
 
+@functools.lru_cache(maxsize=None)
 def _data_dir(package: str, folder: str) -> Path:
+    """The folder of a shipped data package (looked up once per process: every
+    compiled stage and rule lookup asks)."""
     spec = importlib.util.find_spec(package)
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))

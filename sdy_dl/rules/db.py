@@ -104,10 +104,12 @@ class RuleDB:
         if not self._local[id(entry)]:
             return instantiate(entry, op, self.conservative, self.templates, self.generators)
         key = _signature(op, attrs)
-        if key not in self._cache:
-            self._cache[key] = instantiate(entry, op, self.conservative, self.templates,
-                                           self.generators)
-        return self._cache[key]
+        # (one lookup: hashing a signature hashes its MLIR types and attributes)
+        found = self._cache.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._cache[key] = instantiate(entry, op, self.conservative, self.templates,
+                                                   self.generators)
+        return found
 
     def ops(self) -> list[CoveredOp]:
         """What the database covers (ops, then ``@target`` custom calls), by name."""
@@ -115,6 +117,9 @@ class RuleDB:
                          e.loc.file, e.loc.line, not e.no_rule) for e in self.entries()]
         return sorted(out, key=lambda c: (c.name.startswith("@"), c.name.lower()))
 
+
+#: A signature not in the cache yet.
+_UNKNOWN = object()
 
 #: Rule fields that look at other ops (see ``view.py``): rules using them are not cached.
 NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
