@@ -345,3 +345,31 @@ def test_the_signature_of_a_deeply_nested_op_is_read_without_recursion():
         levels += 1
         signature = (None,) * 3 + signature[4][0][3] if len(signature[4]) == 2 else (None,) * 5
     assert levels == depth
+
+
+def test_rule_instances_are_kept_for_later_processes(tmp_path, monkeypatch):
+    """A rule instantiated once is kept in the cache (``save_rule_instances``) and
+    read back by a later process, equal to the one instantiated; rule files
+    with other contents do not see it."""
+    import sdy_dl.rules.db as db_module
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    rules = write(tmp_path, USER_RULES)
+    module = parse_module_text(MATMUL, "<test>")
+    ops = [o for o in module.ops if o.name == "stablehlo.custom_call"]
+    made = [load_rule_db([rules]).rule_for(o, module) for o in ops]
+    assert made[0].to_text().endswith("reduction={k}>")
+    db_module.save_rule_instances()
+
+    db_module._parsed_db.cache_clear()   # (as a new process would start)
+
+    def no_instantiation(*args):
+        raise AssertionError("instantiated again")
+    monkeypatch.setattr(db_module, "instantiate", no_instantiation)
+    assert [load_rule_db([rules]).rule_for(o, module) for o in ops] == made
+
+    write(tmp_path, USER_RULES.replace("reduction={h}", ""))   # (other contents, same path)
+    db_module._parsed_db.cache_clear()
+    with pytest.raises(AssertionError, match="instantiated again"):
+        load_rule_db([rules]).rule_for(ops[0], module)
+    db_module._parsed_db.cache_clear()

@@ -34,6 +34,14 @@ def _table() -> dict[str, frozenset[str]]:
     return {name: frozenset(names) for name, names in table.items()}
 
 
+def table_key() -> str:
+    """A digest of the trait table (keys cache entries made from what it says)."""
+    import hashlib
+
+    table = repr(sorted((name, sorted(ops)) for name, ops in _table().items()))
+    return hashlib.sha256(table.encode()).hexdigest()[:16]
+
+
 def _parse(text: str, path) -> dict[str, list[str]]:
     import yaml
 

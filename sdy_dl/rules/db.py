@@ -3,7 +3,9 @@
 Sources, later ones overriding earlier ones (per op, custom-call target and
 template): the shipped ``rules/*.yaml``, then the files and folders listed in
 the environment variable ``SDY_DL_RULES`` (``os.pathsep``-separated), then
-``extra_files`` (the CLI's ``--rules``).
+``extra_files`` (the CLI's ``--rules``).  The instances of rules that depend
+only on the op are made once per distinct op signature and kept between
+processes (:class:`InstanceStore`).
 """
 
 from __future__ import annotations
@@ -45,8 +47,11 @@ class RuleDB:
     """Validated rule entries; :meth:`rule_for` instantiates them."""
 
     def __init__(self, files: Sequence[RuleFile], conservative: bool = False,
-                 validated: bool = False):
+                 validated: bool = False, store: str | None = None):
         self.conservative = conservative
+        #: The key of the instances kept in sdy-dl's cache for these files and this
+        #: code (:class:`InstanceStore`), or None: none are kept.
+        self.store = None if store is None else InstanceStore(f"{store}-{int(conservative)}")
         self.files = list(files)
         self.templates: dict[str, Template] = {}
         self.op_entries: dict[str, Entry] = {}
@@ -107,9 +112,21 @@ class RuleDB:
         # (one lookup: hashing a signature hashes its MLIR types and attributes)
         found = self._cache.get(key, _UNKNOWN)
         if found is _UNKNOWN:
-            found = self._cache[key] = instantiate(entry, op, self.conservative, self.templates,
-                                                   self.generators)
+            found = self._cache[key] = self._instance(entry, op, key)
         return found
+
+    def _instance(self, entry: Entry, op, signature: tuple) -> RuleInstance | None:
+        """The rule of the local ``entry`` for ``op`` (its signature ``signature``):
+        kept from an earlier process when the store has it, else instantiated."""
+        text = None if self.store is None else repr(signature)
+        if text is not None:
+            found = self.store.get(text)
+            if found is not _UNKNOWN:
+                return found
+        rule = instantiate(entry, op, self.conservative, self.templates, self.generators)
+        if text is not None:
+            self.store.add(text, rule)
+        return rule
 
     def ops(self) -> list[CoveredOp]:
         """What the database covers (ops, then ``@target`` custom calls), by name."""
@@ -120,6 +137,88 @@ class RuleDB:
 
 #: A signature not in the cache yet.
 _UNKNOWN = object()
+
+
+class InstanceStore:
+    """The rule instances of local entries, kept in sdy-dl's cache between
+    processes (``rule_instances/<key>``) by the printed form of the op
+    signature they were made for (:func:`_signature`: MLIR types and attributes
+    print as themselves, ``RankedTensorType(tensor<8x32xf32>)``).  Instantiating
+    runs the rule's statements (~0.1 ms a rule, ~150 distinct signatures in a
+    GPT step); a process reads the kept ones at its first lookup and writes the
+    new ones when told (:func:`save_rule_instances`, after each propagation
+    pass).  ``key`` names the rule files, the code that instantiates them and
+    jaxlib, whose attributes the rules read."""
+
+    #: Instances kept at most (a store that would hold more starts afresh).
+    LIMIT = 4096
+
+    def __init__(self, key: str):
+        self.key = key
+        self._kept: dict[str, RuleInstance | None] | None = None
+        self._new = False
+
+    def _path(self):
+        from sdy_dl.resources import cache_root
+
+        return cache_root() / "rule_instances" / self.key
+
+    def _read(self) -> dict:
+        import pickle
+
+        try:
+            kept = pickle.loads(self._path().read_bytes())
+        except Exception:   # (no entry yet, or a damaged one: made again)
+            return {}
+        return kept if isinstance(kept, dict) else {}
+
+    def get(self, text: str):
+        """The kept instance for the signature printed ``text`` (None: the op has
+        no rule), or _UNKNOWN."""
+        if self._kept is None:
+            self._kept = self._read()
+        return self._kept.get(text, _UNKNOWN)
+
+    def add(self, text: str, rule: RuleInstance | None) -> None:
+        """Keep ``rule``, made for the signature printed ``text``."""
+        if " at 0x" in text or "dense_resource<" in text:
+            return   # (printed by address, or by the name of a blob: another process's may differ)
+        if len(self._kept) >= self.LIMIT:
+            self._kept = {}
+        self._kept[text] = rule
+        self._new = True
+        _UNSAVED.add(self)
+
+    def save(self) -> None:
+        """Write the kept instances (the file is replaced whole: an unwritable
+        cache only costs the instantiations)."""
+        import os
+        import pickle
+        import tempfile
+
+        if not self._new:
+            return
+        path = self._path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(self._kept, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        self._new = False
+
+
+#: Stores with instances not written yet.
+_UNSAVED: set[InstanceStore] = set()
+
+
+def save_rule_instances() -> None:
+    """Write the rule instances made since the last call (see :class:`InstanceStore`)."""
+    while _UNSAVED:
+        _UNSAVED.pop().save()
+
 
 #: Rule fields that look at other ops (see ``view.py``): rules using them are not cached.
 NEIGHBOUR_FIELDS = ("producer", "users", "is_constant", "behind")
@@ -217,28 +316,51 @@ def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) ->
 
 @functools.lru_cache(maxsize=8)
 def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> RuleDB:
-    return RuleDB(_validated_files(sources), conservative, validated=True)
+    key = _sources_key(sources)
+    return RuleDB(_validated_files(sources, key), conservative, validated=True,
+                  store=f"{key}-{_instance_code_key()}")
 
 
-def _validated_files(sources: tuple[tuple[str, str], ...]) -> list[RuleFile]:
-    """The rule files ``sources`` (path, text) parsed and validated, kept in the
-    cache (pickled) under their paths and texts and the code that parses and
-    validates them; an invalid file raises its error and nothing is kept."""
+def _sources_key(sources: tuple[tuple[str, str], ...]) -> str:
+    """The cache key of the rule files ``sources`` (path, text) parsed and validated
+    by this code."""
     import hashlib
-    import pickle
     import sys
 
-    from sdy_dl.resources import cached_value, code_digest
+    from sdy_dl.resources import code_digest
     from sdy_dl.rules import (attrs, builder, expr, generators, instance, notation, schema, view,
                               yamlsrc)
 
     h = hashlib.sha256()
     for path, text in sources:
         h.update(path.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8") + b"\0")
-    key = "-".join((h.hexdigest()[:32], code_digest(sys.modules[__name__], attrs, builder, expr,
-                                                     generators, instance, notation, schema,
-                                                     view, yamlsrc),
-                    sys.implementation.cache_tag))
+    return "-".join((h.hexdigest()[:32], code_digest(sys.modules[__name__], attrs, builder, expr,
+                                                      generators, instance, notation, schema,
+                                                      view, yamlsrc),
+                     sys.implementation.cache_tag))
+
+
+def _instance_code_key() -> str:
+    """What instances depend on beyond the rule files and the code
+    :func:`_sources_key` digests: the interpreter, the ops it reads (the model,
+    op views, the op-trait table) and jaxlib's version."""
+    from jaxlib import version
+
+    from sdy_dl.ir import model, op_view, traits
+    from sdy_dl.resources import code_digest
+    from sdy_dl.rules import interp
+
+    return "-".join((code_digest(interp, model, op_view, traits), traits.table_key(),
+                     version.__version__))
+
+
+def _validated_files(sources: tuple[tuple[str, str], ...], key: str) -> list[RuleFile]:
+    """The rule files ``sources`` (path, text) parsed and validated, kept in the
+    cache (pickled) under ``key`` (:func:`_sources_key`); an invalid file raises
+    its error and nothing is kept."""
+    import pickle
+
+    from sdy_dl.resources import cached_value
 
     def compute() -> list[RuleFile]:
         files = [parse_rule_file(text, path) for path, text in sources]

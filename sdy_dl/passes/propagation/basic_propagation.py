@@ -187,6 +187,8 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
         propagator.replay.finish()
     propagator.finish()
     finish_rules(propagator.module, propagator, options[KEEP_SHARDING_RULES])
+    from sdy_dl.rules.db import save_rule_instances
+    save_rule_instances()   # (the rules this pass instantiated, for later processes)
     model = propagator.module
     # Only attributes changed (the model stays), or dead ops were erased: the
     # model gives the op walks either way.
