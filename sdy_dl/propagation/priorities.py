@@ -69,6 +69,8 @@ class OpPriorities:
         self.propagator = propagator
         self.run_stage = run_stage   # (stage name, facts) -> relations
         self._static: dict[int, tuple] = {}
+        #: id of a rule -> (the rule, kept alive, its pass-through flags)
+        self._flags: dict[int, tuple] = {}
         self._signatures: dict[int, tuple] = {}   # oid -> signature (dropped when it may change)
         self._undecided: set[int] | None = None   # ops whose signature may be undecided (None: all)
         self._decided: dict[tuple, tuple[tuple[str, ...], ...]] = {}   # signature -> per band
@@ -127,10 +129,18 @@ class OpPriorities:
                 first: dict[int, int] = {}
                 operands = tuple([(first.setdefault(v.vid, k), int(v.shape == ()))
                                   for k, v in enumerate(op.operands)])
-                self._static[op.oid] = (class_facts(op), operands,
-                                        tuple(int(f.kind == "pass_through") for f in rule.factors),
+                self._static[op.oid] = (class_facts(op), operands, self._pass_through(rule),
                                         int(op.name not in EDGE_OPS))
         return self._static[op.oid]
+
+    def _pass_through(self, rule: RuleInstance) -> tuple[int, ...]:
+        """Whether each factor of ``rule`` is pass-through (1) or not (0), read once per
+        rule (ops with equal signatures share their rule: ~150 rules for 13k ops)."""
+        found = self._flags.get(id(rule))
+        if found is None:
+            found = self._flags[id(rule)] = (
+                rule, tuple([int(f.kind == "pass_through") for f in rule.factors]))
+        return found[1]
 
     def _signature(self, op: Op) -> tuple:
         """The static part and the use count of each distinct operand value (use

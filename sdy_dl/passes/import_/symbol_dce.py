@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from jaxlib.mlir import ir
+
 from sdy_dl.ir.mlir_ops import module_ops, symbol_name
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
@@ -50,6 +52,17 @@ def _unquote(token: str) -> str | None:
 _REFS: dict = {}
 
 
+#: The builtin attribute classes whose values hold no symbol reference (numbers,
+#: strings, dense elements and arrays of them): not looked up in ``_REFS`` (a
+#: lookup hashes and compares the attribute through the bindings; most
+#: attributes of a module are of these).
+_NO_REFS = frozenset((ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr, ir.UnitAttr,
+                      ir.DenseElementsAttr, ir.DenseIntElementsAttr, ir.DenseFPElementsAttr,
+                      ir.DenseBoolArrayAttr, ir.DenseI8ArrayAttr, ir.DenseI16ArrayAttr,
+                      ir.DenseI32ArrayAttr, ir.DenseI64ArrayAttr, ir.DenseF32ArrayAttr,
+                      ir.DenseF64ArrayAttr))
+
+
 def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
     """The names of the symbols the top-level op ``top`` and its nested ops
     reference: the ``@name`` tokens of their attributes (MLIR's
@@ -57,7 +70,7 @@ def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
     read in the order the op index has.  The reading stops once every name of
     ``wanted`` is among them (the rest cannot matter then)."""
     refs: set[str] = set()
-    cache = _REFS
+    cache, plain = _REFS, _NO_REFS
     for op in op_index(module).walk_read(top)[0]:
         attributes = op.attributes
         if not len(attributes):   # (half the ops: cheaper than listing no items)
@@ -68,6 +81,8 @@ def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
             items = readable_attributes(op).items()
         found = False
         for _, attr in items:
+            if type(attr) in plain:
+                continue
             names = cache.get(attr)
             if names is None:
                 names = cache[attr] = frozenset(_names(str(attr)))
