@@ -373,3 +373,23 @@ def test_rule_instances_are_kept_for_later_processes(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="instantiated again"):
         load_rule_db([rules]).rule_for(ops[0], module)
     db_module._parsed_db.cache_clear()
+
+
+def test_rule_instance_store_keeps_the_last_used(tmp_path, monkeypatch):
+    """A store over its limit keeps the instances the saving process used (a later
+    process reads the whole store)."""
+    from sdy_dl.rules.db import InstanceStore
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path))
+    monkeypatch.setattr(InstanceStore, "LIMIT", 3)
+    first = InstanceStore("k")
+    assert first.get("a") is not None   # (not kept: the unknown marker)
+    for text in "abcd":
+        first.add(text, None)
+    first.save()
+    assert list(InstanceStore("k")._read()) == ["a", "b", "c"]
+    second = InstanceStore("k")
+    assert second.get("c") is None   # (kept: the op has no rule)
+    second.add("e", None)
+    second.save()
+    assert list(InstanceStore("k")._read()) == ["c", "e", "a"]

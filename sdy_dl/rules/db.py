@@ -150,12 +150,14 @@ class InstanceStore:
     pass).  ``key`` names the rule files, the code that instantiates them and
     jaxlib, whose attributes the rules read."""
 
-    #: Instances kept at most (a store that would hold more starts afresh).
-    LIMIT = 4096
+    #: Instances kept at most: a process reads them all (a GPT step meets ~150
+    #: signatures; a test suite thousands).  Those last used are kept.
+    LIMIT = 512
 
     def __init__(self, key: str):
         self.key = key
         self._kept: dict[str, RuleInstance | None] | None = None
+        self._used: set[str] = set()   # the signatures this process looked up or added
         self._new = False
 
     def _path(self):
@@ -177,27 +179,34 @@ class InstanceStore:
         no rule), or _UNKNOWN."""
         if self._kept is None:
             self._kept = self._read()
-        return self._kept.get(text, _UNKNOWN)
+        found = self._kept.get(text, _UNKNOWN)
+        if found is not _UNKNOWN:
+            self._used.add(text)
+        return found
 
     def add(self, text: str, rule: RuleInstance | None) -> None:
         """Keep ``rule``, made for the signature printed ``text``."""
         if " at 0x" in text or "dense_resource<" in text:
             return   # (printed by address, or by the name of a blob: another process's may differ)
-        if len(self._kept) >= self.LIMIT:
-            self._kept = {}
         self._kept[text] = rule
+        self._used.add(text)
         self._new = True
         _UNSAVED.add(self)
 
     def save(self) -> None:
-        """Write the kept instances (the file is replaced whole: an unwritable
-        cache only costs the instantiations)."""
+        """Write the kept instances, those this process used first and at most
+        :data:`LIMIT` (the file is replaced whole: an unwritable cache only costs
+        the instantiations)."""
         import os
         import pickle
         import tempfile
 
         if not self._new:
             return
+        if len(self._kept) > self.LIMIT:
+            used = [text for text in self._kept if text in self._used]
+            others = [text for text in self._kept if text not in self._used]
+            self._kept = {text: self._kept[text] for text in (used + others)[:self.LIMIT]}
         path = self._path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
