@@ -645,15 +645,18 @@ class Propagator:
             return
         # Evaluate the steps of all results in one call, as they read now; a step
         # whose inputs an earlier sync changed is evaluated on its own below.
-        ahead = [s for i, v in enumerate(ret.operands)
-                 if (s := self._result_sync_step(main, i, v)) is not None and s not in self._memo]
-        ahead = list(dict.fromkeys(ahead))
+        steps = [self._result_sync_step(main, i, v) for i, v in enumerate(ret.operands)]
+        ahead = list(dict.fromkeys(s for s in steps if s is not None and s not in self._memo))
         if ahead:
             self._memo.update(zip(ahead, self.evaluate(ahead)))
             self.engine_calls += 1
             self.steps_evaluated += len(ahead)
+        state = self.state
+        clock = state.clock
         for index, value in enumerate(ret.operands):
-            step = self._result_sync_step(main, index, value)
+            # (as read above unless a sync wrote a value since: result ``index`` is
+            # written only by its own sync)
+            step = steps[index] if state.clock == clock else self._result_sync_step(main, index, value)
             if step is None:
                 continue
             output = self._memo.get(step)
