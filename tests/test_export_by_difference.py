@@ -101,6 +101,32 @@ def test_a_statement_left_out_is_caught(monkeypatch):
     assert wrong
 
 
+def test_the_replays_hand_over_names_every_op_that_differs(monkeypatch):
+    """The ops the what-if's replaying propagation hands over as changed are exactly
+    those whose attributes differ from the first propagated module's (every op
+    compared), on the random what-ifs of both kinds of module."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import walk_pre
+
+    seen = []
+    export = by_difference.export_by_difference
+
+    def spy(record, module, options, stages, changes=None):
+        if changes is not None and record is not None and record.output is not None:
+            with mlir_context():
+                ops = walk_pre(module.mlir.operation)
+                if [op.name for op in ops] == record.names:
+                    every = by_difference.differences(record, ops)[0]
+                    seen.append((every, by_difference.differences(record, ops, changes,
+                                                                  options)[0]))
+        return export(record, module, options, stages, changes)
+    monkeypatch.setattr(by_difference, "export_by_difference", spy)
+    _whatifs(range(12), _dataflow, monkeypatch)
+    _whatifs(range(12), random_control_flow_module, monkeypatch)
+    assert len(seen) >= 20
+    assert all(every == handed for every, handed in seen)
+
+
 #: Two equal scalar broadcasts, each multiplied by one argument: the merger merges
 #: them when the arguments are sharded alike.
 TWO_BROADCASTS = """sdy.mesh @mesh = <["a"=2, "b"=2]>

@@ -124,7 +124,7 @@ class Audit:
             module if imported is None else imported, run_options, before=before,
             start=None if imported is None else PROPAGATION_STAGE,
             export=None if exported is None or imported is None
-            else self._export_by_difference(exported, run_options))
+            else self._export_by_difference(exported, run_options, replay))
         if self.exported is not None:
             self.exported.finish(self.module, stages_after_propagation(options))
         #: The replay of ``fixpoints`` (a :class:`~sdy_dl.propagation.replay.Replay`:
@@ -144,12 +144,18 @@ class Audit:
                                    lambda: self.outputs)
 
     @staticmethod
-    def _export_by_difference(exported, options):
+    def _export_by_difference(exported, options, replay):
+        """``export(module)`` for the pipeline: the output by difference, given the
+        replay's hand-over of the ops whose shardings differ when it has one."""
         from sdy_dl.passes.export.by_difference import export_by_difference
         from sdy_dl.pipeline import stages_after_propagation
 
         stages = stages_after_propagation(options)
-        return lambda m: export_by_difference(exported, m, options, stages)
+
+        def export(m):
+            changes = getattr(getattr(replay, "replay", None), "changes", None)
+            return export_by_difference(exported, m, options, stages, changes)
+        return export
 
     @functools.cached_property
     def outputs(self) -> OutputIndex:

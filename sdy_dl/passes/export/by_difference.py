@@ -140,10 +140,13 @@ class OutputCopy:
 
 
 def export_by_difference(record: ExportRecord | None, module: Module, options: PassOptions,
-                         stages: list[str]) -> Module | None:
+                         stages: list[str], changes=None) -> Module | None:
     """The output ``stages`` (the stages after propagation) make of ``module`` (a
     what-if's propagated module), made from ``record``'s output; None when not
-    provably the same (then the stages run)."""
+    provably the same (then the stages run).  ``changes``: what the what-if's
+    replaying propagation left different from the first's
+    (:class:`~sdy_dl.propagation.replay.ShardingChanges`; None: every op's
+    attributes are compared)."""
     from sdy_dl.ir.context import mlir_context
 
     if record is None or record.output is None or record.erased is None:
@@ -155,13 +158,50 @@ def export_by_difference(record: ExportRecord | None, module: Module, options: P
         return None
     with mlir_context():
         try:
-            return _export(record, module, options, reads)
+            return _export(record, module, options, reads, changes)
         except NotLocal:
             return None
 
 
+def differences(record: ExportRecord, ops: list, changes=None, options=None) -> tuple:
+    """(the numbers of the ops whose attributes differ, each op's attributes in the
+    first propagated module, in the what-if's) for ``ops``, the what-if's
+    propagated module in pre-order.  With ``changes`` (the replay's hand-over,
+    without rules kept: propagation writes shardings only) only the ops it names
+    are compared; else every op."""
+    from bisect import bisect_left
+
+    from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
+
+    if changes is None or changes.erased or options is None or options[KEEP_SHARDING_RULES]:
+        before = record.input_attributes()
+        after = [_attributes(op) for op in ops]
+        return [i for i, attrs in enumerate(after) if attrs != before[i]], before, after
+    # the model's numbers count the ops propagation erased; the walk does not
+    erased = sorted(record.erased)
+    maybe = sorted(1 + oid - bisect_left(erased, oid) for oid in changes.ops
+                   if oid not in record.erased)
+    after = _Read(lambda i: _attributes(ops[i]))
+    inputs = record.input_ops()
+    wanted = set(maybe)
+    before = _Read(lambda i: _attributes(inputs[i]) if i in wanted else after[i])
+    return [i for i in maybe if after[i] != before[i]], before, after
+
+
+class _Read(dict):
+    """Values read when first asked for (``read(index)``)."""
+
+    def __init__(self, read):
+        super().__init__()
+        self.read = read
+
+    def __missing__(self, i):
+        found = self[i] = self.read(i)
+        return found
+
+
 def _export(record: ExportRecord, module: Module, options: PassOptions,
-            reads: list[Reads]) -> Module:
+            reads: list[Reads], changes=None) -> Module:
     from sdy_dl.ir.loader import module_of_op
     from sdy_dl.ir.mlir_ops import is_scalar, main_of, symbol_name
     from sdy_dl.ir.walk import key, walk_pre
@@ -170,9 +210,7 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     ops = walk_pre(module.mlir.operation)
     if [op.name for op in ops] != record.names:
         raise NotLocal
-    before = record.input_attributes()
-    after = [_attributes(op) for op in ops]
-    changed = [i for i, attrs in enumerate(after) if attrs != before[i]]
+    changed, before, after = differences(record, ops, changes, options)
     main = main_of([op.operation for op in module.mlir.body.operations
                     if op.operation.name == "func.func"])
     if main is None:

@@ -41,11 +41,12 @@ def regroup(ops: list, names: list, before: list, after: list, changed: list[int
     keys = {before[i] for i in changed} | {after[i] for i in changed}
     types = {ops[i].results[0].type for i in changed}
     members = []
-    for j, name in enumerate(names):
-        if name == BROADCAST and (before[j] in keys or after[j] in keys):
+    for j, name in enumerate(names):   # (the type is read before the attributes: cheaper)
+        if name == BROADCAST and ops[j].results[0].type in types \
+                and (before[j] in keys or after[j] in keys):
             op = ops[j]
             if op.block is not None and key(op.block) == block_key \
-                    and op.results[0].type in types and is_scalar(op.operands[0]):
+                    and is_scalar(op.operands[0]):
                 members.append(j)
     first = _first_run_kept(members, ops, out)
     facts = MergerFacts()
