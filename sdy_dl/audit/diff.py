@@ -113,11 +113,12 @@ class Signatures:
                     break
             by_own.setdefault(own, []).append((n, shardings))
 
+        op_names = table.op_names
         for n, mop in enumerate(table.ops):
             func = table.enclosing[mop]
             if func is mop or func is None:
                 self.top_level.append(n)
-            if mop.name == "func.func" and func is mop:
+            if func is mop and op_names[n] == "func.func":
                 fname = symbol_name(mop)
                 region_sig[mop] = own = ids.setdefault(("func", fname), len(ids))
                 twin(n, own, _attributes(mop, True))   # (its types are attributes too)
@@ -138,7 +139,7 @@ class Signatures:
             for k in used:
                 last_use[k] = n
             operands = tuple([sig.get(k, "?") for k in used])
-            name = mop.name
+            name = op_names[n]
             if name == "sdy.reshard":
                 k = (f"o{n}", 0)
                 sig[k] = operands[0]
@@ -150,12 +151,14 @@ class Signatures:
             aligned, shardings = _attributes(mop, True)
             own = ids.setdefault((name, aligned, operands, parent), len(ids))
             twin(n, own, shardings)
-            region_sig[mop] = own
             for i in range(len(mop.results)):
                 k = (f"o{n}", i)
                 sig[k] = ids.setdefault((own, i), len(ids))
                 add(sig[k], k, n, mop, i, "op")
-            for ri, region in enumerate(mop.regions):
+            regions = mop.regions
+            if len(regions):   # (the ops nested in it read its signature)
+                region_sig[mop] = own
+            for ri, region in enumerate(regions):
                 for bi, block in enumerate(region.blocks):
                     for i, arg in enumerate(block.arguments):
                         k = key_of(arg)
