@@ -114,13 +114,18 @@ def last_visits(explainer) -> list:
     return list(last_visit_by_op(explainer).values())
 
 
-def last_visit_by_op(explainer) -> dict:
+def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict:
     """:func:`last_visits` by op: its ``px:`` tag (a step of an untagged op: the
-    step's ``id``) -> its last step, in first-visit order."""
+    step's ``id``) -> its last step, in first-visit order.  ``op_key``: the
+    explainer's :func:`op_keys` when made already; ``visits``: a dict given
+    empty, filled with each op key's number of visits."""
     last = {}
-    op_key = op_keys(explainer)
+    op_key = op_key or op_keys(explainer)
     for cause in explainer.tracer.steps:
-        last[op_key(cause)] = cause
+        k = op_key(cause)
+        last[k] = cause
+        if visits is not None:
+            visits[k] = visits.get(k, 0) + 1
     return last
 
 
@@ -158,12 +163,10 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
     as the whole list has it: a conflict's origins, order and output depend on
     the whole propagation, not on which other conflicts are found)."""
     records = explainer.step_records()
-    visits = defaultdict(int)
+    visits: dict = {}   # op key -> its visits
     op_key = op_keys(explainer)
-    for cause in explainer.tracer.steps:
-        visits[op_key(cause)] += 1
     out = []
-    for cause in last_visits(explainer):
+    for cause in last_visit_by_op(explainer, op_key, visits).values():
         if at is not None and (cause.op["name"], cause.op["place"]) not in at:
             continue
         out += [(c, cause) for c in step_conflicts(explainer, cause, records)]
