@@ -554,13 +554,11 @@ class InputIndex:
         """Whether an op of the input calls function ``symbol`` (``func.call``; once
         per symbol)."""
         if not hasattr(self, "_calls"):
-            from jaxlib.mlir import ir
-
             from sdy_dl.ir.context import mlir_context
+            from sdy_dl.passes.call_graph import callee_name
 
             with mlir_context():
-                self._calls = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                               for op in self.ops if op.name == "func.call"}
+                self._calls = {callee_name(op) for op in self.ops if op.name == "func.call"}
         return symbol in self._calls
 
     def _place_alone(self, key: tuple) -> tuple | None:

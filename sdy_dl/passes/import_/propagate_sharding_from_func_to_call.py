@@ -15,14 +15,12 @@ from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import ops_named
 from sdy_dl.ir.storage import SHARDING_ATTR, write_per_value
 from sdy_dl.passes import PassOptions, register
-from sdy_dl.passes.call_graph import func_result_shardings
+from sdy_dl.passes.call_graph import callee_name, func_result_shardings
 
 
 @register("propagate-sharding-from-func-to-call",
           "Copy callee result shardings onto calls that have none.")
 def run(module: Module, options: PassOptions) -> Module:
-    from jaxlib.mlir import ir
-
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
@@ -30,7 +28,7 @@ def run(module: Module, options: PassOptions) -> Module:
         funcs = {symbol_name(op): op for op in module_ops(module) if op.name == "func.func"}
         changed = False
         for mop in ops_named(module, ("func.call",), post=True):
-            callee = ir.FlatSymbolRefAttr(mop.attributes["callee"]).value
+            callee = callee_name(mop)
             func = funcs.get(callee)
             if func is None:
                 raise op_error(module, mop, f"call to unknown function @{callee}")
