@@ -37,9 +37,9 @@ from sdy_dl.passes.export import export_pipeline
 from sdy_dl.passes.export.export_pipeline import (ENABLE_INSERT_EXPLICIT_COLLECTIVES,
                                                   EXPLICIT_COLLECTIVES)
 from sdy_dl.passes.import_ import import_pipeline
-from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
 from sdy_dl.passes.import_.import_pipeline import DEDUP_FUNCTIONS_FULLY
 from sdy_dl.passes.options import Option
+from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
 
 #: The name the pipeline's options are checked under (``sdy-dl propagate``).
 PIPELINE = "propagate"

@@ -192,6 +192,9 @@ class Module:
     funcs: dict[str, Op]
     ops: list[Op]
     values: list[Value]
+    #: The ops user-priority propagation erased (model numbers), set by it: what the
+    #: export by difference compares between two propagations (None: not run).
+    propagation_erased: frozenset | None = None
 
     def __init__(self, mlir, file: str):
         self.mlir, self.file = mlir, file

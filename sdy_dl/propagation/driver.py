@@ -264,7 +264,7 @@ class Propagator:
         return visit
 
     def take(self, op: Op, site: _Site, step: StepInput, output: StepOutput,
-              applied: set, like=None, same_ops: bool = False, notified=None) -> object:
+             applied: set, like=None, same_ops: bool = False, notified=None) -> object:
         """Apply ``output``, the output of ``op``'s step ``step`` (read now from its
         site's tensors), and record the visit; returns its provenance cause.
         ``like``: the cause another propagation of this module recorded for the

@@ -56,7 +56,7 @@ class ExportRecord:
             self.names = [op.name for op in ops]
             self._input = module.mlir.operation.clone()
         #: the ops propagation erased (the model's numbers; None: not known)
-        self.erased = getattr(module, "propagation_erased", None)
+        self.erased = module.propagation_erased
         self._input_ops: list | None = None
         self._input_attributes: list | None = None
         self.output = None            # a copy of the output (raw builtin.module)
@@ -151,7 +151,7 @@ def export_by_difference(record: ExportRecord | None, module: Module, options: P
 
     if record is None or record.output is None or record.erased is None:
         return None
-    if getattr(module, "propagation_erased", None) != record.erased:
+    if module.propagation_erased != record.erased:
         return None
     reads = stage_reads(stages)
     if reads is None:
