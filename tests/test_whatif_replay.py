@@ -232,3 +232,96 @@ def test_pushes_taken_from_the_record_are_the_notifications(monkeypatch):
     replays = [r for r in replays if r is not None]
     assert checked and any(r.same_uses for r in replays)
     assert not all(r.same_uses for r in replays)   # (some copies order uses otherwise)
+
+
+def test_pushes_follow_this_modules_use_lists():
+    """A control-flow module whose copy orders a value's uses otherwise than the first
+    run's module, where the order the notified ops are pushed in changes the
+    answers: pushes are taken from the record only when the orders agree."""
+    from random_control_flow import _sharding as control_sharding
+
+    replay = _replayed_and_plain(random_control_flow_module(48), _random_edits(
+        48, lambda rng, shape: control_sharding(rng)))
+    assert replay is not None and replay.same and not replay.same_uses and replay.replayed
+
+
+#: Two tensors sorted together (an op with several results: a write to one result
+#: reads the others) and their uses.
+SORTED_PAIR = """module @m {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                  %arg1: tensor<8x16xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"b"}]>},
+                  %arg2: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xi32>) {
+    %0:2 = "stablehlo.sort"(%arg0, %arg1) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>, %c: tensor<i32>, %d: tensor<i32>):
+      %p = stablehlo.compare GT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }) {dimension = 1 : i64, is_stable = true} : (tensor<8x16xf32>, tensor<8x16xi32>) -> (tensor<8x16xf32>, tensor<8x16xi32>)
+    %1 = stablehlo.add %0#0, %arg2 : tensor<8x16xf32>
+    %2 = stablehlo.negate %1 : tensor<8x16xf32>
+    %3 = stablehlo.convert %0#1 : (tensor<8x16xi32>) -> tensor<8x16xf32>
+    %4 = stablehlo.multiply %2, %3 : tensor<8x16xf32>
+    return %4, %0#1 : tensor<8x16xf32>, tensor<8x16xi32>
+  }
+}
+"""
+
+
+def _sorted_pair_edits(before):
+    return [Edit("set", "%arg1", '<@mesh, [{"a"}, {}]>')]
+
+
+def test_an_op_with_several_results_replays_as_it_runs():
+    replay = _replayed_and_plain(SORTED_PAIR, _sorted_pair_edits)
+    assert replay is not None and replay.replayed and replay.run
+
+
+def _checked_readers(replay) -> int:
+    """Every value a visit of any op may read (``Replay._reads``) names that op among
+    its readers (``Replay._readers``, which runs of pops replayed at once stop at)."""
+    prop = replay.propagator
+    checked = 0
+    for op in prop.module.ops:
+        if op.oid in prop.erased:
+            continue
+        vids, site = replay._reads(op, lambda o, rule: ("BOTH",) * len(rule.factors))
+        for vid in vids:
+            assert op.oid in replay._readers(vid), (op.name, vid)
+            checked += 1
+    return checked
+
+
+def test_readers_hold_every_op_that_reads_a_value(monkeypatch):
+    """On dataflow DAGs, control flow (calls, whiles, cases, barriers: data-flow edges
+    and their slots) and a training step (ops with several results), the readers
+    of a value are a superset of the ops whose visits read it (checked when the
+    pass ends, on the module it ran on)."""
+    from sdy_dl.propagation.replay import Replay
+    from test_whatif import program
+    from test_whatif_incremental import _other
+    from random_control_flow import _sharding as control_sharding
+
+    def last(before):
+        name, shape, current = _annotated_args(before)[-1]
+        return [Edit("set", name, _other(shape, current))]
+    cases = [(program("training_step"), last), (SORTED_PAIR, _sorted_pair_edits)]
+    for seed in range(6):
+        mesh = _mesh(random.Random(seed))
+        cases.append((random_module(seed, 14), _random_edits(
+            seed, lambda rng, shape, mesh=mesh: _sharding(rng, mesh, shape))))
+        cases.append((random_control_flow_module(seed),
+                      _random_edits(seed, lambda rng, shape: control_sharding(rng))))
+    checked = []
+    finish = Replay.finish
+
+    def checking_finish(self):
+        if self.same:
+            checked.append(_checked_readers(self))
+        finish(self)
+    monkeypatch.setattr(Replay, "finish", checking_finish)
+    for text, edits in cases:
+        before = propagate(text, engine="python")
+        edit = edits(before)
+        if edit:
+            before.whatif(edit)
+    assert len(checked) > 6 and sum(checked) > 300, checked

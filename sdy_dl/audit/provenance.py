@@ -147,6 +147,38 @@ class ProvenanceTracer:
         else:
             self.edge_steps.append(self._cause)
 
+    def take_in_step(self, causes: list, writes: list) -> bool:
+        """Record ``causes`` with their ``writes``, as another tracer of the same module
+        recorded them for a run of replayed visits (each cause as :meth:`begin_like`
+        records it in step, with the same keys and op descriptions: the cause
+        itself), when this tracer is in step with it (its first cause would be
+        recorded with the same number after as many writes); False: not in step,
+        nothing recorded."""
+        if causes:
+            first = causes[0]
+            if (first.index != self._count + 1 or first.at != len(self.writes)
+                    or causes[-1].index != self._count + len(causes)):
+                return False
+            self._count += len(causes)
+            steps, edges = self.steps.append, self.edge_steps.append
+            for cause in causes:
+                if cause.kind == "step":
+                    steps(cause)
+                else:
+                    edges(cause)
+        elif writes:
+            return False
+        by_key, n = self._by_key, len(self.writes)
+        for write in writes:
+            found = by_key.get(write.key)
+            if found is None:
+                by_key[write.key] = [n]
+            else:
+                found.append(n)
+            n += 1
+        self.writes.extend(writes)
+        return True
+
     def end(self) -> None:
         self._cause = None
 

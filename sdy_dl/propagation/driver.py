@@ -312,6 +312,10 @@ class Propagator:
         return {vid: tuple([(op.oid, k) for op, k in uses])
                 for vid, uses in self.live_uses.items() if len(uses) > 1}
 
+    def func_edge_sources(self) -> dict[int, list[Value]]:
+        """op number -> the sources of each ``sdy.func_data_flow_edge`` (``edges.func_edge_sources``)."""
+        return self._func_edge_sources
+
     def looked_up_rules(self) -> tuple[dict, dict]:
         """(op number -> its rule or None, op number -> its rule when it has one) of
         the ops whose rules were looked up so far (the live tables)."""

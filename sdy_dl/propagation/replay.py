@@ -52,6 +52,19 @@ record, of an op whose tensors were read, costs a few lookups).  The
 invariants hold after the visit, with ``D`` unchanged (its writes are site
 tensors, outside ``D``).
 
+**Runs of replayed visits at once.**  While aligned, the pops up to the next
+one whose op may read a value of ``D`` or a slot not read yet (a superset of
+its readers, :meth:`Replay._readers`, built from the module's uses and edges
+for those values only), or that erased ops, are each a replayed visit; when
+the tracer is in step, values are keyed as the record's and the record's rules
+were taken, they are made together: the record's causes and tracer writes
+(``ProvenanceTracer.take_in_step``), its writes stamped in order
+(``ShardingState.take_writes``), its pushes (with ``same_uses``) and applied
+steps.  The pops themselves are not stepped (the first run records the op of
+each, ``FixpointTrace.popped``); what they leave out are cache entries (quiet
+steps, sites, read sets: a quiet entry made earlier stays true, as it holds
+for its write count).
+
 A visit whose reads meet ``D``, and every visit that erases ops, runs for
 real.  Then ``D`` is updated over the values either run wrote at that pop
 (compared with the record's sharding at the same point of the log); if the
@@ -88,6 +101,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import compress
 
 from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
 from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
@@ -104,18 +118,22 @@ class FixpointTrace:
     """One fixpoint of a recorded pass (see the module docstring): per pop its cause,
     and, only for the pops that did so, the pushes, the writes and the erasures."""
 
-    __slots__ = ("phase", "strategy", "erased", "initial", "log_start", "causes", "pushes",
-                 "wrote", "log_len", "erasures", "_top")
+    __slots__ = ("phase", "strategy", "erased", "initial", "log_start", "writes_start",
+                 "causes", "popped", "pushes", "wrote", "log_len", "writes_len", "erasures",
+                 "_top")
 
     def __init__(self, phase: str, strategy: str, erased: frozenset, initial: list[int],
-                 log_start: int):
+                 log_start: int, writes_start: int):
         self.phase, self.strategy, self.erased = phase, strategy, erased
         self.initial = initial           # the initial stack, bottom first, as op numbers
         self.log_start = log_start       # the pass's write log length when it began
+        self.writes_start = writes_start   # ... and its tracer's writes
         self.causes: list = []           # per pop: the provenance cause recorded (None: none)
+        self.popped: list[int] = []      # per pop: the op popped
         self.pushes: dict[int, tuple] = {}     # pop -> (id of its first push, ops pushed)
         self.wrote: list[int] = []       # the pops that wrote, in order ...
         self.log_len: list[int] = []     # ... and the write log's length after each
+        self.writes_len: list[int] = []  # ... and the tracer's writes
         self.erasures: dict[int, tuple] = {}   # pop -> the ops it erased, in order
         self._top: list[int] | None = None
 
@@ -123,6 +141,11 @@ class FixpointTrace:
         """The write log's length after pop ``i`` (-1: before the first)."""
         k = bisect_right(self.wrote, i)
         return self.log_len[k - 1] if k else self.log_start
+
+    def writes_after(self, i: int) -> int:
+        """The recording tracer's number of writes after pop ``i`` (-1: before the first)."""
+        k = bisect_right(self.wrote, i)
+        return self.writes_len[k - 1] if k else self.writes_start
 
     @property
     def top(self) -> list[int]:
@@ -161,6 +184,8 @@ class PassTrace:
         self.size = (0, 0)               # the module's ops and values
         self.describe_op = None          # the recording tracer's op describer
         self.uses: dict | None = None    # its propagator's use_orders() when it began
+        self.tracer = None               # the recording tracer (its writes are read)
+        self.values: list = []           # the recorded module's values (their keys are read)
         #: when the pass ended: the function-result shardings held ((func op, index) ->
         #: sharding) and the ops erased
         self.results: dict = {}
@@ -175,6 +200,7 @@ class PassTrace:
         propagator.recorder = self
         propagator.state.log, propagator.state.read0 = self.log, self.read0
         self.describe_op = propagator.state.tracer.describe_op
+        self.tracer, self.values = propagator.state.tracer, propagator.module.values
         self.size = (len(propagator.module.ops), len(propagator.module.values))
         self.uses = propagator.use_orders()
         return True
@@ -204,6 +230,7 @@ class PassTrace:
         static, decided, rules, visited, no_rule = self.priorities
         propagator.adopt_rules(rules, visited)
         propagator.state.tracer.no_rule |= no_rule
+        propagator.replay.rules_shared = True
         return static, decided
 
     def sharding_at(self, vid: int, at: int):
@@ -229,30 +256,34 @@ class PassTrace:
         """(visit, end) of ``propagator``'s fixpoint from ``worklist``
         (``Propagator.drain``): each visit runs for real and is recorded."""
         stack = worklist._stack
+        writes = propagator.state.tracer.writes
         rec = FixpointTrace(propagator.phase, propagator.strategy, frozenset(propagator.erased),
-                            [op.oid for op in stack], len(self.log))
+                            [op.oid for op in stack], len(self.log), len(writes))
         self.fixpoints.append(rec)
         log, order = self.log, propagator.erase_order
         visit = propagator.visitor(directions, applied)
-        causes, pushes, erasures, wrote, log_len = (rec.causes, rec.pushes, rec.erasures,
-                                                    rec.wrote, rec.log_len)
-        next_id, written = len(stack), len(log)
+        causes, popped, pushes, erasures, wrote, log_len, writes_len = (
+            rec.causes, rec.popped, rec.pushes, rec.erasures, rec.wrote, rec.log_len,
+            rec.writes_len)
+        next_id, written, traced = len(stack), len(log), len(writes)
 
         def record(op) -> None:
-            nonlocal next_id, written
+            nonlocal next_id, written, traced
             i = len(causes)
             depth, before = len(stack), len(order)
             causes.append(visit(op))   # (None for an op erased before: it does nothing)
+            popped.append(op.oid)
             if len(order) != before:
                 erasures[i] = tuple(order[before:])
             if len(stack) != depth:
                 pushed = tuple([o.oid for o in stack[depth:]])
                 pushes[i] = (next_id, pushed)
                 next_id += len(pushed)
-            if len(log) != written:
-                written = len(log)
+            if len(log) != written or len(writes) != traced:
+                written, traced = len(log), len(writes)
                 wrote.append(i)
                 log_len.append(written)
+                writes_len.append(traced)
         return record, _nothing
 
 
@@ -333,6 +364,15 @@ class Replay:
         self.fixpoints = 0               # fixpoints replayed
         self.divergences = 0             # times the stacks became different
         self.realigned = 0               # ... and equal again
+        self.runs = 0                    # runs of pops replayed at once
+        #: the record's rules were taken (``PassTrace.share_priorities``): a visit
+        #: not made looks up no rule the record's did not
+        self.rules_shared = False
+        self._same_keys: bool | None = None
+        self._inverse: dict[int, list[int]] | None = None
+        self._by_source: dict[int, list[int]] | None = None
+        self._readers_of: dict[int, set[int]] = {}
+        self._unread: set[int] | None = None
 
     # -- D ------------------------------------------------------------------
 
@@ -449,6 +489,73 @@ class Replay:
         found = self._read_sets[op.oid] = (frozenset(vids), site)
         return found
 
+    # -- runs of pops replayed at once -------------------------------------------------
+
+    def _keys_same(self) -> bool:
+        """Every slot is keyed as the record's (a cause recorded in step has the
+        record's keys: ``ProvenanceTracer.take_in_step``)."""
+        if self._same_keys is None:
+            slots, theirs = self.propagator.state.slots, self.trace.values
+            values = self.propagator.module.values
+            self._same_keys = len(theirs) == len(values) and all(
+                v.pointer is not None and v.pointer == theirs[v.vid].pointer
+                for v in values if v.vid not in slots)
+        return self._same_keys
+
+    def _readers(self, vid: int) -> set[int]:
+        """A superset of the ops (by number) whose read sets (:meth:`_reads`) may hold
+        ``vid``: every op that has, among its site tensors, a value read through
+        ``vid`` (its slot, or, for a result of an op with several results, any
+        result of that op or their slots): those values' users and definers, and
+        the data-flow edges they are sources of."""
+        found = self._readers_of.get(vid)
+        if found is not None:
+            return found
+        prop = self.propagator
+        values = prop.module.values
+        if self._inverse is None:
+            self._inverse, self._by_source = {}, {}
+            for v, slot in prop.state.slots.items():
+                self._inverse.setdefault(slot.vid, []).append(v)
+            for edge in prop.edges:
+                for source in edge.sources:
+                    self._by_source.setdefault(source.vid, []).append(edge.op.oid)
+            for oid, sources in prop.func_edge_sources().items():
+                for source in sources:
+                    self._by_source.setdefault(source.vid, []).append(oid)
+        inverse, by_source = self._inverse, self._by_source
+        tensors = {vid, *inverse.get(vid, ())}
+        for t in list(tensors):
+            definer = values[t].defining_op
+            if (definer is not None and len(definer.results) > 1
+                    and definer.name not in OWN_SHARDING_OPS
+                    and definer.name not in COMPUTATION_OPS):
+                for other in definer.results:
+                    tensors.add(other.vid)
+                    tensors.update(inverse.get(other.vid, ()))
+        found = set()
+        for t in tensors:
+            value = values[t]
+            if value.defining_op is not None:
+                found.add(value.defining_op.oid)
+            found.update([user.oid for user, _ in value.uses])
+            found.update(by_source.get(t, ()))
+        self._readers_of[vid] = found
+        return found
+
+    def _unread_slots(self) -> set[int]:
+        """The slots (by vid) this run has not read yet: a visit that reads one for the
+        first time is made (it reads them as the visit does)."""
+        state = self.propagator.state
+        read = state.read_vids()
+        if self._unread is None:
+            self._unread = set(range(len(self.propagator.module.values)))
+            self._unread.difference_update(read)
+            self._unread.difference_update(state.slots.keys())
+        else:
+            self._unread = {vid for vid in self._unread if vid not in read}
+        return self._unread
+
     # -- one fixpoint --------------------------------------------------------------
 
     def fixpoint(self, prop, worklist, directions, applied: set):
@@ -492,8 +599,73 @@ class Replay:
         mark = 0                   # ... and this run's log length then
         erased_since = False       # ... and whether an op was erased since
 
+        # Runs of pops replayed at once: while aligned, the pops up to the next one
+        # whose op may read a value of D, or a slot not read yet (``hot``; its
+        # readers, ``_readers``), or that erased ops (``stops``) are each a
+        # replayed visit in step with the record, and together make exactly the
+        # record's effects: its causes and writes (the tracer in step, the same
+        # keys and op descriptions), its stamped writes, its pushes (``same_uses``)
+        # and applied steps; what they leave out are cache entries (quiet steps,
+        # sites, read sets), which never change an answer, and rule look-ups,
+        # which the record's rules taken make (``rules_shared``).
+        popped, n_pops = rec.popped, len(r_causes)
+        pushing = list(r_pushes)   # (in pop order)
+        tracer, theirs = state.tracer, trace.tracer.writes if trace.tracer is not None else None
+        jumping = (same_uses and same_ops and self.rules_shared and theirs is not None
+                   and len(popped) == n_pops and self._keys_same())
+        pending = worklist._pending
+        hot: set[int] = set()
+        stops: list[int] = []
+        at_stop = 0
+        stale = True               # D gained values since ``stops`` was made
+
+        def refresh() -> None:
+            nonlocal hot, stops, at_stop, stale
+            hot = set(diff) | self._unread_slots()
+            readers = set()
+            for vid in hot:
+                readers |= self._readers(vid)
+            found = set(compress(range(i, n_pops), map(readers.__contains__, popped[i:])))
+            found.update(p for p in r_erasures if p >= i)
+            stops, at_stop, stale = sorted(found), 0, False
+
+        def jump(k: int) -> bool:
+            """Replay pops ``i`` (popped) to ``k - 1`` at once (False: the tracer is not
+            in step, nothing done)."""
+            nonlocal replayed
+            if not tracer.take_in_step(list(filter(None, r_causes[i:k])),
+                                       theirs[rec.writes_after(i - 1):rec.writes_after(k - 1)]):
+                return False
+            for p in compress(range(i, k), r_causes[i:k]):
+                cause = r_causes[p]
+                output = cause.output
+                if any(output.operands) or any(output.results):
+                    key = (popped[p], cause.step)
+                    if key in applied:
+                        from sdy_dl.propagation.driver import _no_fixpoint
+                        raise _no_fixpoint(module_ops[popped[p]])
+                    applied.add(key)
+            last = i   # (the last pop made)
+            for q in pushing[bisect_left(pushing, i):bisect_left(pushing, k)]:
+                if q > last:
+                    del stack[last - q:], ids[last - q:]
+                    pending.difference_update(popped[last + 1:q + 1])
+                first, ops = r_pushes[q]
+                stack.extend([module_ops[o] for o in ops])
+                ids.extend(range(first, first + len(ops)))
+                pending.update(ops)
+                last = q
+            if k - 1 > last:
+                del stack[last + 1 - k:], ids[last + 1 - k:]
+                pending.difference_update(popped[last + 1:k])
+            state.take_writes(trace.log[rec.log_after(i - 1):rec.log_after(k - 1)])
+            replayed += k - i
+            self.runs += 1
+            return True
+
         def replay(op) -> None:
-            nonlocal fresh, replayed, i, aligned, stopped, since, mark, erased_since
+            nonlocal fresh, replayed, i, aligned, stopped, since, mark, erased_since, jumping
+            nonlocal at_stop, stale
             if stopped:
                 self.run += 1
                 visit(op)
@@ -501,6 +673,17 @@ class Replay:
             oid = op.oid
             ids.pop()
             if aligned:
+                if jumping:
+                    if stale:
+                        refresh()
+                    while at_stop < len(stops) and stops[at_stop] < i:
+                        at_stop += 1
+                    k = stops[at_stop] if at_stop < len(stops) else n_pops
+                    if k > i + 1:
+                        if jump(k):
+                            i = k
+                            return
+                        jumping = False
                 cause = r_causes[i]
                 known = read_sets.get(oid)
                 if (cause is None and known is not None and oid in ready and unchanged(known[0])
@@ -541,6 +724,7 @@ class Replay:
                     changed = {v for v, _ in log[written:]}
                     changed.update(v for v, _ in trace.log[rec.log_after(i - 1):at])
                     self._update(diff, changed, at)
+                    stale = stale or not diff <= hot
                     n = len(stack) - depth
                     if len(diff) > DIFF_LIMIT:
                         stopped, aligned = True, False
@@ -583,6 +767,7 @@ class Replay:
                 stopped = True
                 return
             aligned, i = True, j + 1
+            stale = stale or not diff <= hot
             self.realigned += 1
 
         def end() -> None:

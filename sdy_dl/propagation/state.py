@@ -83,6 +83,25 @@ class ShardingState:
         otherwise), without reading it from the module."""
         return self._value.get(vid, default)
 
+    def read_vids(self):
+        """The slots (by vid) read or written so far (a live view)."""
+        return self._value.keys()
+
+    def take_writes(self, writes: list) -> None:
+        """Make ``writes``, (vid, sharding stored) as :attr:`log` records them, as
+        :meth:`set` made them in another propagation of the same module whose
+        shardings of the slots read for them (each read already here) were these:
+        stored, stamped and logged in order, not traced (the caller records them
+        with the tracer)."""
+        vids = [vid for vid, _ in writes]
+        self._value.update(writes)
+        self._changed.update(vids)
+        clock = self.clock
+        self.stamps.update(zip(vids, range(clock + 1, clock + 1 + len(vids))))
+        self.clock = clock + len(vids)
+        if self.log is not None:
+            self.log.extend(writes)
+
     def held_results(self) -> dict:
         """(function op, result index) -> its sharding, of the results read or written."""
         return dict(self._results)
