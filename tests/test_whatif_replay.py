@@ -325,3 +325,38 @@ def test_readers_hold_every_op_that_reads_a_value(monkeypatch):
         if edit:
             before.whatif(edit)
     assert len(checked) > 6 and sum(checked) > 300, checked
+
+
+def test_changes_hold_the_writes_after_the_last_fixpoint(monkeypatch):
+    """The hand-over (``Replay.changes``) compares every value either run wrote after
+    the last replayed fixpoint: here a write made after the last band (in every
+    run, first, replayed and plain) copies the edited argument's sharding onto a
+    value no fixpoint makes differ."""
+    from sdy_dl.propagation.driver import Propagator
+
+    text = """module @m {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                  %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"b"}]>})
+      -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+    %0 = stablehlo.negate %arg0 : tensor<8x16xf32>
+    %1 = stablehlo.negate %arg1 : tensor<8x16xf32>
+    return %0, %1 : tensor<8x16xf32>, tensor<8x16xf32>
+  }
+}
+"""
+    propagate_ = Propagator.propagate
+    copied = []
+
+    def propagate_then_copy(self, directions=None, progress=None):
+        propagate_(self, directions, progress)
+        if self.phase.endswith("band 4"):
+            main = self.module.main_func()
+            arg = main.regions[0].blocks[0].args[0]
+            self.state.set(self.module.func_return(main).operands[1], self.state.get(arg))
+            copied.append(self.state.get(arg))
+    monkeypatch.setattr(Propagator, "propagate", propagate_then_copy)
+    replay = _replayed_and_plain(text, lambda before: [
+        Edit("set", "%arg0", '<@mesh, [{"b"}, {}]>')])
+    assert replay is not None and replay.on and replay.fixpoints == 5
+    assert len(set(map(str, copied))) == 2   # (the copies differ between the runs)
