@@ -155,7 +155,11 @@ def tensor_info(type_) -> tuple[bool, tuple[int, ...] | None]:
 
 
 def is_static_tensor(type_) -> bool:
-    """A shaped type with a rank and a static shape (``tensor_info`` gives its shape)."""
+    """A shaped type with a rank and a static shape (``tensor_info`` gives its shape).
+    A ranked tensor type (as the bindings hand out most types) is asked directly:
+    cheaper than hashing it into ``tensor_info``'s table."""
+    if isinstance(type_, ir.RankedTensorType):
+        return type_.has_static_shape
     return tensor_info(type_)[1] is not None
 
 

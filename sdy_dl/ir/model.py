@@ -308,7 +308,10 @@ def index_module(module: Module) -> None:
     module.__dict__.update(meshes={}, mesh_ops=[], funcs={}, ops=ops, values=values,
                            _by_mlir=value_of)
 
-    shapes: dict = {}  # type -> (shape, static): types are uniqued, values share a few
+    # type -> (shape, static, the type): types are uniqued, values share a few, and
+    # every value of a type holds one Python object for it (a tuple of them then
+    # compares without calling into the bindings)
+    shapes: dict = {}
     shape_and_static, value_at = _shape_and_static, value_of.__getitem__
     add_op, add_value = ops.append, values.append
 
@@ -319,8 +322,9 @@ def index_module(module: Module) -> None:
             t = mv.type
             known = shapes.get(t)
             if known is None:
-                known = shapes[t] = shape_and_static(t)
-            v = Value(vid + index, state, known[0], known[1], defining_op, block, index, mv, [], t)
+                known = shapes[t] = (*shape_and_static(t), t)
+            v = Value(vid + index, state, known[0], known[1], defining_op, block, index, mv, [],
+                      known[2])
             add_value(v)
             value_of[mv] = v
             out.append(v)

@@ -36,8 +36,8 @@ in Shardy's order and clones.
 
 from __future__ import annotations
 
-from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, module_ops, owning_op,
-                                tensor_info, users)
+from sdy_dl.ir.mlir_ops import (SymbolNamer, is_block_arg, is_scalar, is_static_tensor,
+                                module_ops, owning_op, tensor_info, users)
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index, op_names
 from sdy_dl.ir.opaque import recreate_renamed
@@ -68,9 +68,8 @@ def is_pure(mop, name: str, operands: list) -> bool:
     if name.startswith("chlo.") or name.startswith("sdy."):
         return True
     if name.startswith("stablehlo."):
-        types = [v.type for v in operands]
-        types += mop.results.types
-        return all(tensor_info(t)[1] is not None for t in types)
+        return (all(is_static_tensor(v.type) for v in operands)
+                and all(is_static_tensor(t) for t in mop.results.types))
     return False
 
 
@@ -258,10 +257,13 @@ class _Splitter:
                  "in_operand_def": operand_def, "in_num_operands": num_operands,
                  "in_scalar_broadcast": scalar_broadcast}
         if not legacy:
+            # (members of the called function names only: the stage reads no other
+            # function's, and a large main would be most of the facts)
+            called = {f for _, f in calls}
             facts.update({
                 "in_call_target": calls, "in_named_name": named,
                 "in_member_func": [(f, j, i) for f, members in func_members.items()
-                                   for j, i in enumerate(members)],
+                                   if f in called for j, i in enumerate(members)],
                 "in_member_named": [(n, j, i) for n, members in named_members.items()
                                     for j, i in enumerate(members)]})
         return facts
