@@ -34,8 +34,9 @@ from sdy_dl.sharding import TensorSharding
 DirectionFn = Callable[[Op, RuleInstance], tuple[str, ...]]
 
 BATCH_LIMIT = 256
-#: Speculation stops after this many simulated pops without a new step.
-SPECULATION_IDLE = 32
+#: Speculation stops after this many simulated pops without a new step (fewer pops
+#: cost less than the few more engine calls they leave: docs/performance.md).
+SPECULATION_IDLE = 16
 
 #: The step strategies one propagation runs, in order, per propagation-strategy option.
 STRATEGY_SEQUENCES = {"basic": ("basic",), "aggressive": ("aggressive",),
