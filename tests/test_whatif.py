@@ -405,6 +405,40 @@ def test_bad_edit_is_one_error_with_choices(edit, message):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("edit", [Edit("set", "%argg1", '<@mesh, [{}, {}]>'),
+                                  Edit("unset", "%argg1"), Edit("drop", "%argg1")])
+def test_unknown_value_lists_the_closest_names(edit):
+    """An edit of a value the output does not have lists the closest valid names,
+    each value once (``%arg1`` is also ``arg:1``), and how many values there are;
+    the message is the same for every kind of edit and located at the input's main
+    function."""
+    before = propagate(program("constrained_mlp"), engine="python")
+    with pytest.raises(SdyError) as e:
+        before.whatif([edit])
+    message = e.value.message
+    close = message.split("close matches: ", 1)[1].split(" (", 1)[0]
+    assert close == "%arg1"
+    listed = message.split("close matches: ", 1)[1].split("), ")[:5]
+    assert len(set(listed)) == 5 and all("output line" in x for x in listed)
+    assert f"({len(before.audit.outputs.values)} values," in message
+    assert e.value.line is not None and e.value.col is not None
+    text = program("constrained_mlp").splitlines()
+    assert "@main(" in text[e.value.line - 1]
+    with pytest.raises(SdyError) as again:
+        before.whatif([edit])
+    assert str(again.value) == str(e.value)
+
+
+def test_unknown_value_without_close_names_still_lists_choices():
+    """A name nothing resembles (difflib's ratio under 0.5 for every name) still gets
+    the closest names there are."""
+    before = propagate(program("constrained_mlp"), engine="python")
+    with pytest.raises(SdyError) as e:
+        before.whatif([Edit("unset", "zzzzzzzzzzzz")])
+    assert "close matches: none" not in e.value.message
+    assert e.value.message.count("output line") == 5
+
+
 def test_cli_whatif_writes_outputs(tmp_path):
     from click.testing import CliRunner
 
@@ -428,13 +462,17 @@ def test_cli_whatif_writes_outputs(tmp_path):
 
 
 @pytest.mark.parametrize("args, message, at_value", [
-    (["--set", "%99=<@mesh, [{}]>"], "no value '%99'", False),
+    (["--set", "%99=<@mesh, [{}]>"], "no value '%99'", True),
+    (["--unset", "%nosuch"], "no value '%nosuch'", True),
+    (["--drop-constraint", "%99"], "no value '%99'", True),
+    (["--set", "result:5=<@mesh, [{}, {}]>"], "no value 'result:5'", True),
     (["--set", 'arg:0=<@mesh, [{"data"}]>'], "doesn't match tensor rank", True),
     (["--set", 'arg:0=<@mesh, [{"nope"}, {}]>'], 'has axes "data"=2, "model"=4', True),
 ])
 def test_cli_bad_edit_writes_nothing(tmp_path, args, message, at_value):
     """A bad edit is one error line, located at the edited value's op in the input
-    when there is one (arg:0: the main function), and nothing is written."""
+    when there is one (arg:0: the main function), else (an unknown value) at the
+    main function, and nothing is written."""
     from click.testing import CliRunner
 
     from sdy_dl.cli import main

@@ -969,14 +969,33 @@ class OutputIndex:
                 raise SdyError(f"{name!r} names {len(shared)} values of the output (sibling "
                                f"regions reuse printed names); say which: "
                                + ", ".join(o.describe() for o in shared), file=self.module.file)
-        close = difflib.get_close_matches(name, list(self.by_name), n=5, cutoff=0.5)
-        if close:
-            hint = "; close matches: " + ", ".join(
-                self.by_name[c][0].describe() if len(self.by_name[c]) == 1 else c for c in close)
-        else:
-            hint = (" (values are named as the output of sdy-dl propagate prints them: %3, %arg0, "
-                    "@func:%2, arg:0, result:0; %2@L7 when several values print as %2)")
-        raise SdyError(f"no value {name!r} in the output{hint}", file=self.module.file)
+        raise SdyError(f"no value {name!r} in the output; {self.choices(name)}",
+                       file=self.module.file)
+
+    def choices(self, name: str, count: int = 5) -> str:
+        """The valid names closest to ``name`` (:func:`difflib.get_close_matches`, at
+        most ``count`` values, each once, closest first; deterministic) and how many
+        values there are: what an error about an unknown name lists."""
+        self._resolve_pending()
+        names = sorted(self.by_name)
+        seen, listed = set(), []
+        for cutoff in (0.5, 0.0):   # (the second pass reads every name: only when short)
+            for c in difflib.get_close_matches(name, names, n=4 * count, cutoff=cutoff):
+                held = self.by_name[c]
+                if len(held) > 1:
+                    if c not in seen:   # (a name several values share: said as typed)
+                        seen.add(c)
+                        listed.append(c)
+                elif id(held[0]) not in seen:
+                    seen.add(id(held[0]))
+                    listed.append(held[0].describe())
+                if len(listed) == count:
+                    break
+            if len(listed) == count:
+                break
+        return (f"close matches: {', '.join(listed) or 'none'} ({len(self.values)} values, "
+                "named as the output of sdy-dl propagate prints them: %3, %arg0, @func:%2, "
+                "arg:0, result:0; %2@L7 when several values print as %2)")
 
 
 def _spellings(name: str) -> list[str]:

@@ -434,6 +434,24 @@ def _located_at(target: _Target):
         raise
 
 
+@contextlib.contextmanager
+def _located_at_main(audit):
+    """An error about an edit that names no op of the input (a value it does not know, a
+    main result) is located at the input's main function: an edit is typed on the
+    command line, and main's signature is where arguments and results are annotated."""
+    try:
+        yield
+    except SdyError as e:
+        if e.line is None and not isinstance(e, UsageError):
+            from sdy_dl.ir.context import mlir_context
+
+            with mlir_context():
+                at = input_position((audit.inputs.main.location, audit.file))
+            if at is not None:
+                e.located(line=at[0], col=at[1])
+        raise
+
+
 def edit_input(audit, edits: list[Edit]):
     """(the edited copy of the input module as an MLIR op, the applied edits, the edited
     copy of ``audit``'s imported module when the import stages would make exactly
@@ -449,10 +467,11 @@ def edit_input(audit, edits: list[Edit]):
                          "--drop-constraint VALUE)")
     meshes = audit.propagated.meshes
     planned, seen = [], {}
-    for edit in edits:
-        target = resolve(audit, edit)
-        with _located_at(target):
-            planned.append(_planned(audit, edit, target, meshes, seen))
+    with _located_at_main(audit):
+        for edit in edits:
+            target = resolve(audit, edit)
+            with _located_at(target):
+                planned.append(_planned(audit, edit, target, meshes, seen))
     with mlir_context():
         copy = audit.inputs.copy()
         tops = [op.operation for op in copy.regions[0].blocks[0].operations]
