@@ -243,7 +243,7 @@ def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
 @pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers"])
 def test_last_visits_is_each_ops_last_step(name):
     """Each op's (by tag; a step of an untagged op alone) last step, in first-visit order."""
-    from sdy_dl.audit.conflicts import last_visits
+    from sdy_dl.audit.conflicts import last_visit_by_op, last_visits
 
     audit = propagate(jax_programs.lowered(name), engine="python").audit
     steps = audit.tracer.steps
@@ -252,6 +252,34 @@ def test_last_visits_is_each_ops_last_step(name):
         expected[(cause.op or {}).get("tag") or id(cause)] = cause
     assert len(steps) > len(expected) > 1
     assert last_visits(audit.explainer) == list(expected.values())
+    visits, counted = {}, {}
+    assert list(last_visit_by_op(audit.explainer, visits=visits)) == list(expected)
+    for cause in steps:
+        k = (cause.op or {}).get("tag") or id(cause)
+        counted[k] = counted.get(k, 0) + 1
+    assert visits == counted
+
+
+def test_last_visits_step_by_step_where_descriptions_do_not_key_ops():
+    """Steps without an op, of an untagged op (each step its own key), or of two
+    descriptions of one op: each key's last step, in first-visit order, and its
+    visits are those of a walk over the steps."""
+    from types import SimpleNamespace
+
+    from sdy_dl.audit.conflicts import last_visit_by_op
+
+    a, b, c = {"tag": "o1"}, {"tag": "o1"}, {"tag": ""}
+    for ops in ((a, None, b, c, a, c, None), (a, b, a), (a, c, c), (a, b), (c, a)):
+        steps = [SimpleNamespace(op=op) for op in ops]
+        explainer = SimpleNamespace(tracer=SimpleNamespace(steps=steps), propagated=None)
+        want, count = {}, {}
+        for cause in steps:
+            k = (cause.op or {}).get("tag") or id(cause)
+            want[k] = cause
+            count[k] = count.get(k, 0) + 1
+        visits = {}
+        found = last_visit_by_op(explainer, visits=visits)
+        assert list(found.items()) == list(want.items()) and visits == count
 
 
 def test_whatifs_from_one_propagation_make_its_ledger_once(monkeypatch):

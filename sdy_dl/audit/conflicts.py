@@ -118,10 +118,30 @@ def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict
     """:func:`last_visits` by op: its ``px:`` tag (a step of an untagged op: the
     step's ``id``) -> its last step, in first-visit order.  ``op_key``: the
     explainer's :func:`op_keys` when made already; ``visits``: a dict given
-    empty, filled with each op key's number of visits."""
-    last = {}
+    empty, filled with each op key's number of visits.
+
+    The steps are grouped by their op's description first (``id``, at C speed:
+    ``dict(zip(...))`` keeps each key's first place and last value), each
+    description read once; when a step has no op, an op has no tag (each step its
+    own key) or two descriptions give one key, step by step."""
+    from collections import Counter
+    from operator import attrgetter
+
     op_key = op_key or op_keys(explainer)
-    for cause in explainer.tracer.steps:
+    steps = explainer.tracer.steps
+    ops = list(map(attrgetter("op"), steps))
+    ids = list(map(id, ops))
+    by_description = dict(zip(ids, steps))
+    if id(None) not in by_description:
+        last = {op_key(cause): cause for cause in by_description.values()}
+        if len(last) == len(by_description) and not any(isinstance(k, int) for k in last):
+            if visits is not None:
+                counts = Counter(ids)
+                for k, cause in zip(last, by_description.values()):
+                    visits[k] = counts[id(cause.op)]
+            return last
+    last = {}
+    for cause in steps:
         k = op_key(cause)
         last[k] = cause
         if visits is not None:
