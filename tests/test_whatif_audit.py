@@ -383,3 +383,146 @@ def test_input_values_read_alone_are_the_tables(name):
             stored = read_stored(owner, i, is_arg)
             assert records[key].sharding == (stored.to_text() if stored is not None else None)
         assert later if name == "while_loop" else True   # (its body's arguments)
+
+
+def test_whatif_made_by_difference_reads_only_the_written_ops():
+    """A what-if whose output the export made by difference from the first output,
+    writing attributes only (:mod:`sdy_dl.passes.export.by_difference`), takes its
+    diff and memory from the ops the export wrote: the edited output is neither
+    printed nor indexed, and the diff and totals equal the full computations
+    (check_shortcuts)."""
+    import random
+
+    from random_control_flow import random_control_flow_module
+    from test_export_by_difference import _arg_edit, _dataflow
+    from test_whatif import check_shortcuts
+
+    checked = 0
+    for seed in range(6):
+        for module in (_dataflow, random_control_flow_module):
+            rng = random.Random(seed)
+            before = propagate(module(seed), engine="python")
+            for _ in range(3):
+                edits = _arg_edit(before, rng)
+                if not edits:
+                    continue
+                after, changes = before.whatif(edits)
+                done = getattr(after.audit.module, "output_edits", None)
+                if done is None or done.restructured:
+                    continue
+                checked += 1
+                changes.lines()
+                assert changes.same is not None and after.audit._text is None
+                assert "value_table" not in vars(after.audit)
+                check_shortcuts(before, after, changes)
+    assert checked >= 3
+
+
+#: Scalar broadcasts the merger groups by sharding (each multiplied by an argument),
+#: between ops whose names a made or erased broadcast shifts, and two reduces whose
+#: bodies print the same names (qualified by their lines).
+BROADCASTS = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [ARG1]>},
+                %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [ARG2]>})
+    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r0 = stablehlo.reduce(%arg0 init: %z) applies stablehlo.add across dimensions = [1] : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+  %c = stablehlo.constant dense<2.0> : tensor<f32>
+  %0 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
+  %1 = stablehlo.multiply %0, %arg0 : tensor<8x8xf32>
+  %n = stablehlo.negate %1 : tensor<8x8xf32>
+  %c2 = stablehlo.constant dense<2.0> : tensor<f32>
+  %2 = stablehlo.broadcast_in_dim %c2, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
+  %3 = stablehlo.multiply %2, %arg1 : tensor<8x8xf32>
+  %4 = stablehlo.add %3, %arg1 : tensor<8x8xf32>
+  %c3 = stablehlo.constant dense<2.0> : tensor<f32>
+  %5 = stablehlo.broadcast_in_dim %c3, dims = [] : (tensor<f32>) -> tensor<8x8xf32>
+  %6 = stablehlo.multiply %5, %arg2 : tensor<8x8xf32>
+  %7 = stablehlo.subtract %6, %4 : tensor<8x8xf32>
+  %r1 = stablehlo.reduce(%7 init: %z) applies stablehlo.add across dimensions = [1] : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %n, %4, %7, %r0, %r1 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>
+}"""
+
+#: (%arg1's and %arg2's first shardings, the edits): groups split (broadcasts made
+#: again) and joined (broadcasts erased, their uses redirected), and both.
+REGROUPINGS = [
+    ('{"a"}, {}', '{"a"}, {}', [("%arg1", '{}, {"b"}')]),                          # made
+    ('{"a"}, {}', '{"a"}, {}', [("%arg1", '{}, {"b"}'), ("%arg2", '{"b"}, {}')]),  # made twice
+    ('{"a"}, {}', '{"b"}, {}', [("%arg1", '{"b"}, {}'), ("%arg2", '{"a"}, {}')]),  # made, erased
+    ('{}, {"b"}', '{"a"}, {}', [("%arg1", '{"a"}, {}')]),                          # erased
+    ('{}, {"b"}', '{"b"}, {}', [("%arg1", '{"a"}, {}'), ("%arg2", '{"a"}, {}')]),  # erased twice
+]
+
+
+def _regrouped(arg1: str, arg2: str, edits: list) -> None:
+    from sdy_dl.audit.whatif import Edit
+    from test_whatif import check_shortcuts
+
+    before = propagate(BROADCASTS.replace("ARG1", arg1).replace("ARG2", arg2),
+                       engine="python")
+    for _ in range(2):
+        after, changes = before.whatif([Edit("set", v, f"<@mesh, [{s}]>") for v, s in edits])
+        done = getattr(after.audit.module, "output_edits", None)
+        if done is None or not done.restructured:
+            continue
+        assert changes.edited is not None
+        changes.lines()
+        assert after.audit._text is None
+        assert not {"value_table", "signatures", "memory_layouts"} & set(vars(after.audit))
+        assert after.text == propagate(after.edited_input, engine="python").text
+        check_shortcuts(before, after, changes)
+        assert before.audit.value_table.names.shared   # (the reduces' bodies)
+        yield done
+
+
+@pytest.mark.parametrize("arg1, arg2, edits", REGROUPINGS)
+def test_whatif_whose_export_made_and_erased_ops_reads_what_it_did(arg1, arg2, edits):
+    """Where the export by difference made, erased and redirected broadcasts (the
+    merger's groups moved), the diff and memory come from the first output's
+    signatures and layouts and what the export did
+    (:mod:`sdy_dl.audit.edited_output`): the edited output is neither printed nor
+    indexed, and the diff (names shifted by the made ops, values only one output
+    has) and totals equal the full computations; so does a later what-if."""
+    assert len(list(_regrouped(arg1, arg2, edits))) == 2
+
+
+@pytest.mark.slow
+def test_every_regrouping_reads_what_the_export_did():
+    """:func:`test_whatif_whose_export_made_and_erased_ops_reads_what_it_did` for every
+    first sharding of %arg1 and %arg2 and every edit of one or both."""
+    import itertools
+
+    shardings = ['{"a"}, {}', '{}, {"b"}', '{"b"}, {}']
+    seen = set()
+    for a1, a2 in itertools.product(shardings, shardings):
+        for e1, e2 in itertools.product(shardings + [None], shardings + [None]):
+            edits = [(v, s) for v, s, was in (("%arg1", e1, a1), ("%arg2", e2, a2))
+                     if s is not None and s != was]
+            if edits:
+                seen |= {(bool(d.made), bool(d.erased)) for d in _regrouped(a1, a2, edits)}
+    assert seen == {(True, False), (False, True), (True, True)}
+
+
+def test_what_the_export_did_misstated_is_caught(monkeypatch):
+    """The hand-over placing the made ops elsewhere: the diff and memory read from it
+    differ from the full computations (what the shortcut's exactness rests on)."""
+    from sdy_dl.audit.whatif import Edit
+    from sdy_dl.passes.export import by_difference
+    from test_whatif import check_shortcuts
+
+    export = by_difference._export
+
+    def misplaced(*args):   # each made op said to stand right after main's first op
+        out = export(*args)
+        done = out.output_edits
+        first = min(done.written) + 2
+        done.made = [(first, like, op) for _, like, op in done.made]
+        return out
+    monkeypatch.setattr(by_difference, "_export", misplaced)
+    before = propagate(BROADCASTS.replace("ARG1", '{"a"}, {}').replace("ARG2", '{"a"}, {}'),
+                       engine="python")
+    after, changes = before.whatif([Edit("set", "%arg1", '<@mesh, [{}, {"b"}]>')])
+    assert changes.edited is not None
+    with pytest.raises(AssertionError):
+        check_shortcuts(before, after, changes)

@@ -21,6 +21,7 @@ printed output module:
 | `decision_proofs` | proofs for the rewrite nodes a Datalog stage decided (user priorities, group syncs) |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |
 | `same_structure` | two outputs that differ in shardings only, and the values that differ |
+| `edited_output` | a what-if's output made by difference, read where the export made it differ |
 | `collectives` | the collective ledger: every collective, its bytes per device and its cause |
 | `cost_model` | bytes per device of tensors and collectives; bandwidth and latency per mesh axis |
 | `memory`     | bytes per device of every value, per-function totals, the largest unsharded tensors |

@@ -167,6 +167,10 @@ class SsaNames:
         self.names = names
         self.pending = {k for k, ns in names.items() if count[ns[0]] > 1} if text is not None \
             else set()
+        #: the values whose printed name another value prints too (their names are
+        #: qualified, or pending)
+        self.shared = {k for k, ns in names.items() if count[ns[0]] > 1} \
+            if len(count) < len(names) else set()
         self._text = text
         self._op_names = op_names
         self._regions = regions

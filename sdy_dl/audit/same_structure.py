@@ -16,7 +16,9 @@ same; the ops are paired in pre-order and compared attribute by attribute
 differ must have the same attributes besides those holding shardings and
 rules (:data:`~sdy_dl.audit.diff.SHARDING_ATTRS`, what the diff's signatures
 leave out), else there is no proof.  Without a proof the caller falls back to
-the full comparison.
+the full comparison.  A what-if's output made by difference from the first
+output (:mod:`sdy_dl.passes.export.by_difference`) is its own proof: a copy of
+it with a few ops written, read only there (:func:`written_changes`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class ShardingChanges:
     the values of ``a``'s :class:`~sdy_dl.audit.diff.Signatures`."""
 
     ops: list[int]                         # the ops whose attributes differ (pre-order numbers)
-    b_ops: list = field(repr=False)        # b's raw ops in pre-order
+    b_ops: dict = field(repr=False)        # ... each as b's raw op
     texts: dict = field(default_factory=dict)       # value -> (a's text, b's text), where they differ
     shardings: dict = field(default_factory=dict)   # value -> b's sharding, where the texts differ
 
@@ -76,7 +78,6 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
     only (see the module docstring).  ``a_text`` and ``b_text`` may be functions
     giving them: they are not called when the modules' ops in pre-order have other
     names."""
-    from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.walk import walk_pre
 
@@ -89,29 +90,52 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
                              b_text() if callable(b_text) else b_text):
         return None
     with mlir_context():
-        differ = []
+        differ = {}
         for n, (x, y) in enumerate(zip(a_ops, b_ops)):
             xs, ys = x.attributes, y.attributes
             count = len(xs)
             if count != len(ys):
-                differ.append(n)
+                differ[n] = y
                 continue
             for i in range(count):
                 p, q = xs[i], ys[i]
                 if p.attr != q.attr or p.name != q.name:
-                    differ.append(n)
+                    differ[n] = y
                     break
-        changes = ShardingChanges(differ, b_ops)
-        for n in differ:
-            x, y = a_ops[n], b_ops[n]
-            if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
-                return None
-            for value in sa.by_op.get(n, ()):
-                _, index, kind = sa.sites[value]
-                s = stored_at(y, index, kind)
-                text = None if s is None else sharding_text(s)
-                if text != sa.text(value):
-                    changes.texts[value] = (sa.text(value), text)
-                    changes.shardings[value] = s
-    return changes
+        return _changes_at(sa, differ)
 
+
+def written_changes(sa, written: dict) -> ShardingChanges | None:
+    """The :class:`ShardingChanges` from ``a`` (``sa``: its
+    :class:`~sdy_dl.audit.diff.Signatures`) to a copy of ``a`` in which only the ops
+    ``written`` (pre-order number -> raw op of the copy) may have other
+    attributes (a what-if's output made by difference,
+    :mod:`sdy_dl.passes.export.by_difference`): the proof is the copy, and only
+    those ops are read; None when one of them has another name or attribute
+    besides shardings and rules."""
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        return _changes_at(sa, written)
+
+
+def _changes_at(sa, ops: dict) -> ShardingChanges | None:
+    """The :class:`ShardingChanges` whose ops that may differ are ``ops`` (pre-order
+    number -> raw op of ``b``), every other op being ``a``'s; None when one of them
+    differs in more than shardings and rules."""
+    from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
+
+    a_ops = sa.table.ops
+    changes = ShardingChanges(sorted(ops), ops)
+    for n in changes.ops:
+        x, y = a_ops[n], ops[n]
+        if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
+            return None
+        for value in sa.by_op.get(n, ()):
+            _, index, kind = sa.sites[value]
+            s = stored_at(y, index, kind)
+            text = None if s is None else sharding_text(s)
+            if text != sa.text(value):
+                changes.texts[value] = (sa.text(value), text)
+                changes.shardings[value] = s
+    return changes

@@ -32,7 +32,9 @@ collectives, the collectives added and removed with their bytes
 first output with other shardings (:mod:`sdy_dl.audit.same_structure`), the
 diff and the memory totals come from the ops whose attributes differ and the
 first propagation's signatures and memory table (the same answer, read where
-the outputs differ).
+the outputs differ); when the export made it from the first output with
+broadcasts made and erased too, from what the export did
+(:mod:`sdy_dl.audit.edited_output`).
 
 A sharding is sdy text (``<@mesh, [{"data"}, {}]>``) or, for JAX users,
 ``PartitionSpec`` text (``P('data', None)``; :mod:`sdy_dl.audit.partition_spec`).
@@ -129,6 +131,9 @@ class WhatIf:
     #: the values whose shardings changed, when the edited output is proven to be the
     #: first with other shardings (:mod:`sdy_dl.audit.same_structure`; None: not proven)
     same: object = field(default=None, repr=False)
+    #: the edited output read where the export by difference made it differ from the
+    #: first, when it has made or erased ops (:mod:`sdy_dl.audit.edited_output`)
+    edited: object = field(default=None, repr=False)
 
     @functools.cached_property
     def conflict_keys(self) -> tuple[list, list]:
@@ -151,7 +156,7 @@ class WhatIf:
     def memory(self) -> list:
         """Per function: (function, before FunctionMemory, after FunctionMemory), bytes
         per device."""
-        return _memory(self.before, self.after, self.same)
+        return _memory(self.before, self.after, self.same, self.edited)
 
     @functools.cached_property
     def _collectives(self) -> tuple:
@@ -581,7 +586,8 @@ def whatif(audit, edits: list[Edit]):
     """(the :class:`~sdy_dl.audit.Audit` of the edited input, the :class:`WhatIf`)."""
     from sdy_dl.audit import Audit
     from sdy_dl.audit.diff import diff_edited, diff_modules
-    from sdy_dl.audit.same_structure import sharding_changes
+    from sdy_dl.audit.edited_output import edited_output
+    from sdy_dl.audit.same_structure import sharding_changes, written_changes
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
 
@@ -601,14 +607,24 @@ def whatif(audit, edits: list[Edit]):
     after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()
     _jax_lines(audit, applied)
-    same = sharding_changes(audit.signatures, lambda: audit.text, after.module,
-                            lambda: after.text)
-    if same is not None:
+    edits = getattr(after.module, "output_edits", None)   # (made from the first output)
+    same = output = None
+    if edits is not None and not edits.restructured:
+        same = written_changes(audit.signatures, edits.written)
+    elif edits is not None:
+        output = edited_output(audit.signatures, edits, after.module.mlir.operation)
+    if same is None and output is None:
+        same = sharding_changes(audit.signatures, lambda: audit.text, after.module,
+                                lambda: after.text)
+    diffed = output.diff() if output is not None else None
+    if diffed is not None:
+        equal, changed = diffed
+    elif same is not None:
         equal, changed = diff_edited(audit.signatures, same)
     else:   # other ops too: the edited output's signatures, made like the first's
         equal, changed = diff_modules(audit.module, after.module, audit.signatures,
                                       signatures_b=after.signatures)
-    return after, WhatIf(applied, changed, equal, audit, after, same)
+    return after, WhatIf(applied, changed, equal, audit, after, same, output)
 
 
 class _Memo:
@@ -747,18 +763,21 @@ def _num(row, attr) -> str:
     return "-" if row is None else str(getattr(row, attr))
 
 
-def _memory(before, after, same=None) -> list:
+def _memory(before, after, same=None, edited=None) -> list:
     """(function, before row, after row) of the two audits' per-function memory;
     ``same``: the values whose shardings changed, when the two outputs have the same
-    structure (the after rows are the before rows with those values' remade); else
-    the after rows are those of its memory layouts (the before rows of the values
-    on twin ops, the others' made)."""
+    structure (the after rows are the before rows with those values' remade);
+    ``edited``: the edited output as the export by difference made it
+    (:class:`~sdy_dl.audit.edited_output.EditedOutput`: the before layouts with
+    its edits); else the after rows are those of its memory layouts (the before
+    rows of the values on twin ops, the others' made)."""
     from sdy_dl.audit.memory import functions_with_shardings
 
     b = {f.function: f for f in (x.totals() for x in before.memory_layouts)}
-    if same is not None:
+    rows = edited.functions(before, before.memory_layouts) if edited is not None else None
+    if rows is None and same is not None:
         rows = functions_with_shardings(before, before.memory_layouts, same.shardings)
-    else:
+    elif rows is None:
         rows = [x.totals() for x in after.memory_layouts]
     a = {f.function: f for f in rows}
     return [(fn, b.get(fn), a.get(fn)) for fn in list(b) + [f for f in a if f not in b]]

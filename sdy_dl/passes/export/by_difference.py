@@ -27,6 +27,8 @@ it cannot (None).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR
 from sdy_dl.passes import PassOptions
@@ -123,6 +125,10 @@ class OutputCopy:
         self.main = main
         self.main_index = next(j for j, op in funcs if op is main)
         self.block = key(main.regions[0].blocks[0])
+        # what the merger's groups moved (merge_groups.move_members)
+        self.made: dict = {}
+        self.erased: list = []
+        self.redirected: list = []
 
     def index(self, i: int) -> int:
         """The output's number of op ``i`` of the propagated module, a top-level op of
@@ -241,13 +247,55 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     out = OutputCopy(record, copy, symbol_name(main))
     groups = regroup(ops, record.names, before, after, regrouped, block_key, out, options)
     made = move_members(groups, ops, block_key, out)
+    written = {}   # the output's ops written, by pre-order number below the module
     for i, new in op_changes:
         if i in groups and groups[i][1] != i:
             continue   # merged into another op in the edited output
-        _write_op(made[i] if i in made else out.op(i), reads, new)
+        if i in made:
+            _write_op(made[i], reads, new)
+        else:
+            j = out.index(i)
+            _write_op(out.ops[j], reads, new)
+            written[j - 1] = out.ops[j]
     if main_changes:
         _write_main(out.main, main, reads, main_changes, module, options)
-    return module_of_op(copy, module.file)
+        written[out.main_index - 1] = out.main
+    result = module_of_op(copy, module.file)
+    #: what was done to the copy of the first output (what the audit reads instead
+    #: of the whole output)
+    members = sorted(made, key=lambda m: (out.made[m][0], m))   # (module order)
+    index = {m: k for k, m in enumerate(members)}
+    result.output_edits = OutputEdits(
+        written, [(out.made[m][0] - 1, out.made[m][1] - 1, made[m]) for m in members],
+        [j - 1 for j in out.erased],
+        [(j - 1, operand, old - 1, ("made", index[now[1]]) if now[0] == "made"
+          else ("op", now[1] - 1)) for j, operand, old, now in out.redirected],
+        out.ops[1:])
+    return result
+
+
+@dataclass
+class OutputEdits:
+    """What the export by difference did to its copy of the first output, by the
+    first output's pre-order numbers below the module (its
+    :class:`~sdy_dl.audit.naming.ValueTable`'s): every op not named here is the
+    first output's, copied (same attributes, operands and place)."""
+
+    written: dict          # number -> the copy's op whose attributes were written
+    #: the ops made, in module order: (the number of the op each is placed right
+    #: before, of the op whose attributes and operand it took, the op)
+    made: list
+    erased: list           # the numbers of the ops erased
+    #: each use redirected: (user's number, operand number, number of the op whose
+    #: result it read, what it reads now: ("op", number) or ("made", index in made))
+    redirected: list
+    ops: list = field(repr=False)   # the copy's ops in pre-order, as copied (by number)
+
+    @property
+    def restructured(self) -> bool:
+        """Whether ops were made or erased or uses redirected (else only attributes
+        were written)."""
+        return bool(self.made or self.erased or self.redirected)
 
 
 def _op_shardings(old_attrs, new_attrs) -> tuple:

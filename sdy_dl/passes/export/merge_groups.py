@@ -124,7 +124,11 @@ def move_members(groups: dict, ops: list, block_key: int, out) -> dict[int, obje
     output attributes of the op it was merged into, where the pass leaves it), the
     uses of every member that merges elsewhere now read its new kept op, and a
     member kept in the first run only is erased.  Returns the ops made (member ->
-    op).  Raises :class:`~sdy_dl.passes.export.export_reads.NotLocal` where the
+    op); what it did is also kept on ``out``, by its numbers (``out.made``: member
+    -> (the number of the op it was placed before, of the op it was merged into); ``out.erased``: the numbers of
+    the ops erased; ``out.redirected``: (user's number, operand number, the
+    number of the op it read, what it reads now: ``("op", number)`` or ``("made",
+    member)``) for each use redirected).  Raises :class:`~sdy_dl.passes.export.export_reads.NotLocal` where the
     output does not read as expected or dead code would differ (an op left
     without uses: canonicalize erases it)."""
     from jaxlib.mlir import ir
@@ -136,6 +140,8 @@ def move_members(groups: dict, ops: list, block_key: int, out) -> dict[int, obje
     if not moved:
         return {}
     places = {m: _place(m, ops, block_key, out) for m, (_, now) in moved.items() if now == m}
+    out.made = {m: (out.index(places[m][1]), out.index(moved[m][0])) for m in places}
+    places = {m: place for m, (place, _) in places.items()}
     made = {}
     for m in sorted(places):
         like = out.op(moved[m][0])
@@ -152,16 +158,21 @@ def move_members(groups: dict, ops: list, block_key: int, out) -> dict[int, obje
         return made[r] if r in made else out.op(r)
 
     numbers = Numbers(ops)
+    out.redirected = []
     for m, (first, now) in sorted(moved.items()):
         old, new = out.op(first).results[0], kept(now).results[0]
+        reads = ("made", now) if now in made else ("op", out.index(now))
         for use in ops[m].results[0].uses:   # (a user comes after the value it reads)
-            user = out.op(numbers.of(use.owner.operation, m + 1, 1))
+            j = out.index(numbers.of(use.owner.operation, m + 1, 1))
+            user = out.ops[j]
             if user.operands[use.operand_number] != old:
                 raise NotLocal
             user.operands[use.operand_number] = new
+            out.redirected.append((j, use.operand_number, out.index(first), reads))
     # the ops that lost uses: the first run's kept ops, and the operands of those erased
     gone = {m for m, (first, _) in moved.items() if first == m}
     lost = [out.op(first) for first in {first for first, _ in moved.values()} - gone]
+    out.erased = [out.index(m) for m in sorted(gone)]
     for m in sorted(gone):   # kept in the first output only
         op = out.op(m)
         if _used(op):
@@ -180,7 +191,8 @@ def _used(op) -> bool:
 
 
 def _place(m: int, ops: list, block_key: int, out):
-    """The output op before which member ``m`` goes: that of the next op of main's
+    """(The output op before which member ``m`` goes, the number of its propagated
+    op): that of the next op of main's
     block the first output holds, when the one before it there is that of the op
     before ``m`` the output holds (no op the passes made lies between)."""
     from sdy_dl.ir.walk import key
@@ -199,4 +211,4 @@ def _place(m: int, ops: list, block_key: int, out):
     if any(out.ops[k].block is not None and key(out.ops[k].block) == out.block
            for k in range(lo + 1, hi)):
         raise NotLocal
-    return out.ops[hi]
+    return out.ops[hi], after

@@ -1,0 +1,300 @@
+"""A what-if's output made by difference, read only where it differs from the first.
+
+The export by difference (:mod:`sdy_dl.passes.export.by_difference`) makes a
+what-if's output from a copy of the first output: it writes the shardings of
+a few ops and, where the merger's groups of scalar broadcasts move, makes,
+erases and redirects broadcasts of main's top-level block; it hands over what
+it did (:class:`~sdy_dl.passes.export.by_difference.OutputEdits`).  Every other
+op is the first output's.  So the diff against the first output
+(:func:`~sdy_dl.audit.diff.diff_modules`) and the edited output's memory
+totals follow from the first output's signatures and memory layouts and those
+edits (:func:`edited_output`), without reading the rest of the edited output:
+
+* **values and signatures**: the first's values less the erased broadcasts'
+  results, plus the made broadcasts' (whose signatures are computed as
+  :class:`~sdy_dl.audit.diff.Signatures` computes them: all their parts are
+  the first's).  A redirected use reads a value of the signature it read
+  before (checked), so no other value's signature changes, and a value keeps
+  its place in its signature's group; a group that gains or loses a value is
+  paired again in module order, as the full diff pairs it;
+* **names**: a made or erased op renumbers the values of main printed after
+  it (MLIR numbers a function's top-level results in order, the values in its
+  regions after them), so main's op results are named by the edited output's
+  own ``AsmState``; block arguments (numbered on their own) and the other
+  functions' values keep the first's names.  Top-level results are numbered
+  before nested values and nested values shift together, so a value whose name
+  no other value printed in the first output prints a name of its own; a value
+  whose name is qualified by its line (which made ops shift) is not named here:
+  the diff or the totals that would name one are computed in full;
+* **memory**: main's layout with the positions after a made or erased op
+  shifted, the made ops' rows added and the erased ones' dropped, and the last
+  use of every value whose users changed read again from its uses.
+
+:func:`edited_output` is None (the caller computes in full) when a check fails.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+BROADCAST = "stablehlo.broadcast_in_dim"
+
+
+def edited_output(sa, edits, top) -> "EditedOutput | None":
+    """The :class:`EditedOutput` of the what-if output ``top`` (raw
+    ``builtin.module``), made from the first output (``sa``: its
+    :class:`~sdy_dl.audit.diff.Signatures`) by ``edits``; None where not proven."""
+    from sdy_dl.audit.same_structure import _changes_at
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
+        changes = _changes_at(sa, edits.written)
+        if changes is None:
+            return None
+        out = EditedOutput(sa, edits, changes, top)
+        return out if out.checked() else None
+
+
+class EditedOutput:
+    """The first output (``sa``) with ``edits``: the values whose shardings differ
+    (``changes``, a :class:`~sdy_dl.audit.same_structure.ShardingChanges`), the
+    made values (keyed ``("made", k)``, ``k`` their place in ``edits.made``) and the
+    erased ones."""
+
+    def __init__(self, sa, edits, changes, top):
+        from sdy_dl.ir.mlir_ops import symbol_name
+
+        table = sa.table
+        self.sa, self.edits, self.changes, self.top = sa, edits, changes, top
+        self.shardings = changes.shardings
+        self.main_number = next(n for n in sa.top_level if table.ops[n] == table.main)
+        self.main_sig = sa.ids.get(("func", symbol_name(table.main)))
+        self.erased = {(f"o{n}", 0) for n in edits.erased}
+        self.made_sig: list = []       # each made value's signature
+        self.made_text: list = []      # ... its sharding's text
+        self._state = None
+
+    def checked(self) -> bool:
+        """Whether the edits are what the module docstring reads them as: broadcasts
+        of main's top level made and erased, of signatures the first output has,
+        and every redirected use reading a value of the signature it read."""
+        from sdy_dl.audit.diff import _attributes, sharding_text, stored_at
+
+        sa, table, ids = self.sa, self.sa.table, self.sa.ids
+        if self.main_sig is None:
+            return False
+        for n in self.edits.erased:
+            if table.op_names[n] != BROADCAST or sa.by_op.get(n) != [(f"o{n}", 0)] \
+                    or table.enclosing[table.ops[n]] != table.main:
+                return False
+        for before, like, op in self.edits.made:
+            if op.name != BROADCAST or table.op_names[like] != BROADCAST \
+                    or len(op.results) != 1 or not self.main_number < before < len(table.ops) \
+                    or table.enclosing[table.ops[before]] != table.main:
+                return False
+            operand = sa.sig.get(table.keys.get(table.ops[like].operands[0]))
+            aligned, _ = _attributes(op, True)
+            own = ids.get((BROADCAST, aligned, (operand,), self.main_sig))
+            sig = ids.get((own, 0)) if own is not None else None
+            if sig is None or sig not in sa.groups:
+                return False
+            s = stored_at(op, 0, "op")
+            self.made_sig.append(sig)
+            self.made_text.append(None if s is None else sharding_text(s))
+        for _, _, old, (kind, now) in self.edits.redirected:
+            was = sa.sig.get((f"o{old}", 0))
+            reads = self.made_sig[now] if kind == "made" else sa.sig.get((f"o{now}", 0))
+            if was is None or was != reads:
+                return False
+        return True
+
+    # -- the values of the edited output ------------------------------------------
+
+    def text(self, value) -> str | None:
+        """``value``'s sharding text in the edited output."""
+        if isinstance(value, tuple) and value[0] == "made":
+            return self.made_text[value[1]]
+        return self.changes.b_text(self.sa, value)
+
+    def name(self, value) -> str:
+        """``value``'s name in the edited output (see the module docstring; raises
+        :class:`Shared` for a value whose name the first output qualifies)."""
+        from sdy_dl.audit.naming import value_names
+
+        sa, table = self.sa, self.sa.table
+        if isinstance(value, str):
+            return value   # a function result
+        if value in table.names.shared:
+            raise Shared
+        if value[0] == "made":
+            raw = self.edits.made[value[1]][2].results[0]
+        else:
+            if not value[0].startswith("o"):
+                return sa.name(value)   # a block argument
+            n = sa.op_of[value]
+            if table.enclosing[table.ops[n]] != table.main:
+                return sa.name(value)
+            raw = self.edits.ops[n].results[value[1]]
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            if self._state is None:
+                from jaxlib.mlir import ir
+
+                self._state = ir.AsmState(self.top)
+            return value_names(raw, "", self._state, False)[0]
+
+    def _group(self, sig) -> list:
+        """The values of signature ``sig`` in the edited output, in module order."""
+        sa = self.sa
+        out = [v for v in sa.groups[sig] if v not in self.erased]
+        for k, (before, _, _) in reversed(list(enumerate(self.edits.made))):
+            if self.made_sig[k] == sig:   # (before the made values after it, inserted already)
+                at = next((i for i, v in enumerate(out) if v[0] == "made"
+                           or sa.op_of[v] >= before), len(out))
+                out.insert(at, ("made", k))
+        return out
+
+    # -- the diff -----------------------------------------------------------------
+
+    def diff(self) -> tuple[int, list] | None:
+        """:func:`~sdy_dl.audit.diff.diff_modules` of the first output and this one
+        (None: it names a value :meth:`name` does not)."""
+        try:
+            return self._diff()
+        except Shared:
+            return None
+
+    def _diff(self) -> tuple[int, list]:
+        from sdy_dl.audit.diff import Difference, match_reshards
+
+        sa = self.sa
+        rank = sa.rank
+        touched = {sa.sig[v] for v in self.erased} | set(self.made_sig)
+        entries, equal = [], len(rank)
+        for v, (ta, tb) in self.changes.texts.items():
+            if v in rank and (isinstance(v, str) or sa.sig[v] not in touched):
+                entries.append(((rank[v], 0), Difference("different", sa.name(v), self.name(v),
+                                                         ta, tb)))
+                equal -= 1
+        for sig in touched:
+            xs, ys = sa.groups[sig], self._group(sig)
+            start, k = rank[xs[0]], 0
+            equal -= len(xs)
+            found = []
+            for va, vb in zip(xs, ys):
+                ta, tb = sa.text(va), self.text(vb)
+                if ta == tb:
+                    equal += 1
+                else:
+                    found.append(Difference("different", sa.name(va), self.name(vb), ta, tb))
+            found += [Difference("only in A", sa.name(va), None, sa.text(va), None)
+                      for va in xs[len(ys):]]
+            found += [Difference("only in B", None, self.name(vb), None, self.text(vb))
+                      for vb in ys[len(xs):]]
+            entries += [((start, k + 1), d) for k, d in enumerate(found)]
+        entries.sort(key=lambda e: e[0])
+        matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
+                                       self, [(v, o, self.text(v)) for v, o in sa.reshards])
+        return equal + matched, [d for _, d in entries] + more
+
+    # -- memory -------------------------------------------------------------------
+
+    def functions(self, audit, layouts: list) -> list | None:
+        """The per-function memory rows of the edited output (``audit``: the first's
+        :class:`~sdy_dl.audit.Audit`; ``layouts``: its memory layouts); None when a
+        peak is at a value :meth:`name` does not name."""
+        from sdy_dl.audit.memory import _Builder, _Layout
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            rows = _Builder(audit)
+            out = []
+            for layout in layouts:
+                x = layout.with_shardings(rows, self.shardings)
+                intermediates = self._main(x.intermediates, rows) if x.function == "main" \
+                    else x.intermediates
+                try:
+                    out.append(_Layout(x.function, x.arguments, intermediates, x.results,
+                                       names=self.name).totals())
+                except Shared:
+                    return None
+            return out
+
+    def _main(self, intermediates: list, rows) -> list:
+        """Main's layout entries (position, last use, value, type, row) in the edited
+        output: positions shifted, made rows added, erased ones dropped, the last
+        uses of the values whose users changed read again."""
+        from sdy_dl.ir.storage import read_stored
+
+        sa, table, edits = self.sa, self.sa.table, self.edits
+        start = self.main_number
+        made_at = [before for before, _, _ in edits.made]
+        erased = sorted(edits.erased)
+
+        def place(n: int) -> int:   # an op's position in the edited output's main
+            return n - start - 1 + bisect_right(made_at, n) - bisect_left(erased, n)
+
+        def made_place(k: int) -> int:
+            before = made_at[k]
+            return before - start - 1 + k - bisect_left(erased, before)
+
+        # the uses that changed: (value, user) removed and added (users by place)
+        removed, added = {}, {}
+        keys = table.keys
+        for k, (_, like, _) in enumerate(edits.made):
+            added.setdefault(keys[table.ops[like].operands[0]], []).append(made_place(k))
+        for n in edits.erased:
+            removed.setdefault(keys[table.ops[n].operands[0]], []).append((n, 0))
+        for user, operand, old, (kind, now) in edits.redirected:
+            removed.setdefault((f"o{old}", 0), []).append((user, operand))
+            added.setdefault(("made", now) if kind == "made" else (f"o{now}", 0),
+                             []).append(place(user))
+        numbers = _numbers(table)
+        last = {}
+        for value in set(removed) | set(added):
+            if value in self.erased:
+                continue
+            users = list(added.get(value, ()))
+            if value[0] != "made":
+                gone = removed.get(value, ())
+                for use in table.places[value][1].uses:
+                    n = numbers[use.owner.operation]
+                    if (n, use.operand_number) not in gone:
+                        users.append(place(n))
+            last[value] = max(users) if users else None
+        entries = []
+        for i, end, value, value_type, r in intermediates:
+            if value in self.erased:
+                continue
+            n = sa.op_of[value]
+            j = place(n)
+            if value in last:
+                end = j if last[value] is None else max(j, last[value])
+            else:
+                used = sa.last_use.get(value)
+                end = j if used is None else max(j, place(used))
+            entries.append((j, end, value, value_type, r))
+        for k, (_, _, op) in enumerate(edits.made):
+            value_type = op.results[0].type
+            r = rows.row(None, value_type, read_stored(op, 0, False), BROADCAST, "main")
+            if r is None:
+                continue
+            j, used = made_place(k), last.get(("made", k))
+            entries.append((j, j if used is None else max(j, used), ("made", k), value_type, r))
+        entries.sort(key=lambda e: e[0])
+        return entries
+
+
+class Shared(Exception):
+    """A value whose name the first output qualifies (:attr:`SsaNames.shared
+    <sdy_dl.audit.naming.SsaNames.shared>`) was to be named."""
+
+
+def _numbers(table) -> dict:
+    """Raw op -> its number in ``table`` (a :class:`~sdy_dl.audit.naming.ValueTable`;
+    made once per table)."""
+    found = getattr(table, "_op_numbers", None)
+    if found is None:
+        found = table._op_numbers = {op: n for n, op in enumerate(table.ops)}
+    return found
