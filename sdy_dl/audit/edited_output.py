@@ -200,17 +200,25 @@ class EditedOutput:
 
     # -- memory -------------------------------------------------------------------
 
-    def functions(self, audit, layouts: list) -> list | None:
+    def functions(self, audit, layouts: list, totals: list) -> list | None:
         """The per-function memory rows of the edited output (``audit``: the first's
-        :class:`~sdy_dl.audit.Audit`; ``layouts``: its memory layouts); None when a
+        :class:`~sdy_dl.audit.Audit`; ``layouts``: its memory layouts, ``totals``:
+        their rows, which a function without a changed value keeps); None when a
         peak is at a value :meth:`name` does not name."""
         from sdy_dl.audit.memory import _Builder, _Layout
         from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.mlir_ops import symbol_name
 
+        sa, table = self.sa, self.sa.table
+        changed = {table.enclosing[table.ops[sa.op_of[v]]] for v in self.shardings}
+        changed = {"main" if f == table.main else f"@{symbol_name(f)}" for f in changed}
         with mlir_context():
             rows = _Builder(audit)
             out = []
-            for layout in layouts:
+            for layout, kept in zip(layouts, totals):
+                if layout.function != "main" and layout.function not in changed:
+                    out.append(kept)
+                    continue
                 x = layout.with_shardings(rows, self.shardings)
                 intermediates = self._main(x.intermediates, rows) if x.function == "main" \
                     else x.intermediates
@@ -226,6 +234,7 @@ class EditedOutput:
         output: positions shifted, made rows added, erased ones dropped, the last
         uses of the values whose users changed read again."""
         from sdy_dl.ir.storage import read_stored
+        from sdy_dl.ir.walk import key
 
         sa, table, edits = self.sa, self.sa.table, self.edits
         start = self.main_number
@@ -259,7 +268,7 @@ class EditedOutput:
             if value[0] != "made":
                 gone = removed.get(value, ())
                 for use in table.places[value][1].uses:
-                    n = numbers[use.owner.operation]
+                    n = numbers[key(use.owner)]
                     if (n, use.operand_number) not in gone:
                         users.append(place(n))
             last[value] = max(users) if users else None
@@ -292,9 +301,11 @@ class Shared(Exception):
 
 
 def _numbers(table) -> dict:
-    """Raw op -> its number in ``table`` (a :class:`~sdy_dl.audit.naming.ValueTable`;
-    made once per table)."""
+    """An op's identity (:func:`~sdy_dl.ir.walk.key`) -> its number in ``table`` (a
+    :class:`~sdy_dl.audit.naming.ValueTable`; made once per table)."""
+    from sdy_dl.ir.walk import key
+
     found = getattr(table, "_op_numbers", None)
     if found is None:
-        found = table._op_numbers = {op: n for n, op in enumerate(table.ops)}
+        found = table._op_numbers = {key(op): n for n, op in enumerate(table.ops)}
     return found

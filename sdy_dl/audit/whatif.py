@@ -629,7 +629,8 @@ def whatif(audit, edits: list[Edit]):
 
 class _Memo:
     """What a propagation's what-ifs reuse besides its signatures and memory layouts
-    (the Audit's): its collective ledger and each op's last step, and, shared by
+    (the Audit's): its collective ledger, each op's last step and each function's
+    memory totals, and, shared by
     the what-ifs made from it, the conflicts of each step input (``steps``:
     meshes' text -> {StepInput: the conflicts' (factors, axis, kind, kept
     axes)}; a step's conflicts depend only on its input and the meshes)."""
@@ -638,6 +639,7 @@ class _Memo:
         self.steps = steps if steps is not None else {}
         self.ledger = None
         self.last_steps = None
+        self.totals = None   # each function's memory totals (its memory layouts')
 
     @staticmethod
     def of(audit) -> "_Memo":
@@ -773,8 +775,12 @@ def _memory(before, after, same=None, edited=None) -> list:
     rows of the values on twin ops, the others' made)."""
     from sdy_dl.audit.memory import functions_with_shardings
 
-    b = {f.function: f for f in (x.totals() for x in before.memory_layouts)}
-    rows = edited.functions(before, before.memory_layouts) if edited is not None else None
+    memo = _Memo.of(before)
+    if memo.totals is None:
+        memo.totals = [x.totals() for x in before.memory_layouts]
+    b = {f.function: f for f in memo.totals}
+    rows = edited.functions(before, before.memory_layouts, memo.totals) \
+        if edited is not None else None
     if rows is None and same is not None:
         rows = functions_with_shardings(before, before.memory_layouts, same.shardings)
     elif rows is None:
