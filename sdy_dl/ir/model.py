@@ -303,7 +303,6 @@ def index_module(module: Module) -> None:
     :func:`walk_numbered`."""
     mlir_module, file = module.mlir, module.file
     state = AsmNames(mlir_module.operation)
-    by_mlir = {}
     ops, values, value_of = [], [], {}
     module.__dict__.update(meshes={}, mesh_ops=[], funcs={}, ops=ops, values=values,
                            _by_mlir=value_of)
@@ -347,7 +346,6 @@ def index_module(module: Module) -> None:
             for value in operands:
                 value.uses.append((op, k))
                 k += 1
-            by_mlir[mop] = op
             op.results = new_values(mop.results, op, None, event[3])
             if block is not None:
                 block.ops.append(op)
@@ -372,7 +370,34 @@ def index_module(module: Module) -> None:
     # order, which is that order when there is at most one.
     for v in values:
         if len(v.uses) > 1:
-            v.uses = [(by_mlir[u.owner.operation], u.operand_number) for u in v.mlir.uses]
+            v.uses = _use_list_order(v)
+
+
+def _use_list_order(value: Value) -> list[tuple[Op, int]]:
+    """``value.uses`` (every use, in program order) in MLIR's use-list order.  An
+    MLIR use is the model use with its operand number when only one has that
+    number, else the one of those whose op is the use's owner (reading an owner
+    through the bindings costs more than the rest of the match)."""
+    by_number: dict[int, list] = {}
+    for use in value.uses:
+        by_number.setdefault(use[1], []).append(use)
+    by_owner: dict[int, dict] = {}   # operand number -> {MLIR op: use}, when many share it
+    out = []
+    for u in value.mlir.uses:
+        k = u.operand_number
+        found = by_number[k]
+        if len(found) == 1:
+            out.append(found[0])
+            continue
+        owner = u.owner.operation
+        if len(found) <= 8:
+            out.append(next(use for use in found if use[0].mlir == owner))
+            continue
+        ops = by_owner.get(k)
+        if ops is None:
+            ops = by_owner[k] = {use[0].mlir: use for use in found}
+        out.append(ops[owner])
+    return out
 
 
 def _top_level(module: Module, op: Op) -> None:
