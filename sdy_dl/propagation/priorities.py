@@ -81,26 +81,35 @@ class OpPriorities:
         # decisions: both depend on the module's structure and rules only.  The
         # first band would look every op's rule up, as the first run's did: its
         # rules are taken instead (``PassTrace.share_priorities``).
+        # Its first band's directions by op are the first run's too (the signatures
+        # are looked up again only for ops whose use counts change).
+        self._first_band: dict | None = None
+        self._recorder = propagator.recorder
         trace = propagator.recorder or getattr(propagator.replay, "trace", None)
         if trace is not None:
-            self._static, self._decided = trace.share_priorities(
+            self._static, self._decided, self._first_band = trace.share_priorities(
                 propagator, self._static, self._decided)
 
     def band(self, band: int):
         """The direction function of ``band`` (new signatures of live ops decided first)."""
         self._forget_changed()
-        ops = self.propagator.module.ops
-        candidates = (ops if self._undecided is None
-                      else [ops[oid] for oid in sorted(self._undecided)])
-        self._undecided = set()
-        erased = self.propagator.erased
-        signatures = {op.oid: self._signature(op) for op in candidates
-                      if op.oid not in erased and self._static_part(op) is not None}
-        self._decide(set(signatures.values()))
-
         by_op, decided = self._directions, self._decided
-        for oid, signature in signatures.items():   # (what ``directions`` would look up)
-            by_op[oid] = decided[signature]
+        if self._undecided is None and self._first_band is not None:
+            by_op.update(self._first_band)
+            self._undecided = set()
+        else:
+            first = self._undecided is None
+            ops = self.propagator.module.ops
+            candidates = (ops if first else [ops[oid] for oid in sorted(self._undecided)])
+            self._undecided = set()
+            erased = self.propagator.erased
+            signatures = {op.oid: self._signature(op) for op in candidates
+                          if op.oid not in erased and self._static_part(op) is not None}
+            self._decide(set(signatures.values()))
+            for oid, signature in signatures.items():   # (what ``directions`` would look up)
+                by_op[oid] = decided[signature]
+            if first and self._recorder is not None:
+                self._recorder.first_band = dict(by_op)
         uses_changed = self.propagator.uses_changed
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:
@@ -344,13 +353,21 @@ def sharding_sites(propagator: Propagator, wanted):
     function results) whose current ``sharding`` is ``wanted(sharding)``, each
     read in that order; ``key()`` is the key provenance records the site's
     writes under."""
-    state = propagator.state
-    for value in propagator.module.values:
-        if state.slot(value) is value and state.can_hold(value):
-            sharding = state.get(value)
-            if wanted(sharding):
-                yield (lambda v=value: value_key(v)), (lambda v=value: state.get(v)), \
-                    (lambda s, v=value: state.set(v, s)), sharding
+    state, values = propagator.state, propagator.module.values
+    recorder, replay = propagator.recorder, propagator.replay
+    # (a replaying run reads them as the record did: ``Replay.read_sites``)
+    shared = replay.read_sites(wanted) if replay is not None else None
+    if shared is not None:
+        picked = [values[vid] for vid in shared]
+    else:
+        before = len(state.read0) if recorder is not None else 0
+        picked = [value for value in values if state.slot(value) is value
+                  and state.can_hold(value) and wanted(state.get(value))]
+        if recorder is not None:
+            recorder.sites_read(propagator, before, [value.vid for value in picked])
+    for value in picked:
+        yield (lambda v=value: value_key(v)), (lambda v=value: state.get(v)), \
+            (lambda s, v=value: state.set(v, s)), state.get(value)
     for func in propagator.module.funcs.values():
         results = len(func.mlir.attributes["function_type"].value.results)
         for i in range(results):

@@ -120,7 +120,7 @@ class FixpointTrace:
 
     __slots__ = ("phase", "strategy", "erased", "initial", "log_start", "writes_start",
                  "causes", "popped", "pushes", "wrote", "log_len", "writes_len", "erasures",
-                 "_top")
+                 "_top", "_applied")
 
     def __init__(self, phase: str, strategy: str, erased: frozenset, initial: list[int],
                  log_start: int, writes_start: int):
@@ -136,6 +136,21 @@ class FixpointTrace:
         self.writes_len: list[int] = []  # ... and the tracer's writes
         self.erasures: dict[int, tuple] = {}   # pop -> the ops it erased, in order
         self._top: list[int] | None = None
+        self._applied: tuple[list, list] | None = None
+
+    def applied_steps(self) -> tuple[list[int], list[tuple]]:
+        """(the pops whose step changed something, their ``(op, step)`` pairs as
+        ``Propagator.take`` adds them to the applied set), in order; worked out
+        from the causes when first asked for."""
+        if self._applied is None:
+            pops, keys, causes, popped = [], [], self.causes, self.popped
+            for p in compress(range(len(causes)), causes):
+                output = causes[p].output
+                if any(output.operands) or any(output.results):
+                    pops.append(p)
+                    keys.append((popped[p], causes[p].step))
+            self._applied = (pops, keys)
+        return self._applied
 
     def log_after(self, i: int) -> int:
         """The write log's length after pop ``i`` (-1: before the first)."""
@@ -180,6 +195,15 @@ class PassTrace:
         #: (``priorities.OpPriorities``) and the rules looked up, shared with the
         #: replaying propagations (:meth:`share_priorities`)
         self.priorities: tuple | None = None
+        #: the directions by op the first band looked up (``OpPriorities.band``), taken
+        #: by a replaying run: its first band sees the same module and use counts
+        self.first_band: dict | None = None
+        #: what user-priority propagation read of every value before its fixpoints
+        #: (``priorities.sharding_sites``): (vid, sharding) in order, the values
+        #: wanted (by vid) and the manual axes of the slots read (by vid)
+        self.site_reads: list | None = None
+        self.site_wanted: list[int] = []
+        self.manual: dict = {}
         self._writes: dict | None = None
         self.size = (0, 0)               # the module's ops and values
         self.describe_op = None          # the recording tracer's op describer
@@ -212,26 +236,37 @@ class PassTrace:
             self.results = propagator.state.held_results()
             self.erased = frozenset(propagator.erased)
 
-    def share_priorities(self, propagator, static: dict, decided: dict) -> tuple[dict, dict]:
-        """The (static parts, decisions) an ``OpPriorities`` of ``propagator`` uses:
-        the recording run's own, kept; a replaying run's are the recorded ones
-        (functions of the module's structure and rules, which are the record's),
-        and it takes the rules the recording run looked up: its first band looked
-        up every op's (``OpPriorities._static_part``), as the replaying run's
-        would, with the same rules (``RunContext.rule_memo``)."""
+    def share_priorities(self, propagator, static: dict,
+                         decided: dict) -> tuple[dict, dict, dict | None]:
+        """The (static parts, decisions, first band's directions by op or None) an
+        ``OpPriorities`` of ``propagator`` uses: the recording run's own, kept
+        (its first band's directions are kept when made, :attr:`first_band`); a
+        replaying run's are the recorded ones (functions of the module's
+        structure, rules and, before any op is erased, use counts, which are the
+        record's), and it takes the rules the recording run looked up: its first
+        band looked up every op's (``OpPriorities._static_part``), as the
+        replaying run's would, with the same rules (``RunContext.rule_memo``)."""
         if propagator.recorder is self:
             if self.usable:
                 self.priorities = (static, decided, *propagator.looked_up_rules(),
                                    propagator.state.tracer.no_rule)
-            return static, decided
+            return static, decided, None
         if (self.priorities is None or propagator.erased or propagator.replay is None
                 or not propagator.replay.same):
-            return static, decided
+            return static, decided, None
         static, decided, rules, visited, no_rule = self.priorities
         propagator.adopt_rules(rules, visited)
         propagator.state.tracer.no_rule |= no_rule
         propagator.replay.rules_shared = True
-        return static, decided
+        return static, decided, self.first_band
+
+    def sites_read(self, propagator, before: int, wanted: list[int]) -> None:
+        """The recording run's ``sharding_sites`` read its values (its ``read0`` had
+        ``before`` entries) and wanted those numbered ``wanted``."""
+        if propagator.recorder is self:
+            self.site_reads = list(self.read0.items())[before:]
+            self.site_wanted = wanted
+            self.manual = propagator.state.manual_slots()
 
     def sharding_at(self, vid: int, at: int):
         """The sharding of ``vid`` when the write log had ``at`` entries (``_STORED``:
@@ -489,6 +524,31 @@ class Replay:
         found = self._read_sets[op.oid] = (frozenset(vids), site)
         return found
 
+    def read_sites(self, wanted) -> list[int] | None:
+        """``priorities.sharding_sites``'s reads of every value, made as the record's
+        (the same values read in the same order, each stored as the record read
+        it but the edited main arguments, the same manual slots and tracer keys);
+        returns the values (by vid) whose sharding is ``wanted``: the record's
+        but the edited arguments, asked again.  None: the record has none, or
+        this run read something already (the values are then read one by one)."""
+        trace, state = self.trace, self.propagator.state
+        tracer = state.tracer
+        if (trace.site_reads is None or not self.same or state.read_vids() or tracer.initial
+                or not self._keys_same()):
+            return None
+        if self.diff is None:
+            self.diff = self._start_diff()
+        edited, values = self.edited, self.propagator.module.values
+        reads = trace.site_reads
+        if edited:
+            reads = [(vid, self._stored(vid)) if vid in edited else (vid, s) for vid, s in reads]
+        state.take_reads(reads, trace.manual)
+        tracer.initial.update([(values[vid].pointer, s) for vid, s in reads])
+        read = {vid for vid, _ in reads} & edited
+        found = [vid for vid in trace.site_wanted if vid not in edited]
+        found.extend(vid for vid in read if wanted(state.get(values[vid])))
+        return sorted(found)
+
     # -- runs of pops replayed at once -------------------------------------------------
 
     def _keys_same(self) -> bool:
@@ -580,7 +640,7 @@ class Replay:
                      | {v for v, _ in log[self.mark:]}, rec.log_start)
 
         module_ops = prop.module.ops
-        worklist.restart([module_ops[o] for o in rec.initial])
+        worklist.restart(list(map(module_ops.__getitem__, rec.initial)), rec.initial)
         stack = worklist._stack
         ids = list(range(len(stack)))
         r_causes, r_pushes, r_erasures = rec.causes, rec.pushes, rec.erasures
@@ -636,15 +696,16 @@ class Replay:
             if not tracer.take_in_step(list(filter(None, r_causes[i:k])),
                                        theirs[rec.writes_after(i - 1):rec.writes_after(k - 1)]):
                 return False
-            for p in compress(range(i, k), r_causes[i:k]):
-                cause = r_causes[p]
-                output = cause.output
-                if any(output.operands) or any(output.results):
-                    key = (popped[p], cause.step)
-                    if key in applied:
-                        from sdy_dl.propagation.driver import _no_fixpoint
-                        raise _no_fixpoint(module_ops[popped[p]])
-                    applied.add(key)
+            applied_pops, applied_keys = rec.applied_steps()
+            lo, hi = bisect_left(applied_pops, i), bisect_left(applied_pops, k)
+            if lo < hi:
+                keys = applied_keys[lo:hi]
+                if not applied.isdisjoint(keys):
+                    from sdy_dl.propagation.driver import _no_fixpoint
+
+                    p = next(applied_pops[lo + n] for n, key in enumerate(keys) if key in applied)
+                    raise _no_fixpoint(module_ops[popped[p]])
+                applied.update(keys)
             last = i   # (the last pop made)
             for q in pushing[bisect_left(pushing, i):bisect_left(pushing, k)]:
                 if q > last:

@@ -87,6 +87,21 @@ class ShardingState:
         """The slots (by vid) read or written so far (a live view)."""
         return self._value.keys()
 
+    def manual_slots(self) -> dict:
+        """The manual axes of the slots (by vid) read or written so far that are block
+        arguments of a manual computation (a copy)."""
+        return dict(self._manual)
+
+    def take_reads(self, reads: list, manual: dict) -> None:
+        """Hold ``reads``, (vid, sharding stored) of slots not read yet, as
+        :meth:`get` reads them (``manual``: the manual axes of those that are
+        block arguments of a manual computation), not traced (the caller
+        records them with the tracer)."""
+        self._value.update(reads)
+        self._manual.update(manual)
+        if self.read0 is not None:
+            self.read0.update(reads)
+
     def take_writes(self, writes: list) -> None:
         """Make ``writes``, (vid, sharding stored) as :attr:`log` records them, as
         :meth:`set` made them in another propagation of the same module whose

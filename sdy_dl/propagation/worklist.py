@@ -22,10 +22,11 @@ class Worklist:
     def __init__(self, ops: Iterable[Op]):
         self.restart(list(ops)[::-1])
 
-    def restart(self, stack: list[Op]) -> None:
-        """Hold exactly ``stack`` (bottom first: its last op is popped first)."""
+    def restart(self, stack: list[Op], oids=None) -> None:
+        """Hold exactly ``stack`` (bottom first: its last op is popped first);
+        ``oids``: its ops' numbers, when known."""
         self._stack = stack
-        self._pending = {op.oid for op in stack}
+        self._pending = {op.oid for op in stack} if oids is None else set(oids)
 
     def push(self, op: Op) -> None:
         """Enqueue ``op`` unless it is already pending."""
