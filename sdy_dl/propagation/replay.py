@@ -352,7 +352,9 @@ class ShardingChanges:
 class ReplayOf:
     """Asks a propagation (``RunContext.fixpoints``) to replay ``trace``; given only
     to a propagation of the recorded pass's module with other shardings on main
-    arguments (``Audit(imported=...)``).  ``replay``: the :class:`Replay` made."""
+    arguments, on the same mesh symbols (``Audit(imported=...)``,
+    ``audit.whatif_import``: the recorded run checked its shapes and meshes).
+    ``replay``: the :class:`Replay` made."""
 
     def __init__(self, trace: PassTrace):
         self.trace = trace

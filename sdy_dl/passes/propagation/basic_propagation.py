@@ -45,12 +45,16 @@ BASIC_PROPAGATION_OPTIONS = (KEEP_SHARDING_RULES, MODULE_DUMP_DIRECTORY, CONSERV
                              DEBUG_SHARDING_ORIGINS, DEBUG_PROPAGATION_EDGE_SHARDING)
 
 
-def make_propagator(module: Module, options: PassOptions, strategy: str) -> Propagator:
-    """A propagator over ``module`` with the rule DB and engine ``options`` name."""
+def make_propagator(module: Module, options: PassOptions, strategy: str,
+                    checked: bool = False) -> Propagator:
+    """A propagator over ``module`` with the rule DB and engine ``options`` name
+    (``checked``: ``module``'s shapes and meshes are known to pass
+    :func:`check_static_shapes`)."""
     from sdy_dl.propagation.step_eval import evaluate_steps
     from sdy_dl.rules.db import load_rule_db
 
-    check_static_shapes(module)
+    if not checked:
+        check_static_shapes(module)
     run = options.context
     conservative = options[CONSERVATIVE_PROPAGATION]
     rules = load_rule_db(run.rule_files, conservative=conservative)
@@ -158,17 +162,23 @@ def run_strategy(module: Module, options: PassOptions, strategy: str,
     """One propagation pass: ``strategy`` per step, ``schedule`` of fixpoints
     ("plain": one; "op-priority": five bands; "user-priority": per priority, the
     bands when ``op_priority``, else one fixpoint)."""
-    propagator = make_propagator(module, options, strategy)
     name = {"plain": f"{strategy}-propagate", "op-priority": "op-priority-propagate",
             "user-priority": "user-priority-propagate"}[schedule]
     fixpoints = options.context.fixpoints
+    replaying = False
     if fixpoints is not None:
         from sdy_dl.propagation.replay import PassTrace, Replay
 
+        replaying = (not isinstance(fixpoints, PassTrace) and fixpoints.replay is None
+                     and fixpoints.trace.name == name)
+    # (a replayed pass's module is the recorded pass's with other shardings on main
+    # arguments, on the same mesh symbols, ``ReplayOf``: the recorded run checked it)
+    propagator = make_propagator(module, options, strategy, checked=replaying)
+    if fixpoints is not None:
         if isinstance(fixpoints, PassTrace):
             if not fixpoints.name:
                 fixpoints.start(propagator, name)
-        elif fixpoints.replay is None and fixpoints.trace.name == name:
+        elif replaying:
             propagator.replay = fixpoints.replay = Replay(fixpoints.trace, propagator)
     with propagation_progress(len(propagator.module.ops), options.context.quiet, name,
                               lambda: propagator.phase) as report:
