@@ -526,3 +526,34 @@ def test_what_the_export_did_misstated_is_caught(monkeypatch):
     assert changes.edited is not None
     with pytest.raises(AssertionError):
         check_shortcuts(before, after, changes)
+
+
+@pytest.mark.slow
+def test_gpt_step_whatifs_read_what_the_export_did(monkeypatch):
+    """The benchmark's what-ifs on a 1-layer GPT training step (benchmarks/pipeline.py):
+    the last Adam moment sharded on its other dim is made by difference with the
+    merger's scalar broadcasts regrouped, read from what the export did, and its
+    diff and every function's memory equal the full computations, for the first
+    what-if and a later one; a weight's (its output made by the export passes) too."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from sdy_dl.audit.whatif import Edit
+    from test_whatif import check_shortcuts
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "pipeline.py"
+    spec = importlib.util.spec_from_file_location("bench_pipeline", path)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)   # (its dataclasses look it up)
+    spec.loader.exec_module(bench)
+    before = propagate(bench.gpt_train_step(1), engine="python")
+    names = [v.name for v in before.audit.outputs.values
+             if v.names[0].startswith("%arg") and (s := v.sharding) is not None and s.rank == 2
+             and [a.name for a in s.dims[0].axes] == ["model"] and not s.dims[1].axes]
+    for name, edited in ((names[-1], True), (names[-1], True), (names[0], False)):
+        after, changes = before.whatif([Edit("set", name, '<@mesh, [{}, {"model"}]>')])
+        assert (changes.edited is not None) == edited
+        assert after.text == propagate(after.edited_input, engine="python").text
+        check_shortcuts(before, after, changes)
+        assert len(changes.memory) > 1

@@ -67,7 +67,7 @@ class EditedOutput:
         table = sa.table
         self.sa, self.edits, self.changes, self.top = sa, edits, changes, top
         self.shardings = changes.shardings
-        self.main_number = next(n for n in sa.top_level if table.ops[n] == table.main)
+        self.main_number = next((n for n in sa.top_level if table.ops[n] == table.main), None)
         self.main_sig = sa.ids.get(("func", symbol_name(table.main)))
         self.erased = {(f"o{n}", 0) for n in edits.erased}
         self.made_sig: list = []       # each made value's signature
@@ -81,7 +81,7 @@ class EditedOutput:
         from sdy_dl.audit.diff import _attributes, sharding_text, stored_at
 
         sa, table, ids = self.sa, self.sa.table, self.sa.ids
-        if self.main_sig is None:
+        if self.main_number is None or self.main_sig is None:
             return False
         for n in self.edits.erased:
             if table.op_names[n] != BROADCAST or sa.by_op.get(n) != [(f"o{n}", 0)] \
