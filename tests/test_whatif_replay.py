@@ -360,3 +360,36 @@ def test_changes_hold_the_writes_after_the_last_fixpoint(monkeypatch):
         Edit("set", "%arg0", '<@mesh, [{"b"}, {}]>')])
     assert replay is not None and replay.on and replay.fixpoints == 5
     assert len(set(map(str, copied))) == 2   # (the copies differ between the runs)
+
+
+def test_runs_of_visits_leave_the_applied_steps_of_each_visit(monkeypatch):
+    """A run of replayed visits made at once adds to the fixpoint's applied steps
+    (what ``Propagator.take`` checks a step against) every step its visits
+    applied: the same set as when each visit is replayed on its own."""
+    from sdy_dl.propagation.replay import Replay
+    from test_whatif import program
+    from test_whatif_incremental import _other
+
+    fixpoint = Replay.fixpoint
+    seen: list = []
+
+    def recording_fixpoint(self, prop, worklist, directions, applied):
+        made = fixpoint(self, prop, worklist, directions, applied)
+        if made is None:
+            return None
+        visit, end = made
+
+        def ended():
+            end()
+            seen[-1].append(frozenset(applied))
+        return visit, ended
+    monkeypatch.setattr(Replay, "fixpoint", recording_fixpoint)
+    before = propagate(program("training_step"), engine="python")
+    name, shape, current = _annotated_args(before)[-1]
+    edits = [Edit("set", name, _other(shape, current))]
+    seen.append([])
+    runs = before.whatif(edits)[0].audit.replay.runs
+    monkeypatch.setattr(Replay, "_keys_same", lambda self: False)   # (no runs at once)
+    seen.append([])
+    assert before.whatif(edits)[0].audit.replay.runs == 0
+    assert runs and len(seen[0]) == 5 and seen[0] == seen[1]
