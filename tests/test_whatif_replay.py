@@ -215,7 +215,7 @@ def test_pushes_taken_from_the_record_are_the_notifications(monkeypatch):
             return take(self, op, site, step, output, applied, like, same_ops)
         depth = len(self._worklist)
         cause = take(self, op, site, step, output, applied, like, same_ops)
-        assert tuple(o.oid for o in self._worklist._stack[depth:]) == tuple(notified)
+        assert tuple(o.oid for o in self._worklist.stack[depth:]) == tuple(notified)
         checked.append(op.oid)
         return cause
     monkeypatch.setattr(Propagator, "take", checking_take)

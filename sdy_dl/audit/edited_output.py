@@ -44,11 +44,11 @@ def edited_output(sa, edits, top) -> "EditedOutput | None":
     """The :class:`EditedOutput` of the what-if output ``top`` (raw
     ``builtin.module``), made from the first output (``sa``: its
     :class:`~sdy_dl.audit.diff.Signatures`) by ``edits``; None where not proven."""
-    from sdy_dl.audit.same_structure import _changes_at
+    from sdy_dl.audit.same_structure import changes_at
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        changes = _changes_at(sa, edits.written)
+        changes = changes_at(sa, edits.written)
         if changes is None:
             return None
         out = EditedOutput(sa, edits, changes, top)
@@ -78,7 +78,7 @@ class EditedOutput:
         """Whether the edits are what the module docstring reads them as: broadcasts
         of main's top level made and erased, of signatures the first output has,
         and every redirected use reading a value of the signature it read."""
-        from sdy_dl.audit.diff import _attributes, sharding_text, stored_at
+        from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
 
         sa, table, ids = self.sa, self.sa.table, self.sa.ids
         if self.main_number is None or self.main_sig is None:
@@ -93,7 +93,7 @@ class EditedOutput:
                     or table.enclosing[table.ops[before]] != table.main:
                 return False
             operand = sa.sig.get(table.keys.get(table.ops[like].operands[0]))
-            aligned, _ = _attributes(op, True)
+            aligned = aligned_attrs(op)
             own = ids.get((BROADCAST, aligned, (operand,), self.main_sig))
             sig = ids.get((own, 0)) if own is not None else None
             if sig is None or sig not in sa.groups:
@@ -259,7 +259,7 @@ class EditedOutput:
             removed.setdefault((f"o{old}", 0), []).append((user, operand))
             added.setdefault(("made", now) if kind == "made" else (f"o{now}", 0),
                              []).append(place(user))
-        numbers = _numbers(table)
+        numbers = table.op_numbers
         last = {}
         for value in set(removed) | set(added):
             if value in self.erased:
@@ -298,14 +298,3 @@ class EditedOutput:
 class Shared(Exception):
     """A value whose name the first output qualifies (:attr:`SsaNames.shared
     <sdy_dl.audit.naming.SsaNames.shared>`) was to be named."""
-
-
-def _numbers(table) -> dict:
-    """An op's identity (:func:`~sdy_dl.ir.walk.key`) -> its number in ``table`` (a
-    :class:`~sdy_dl.audit.naming.ValueTable`; made once per table)."""
-    from sdy_dl.ir.walk import key
-
-    found = getattr(table, "_op_numbers", None)
-    if found is None:
-        found = table._op_numbers = {key(op): n for n, op in enumerate(table.ops)}
-    return found

@@ -400,6 +400,12 @@ class ValueTable:
         """MLIR value -> its key (``places`` read backwards)."""
         return {place[1]: key for key, place in self.places.items()}
 
+    @functools.cached_property
+    def op_numbers(self) -> dict:
+        """An op's identity (:func:`~sdy_dl.ir.walk.key`) -> its number (``ops`` read
+        backwards)."""
+        return {pointer_of(op): n for n, op in enumerate(self.ops)}
+
     def relations(self) -> dict[tuple, list[tuple]]:
         """value key -> the keys of the annotations moved onto it (see
         :attr:`InputValue.related`), in the order the import passes meet them."""

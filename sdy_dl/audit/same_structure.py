@@ -102,7 +102,7 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
                 if p.attr != q.attr or p.name != q.name:
                     differ[n] = y
                     break
-        return _changes_at(sa, differ)
+        return changes_at(sa, differ)
 
 
 def written_changes(sa, written: dict) -> ShardingChanges | None:
@@ -116,10 +116,10 @@ def written_changes(sa, written: dict) -> ShardingChanges | None:
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        return _changes_at(sa, written)
+        return changes_at(sa, written)
 
 
-def _changes_at(sa, ops: dict) -> ShardingChanges | None:
+def changes_at(sa, ops: dict) -> ShardingChanges | None:
     """The :class:`ShardingChanges` whose ops that may differ are ``ops`` (pre-order
     number -> raw op of ``b``), every other op being ``a``'s; None when one of them
     differs in more than shardings and rules."""

@@ -203,6 +203,18 @@ def func_arity(func) -> tuple[int, int]:
     return len(ft.inputs), len(ft.results)
 
 
+def func_attr_entries(func, kind: str) -> list:
+    """Each argument's (``kind`` arg_attrs) or result's (res_attrs) attribute
+    dictionary of a raw ``func.func`` ([] when it has none)."""
+    attrs = func.operation.attributes
+    return list(ir.ArrayAttr(attrs[kind])) if kind in attrs else []
+
+
+def attr_items(entry) -> dict:
+    """An attribute dictionary's entries, name -> attribute."""
+    return {named.name: named.attr for named in ir.DictAttr(entry)}
+
+
 def read_func_attr(func, kind: str, index: int) -> TensorSharding | None:
     """The ``sdy.sharding`` of argument/result ``index`` (``kind``: arg_attrs or res_attrs)."""
     attrs = func.operation.attributes
@@ -240,15 +252,13 @@ def write_func_attrs(func, kind: str, shardings: dict[int, TensorSharding | None
     """Set (None: remove) the ``sdy.sharding`` entries of several arguments/results
     at once (``kind``: arg_attrs or res_attrs)."""
     ctx = mlir_context()
-    attrs = func.operation.attributes
-    if kind in attrs:
-        entries = list(ir.ArrayAttr(attrs[kind]))
-    else:
+    entries = func_attr_entries(func, kind)
+    if not entries:
         nargs, nres = func_arity(func)
         entries = [ir.DictAttr.get({}, context=ctx)
                    for _ in range(nargs if kind == "arg_attrs" else nres)]
     for index, sharding in shardings.items():
-        items = {named.name: named.attr for named in ir.DictAttr(entries[index])}
+        items = attr_items(entries[index])
         if sharding is None:
             items.pop(SHARDING_ATTR, None)
         else:

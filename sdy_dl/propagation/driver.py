@@ -199,7 +199,7 @@ class Propagator:
         """The fixpoint loop: pop ``worklist`` until it is empty, giving each op to
         ``visit``; ``progress(visits, pending, steps, engine calls)`` every 512 pops."""
         # (Worklist.pop inlined: the list and its pending set, as ``pop`` keeps them.)
-        stack, pending = worklist._stack, worklist._pending
+        stack, pending = worklist.stack, worklist.pending
         visits = 0
         while stack:
             op = stack.pop()
@@ -279,7 +279,7 @@ class Propagator:
             self._quiet[op.oid] = (site, self.strategy, state.clock, step)
             changes = False
         elif (op.oid, step) in applied:
-            raise _no_fixpoint(op)
+            raise no_fixpoint_error(op)
         else:
             applied.add((op.oid, step))
         self._current = op
@@ -682,7 +682,7 @@ class Propagator:
                 tracer.end()
 
 
-def _no_fixpoint(op: Op) -> SdyError:
+def no_fixpoint_error(op: Op) -> SdyError:
     """A step that changes shardings applied twice to the same input in one fixpoint:
     the tensors it wrote were put back, so the fixpoint would never be reached.
     Every step only adds axes, so this cannot happen with steps an engine derived;

@@ -290,7 +290,7 @@ class PassTrace:
     def fixpoint(self, propagator, worklist, directions, applied: set):
         """(visit, end) of ``propagator``'s fixpoint from ``worklist``
         (``Propagator.drain``): each visit runs for real and is recorded."""
-        stack = worklist._stack
+        stack = worklist.stack
         writes = propagator.state.tracer.writes
         rec = FixpointTrace(propagator.phase, propagator.strategy, frozenset(propagator.erased),
                             [op.oid for op in stack], len(self.log), len(writes))
@@ -643,7 +643,7 @@ class Replay:
 
         module_ops = prop.module.ops
         worklist.restart(list(map(module_ops.__getitem__, rec.initial)), rec.initial)
-        stack = worklist._stack
+        stack = worklist.stack
         ids = list(range(len(stack)))
         r_causes, r_pushes, r_erasures = rec.causes, rec.pushes, rec.erasures
         visit = prop.visitor(directions, applied)
@@ -675,7 +675,7 @@ class Replay:
         tracer, theirs = state.tracer, trace.tracer.writes if trace.tracer is not None else None
         jumping = (same_uses and same_ops and self.rules_shared and theirs is not None
                    and len(popped) == n_pops and self._keys_same())
-        pending = worklist._pending
+        pending = worklist.pending
         hot: set[int] = set()
         stops: list[int] = []
         at_stop = 0
@@ -703,10 +703,10 @@ class Replay:
             if lo < hi:
                 keys = applied_keys[lo:hi]
                 if not applied.isdisjoint(keys):
-                    from sdy_dl.propagation.driver import _no_fixpoint
+                    from sdy_dl.propagation.driver import no_fixpoint_error
 
                     p = next(applied_pops[lo + n] for n, key in enumerate(keys) if key in applied)
-                    raise _no_fixpoint(module_ops[popped[p]])
+                    raise no_fixpoint_error(module_ops[popped[p]])
                 applied.update(keys)
             last = i   # (the last pop made)
             for q in pushing[bisect_left(pushing, i):bisect_left(pushing, k)]:

@@ -15,9 +15,10 @@ from sdy_dl.ir import Op
 class Worklist:
     """A LIFO stack of pending ops without duplicates.
 
-    The fixpoint loop (``driver.Propagator.drain``, the hot loop) pops inline: it
-    takes the last op of ``_stack`` and discards it from ``_pending`` exactly as
-    :meth:`pop` does."""
+    ``stack`` (bottom first) and ``pending`` (its ops' numbers) are public: the
+    fixpoint loop (``driver.Propagator.drain``, the hot loop) pops inline, taking
+    the last op of ``stack`` and discarding it from ``pending`` exactly as
+    :meth:`pop` does, and the replay reads and restarts them."""
 
     def __init__(self, ops: Iterable[Op]):
         self.restart(list(ops)[::-1])
@@ -25,21 +26,21 @@ class Worklist:
     def restart(self, stack: list[Op], oids=None) -> None:
         """Hold exactly ``stack`` (bottom first: its last op is popped first);
         ``oids``: its ops' numbers, when known."""
-        self._stack = stack
-        self._pending = {op.oid for op in stack} if oids is None else set(oids)
+        self.stack = stack
+        self.pending = {op.oid for op in stack} if oids is None else set(oids)
 
     def push(self, op: Op) -> None:
         """Enqueue ``op`` unless it is already pending."""
-        if op.oid not in self._pending:
-            self._pending.add(op.oid)
-            self._stack.append(op)
+        if op.oid not in self.pending:
+            self.pending.add(op.oid)
+            self.stack.append(op)
 
     def pop(self) -> Op | None:
         """The next op to process, or None when the list is empty."""
-        if not self._stack:
+        if not self.stack:
             return None
-        op = self._stack.pop()
-        self._pending.discard(op.oid)
+        op = self.stack.pop()
+        self.pending.discard(op.oid)
         return op
 
     def fork(self) -> ForkedWorklist:
@@ -48,7 +49,7 @@ class Worklist:
         return ForkedWorklist(self)
 
     def __len__(self) -> int:
-        return len(self._stack)
+        return len(self.stack)
 
 
 class ForkedWorklist:
@@ -58,28 +59,28 @@ class ForkedWorklist:
 
     def __init__(self, base: Worklist):
         self._base = base
-        self._next = len(base._stack)   # base._stack[:_next] not popped yet here
+        self._next = len(base.stack)   # base.stack[:_next] not popped yet here
         self._popped: set[int] = set()  # base ops popped here
-        self._stack: list[Op] = []
-        self._pending: set[int] = set()
+        self.stack: list[Op] = []
+        self.pending: set[int] = set()
 
     def push(self, op: Op) -> None:
         """Enqueue ``op`` unless it is already pending."""
         oid = op.oid
-        if oid in self._pending or (oid in self._base._pending and oid not in self._popped):
+        if oid in self.pending or (oid in self._base.pending and oid not in self._popped):
             return
-        self._pending.add(oid)
-        self._stack.append(op)
+        self.pending.add(oid)
+        self.stack.append(op)
 
     def pop(self) -> Op | None:
         """The next op to process, or None when the list is empty."""
-        if self._stack:
-            op = self._stack.pop()
-            self._pending.discard(op.oid)
+        if self.stack:
+            op = self.stack.pop()
+            self.pending.discard(op.oid)
             return op
         if not self._next:
             return None
         self._next -= 1
-        op = self._base._stack[self._next]
+        op = self._base.stack[self._next]
         self._popped.add(op.oid)
         return op

@@ -357,28 +357,12 @@ def _mesh_ref(s):
     return s.mesh_name
 
 
-def _entries(func, kind: str) -> list:
-    """Each argument's (``arg_attrs``) or result's (``res_attrs``) attribute dictionary."""
-    from jaxlib.mlir import ir
-
-    attrs = func.attributes
-    return list(ir.ArrayAttr(attrs[kind])) if kind in attrs else []
-
-
-def _items(entry) -> dict:
-    """An attribute dictionary's entries."""
-    from jaxlib.mlir import ir
-
-    entry = ir.DictAttr(entry)
-    return {(na := entry[i]).name: na.attr for i in range(len(entry))}
-
-
 def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
                   calls: list) -> dict:
     """kind -> {index: new sharding or None} of main's changed argument and result
     shardings (checked)."""
     from sdy_dl.ir.mlir_ops import symbol_name
-    from sdy_dl.ir.storage import sharding_of
+    from sdy_dl.ir.storage import attr_items, func_attr_entries, sharding_of
     from sdy_dl.passes.call_graph import callee_name
 
     old_main = record.input_ops()[number]
@@ -398,13 +382,13 @@ def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
     changes = {}
     args = list(main.regions[0].blocks[0].arguments)
     for kind in ("arg_attrs", "res_attrs"):
-        a, b = _entries(old_main, kind), _entries(main, kind)
+        a, b = func_attr_entries(old_main, kind), func_attr_entries(main, kind)
         if len(a) != len(b):
             raise NotLocal
         for index, (x, y) in enumerate(zip(a, b)):
             if x == y:
                 continue
-            x, y = _items(x), _items(y)
+            x, y = attr_items(x), attr_items(y)
             sx, sy = x.pop(SHARDING_ATTR, None), y.pop(SHARDING_ATTR, None)
             if x != y:
                 raise NotLocal
