@@ -44,7 +44,9 @@ counts of ``SIZES``, then times whole processes on each module file:
   process, without cycle collection as the ``sdy-dl`` process runs
   (``--whatif-gc`` keeps Python's default collection, which re-scans the first
   result's objects and costs the what-if more than the propagate); the what-if's time over the full propagate's is the ``whatif /
-  propagate`` ratio (wall and CPU), and the two outputs must be identical.  Two
+  propagate`` ratio (wall and CPU), and the two outputs must be identical; then a
+  later what-if of the same session (the next such argument edited alike) against
+  a full propagate of its edited input (CPU), outputs identical too.  Two
   edits: the first main argument sharded ``[{"model"}, {}]`` moved to ``[{},
   {"model"}]`` (a weight: a near-global change), and the same for the last such
   argument (an optimizer moment: a few values change); each with the steps the
@@ -176,7 +178,21 @@ edited = after.edited_input
 start, cpu = time.perf_counter(), time.process_time()
 full = propagate(parse_module_text(edited, sys.argv[1]), make_options({}, engine="python")).print()
 full_s, full_cpu = time.perf_counter() - start, time.process_time() - cpu
+# a later what-if of the same session: the next such argument edited alike
+later_name = names[1 if sys.argv[2] == "first" else -2]
+start, cpu = time.perf_counter(), time.process_time()
+later, later_changes = result.whatif(set={later_name: new})
+later_changes.lines()
+later_s, later_cpu = time.perf_counter() - start, time.process_time() - cpu
+start, cpu = time.perf_counter(), time.process_time()
+later_full = propagate(parse_module_text(later.edited_input, sys.argv[1]),
+                       make_options({}, engine="python")).print()
+later_full_s, later_full_cpu = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps({"audit": audit_s, "whatif": whatif_s, "propagate": full_s,
+                  "later_whatif": later_s, "later_whatif_cpu": later_cpu,
+                  "later_propagate": later_full_s, "later_propagate_cpu": later_full_cpu,
+                  "later_value": later_name, "later_changed": len(later_changes.changed),
+                  "later_same": later_full == later.text,
                   "whatif_cpu": whatif_cpu, "propagate_cpu": full_cpu, "value": name,
                   "changed": len(changes.changed), "same": full == after.text,
                   "new_steps": new_steps, "steps": steps,
@@ -209,10 +225,14 @@ def bench_whatif(label: str, workdir: str, runs: int, cache: str, edit: str,
            for k in ("audit", "whatif", "propagate", "whatif_cpu", "propagate_cpu")}
     ratio = statistics.median(r["whatif"] / r["propagate"] for r in rounds)
     cpu_ratio = statistics.median(r["whatif_cpu"] / r["propagate_cpu"] for r in rounds)
+    later_ratio = statistics.median(r["later_whatif_cpu"] / r["later_propagate_cpu"]
+                                    for r in rounds)
     stages = {k: statistics.median(r["stage_cpu"].get(k, 0.0) for r in rounds)
               for k in rounds[0]["stage_cpu"]}
     return {"label": label, "rounds": rounds, "median": med, "ratio": ratio, "cpu_ratio": cpu_ratio,
-            "stages": stages, "same": all(r["same"] for r in rounds), "value": rounds[0]["value"],
+            "stages": stages, "same": all(r["same"] and r["later_same"] for r in rounds),
+            "value": rounds[0]["value"], "later_value": rounds[0]["later_value"],
+            "later_changed": rounds[0]["later_changed"], "later_cpu_ratio": later_ratio,
             "changed": rounds[0]["changed"], "new_steps": rounds[0]["new_steps"],
             "steps": rounds[0]["steps"], "imported": rounds[0]["imported"],
             "replayed": rounds[0].get("replayed", 0), "run": rounds[0].get("run", 0)}
@@ -689,7 +709,9 @@ def main(argv=None) -> int:
                   f"{w['replayed']} fixpoint visits replayed and {w['run']} run): "
                   f"audit {m['audit']:.2f} s, what-if {m['whatif']:.2f} s, full propagate "
                   f"{m['propagate']:.2f} s; what-if / propagate {w['ratio']:.2f}x wall, "
-                  f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); identical: "
+                  f"{w['cpu_ratio']:.2f}x CPU (medians of the rounds' ratios); a later what-if "
+                  f"of the session ({w['later_value']} edited alike, {w['later_changed']} values "
+                  f"changed) {w['later_cpu_ratio']:.2f}x CPU; identical: "
                   f"{'yes' if w['same'] else 'NO'}", flush=True)
             print("    " + stage_line(w["stages"]), flush=True)
             row["same"][f"whatif {edit}"] = w["same"]
