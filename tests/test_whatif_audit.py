@@ -282,6 +282,32 @@ def test_last_visits_step_by_step_where_descriptions_do_not_key_ops():
         assert list(found.items()) == list(want.items()) and visits == count
 
 
+def test_a_whatifs_last_steps_read_only_its_own_op_descriptions_tags(monkeypatch):
+    """A what-if that starts from the first's imported module keys its ops' last
+    steps with the first's tags of the op descriptions the two share (their
+    locations' tags are not read again), and they are those found from scratch."""
+    import sdy_dl.ir.walk as walk
+    from sdy_dl.audit.conflicts import last_visit_by_op
+    from sdy_dl.audit.whatif import _changed_steps, _last_steps
+
+    before = propagate(jax_programs.lowered("grad_scan_helpers"), engine="python")
+    after, _ = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert after.audit.import_reused
+    _last_steps(before.audit)
+    read = []
+    real = walk.key
+    monkeypatch.setattr(walk, "key", lambda x: read.append(x) or real(x))
+    assert _changed_steps(before.audit, after.audit) is not None
+    own = {id(c.op) for c in after.audit.tracer.steps} - {
+        id(c.op) for c in before.audit.tracer.steps}
+    assert len(read) <= len(own) < len({id(c.op) for c in after.audit.tracer.steps})
+    monkeypatch.setattr(walk, "key", real)
+    fresh = last_visit_by_op(after.audit.explainer)
+    found = _last_steps(after.audit)
+    assert list(found) == list(fresh)
+    assert all(found[k] is fresh[k] for k in fresh)
+
+
 def test_whatifs_from_one_propagation_make_its_ledger_once(monkeypatch):
     """The first propagation's collective ledger is made once for all its what-ifs
     (each suggest candidate is one); each what-if's collectives are its own."""

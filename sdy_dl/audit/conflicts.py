@@ -149,16 +149,19 @@ def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict
     return last
 
 
-def op_keys(explainer):
+def op_keys(explainer, tags: dict | None = None):
     """A function giving a step's op key: the ``px:`` tag of its op (``oN``), or the
     step's ``id`` when its op has none.  A tag is read from the op's location as
     :class:`~sdy_dl.audit.naming.PropagationIndex` made it when it is that
     location (found by its pointer, without reading its text), else from its text;
-    once per op description (they live as long as the steps)."""
+    once per op description (they live as long as the steps).  ``tags``: a dict
+    (id of an op description -> its tag, "" none) to read and fill: given filled,
+    by the op keys of a propagation with the same ``tags_made`` whose descriptions
+    are alive (a what-if's steps share the first's descriptions)."""
     from sdy_dl.ir.walk import key as pointer_of
 
     made = explainer.propagated.tags_made if explainer.propagated is not None else {}
-    tags = {}   # id(an op's description) -> its tag ("" none)
+    tags = {} if tags is None else tags   # id(an op's description) -> its tag ("" none)
 
     def op_key(cause):
         op = cause.op

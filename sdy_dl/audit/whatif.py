@@ -639,6 +639,7 @@ class _Memo:
         self.steps = steps if steps is not None else {}
         self.ledger = None
         self.last_steps = None
+        self.tags = None     # its op keys' tag of each op description (conflicts.op_keys)
         self.totals = None   # each function's memory totals (its memory layouts')
 
     @staticmethod
@@ -653,14 +654,19 @@ class _Memo:
         return _Memo(self.steps)
 
 
-def _last_steps(audit) -> dict:
+def _last_steps(audit, like=None) -> dict:
     """Each op's last step by op (:func:`~sdy_dl.audit.conflicts.last_visit_by_op`),
-    kept for later what-ifs."""
-    from sdy_dl.audit.conflicts import last_visit_by_op
+    kept for later what-ifs.  ``like``: a propagation whose tags name the same ops
+    (the same ``tags_made``) and whose last steps were found: the tags of the op
+    descriptions the two share are its (:func:`~sdy_dl.audit.conflicts.op_keys`),
+    not read again."""
+    from sdy_dl.audit.conflicts import last_visit_by_op, op_keys
 
     memo = _Memo.of(audit)
     if memo.last_steps is None:
-        memo.last_steps = last_visit_by_op(audit.explainer)
+        known = _Memo.of(like).tags if like is not None else None
+        memo.tags = dict(known) if known is not None else {}
+        memo.last_steps = last_visit_by_op(audit.explainer, op_keys(audit.explainer, memo.tags))
     return memo.last_steps
 
 
@@ -679,7 +685,8 @@ def _changed_steps(before, after) -> tuple[list, list] | None:
     if (before.propagated.tags_made is not after.propagated.tags_made
             or mesh_key(before.propagated) != mesh_key(after.propagated)):
         return None
-    b, a = _last_steps(before), _last_steps(after)
+    b = _last_steps(before)
+    a = _last_steps(after, like=before)
 
     def differing(mine: dict, theirs: dict) -> list:
         out = []
