@@ -513,6 +513,25 @@ def test_whatif_whose_export_made_and_erased_ops_reads_what_it_did(arg1, arg2, e
     assert len(list(_regrouped(arg1, arg2, edits))) == 2
 
 
+@pytest.mark.parametrize("arg1, arg2, edits", REGROUPINGS)
+def test_edited_mains_places_are_its_own_layouts(arg1, arg2, edits):
+    """Main's entries read from the first output's and what the export did are the
+    edited output's own layout's: each value's position and last use (ops made
+    and erased before it shift it; the peak alone would not tell)."""
+    from sdy_dl.audit.whatif import Edit
+
+    before = propagate(BROADCASTS.replace("ARG1", arg1).replace("ARG2", arg2),
+                       engine="python")
+    after, changes = before.whatif([Edit("set", v, f"<@mesh, [{s}]>") for v, s in edits])
+    edited, read = changes.edited, []
+    main = edited._main
+    edited._main = lambda entries, rows: read.append(main(entries, rows)) or read[-1]
+    changes.memory
+    own = next(x for x in after.audit.memory_layouts if x.function == "main")
+    assert [(i, end, str(t), r.bytes_per_device) for i, end, _, t, r in read[0]] == [
+        (i, end, str(t), r.bytes_per_device) for i, end, _, t, r in own.intermediates]
+
+
 @pytest.mark.slow
 def test_every_regrouping_reads_what_the_export_did():
     """:func:`test_whatif_whose_export_made_and_erased_ops_reads_what_it_did` for every

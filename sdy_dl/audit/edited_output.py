@@ -35,7 +35,8 @@ edits (:func:`edited_output`), without reading the rest of the edited output:
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
+from itertools import accumulate
 
 BROADCAST = "stablehlo.broadcast_in_dim"
 
@@ -241,8 +242,17 @@ class EditedOutput:
         made_at = [before for before, _, _ in edits.made]
         erased = sorted(edits.erased)
 
-        def place(n: int) -> int:   # an op's position in the edited output's main
-            return n - start - 1 + bisect_right(made_at, n) - bisect_left(erased, n)
+        # an op's position in the edited output's main: its own, shifted by the ops
+        # made at or before it less those erased before it
+        shift = [0] * (len(table.ops) + 1)
+        for n in made_at:
+            shift[n] += 1
+        for n in erased:
+            shift[n + 1] -= 1
+        shift = [d - start - 1 for d in accumulate(shift)]
+
+        def place(n: int) -> int:
+            return n + shift[n]
 
         def made_place(k: int) -> int:
             before = made_at[k]
@@ -273,16 +283,17 @@ class EditedOutput:
                         users.append(place(n))
             last[value] = max(users) if users else None
         entries = []
+        gone, op_of, last_use = self.erased, sa.op_of, sa.last_use
         for i, end, value, value_type, r in intermediates:
-            if value in self.erased:
+            if value in gone:
                 continue
-            n = sa.op_of[value]
-            j = place(n)
+            n = op_of[value]
+            j = n + shift[n]
             if value in last:
                 end = j if last[value] is None else max(j, last[value])
             else:
-                used = sa.last_use.get(value)
-                end = j if used is None else max(j, place(used))
+                used = last_use.get(value)
+                end = j if used is None else max(j, used + shift[used])
             entries.append((j, end, value, value_type, r))
         for k, (_, _, op) in enumerate(edits.made):
             value_type = op.results[0].type
