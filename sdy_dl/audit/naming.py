@@ -681,14 +681,21 @@ class PropagationIndex:
     values with the same tags, places and tracer keys (``module``'s values are given
     the first's keys, ``Value.pointer``: a key names a value, not a pointer into this
     module).  Then nothing is tagged, the links are the first's and the records the
-    first's remade with this module's inputs when first asked for."""
+    first's remade with this module's inputs when first asked for, and ``module``'s
+    model index is made from the first's (:func:`~sdy_dl.ir.model.index_like`)."""
 
     def __init__(self, module: Module, inputs: InputIndex, first: "PropagationIndex | None" = None):
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.audit.dataflow import flow_links
+        from sdy_dl.ir.model import index_like
         from sdy_dl.propagation.edges import find_edges, slot_map
         from sdy_dl.propagation.state import value_key
 
+        with mlir_context():
+            if first is not None and not module.is_indexed():
+                index_like(module, first.index_model)
+            #: ``module``'s model index as it stood (a what-if's is made from it)
+            self.index_model = module.index_fields()
         self.meshes = dict(module.meshes)
         self._inputs = inputs
         self._first = None

@@ -18,7 +18,7 @@ from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.op_index import OpIndex
 from sdy_dl.ir.traits import TERMINATORS
-from sdy_dl.ir.walk import BLOCK, OP, walk_numbered
+from sdy_dl.ir.walk import BLOCK, OP, walk_numbered, walk_pre
 
 _LOC_RE = re.compile(r':(\d+):(\d+)')
 
@@ -206,6 +206,9 @@ class Module:
             return self.walks
         if name not in Module.INDEX:
             raise AttributeError(name)
+        if name == "_by_mlir" and "values" in self.__dict__:   # (an index made by index_like)
+            self._by_mlir = {v.mlir: v for v in self.values}
+            return self._by_mlir
         with mlir_context():
             index_module(self)
         return self.__dict__[name]
@@ -229,6 +232,11 @@ class Module:
         elif not ops_kept:
             self.__dict__.pop("walks", None)
         return self
+
+    def index_fields(self) -> dict:
+        """The index's pure fields as read now (indexing the module if it is not),
+        from which :func:`index_like` makes a copy's."""
+        return {name: getattr(self, name) for name in ("meshes", "mesh_ops", "funcs", "ops", "values")}
 
     def is_indexed(self) -> bool:
         """Whether ops and values were read since the last :meth:`invalidate`."""
@@ -420,3 +428,71 @@ def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
 
     shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
     return shape, shape is not None and all(d >= 0 for d in shape)
+
+
+def index_like(module: Module, first: dict) -> bool:
+    """Give ``module`` the index :func:`index_module` would read, made from
+    ``first`` (:meth:`Module.index_fields` of another module) when ``module``'s MLIR
+    is a copy of that module's with other attributes (a what-if's module, copied
+    from the first propagation's imported module with other argument shardings,
+    :mod:`~sdy_dl.audit.whatif_import`): the same ops, values, types, meshes and
+    functions, with this module's MLIR handles from one walk of it.  The operands
+    are the first's; the uses are listed in program order and then in this
+    module's use-list order, as :func:`index_module` lists them (a copy's use
+    lists are ordered as it was built, not as the first's).  False (``module``
+    left as it was): the op or value counts differ."""
+    mlir_module = module.mlir
+    first_ops, first_values = first["ops"], first["values"]
+    state = AsmNames(mlir_module.operation)
+    mops = walk_pre(mlir_module.operation)   # (the module itself first)
+    if len(mops) != len(first_ops) + 1:
+        return False
+    ops: list = [None] * len(first_ops)
+    values: list = [None] * len(first_values)
+    blocks: dict = {}   # id(first block) -> block
+
+    def new_values(first_list, mvalues, defining_op, block) -> list[Value]:
+        out = []
+        for fv, mv in zip(first_list, mvalues, strict=True):
+            v = Value(fv.vid, state, fv.shape, fv.static, defining_op, block, fv.index, mv, [],
+                      fv.mlir_type)
+            values[fv.vid] = v
+            out.append(v)
+        return out
+
+    try:   # (strict zips: a count that differs)
+        for fop, mop in zip(first_ops, mops[1:]):
+            parent = None if fop.parent is None else ops[fop.parent.oid]
+            block = None if fop.block is None else blocks[id(fop.block)]
+            op = Op(fop.oid, fop.name, [], [], [], parent, block, mop)
+            ops[fop.oid] = op
+            if fop.results:
+                op.results = new_values(fop.results, mop.results, op, None)
+            if block is not None:
+                block.ops.append(op)
+            if fop.regions:
+                op.regions = [Region(blocks=[], owner=op) for _ in fop.regions]
+                for fregion, region, mregion in zip(fop.regions, op.regions, mop.regions, strict=True):
+                    for fblock, mblock in zip(fregion.blocks, mregion.blocks, strict=True):
+                        b = Block(args=[], ops=[], region=region)
+                        region.blocks.append(b)
+                        blocks[id(fblock)] = b
+                        b.args = new_values(fblock.args, mblock.arguments, None, b)
+    except ValueError:
+        return False
+    if any(v is None for v in values):
+        return False
+    for fop, op in zip(first_ops, ops):
+        operands = op.operands = [values[v.vid] for v in fop.operands]
+        k = 0
+        for value in operands:
+            value.uses.append((op, k))
+            k += 1
+    for v in values:
+        if len(v.uses) > 1:
+            v.uses = _use_list_order(v)
+    module.__dict__.update(
+        meshes=dict(first["meshes"]), mesh_ops=[ops[op.oid] for op in first["mesh_ops"]],
+        funcs={name: ops[op.oid] for name, op in first["funcs"].items()}, ops=ops,
+        values=values)
+    return True

@@ -1,0 +1,86 @@
+"""A what-if's model index made from the first propagation's (``index_like``)
+is the one ``index_module`` reads of the what-if's module, field by field."""
+
+from __future__ import annotations
+
+import pytest
+
+import jax_programs
+from sdy_dl import propagate
+from sdy_dl.ir.context import mlir_context
+from sdy_dl.ir.loader import module_of_op
+from sdy_dl.ir.model import Module, index_like
+
+
+def _place(block):
+    """A block by its place: (owner op, region number, block number)."""
+    region = block.region
+    owner = region.owner
+    return owner.oid, owner.regions.index(region), region.blocks.index(block)
+
+
+def _assert_same_index(derived: Module, fresh: Module) -> None:
+    assert list(derived.meshes.items()) == list(fresh.meshes.items())
+    assert [op.oid for op in derived.mesh_ops] == [op.oid for op in fresh.mesh_ops]
+    assert {n: op.oid for n, op in derived.funcs.items()} == {
+        n: op.oid for n, op in fresh.funcs.items()}
+    assert list(derived.funcs) == list(fresh.funcs)
+    assert len(derived.ops) == len(fresh.ops) and len(derived.values) == len(fresh.values)
+    for d, f in zip(derived.ops, fresh.ops):
+        assert (d.oid, d.name, d.mlir) == (f.oid, f.name, f.mlir)
+        assert [v.vid for v in d.operands] == [v.vid for v in f.operands]
+        assert [v.vid for v in d.results] == [v.vid for v in f.results]
+        assert (d.parent and d.parent.oid) == (f.parent and f.parent.oid)
+        assert (d.block and _place(d.block)) == (f.block and _place(f.block))
+        assert [[([a.vid for a in b.args], [o.oid for o in b.ops]) for b in r.blocks]
+                for r in d.regions] == [[([a.vid for a in b.args], [o.oid for o in b.ops])
+                                         for b in r.blocks] for r in f.regions]
+        assert all(r.owner is d for r in d.regions)
+    for i, (d, f) in enumerate(zip(derived.values, fresh.values)):
+        assert d.vid == f.vid == i
+        assert (d.shape, d.static, d.index, d.mlir, d.mlir_type, d.pointer) == (
+            f.shape, f.static, f.index, f.mlir, f.mlir_type, f.pointer)
+        assert (d.defining_op and d.defining_op.oid) == (f.defining_op and f.defining_op.oid)
+        assert (d.block and _place(d.block)) == (f.block and _place(f.block))
+        assert [(op.oid, k) for op, k in d.uses] == [(op.oid, k) for op, k in f.uses]
+        assert d.name == f.name and d.type_text == f.type_text
+        assert derived.value_of(d.mlir) is d
+
+
+@pytest.mark.parametrize("program", ["training_step", "grad_scan_helpers",
+                                     "shard_map_scan_pipeline"])
+def test_index_of_a_copy_of_the_imported_module_is_read_from_the_first(program):
+    result = propagate(jax_programs.lowered(program), engine="python")
+    audit = result.audit
+    with mlir_context():
+        derived = module_of_op(audit.imported.clone(), audit.file)
+        assert index_like(derived, audit.propagated.index_model)
+        fresh = Module(derived.mlir, audit.file)   # (the same MLIR, read again)
+        _assert_same_index(derived, fresh)
+        # (the use-list order is not program order: it is read, not copied)
+        assert any([(op.oid, k) for op, k in v.uses] != sorted((op.oid, k) for op, k in v.uses)
+                   for v in fresh.values)
+
+
+def test_a_whatif_from_the_imported_module_takes_its_index_from_the_first():
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    after, _ = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert after.audit.import_reused
+    model, first = after.audit.propagated.index_model, before.audit.propagated.index_model
+    assert model["ops"] is not first["ops"]
+    # (made from the first's: the types are the first's, not read again)
+    assert model["values"][0].mlir_type is first["values"][0].mlir_type
+    with mlir_context():
+        derived = module_of_op(after.audit.imported.clone(), after.audit.file)
+        fresh = Module(derived.mlir, after.audit.file)
+        assert index_like(derived, model)
+        _assert_same_index(derived, fresh)
+
+
+def test_a_module_of_another_structure_is_not_indexed_from_the_first():
+    first = propagate(jax_programs.lowered("mlp"), engine="python").audit
+    other = propagate(jax_programs.lowered("while_loop"), engine="python").audit
+    with mlir_context():
+        module = module_of_op(other.imported.clone(), other.file)
+        assert not index_like(module, first.propagated.index_model)
+        assert not module.is_indexed()
