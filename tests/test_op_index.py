@@ -192,3 +192,32 @@ def test_an_index_is_per_module():
     module, other = parse_module_text(NESTED), parse_module_text(NESTED)
     assert op_index(module) is op_index(module) and op_index(other) is not op_index(module)
     assert isinstance(op_index(module), OpIndex)
+
+
+@pytest.mark.parametrize("program", ["grad_scan_helpers", "shard_map_scan_pipeline"])
+def test_the_index_from_the_model_is_its_walk_without_the_erased_ops(program):
+    """``from_model``'s walks are the model walk's (``walk_model``), in both orders,
+    without the erased ops and what they hold."""
+    import random
+
+    from sdy_dl.ir.walk import walk_model
+
+    module = parse_module_text(jax_programs.lowered(program))
+    ops = module.ops
+    nested = [op for op in ops if op.parent is not None]
+    assert any(op.regions for op in nested)   # (nested regions are walked)
+    for erased in [set(), {op.oid for op in random.Random(0).sample(nested, 5)},
+                   {op.oid for op in nested if op.regions}]:
+        with mlir_context():
+            index = OpIndex.from_model(module, erased)
+        expected = {}
+        for top in ops:
+            if top.parent is not None or top.oid in erased:
+                continue
+            pre, post = [], []
+            for op, entering in walk_model(top, lambda op: op.oid not in erased):
+                if op.oid not in erased:
+                    (pre if entering else post).append(op)
+            expected[(key(top.mlir), False)] = ([o.mlir for o in pre], [o.name for o in pre])
+            expected[(key(top.mlir), True)] = ([o.mlir for o in post], [o.name for o in post])
+        assert index._walks == expected

@@ -28,7 +28,7 @@ Every other edit drops it.
 
 from __future__ import annotations
 
-from sdy_dl.ir.walk import key, walk_model, walk_post, walk_pre
+from sdy_dl.ir.walk import key, walk_post, walk_pre
 
 
 class OpIndex:
@@ -47,13 +47,25 @@ class OpIndex:
         the ops of ``erased`` (oids) were erased from the MLIR since the model
         was read, with what they held."""
         index = cls()
-        for top in module.ops:
-            if top.parent is not None or top.oid in erased:
+        ops = module.ops
+        gone = set(erased)   # (and the ops nested in them: parents come first)
+        if gone:
+            for op in ops:
+                if op.parent is not None and op.parent.oid in gone:
+                    gone.add(op.oid)
+        tops = [op.oid for op in ops if op.parent is None] + [len(ops)]
+        for start, end in zip(tops, tops[1:]):
+            top = ops[start]
+            if start in gone:
                 continue
-            pre, post = [], []
-            for op, entering in walk_model(top, lambda op: op.oid not in erased):
-                if op.oid not in erased:
-                    (pre if entering else post).append(op)
+            # (a top-level op's subtree is its run of the model's pre-order)
+            pre = [op for op in ops[start:end] if op.oid not in gone] if gone else ops[start:end]
+            post, open_ops = [], [top]
+            for op in pre[1:]:
+                while open_ops[-1] is not op.parent:
+                    post.append(open_ops.pop())
+                open_ops.append(op)
+            post.extend(reversed(open_ops))
             k = key(top.mlir)
             index._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
             index._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
