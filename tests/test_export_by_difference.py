@@ -59,21 +59,24 @@ def _spy(monkeypatch) -> list[bool]:
     return made
 
 
-def _whatifs(seeds, module, monkeypatch) -> tuple[int, list]:
-    """(how many what-ifs were made by difference, the edits whose output is not a
-    full propagate's) over three what-ifs per seed."""
-    made = _spy(monkeypatch)
-    wrong = []
+def random_whatifs(seeds, module):
+    """(seed, first result, edits, what-if result, its changes) of three random
+    main-argument what-ifs per seed of ``module(seed)``."""
     for seed in seeds:
         rng = random.Random(seed)
         before = propagate(module(seed), engine="python")
         for _ in range(3):
             edits = _arg_edit(before, rng)
-            if not edits:
-                continue
-            after, _ = before.whatif(edits)
-            if after.text != propagate(after.edited_input, engine="python").text:
-                wrong.append((seed, edits))
+            if edits:
+                yield (seed, before, edits, *before.whatif(edits))
+
+
+def _whatifs(seeds, module, monkeypatch) -> tuple[int, list]:
+    """(how many what-ifs were made by difference, the edits whose output is not a
+    full propagate's) over three what-ifs per seed."""
+    made = _spy(monkeypatch)
+    wrong = [(seed, edits) for seed, _, edits, after, _ in random_whatifs(seeds, module)
+             if after.text != propagate(after.edited_input, engine="python").text]
     return sum(made), wrong
 
 

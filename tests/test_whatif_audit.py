@@ -417,22 +417,14 @@ def test_whatif_made_by_difference_reads_only_the_written_ops():
     diff and memory from the ops the export wrote: the edited output is neither
     printed nor indexed, and the diff and totals equal the full computations
     (check_shortcuts)."""
-    import random
-
     from random_control_flow import random_control_flow_module
-    from test_export_by_difference import _arg_edit, _dataflow
+    from test_export_by_difference import _dataflow, random_whatifs
     from test_whatif import check_shortcuts
 
     checked = 0
     for seed in range(6):
         for module in (_dataflow, random_control_flow_module):
-            rng = random.Random(seed)
-            before = propagate(module(seed), engine="python")
-            for _ in range(3):
-                edits = _arg_edit(before, rng)
-                if not edits:
-                    continue
-                after, changes = before.whatif(edits)
+            for _, before, _, after, changes in random_whatifs([seed], module):
                 done = getattr(after.audit.module, "output_edits", None)
                 if done is None or done.restructured:
                     continue
