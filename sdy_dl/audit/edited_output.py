@@ -208,11 +208,11 @@ class EditedOutput:
         peak is at a value :meth:`name` does not name."""
         from sdy_dl.audit.memory import _Builder, _Layout
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.mlir_ops import symbol_name
+        from sdy_dl.audit.naming import func_label
 
         sa, table = self.sa, self.sa.table
-        changed = {table.enclosing[table.ops[sa.op_of[v]]] for v in self.shardings}
-        changed = {"main" if f == table.main else f"@{symbol_name(f)}" for f in changed}
+        changed = {func_label(table.enclosing[table.ops[sa.op_of[v]]], table.main)
+                   for v in self.shardings}
         with mlir_context():
             rows = _Builder(audit)
             out = []

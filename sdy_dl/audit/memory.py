@@ -364,10 +364,11 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
     stored at the same place of a twin op (every attribute the same) with the
     same type has the first's row, a twin function the first's arguments and
     results; the other rows are made."""
-    from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import func_result_types, symbol_name
-    from sdy_dl.ir.storage import read_func_attr, read_stored
     from sdy_dl.audit.collectives import COLLECTIVE_OPS, own_sharding
+    from sdy_dl.audit.naming import func_label
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import func_result_types
+    from sdy_dl.ir.storage import read_func_attr, read_stored
 
     table = signatures.table
     twins = signatures.twins if first is not None else {}
@@ -384,7 +385,7 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
             func = ops[start]
             if func.name != "func.func" or not len(func.regions[0].blocks):
                 continue
-            label = "main" if func == main else f"@{symbol_name(func)}"
+            label = func_label(func, main)
             known = first_layouts.get(label) if start in twins else None
             if known is not None:   # the same arguments and results (types and shardings)
                 arguments, results = known.arguments, known.results

@@ -165,12 +165,11 @@ class SsaNames:
         for ns in names.values():
             count[ns[0]] = count.get(ns[0], 0) + 1
         self.names = names
-        self.pending = {k for k, ns in names.items() if count[ns[0]] > 1} if text is not None \
-            else set()
         #: the values whose printed name another value prints too (their names are
         #: qualified, or pending)
         self.shared = {k for k, ns in names.items() if count[ns[0]] > 1} \
             if len(count) < len(names) else set()
+        self.pending = set(self.shared) if text is not None else set()
         self._text = text
         self._op_names = op_names
         self._regions = regions
@@ -859,7 +858,7 @@ class OutputIndex:
                     func = table.enclosing[mop]
                     label = labels.get(func)
                     if label is None:
-                        label = labels[func] = _func_label(func, main)
+                        label = labels[func] = func_label(func, main)
                 record = (propagated.lookup_at(value.location, -1, None) if is_arg
                           else propagated.lookup_at(loc, index, name))
                 held_by = by_value[mop.results[index]] if is_arg and name == "stablehlo.while" \
@@ -889,7 +888,7 @@ class OutputIndex:
                         result_names += _result_info(func, i)
                     out = OutputValue(result_names, read_func_attr(func, "res_attrs", i),
                                       "func.func", (func.location, file), key,
-                                      func=_func_label(func, main), result_of=returned,
+                                      func=func_label(func, main), result_of=returned,
                                       table_key=(f"o{op_number[func]}", -2), lines=ssa)
                     self._add(out)
 
@@ -1058,7 +1057,7 @@ def _result_info(func, index: int) -> list[str]:
     return [ir.StringAttr(entry["jax.result_info"]).value]
 
 
-def _func_label(func, main) -> str:
+def func_label(func, main) -> str:
     """``main``, ``@name`` or nothing: how the output index names the raw function ``func``."""
     if func is None:
         return ""

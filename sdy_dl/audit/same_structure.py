@@ -51,7 +51,6 @@ class ShardingChanges:
     the values of ``a``'s :class:`~sdy_dl.audit.diff.Signatures`."""
 
     ops: list[int]                         # the ops whose attributes differ (pre-order numbers)
-    b_ops: dict = field(repr=False)        # ... each as b's raw op
     texts: dict = field(default_factory=dict)       # value -> (a's text, b's text), where they differ
     shardings: dict = field(default_factory=dict)   # value -> b's sharding, where the texts differ
 
@@ -126,7 +125,7 @@ def changes_at(sa, ops: dict) -> ShardingChanges | None:
     from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
 
     a_ops = sa.table.ops
-    changes = ShardingChanges(sorted(ops), ops)
+    changes = ShardingChanges(sorted(ops))
     for n in changes.ops:
         x, y = a_ops[n], ops[n]
         if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
