@@ -84,7 +84,6 @@ class OpPriorities:
         # Its first band's directions by op are the first run's too (the signatures
         # are looked up again only for ops whose use counts change).
         self._first_band: dict | None = None
-        self._recorder = propagator.recorder
         trace = propagator.recorder or getattr(propagator.replay, "trace", None)
         if trace is not None:
             self._static, self._decided, self._first_band = trace.share_priorities(
@@ -108,8 +107,8 @@ class OpPriorities:
             self._decide(set(signatures.values()))
             for oid, signature in signatures.items():   # (what ``directions`` would look up)
                 by_op[oid] = decided[signature]
-            if first and self._recorder is not None:
-                self._recorder.first_band = dict(by_op)
+            if first and self.propagator.recorder is not None:
+                self.propagator.recorder.first_band = dict(by_op)
         uses_changed = self.propagator.uses_changed
 
         def directions(op: Op, rule: RuleInstance) -> tuple[str, ...]:

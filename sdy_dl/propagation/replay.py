@@ -104,7 +104,7 @@ from dataclasses import dataclass
 from itertools import compress
 
 from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
-from sdy_dl.ir.traits import COMPUTATION_OPS, OWN_SHARDING_OPS
+from sdy_dl.propagation.state import results_share_a_slot
 
 #: Replay stops for the pass when more values than this differ: a visit that reads
 #: one runs for real, and costs more in a replay than in a plain fixpoint.
@@ -517,9 +517,7 @@ class Replay:
             s = slot(value)
             vids.add(s.vid)
             definer = s.defining_op
-            if (definer is not None and len(definer.results) > 1
-                    and definer.name not in OWN_SHARDING_OPS
-                    and definer.name not in COMPUTATION_OPS):
+            if results_share_a_slot(definer):
                 for other in definer.results:
                     vids.add(other.vid)
                     vids.add(slot(other).vid)
@@ -589,9 +587,7 @@ class Replay:
         tensors = {vid, *inverse.get(vid, ())}
         for t in list(tensors):
             definer = values[t].defining_op
-            if (definer is not None and len(definer.results) > 1
-                    and definer.name not in OWN_SHARDING_OPS
-                    and definer.name not in COMPUTATION_OPS):
+            if results_share_a_slot(definer):
                 for other in definer.results:
                     tensors.add(other.vid)
                     tensors.update(inverse.get(other.vid, ()))

@@ -29,6 +29,14 @@ def value_key(value: Value) -> int:
     return found
 
 
+def results_share_a_slot(op: Op | None) -> bool:
+    """Whether ``op``'s results are read and written together: an op with several
+    results that neither holds its own sharding nor is a computation (one result
+    sharded gives the others an open empty sharding, :meth:`ShardingState.set`)."""
+    return (op is not None and len(op.results) > 1 and op.name not in OWN_SHARDING_OPS
+            and op.name not in COMPUTATION_OPS)
+
+
 def _manual_block_arg(value: Value) -> list[str] | None:
     """The manual axes, if ``value`` is a block argument of a manual computation: its
     stored in_sharding is global, propagation reads and writes it locally (§8.6)."""
@@ -167,8 +175,7 @@ class ShardingState:
             outer = self._value.get(s.vid) or stored_sharding(s)
             sharding = add_free_axes(outer, sharding, manual) if outer is not None else sharding
         op = s.defining_op
-        if (op is not None and op.name not in OWN_SHARDING_OPS
-                and op.name not in COMPUTATION_OPS and len(op.results) > 1):
+        if results_share_a_slot(op):
             for other in op.results:
                 if other is not s and self.get(other) is None and other.shape is not None:
                     empty = self._value[other.vid] = TensorSharding.open_empty(
