@@ -373,9 +373,13 @@ def index_module(module: Module) -> None:
             parent, block = saved.pop()
             if parent is None:
                 _top_level(module, done)
-    # Uses in MLIR's use-list order (most recently created first): Shardy's
-    # notifications follow it.  The operands gave every value its uses in program
-    # order, which is that order when there is at most one.
+    _order_uses(values)
+
+
+def _order_uses(values: list[Value]) -> None:
+    """Put every value's uses in MLIR's use-list order (most recently created
+    first): Shardy's notifications follow it.  The operands gave every value its
+    uses in program order, which is that order when there is at most one."""
     for v in values:
         if len(v.uses) > 1:
             v.uses = _use_list_order(v)
@@ -488,9 +492,7 @@ def index_like(module: Module, first: dict) -> bool:
         for value in operands:
             value.uses.append((op, k))
             k += 1
-    for v in values:
-        if len(v.uses) > 1:
-            v.uses = _use_list_order(v)
+    _order_uses(values)
     module.__dict__.update(
         meshes=dict(first["meshes"]), mesh_ops=[ops[op.oid] for op in first["mesh_ops"]],
         funcs={name: ops[op.oid] for name, op in first["funcs"].items()}, ops=ops,

@@ -228,11 +228,8 @@ def update_func_shardings(func, kind: str, update) -> None:
     """Replace the ``sdy.sharding`` of every argument (``kind`` arg_attrs) or result
     (res_attrs) that has one by ``update(index, sharding)``, with one write for all
     changes (a write rebuilds the whole attribute array)."""
-    attrs = func.operation.attributes
-    if kind not in attrs:
-        return
     changes = {}
-    for index, entry in enumerate(ir.ArrayAttr(attrs[kind])):
+    for index, entry in enumerate(func_attr_entries(func, kind)):
         entry = ir.DictAttr(entry)
         if SHARDING_ATTR in entry:
             sharding = sharding_of(entry[SHARDING_ATTR])
