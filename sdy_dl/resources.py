@@ -44,12 +44,14 @@ def cache_root() -> Path:
 @functools.lru_cache(maxsize=None)
 def code_digest(*modules) -> str:
     """A digest of the source files of ``modules`` (keys cache entries that those
-    modules' code computed, so that a changed checker or translator misses)."""
+    modules' code computed, so that a changed checker or translator misses); a
+    module given by its dotted name is found without being imported."""
     import hashlib
 
     h = hashlib.sha256()
     for module in modules:
-        h.update(Path(module.__file__).read_bytes())
+        path = importlib.util.find_spec(module).origin if isinstance(module, str) else module.__file__
+        h.update(Path(path).read_bytes())
     return h.hexdigest()[:16]
 
 

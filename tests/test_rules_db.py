@@ -393,3 +393,62 @@ def test_rule_instance_store_keeps_the_last_used(tmp_path, monkeypatch):
     second.add("e", None)
     second.save()
     assert list(InstanceStore("k")._read()) == ["c", "e", "a"]
+
+
+def test_the_cached_directory_is_the_one_of_the_parsed_files(tmp_path, monkeypatch):
+    """A database read from the cache answers from its directory what one made
+    from the parsed files answers: for every entry, no rule, a local rule or one
+    reading neighbouring ops, and the same instances."""
+    from sdy_dl.rules import db as rules_db
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    rules = write(tmp_path, USER_RULES)
+    rules_db._parsed_db.cache_clear()
+    load_rule_db([rules])   # (fills the cache)
+    rules_db._parsed_db.cache_clear()
+    cached = load_rule_db([rules])
+    assert "files" not in vars(cached)   # (nothing read yet)
+    made = rules_db.RuleDB(cached.files)
+    assert cached.directory == made.directory
+    kinds = {kind for section in made.directory.values() for kind in section.values()}
+    assert kinds == {rules_db.NO_RULE, rules_db.LOCAL, rules_db.NEIGHBOURS}
+    assert made.directory["custom_calls"]["my_matmul"] == rules_db.LOCAL
+    assert rule_of(MATMUL, cached, "stablehlo.custom_call") == \
+        rule_of(MATMUL, made, "stablehlo.custom_call")
+    rules_db._parsed_db.cache_clear()
+
+
+def test_a_process_with_every_rule_kept_loads_no_rule_language(tmp_path):
+    """A propagation whose ops' rules are all kept in the cache reads neither the
+    parsed rule files nor the modules of the rule language; one that meets a new
+    op signature reads them and instantiates its rule."""
+    import os
+    import subprocess
+    import sys
+
+    from rules_cases import op as module_with
+
+    env = {**os.environ, "SDY_DL_CACHE": str(tmp_path / "cache")}
+    program = """if True:
+        import sys
+        from sdy_dl.ir import parse_module_text
+        from sdy_dl.pipeline import make_options, propagate
+        module = parse_module_text(open(sys.argv[1]).read(), sys.argv[1])
+        propagate(module, make_options({}, engine="python"))
+        print(sorted(m for m in sys.modules if m.startswith("sdy_dl.rules.")))
+    """
+
+    def loaded(text: str) -> list[str]:
+        path = tmp_path / "in.mlir"
+        path.write_text(text)
+        done = subprocess.run([sys.executable, "-c", program, str(path)], env=env,
+                              capture_output=True, text=True, check=True)
+        return eval(done.stdout)
+
+    add = module_with(["tensor<8x16xf32>"], ["tensor<8x16xf32>"],
+                      "stablehlo.add %arg0, %arg0 : tensor<8x16xf32>")
+    language = {"sdy_dl.rules.schema", "sdy_dl.rules.interp", "sdy_dl.rules.expr"}
+    assert language <= set(loaded(add))            # (a cold cache: instantiated)
+    assert not language & set(loaded(add))         # (every rule kept)
+    negate = add.replace("stablehlo.add %arg0, %arg0", "stablehlo.negate %arg0")
+    assert language <= set(loaded(negate))         # (a new signature)

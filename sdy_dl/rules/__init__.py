@@ -11,11 +11,7 @@
 * :mod:`.notation` — the textual rule syntax (Shardy's and the einsum form);
 * :mod:`.attrs`, :mod:`.view` — the op as rules see it (attributes, tensors);
 * :mod:`.annotate` — ``rules annotate``.
+
+The package imports none of its modules: a process whose ops' rules are all
+kept in the cache loads only :mod:`.instance` and :mod:`.db`.
 """
-
-from sdy_dl.rules.db import RuleDB, load_rule_db
-from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_name
-from sdy_dl.rules.notation import parse_rule_text
-
-__all__ = ["FACTOR_KINDS", "Factor", "RuleDB", "RuleInstance", "factor_name", "load_rule_db",
-           "parse_rule_text"]

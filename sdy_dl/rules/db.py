@@ -5,26 +5,27 @@ template): the shipped ``rules/*.yaml``, then the files and folders listed in
 the environment variable ``SDY_DL_RULES`` (``os.pathsep``-separated), then
 ``extra_files`` (the CLI's ``--rules``).  The instances of rules that depend
 only on the op are made once per distinct op signature and kept between
-processes (:class:`InstanceStore`).
+processes (:class:`InstanceStore`); a process whose ops' rules are all kept
+there reads only the directory of the entries (:func:`rule_directory`), not
+the parsed files, and never loads the rule language's modules.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir.walk import walk_model
 from sdy_dl.resources import rules_dir
-from sdy_dl.rules.generators import GENERATORS
 from sdy_dl.rules.instance import RuleInstance
-from sdy_dl.rules.rule_attr import rule_of_attr
-from sdy_dl.rules.interp import instantiate
-from sdy_dl.rules.schema import (CUSTOM_CALL_OP, Entry, RuleFile, Template, parse_rule_file,
-                                 validate_entry)
+
+if TYPE_CHECKING:
+    from sdy_dl.rules.schema import Entry, RuleFile, Template
 
 #: The environment variable with extra rule files or folders.
 RULES_ENV = "SDY_DL_RULES"
@@ -43,51 +44,98 @@ class CoveredOp:
     has_rule: bool     # False for entries that say the op has no rule
 
 
-class RuleDB:
-    """Validated rule entries; :meth:`rule_for` instantiates them."""
+#: What an op's entry is, as :func:`rule_directory` records it: no rule (semantics
+#: §3.7), a rule depending only on the op (kept per op signature), or one that
+#: reads neighbouring ops (:data:`NEIGHBOUR_FIELDS`: made for each op).
+NO_RULE, LOCAL, NEIGHBOURS = "no rule", "local", "neighbours"
 
-    def __init__(self, files: Sequence[RuleFile], conservative: bool = False,
-                 validated: bool = False, store: str | None = None):
+
+class RuleDB:
+    """Validated rule entries; :meth:`rule_for` instantiates them.
+
+    ``files`` are the parsed rule files, or a function giving them, called when
+    an entry is first read; ``directory`` is then :func:`rule_directory` of
+    those files, which answers what an op's entry is without reading them."""
+
+    def __init__(self, files: Sequence[RuleFile] | Callable[[], Sequence[RuleFile]],
+                 conservative: bool = False, validated: bool = False, store: str | None = None,
+                 directory: dict[str, dict[str, str]] | None = None):
         self.conservative = conservative
         #: The key of the instances kept in sdy-dl's cache for these files and this
         #: code (:class:`InstanceStore`), or None: none are kept.
         self.store = None if store is None else InstanceStore(f"{store}-{int(conservative)}")
-        self.files = list(files)
-        self.templates: dict[str, Template] = {}
-        self.op_entries: dict[str, Entry] = {}
-        self.custom_call_entries: dict[str, Entry] = {}
-        for f in self.files:
-            self.templates.update(f.templates)
-            for entry in f.entries:
-                table = (self.custom_call_entries if entry.section == "custom_calls"
-                         else self.op_entries)
-                table[entry.key] = entry
-        self.generators = GENERATORS
-        for entry in ([] if validated else self.entries()):
-            validate_entry(entry, self.templates, self.generators)
-        self._local = {id(e): self._is_local(e) for e in self.entries()}
+        self._read_files = files if callable(files) else lambda: files
+        self._validated = validated
+        #: Section ('ops' or 'custom_calls') -> entry key -> NO_RULE, LOCAL or NEIGHBOURS.
+        self.directory = directory if directory is not None else rule_directory(self)
         self._cache: dict[tuple, RuleInstance | None] = {}
 
-    def _is_local(self, entry: Entry) -> bool:
-        """Whether the entry's rule depends only on the op itself (its types and
-        attributes), not on neighbouring ops, so equal ops share one instance."""
-        sources = [entry.source] + [t.source for name, t in self.templates.items()
-                                    if name in entry.source]
-        return not any(word in text for text in sources for word in NEIGHBOUR_FIELDS)
+    @functools.cached_property
+    def files(self) -> list[RuleFile]:
+        """The parsed rule files, in load order."""
+        return list(self._read_files())
+
+    @functools.cached_property
+    def _tables(self) -> tuple[dict[str, Template], dict[str, Entry], dict[str, Entry]]:
+        """The templates, op entries and custom-call entries in effect (a later
+        file's override an earlier one's), validated unless the files were."""
+        templates: dict[str, Template] = {}
+        op_entries: dict[str, Entry] = {}
+        custom_call_entries: dict[str, Entry] = {}
+        for f in self.files:
+            templates.update(f.templates)
+            for entry in f.entries:
+                table = custom_call_entries if entry.section == "custom_calls" else op_entries
+                table[entry.key] = entry
+        if not self._validated:
+            from sdy_dl.rules.schema import validate_entry
+
+            for entry in [*op_entries.values(), *custom_call_entries.values()]:
+                validate_entry(entry, templates, self.generators)
+        return templates, op_entries, custom_call_entries
+
+    @property
+    def templates(self) -> dict[str, Template]:
+        return self._tables[0]
+
+    @property
+    def op_entries(self) -> dict[str, Entry]:
+        return self._tables[1]
+
+    @property
+    def custom_call_entries(self) -> dict[str, Entry]:
+        return self._tables[2]
+
+    @property
+    def generators(self) -> dict:
+        """The named generators rules may call (:mod:`sdy_dl.rules.generators`)."""
+        from sdy_dl.rules.generators import GENERATORS
+
+        return GENERATORS
 
     def entries(self) -> list[Entry]:
         """Every effective entry (ops, then custom-call targets)."""
         return list(self.op_entries.values()) + list(self.custom_call_entries.values())
 
-    def entry_for(self, op) -> Entry | None:
-        """The entry that gives ``op`` its rule (by name, or by custom-call target)."""
-        if op.name == CUSTOM_CALL_OP:
+    def _place(self, op) -> tuple[str, str] | None:
+        """(section, key) of the entry that would give ``op`` its rule: its name, or
+        its custom-call target (None: a custom call without one)."""
+        if op.name == "stablehlo.custom_call":
             target = op.attr("call_target_name")
             if target is None:
                 return None
             from jaxlib.mlir import ir
-            return self.custom_call_entries.get(ir.StringAttr(target).value)
-        return self.op_entries.get(op.name)
+            return "custom_calls", ir.StringAttr(target).value
+        return "ops", op.name
+
+    def entry_for(self, op) -> Entry | None:
+        """The entry that gives ``op`` its rule (by name, or by custom-call target)."""
+        place = self._place(op)
+        if place is None:
+            return None
+        section, key = place
+        return (self.custom_call_entries if section == "custom_calls"
+                else self.op_entries).get(key)
 
     def lookup(self, name: str) -> Entry | None:
         """The entry of an op name, or of a custom-call target (``@target`` or bare)."""
@@ -102,28 +150,33 @@ class RuleDB:
         mlir = getattr(op, "mlir", None)
         attrs = mlir.attributes if mlir is not None else None
         if attrs is not None and RULE_ATTR in attrs:
+            from sdy_dl.rules.rule_attr import rule_of_attr
+
             return rule_of_attr(attrs[RULE_ATTR])
-        entry = self.entry_for(op)
-        if entry is None or entry.no_rule:
+        place = self._place(op)
+        kind = None if place is None else self.directory[place[0]].get(place[1])
+        if kind is None or kind == NO_RULE:
             return None
-        if not self._local[id(entry)]:
-            return instantiate(entry, op, self.conservative, self.templates, self.generators)
+        if kind == NEIGHBOURS:
+            return instantiate(self.entry_for(op), op, self.conservative, self.templates,
+                               self.generators)
         key = _signature(op, attrs)
         # (one lookup: hashing a signature hashes its MLIR types and attributes)
         found = self._cache.get(key, _UNKNOWN)
         if found is _UNKNOWN:
-            found = self._cache[key] = self._instance(entry, op, key)
+            found = self._cache[key] = self._instance(op, key)
         return found
 
-    def _instance(self, entry: Entry, op, signature: tuple) -> RuleInstance | None:
-        """The rule of the local ``entry`` for ``op`` (its signature ``signature``):
+    def _instance(self, op, signature: tuple) -> RuleInstance | None:
+        """The rule of ``op``, whose entry is local and signature ``signature``:
         kept from an earlier process when the store has it, else instantiated."""
         text = None if self.store is None else repr(signature)
         if text is not None:
             found = self.store.get(text)
             if found is not _UNKNOWN:
                 return found
-        rule = instantiate(entry, op, self.conservative, self.templates, self.generators)
+        rule = instantiate(self.entry_for(op), op, self.conservative, self.templates,
+                           self.generators)
         if text is not None:
             self.store.add(text, rule)
         return rule
@@ -137,6 +190,31 @@ class RuleDB:
 
 #: A signature not in the cache yet.
 _UNKNOWN = object()
+
+
+def rule_directory(db: RuleDB) -> dict[str, dict[str, str]]:
+    """What :meth:`RuleDB.rule_for` must know of each entry of ``db`` in effect
+    before reading it (``{section: {key: NO_RULE | LOCAL | NEIGHBOURS}}``): a
+    rule is local when neither its entry's source nor that of a template it
+    names uses a field that looks at other ops."""
+    def kind(entry: Entry) -> str:
+        if entry.no_rule:
+            return NO_RULE
+        sources = [entry.source] + [t.source for name, t in db.templates.items()
+                                    if name in entry.source]
+        reads = any(word in text for text in sources for word in NEIGHBOUR_FIELDS)
+        return NEIGHBOURS if reads else LOCAL
+
+    return {"ops": {key: kind(e) for key, e in db.op_entries.items()},
+            "custom_calls": {key: kind(e) for key, e in db.custom_call_entries.items()}}
+
+
+def instantiate(entry: Entry, op, conservative: bool, templates: dict, generators: dict):
+    """:func:`sdy_dl.rules.interp.instantiate` (the rule language, imported when a
+    rule is first instantiated)."""
+    from sdy_dl.rules.interp import instantiate as run_rule
+
+    return run_rule(entry, op, conservative, templates, generators)
 
 
 class InstanceStore:
@@ -325,9 +403,19 @@ def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) ->
 
 @functools.lru_cache(maxsize=8)
 def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> RuleDB:
+    """The database of ``sources``: its directory kept in the cache (as
+    ``marshal`` data) beside the parsed files, which are read when first needed."""
+    import marshal
+
+    from sdy_dl.resources import cached_value
+
     key = _sources_key(sources)
-    return RuleDB(_validated_files(sources, key), conservative, validated=True,
-                  store=f"{key}-{_instance_code_key()}")
+    files = functools.cache(lambda: _validated_files(sources, key))
+    directory = cached_value("rule_directories", key,
+                             lambda: RuleDB(files(), validated=True).directory,
+                             marshal.dumps, marshal.loads)
+    return RuleDB(files, conservative, validated=True, store=f"{key}-{_instance_code_key()}",
+                  directory=directory)
 
 
 def _sources_key(sources: tuple[tuple[str, str], ...]) -> str:
@@ -337,15 +425,14 @@ def _sources_key(sources: tuple[tuple[str, str], ...]) -> str:
     import sys
 
     from sdy_dl.resources import code_digest
-    from sdy_dl.rules import (attrs, builder, expr, generators, instance, notation, schema, view,
-                              yamlsrc)
 
     h = hashlib.sha256()
     for path, text in sources:
         h.update(path.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8") + b"\0")
-    return "-".join((h.hexdigest()[:32], code_digest(sys.modules[__name__], attrs, builder, expr,
-                                                      generators, instance, notation, schema,
-                                                      view, yamlsrc),
+    language = [f"sdy_dl.rules.{name}" for name in ("attrs", "builder", "expr", "generators",
+                                                     "instance", "notation", "schema", "view",
+                                                     "yamlsrc")]
+    return "-".join((h.hexdigest()[:32], code_digest(sys.modules[__name__], *language),
                      sys.implementation.cache_tag))
 
 
@@ -357,9 +444,8 @@ def _instance_code_key() -> str:
 
     from sdy_dl.ir import model, op_view, traits
     from sdy_dl.resources import code_digest
-    from sdy_dl.rules import interp
 
-    return "-".join((code_digest(interp, model, op_view, traits), traits.table_key(),
+    return "-".join((code_digest("sdy_dl.rules.interp", model, op_view, traits), traits.table_key(),
                      version.__version__))
 
 
@@ -370,6 +456,7 @@ def _validated_files(sources: tuple[tuple[str, str], ...], key: str) -> list[Rul
     import pickle
 
     from sdy_dl.resources import cached_value
+    from sdy_dl.rules.schema import parse_rule_file
 
     def compute() -> list[RuleFile]:
         files = [parse_rule_file(text, path) for path, text in sources]
