@@ -721,6 +721,28 @@ func.func private @from_region(%arg0: tensor<8xf32>) -> tensor<8xf32> {
 func.func private @quoted_only_fn(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   return %arg0 : tensor<8xf32>
 }""",
+    # the calls (read first) name some private symbols only: the other ops are
+    # read too, for a mesh and a function named outside any call
+    "calls_and_other_references": MESH + """
+sdy.mesh @private_mesh = <["z"=2]> {sym_visibility = "private"}
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = call @called(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = stablehlo.add %0, %0 {sdy.sharding = #sdy.sharding_per_value<[<@private_mesh, [{"z"}]>]>, ref = @referenced} : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
+func.func private @called(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+func.func private @referenced(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+func.func private @dead(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = call @called_from_dead(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+func.func private @called_from_dead(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}""",
     "no_private_symbols": MESH + """
 func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
   %0 = call @other(%arg0) : (tensor<8xf32>) -> tensor<8xf32>

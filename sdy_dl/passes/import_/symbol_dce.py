@@ -63,15 +63,34 @@ _NO_REFS = frozenset((ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr, 
                       ir.DenseF64ArrayAttr))
 
 
+#: The ops whose attributes name symbols most often (a call names its callee):
+#: read before the others, so that a reading that finds every wanted name stops early.
+_CALLS = frozenset(("func.call",))
+
+
 def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
     """The names of the symbols the top-level op ``top`` and its nested ops
     reference: the ``@name`` tokens of their attributes (MLIR's
-    ``SymbolTable::getSymbolUses`` reads the attribute dictionaries only), ops
-    read in the order the op index has.  The reading stops once every name of
-    ``wanted`` is among them (the rest cannot matter then)."""
+    ``SymbolTable::getSymbolUses`` reads the attribute dictionaries only).  The
+    reading stops once every name of ``wanted`` is among them (the rest cannot
+    matter then): the calls first, then every op in the order the op index
+    has (the calls again: a call names one symbol)."""
+    index = op_index(module)
+    ops, names = index.walk_read(top)
     refs: set[str] = set()
+    if not _CALLS.isdisjoint(names):
+        _read_refs([op for op, name in zip(ops, names) if name in _CALLS], wanted, refs)
+        if wanted <= refs:
+            return refs
+    _read_refs(ops, wanted, refs)
+    return refs
+
+
+def _read_refs(ops, wanted: set[str], refs: set[str]) -> None:
+    """Add the symbol names the attributes of ``ops`` reference to ``refs``, reading
+    them in order until every name of ``wanted`` is among them."""
     cache, plain = _REFS, _NO_REFS
-    for op in op_index(module).walk_read(top)[0]:
+    for op in ops:
         attributes = op.attributes
         if not len(attributes):   # (half the ops: cheaper than listing no items)
             continue
@@ -90,8 +109,7 @@ def symbol_refs(module: Module, top, wanted: set[str]) -> set[str]:
                 refs.update(names)
                 found = True
         if found and wanted <= refs:
-            break
-    return refs
+            return
 
 
 def _names(text: str):
