@@ -84,3 +84,22 @@ def test_a_module_of_another_structure_is_not_indexed_from_the_first():
         module = module_of_op(other.imported.clone(), other.file)
         assert not index_like(module, first.propagated.index_model)
         assert not module.is_indexed()
+
+
+@pytest.mark.parametrize("program", ["training_step", "grad_scan_helpers"])
+def test_clones_of_one_module_take_the_first_clones_use_orders(program):
+    """Clones of one module list their uses alike: the first clone's index fills
+    ``orders``, a later clone's takes them, and both are what ``index_module``
+    reads of each; a what-if's copy is a clone of its first audit's imported
+    module, and later what-ifs take the orders the first one read."""
+    result = propagate(jax_programs.lowered(program), engine="python")
+    audit = result.audit
+    orders: dict = {}
+    with mlir_context():
+        for _ in range(2):
+            derived = module_of_op(audit.imported.clone(), audit.file)
+            assert index_like(derived, audit.propagated.index_model, orders)
+            _assert_same_index(derived, Module(derived.mlir, audit.file))
+        assert orders and any(places != tuple(sorted(places)) for places in orders.values())
+    after, _ = result.whatif(set={"arg:0": '<@mesh, [{}, {"model"}]>'})
+    assert after.audit.import_reused and audit.clone_use_orders == orders

@@ -195,6 +195,9 @@ class Module:
     #: The ops user-priority propagation erased (model numbers), set by it: what the
     #: export by difference compares between two propagations (None: not run).
     propagation_erased: frozenset | None = None
+    #: A clone's: the use-list orders every clone of the module it was cloned from
+    #: shares, for :func:`index_like` (``orders``; None: not a clone known so).
+    clone_use_orders: dict | None = None
 
     def __init__(self, mlir, file: str):
         self.mlir, self.file = mlir, file
@@ -434,7 +437,7 @@ def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
     return shape, shape is not None and all(d >= 0 for d in shape)
 
 
-def index_like(module: Module, first: dict) -> bool:
+def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
     """Give ``module`` the index :func:`index_module` would read, made from
     ``first`` (:meth:`Module.index_fields` of another module) when ``module``'s MLIR
     is a copy of that module's with other attributes (a what-if's module, copied
@@ -443,7 +446,14 @@ def index_like(module: Module, first: dict) -> bool:
     functions, with this module's MLIR handles from one walk of it.  The operands
     are the first's; the uses are listed in program order and then in this
     module's use-list order, as :func:`index_module` lists them (a copy's use
-    lists are ordered as it was built, not as the first's).  False (``module``
+    lists are ordered as it was built, not as the first's).
+
+    ``orders``: given when ``module`` is a clone of one module every module given
+    the same dict is a clone of (a what-if's, of the first audit's imported
+    module): cloning makes an op's operand uses in the same order every time, so
+    every such clone lists its uses alike; the first fills ``orders`` (value id
+    -> each use's place in program order, of the values with several uses),
+    the others take it instead of reading their use lists.  False (``module``
     left as it was): the op or value counts differ."""
     mlir_module = module.mlir
     first_ops, first_values = first["ops"], first["values"]
@@ -454,47 +464,64 @@ def index_like(module: Module, first: dict) -> bool:
     ops: list = [None] * len(first_ops)
     values: list = [None] * len(first_values)
     blocks: dict = {}   # id(first block) -> block
-
-    def new_values(first_list, mvalues, defining_op, block) -> list[Value]:
-        out = []
-        for fv, mv in zip(first_list, mvalues, strict=True):
-            v = Value(fv.vid, state, fv.shape, fv.static, defining_op, block, fv.index, mv, [],
-                      fv.mlir_type)
-            values[fv.vid] = v
-            out.append(v)
-        return out
+    new_value, new_op = Value, Op
 
     try:   # (strict zips: a count that differs)
         for fop, mop in zip(first_ops, mops[1:]):
-            parent = None if fop.parent is None else ops[fop.parent.oid]
-            block = None if fop.block is None else blocks[id(fop.block)]
-            op = Op(fop.oid, fop.name, [], [], [], parent, block, mop)
+            fparent, fblock = fop.parent, fop.block
+            parent = None if fparent is None else ops[fparent.oid]
+            block = None if fblock is None else blocks[id(fblock)]
+            op = new_op(fop.oid, fop.name, [], [], [], parent, block, mop)
             ops[fop.oid] = op
             if fop.results:
-                op.results = new_values(fop.results, mop.results, op, None)
+                out = op.results
+                for fv, mv in zip(fop.results, mop.results, strict=True):
+                    v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static, op, None,
+                                                   fv.index, mv, [], fv.mlir_type)
+                    out.append(v)
             if block is not None:
                 block.ops.append(op)
             if fop.regions:
                 op.regions = [Region(blocks=[], owner=op) for _ in fop.regions]
                 for fregion, region, mregion in zip(fop.regions, op.regions, mop.regions, strict=True):
-                    for fblock, mblock in zip(fregion.blocks, mregion.blocks, strict=True):
+                    for fb, mblock in zip(fregion.blocks, mregion.blocks, strict=True):
                         b = Block(args=[], ops=[], region=region)
                         region.blocks.append(b)
-                        blocks[id(fblock)] = b
-                        b.args = new_values(fblock.args, mblock.arguments, None, b)
+                        blocks[id(fb)] = b
+                        args = b.args
+                        for fv, mv in zip(fb.args, mblock.arguments, strict=True):
+                            v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static,
+                                                           None, b, fv.index, mv, [], fv.mlir_type)
+                            args.append(v)
     except ValueError:
         return False
-    if any(v is None for v in values):
+    if None in values:
         return False
     for fop, op in zip(first_ops, ops):
-        operands = op.operands = [values[v.vid] for v in fop.operands]
-        k = 0
-        for value in operands:
-            value.uses.append((op, k))
-            k += 1
-    _order_uses(values)
+        if fop.operands:
+            operands = op.operands = [values[v.vid] for v in fop.operands]
+            k = 0
+            for value in operands:
+                value.uses.append((op, k))
+                k += 1
+    if orders:
+        for vid, places in orders.items():
+            uses = values[vid].uses
+            values[vid].uses = [uses[k] for k in places]
+    else:
+        _order_uses(values)
+        if orders is not None:
+            for v in values:
+                if len(v.uses) > 1:
+                    at = {use: k for k, use in enumerate(sorted(v.uses, key=_program_order))}
+                    orders[v.vid] = tuple([at[use] for use in v.uses])
     module.__dict__.update(
         meshes=dict(first["meshes"]), mesh_ops=[ops[op.oid] for op in first["mesh_ops"]],
         funcs={name: ops[op.oid] for name, op in first["funcs"].items()}, ops=ops,
         values=values)
     return True
+
+
+def _program_order(use: tuple) -> tuple[int, int]:
+    """A use's place in program order (its op's number, then its operand number)."""
+    return use[0].oid, use[1]
