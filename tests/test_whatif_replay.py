@@ -393,3 +393,38 @@ def test_runs_of_visits_leave_the_applied_steps_of_each_visit(monkeypatch):
     seen.append([])
     assert before.whatif(edits)[0].audit.replay.runs == 0
     assert runs and len(seen[0]) == 5 and seen[0] == seen[1]
+
+
+def _reductions_module(count: int) -> str:
+    """``count`` reductions of ``%arg1`` (each reducer's block arguments cannot hold a
+    sharding) added up, and ``%arg0`` doubled on its own."""
+    lines = ['sdy.mesh @mesh = <["a"=2, "b"=2]>',
+             'func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, '
+             '[{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, '
+             '[{"a"}, {}]>}) -> (tensor<8x8xf32>, tensor<8xf32>) {',
+             '  %0 = stablehlo.add %arg0, %arg0 : tensor<8x8xf32>',
+             '  %c = stablehlo.constant dense<0.0> : tensor<f32>']
+    for k in range(count):
+        lines += [f'  %r{k} = stablehlo.reduce(%arg1 init: %c) across dimensions = [1] : '
+                  '(tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>',
+                  '   reducer(%a: tensor<f32>, %b: tensor<f32>) {',
+                  '    %s = stablehlo.add %a, %b : tensor<f32>',
+                  '    stablehlo.return %s : tensor<f32>',
+                  '  }']
+    total = "%r0"
+    for k in range(1, count):
+        lines.append(f'  %t{k} = stablehlo.add {total}, %r{k} : tensor<8xf32>')
+        total = f"%t{k}"
+    lines += [f'  return %0, {total} : tensor<8x8xf32>, tensor<8xf32>', '}']
+    return "\n".join(lines) + "\n"
+
+
+def test_pops_that_first_read_a_slot_without_a_sharding_replay_in_runs():
+    """A reducer's block arguments cannot hold a sharding: the pops of its ops read
+    them first, and are made in runs (reading their tensors as a replayed visit
+    does), not one by one; everything answered is the plain what-if's."""
+    replay = _replayed_and_plain(_reductions_module(12), lambda before: [
+        Edit("set", "arg:0", '<@mesh, [{}, {"a"}]>')])
+    assert replay is not None and replay.fixpoints == 5 and replay.replayed
+    # (12 reducers of 2 ops each: one by one, they alone were 24 pops)
+    assert replay.singles < 12, (replay.singles, replay.runs)

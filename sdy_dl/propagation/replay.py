@@ -53,9 +53,11 @@ invariants hold after the visit, with ``D`` unchanged (its writes are site
 tensors, outside ``D``).
 
 **Runs of replayed visits at once.**  While aligned, the pops up to the next
-one whose op may read a value of ``D`` or a slot not read yet (a superset of
-its readers, :meth:`Replay._readers`, built from the module's uses and edges
-for those values only), or that erased ops, are each a replayed visit; when
+one whose op may read a value of ``D`` or a slot not read yet that can hold a
+sharding (a superset of its readers, :meth:`Replay._readers`, built from the
+module's uses and edges for those values only), or that erased ops, are each a
+replayed visit (a slot that cannot hold one reads as None: the pops in the run
+that may read one first read their site tensors as a replayed visit does); when
 the tracer is in step, values are keyed as the record's and the record's rules
 were taken, they are made together: the record's causes and tracer writes
 (``ProvenanceTracer.take_in_step``), its writes stamped in order
@@ -402,6 +404,7 @@ class Replay:
         self.divergences = 0             # times the stacks became different
         self.realigned = 0               # ... and equal again
         self.runs = 0                    # runs of pops replayed at once
+        self.singles = 0                 # pops made one by one while aligned
         #: the record's rules were taken (``PassTrace.share_priorities``): a visit
         #: not made looks up no rule the record's did not
         self.rules_shared = False
@@ -674,18 +677,42 @@ class Replay:
         pending = worklist.pending
         hot: set[int] = set()
         stops: list[int] = []
+        reading: list[int] = []    # the pops whose visits may read a slot first
+        values = prop.module.values
         at_stop = 0
         stale = True               # D gained values since ``stops`` was made
 
         def refresh() -> None:
-            nonlocal hot, stops, at_stop, stale
-            hot = set(diff) | self._unread_slots()
+            nonlocal hot, stops, at_stop, stale, reading
+            unread = self._unread_slots()
+            # (a slot that cannot hold a sharding reads as None whenever it is read:
+            # the pops that may read it first are made in a run, reading their
+            # tensors as a replayed visit does)
+            soft = {vid for vid in unread if vid not in diff and not is_shardable(values[vid])}
+            hot = set(diff) | (unread - soft)
             readers = set()
             for vid in hot:
                 readers |= self._readers(vid)
             found = set(compress(range(i, n_pops), map(readers.__contains__, popped[i:])))
             found.update(p for p in r_erasures if p >= i)
             stops, at_stop, stale = sorted(found), 0, False
+            first = set()
+            for vid in soft:
+                first |= self._readers(vid)
+            first -= readers
+            reading = list(compress(range(i, n_pops), map(first.__contains__, popped[i:])))
+
+        def read_first(k: int) -> None:
+            """The reads of the replayed visits of pops ``i`` to ``k - 1`` that may read a
+            slot first: their site tensors, as :func:`replay` reads them."""
+            for p in reading[bisect_left(reading, i):bisect_left(reading, k)]:
+                oid = popped[p]
+                if oid in ready or oid in erased:
+                    continue
+                site = (read_sets.get(oid) or reads(module_ops[oid], directions))[1]
+                for value in site.tensors if site is not None else ():
+                    get(value)
+                ready.add(oid)
 
         def jump(k: int) -> bool:
             """Replay pops ``i`` (popped) to ``k - 1`` at once (False: the tracer is not
@@ -694,6 +721,7 @@ class Replay:
             if not tracer.take_in_step(list(filter(None, r_causes[i:k])),
                                        theirs[rec.writes_after(i - 1):rec.writes_after(k - 1)]):
                 return False
+            read_first(k)
             applied_pops, applied_keys = rec.applied_steps()
             lo, hi = bisect_left(applied_pops, i), bisect_left(applied_pops, k)
             if lo < hi:
@@ -743,6 +771,7 @@ class Replay:
                             i = k
                             return
                         jumping = False
+                self.singles += 1
                 cause = r_causes[i]
                 known = read_sets.get(oid)
                 if (cause is None and known is not None and oid in ready and unchanged(known[0])
