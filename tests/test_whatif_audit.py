@@ -524,6 +524,95 @@ def test_edited_mains_places_are_its_own_layouts(arg1, arg2, edits):
         (i, end, str(t), r.bytes_per_device) for i, end, _, t, r in own.intermediates]
 
 
+def edited_names_are_the_outputs_own(before, after, changes) -> int:
+    """Every name :meth:`EditedOutput.name` gives a value of main (its op results
+    and block arguments, the made ops' results) is the name the edited output's
+    own value table gives it (its values found by number: an op keeps its place
+    in pre-order, shifted by the ops made before it less those erased before it);
+    how many were compared."""
+    from bisect import bisect_left, bisect_right
+
+    from sdy_dl.audit.edited_output import Shared
+
+    edited, sa = changes.edited, before.audit.signatures
+    table, own = sa.table, after.audit.value_table
+    made_at = [b for b, _, _ in edited.edits.made]
+    erased = sorted(edited.edits.erased)
+
+    def number(n: int) -> int:
+        return n + bisect_right(made_at, n) - bisect_left(erased, n)
+    compared = 0
+    for value, n in sa.op_of.items():
+        if isinstance(value, str) or table.enclosing[table.ops[n]] != table.main \
+                or value in edited.erased:
+            continue
+        tag, index = value
+        head, dot, rest = tag[1:].partition(".")
+        key = (f"{tag[0]}{number(n)}{dot}{rest}", index)
+        try:
+            name = edited.name(value)
+        except Shared:
+            continue
+        assert name == own.names.names[key][0], (value, key)
+        compared += 1
+    for k, (b, _, _) in enumerate(edited.edits.made):
+        key = (f"o{b + k - bisect_left(erased, b)}", 0)
+        assert edited.name(("made", k)) == own.names.names[key][0]
+        compared += 1
+    return compared
+
+
+#: :data:`BROADCASTS` with one reduce: the values in its body print names of their own.
+ONE_REDUCE = BROADCASTS.replace(
+    "%r0 = stablehlo.reduce(%arg0 init: %z) applies stablehlo.add across dimensions = [1] "
+    ": (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>",
+    "%s = stablehlo.slice %arg0 [0:8, 0:1] : (tensor<8x8xf32>) -> tensor<8x1xf32>\n"
+    "  %r0 = stablehlo.reshape %s : (tensor<8x1xf32>) -> tensor<8xf32>")
+
+
+@pytest.mark.parametrize("arg1, arg2, edits", REGROUPINGS)
+@pytest.mark.parametrize("module", ["BROADCASTS", "ONE_REDUCE"])
+def test_edited_mains_names_are_its_own(module, arg1, arg2, edits):
+    """Main's names in an output the export made broadcasts in and erased them from
+    are the first output's renumbered (made ops take numbers, erased ones give
+    theirs back; nested values move by all of them), without the edited output's
+    AsmState: they are the edited output's own value table's, a later what-if's
+    too."""
+    from sdy_dl.audit.whatif import Edit
+
+    text = globals()[module]
+    assert module == "BROADCASTS" or "slice" in text
+    before = propagate(text.replace("ARG1", arg1).replace("ARG2", arg2), engine="python")
+    for _ in range(2):
+        after, changes = before.whatif([Edit("set", v, f"<@mesh, [{s}]>") for v, s in edits])
+        changes.lines()
+        assert changes.edited._state is None
+        assert edited_names_are_the_outputs_own(before, after, changes) >= 10
+
+
+def test_edited_names_misnumbered_are_caught(monkeypatch):
+    """Names renumbered without the erased ops (what the names' exactness rests on)
+    differ from the edited output's own."""
+    from sdy_dl.audit import edited_output
+    from sdy_dl.audit.whatif import Edit
+
+    shift = edited_output.EditedOutput._shift
+
+    def without_erased(self, n):
+        found = shift(self, n)
+        return None if found is None else found + (
+            len(self._erased_at) if n is None else bisect_left_(self._erased_at, n))
+    from bisect import bisect_left as bisect_left_
+    monkeypatch.setattr(edited_output.EditedOutput, "_shift", without_erased)
+    arg1, arg2, edits = REGROUPINGS[3]   # (erased)
+    before = propagate(BROADCASTS.replace("ARG1", arg1).replace("ARG2", arg2),
+                       engine="python")
+    after, changes = before.whatif([Edit("set", v, f"<@mesh, [{s}]>") for v, s in edits])
+    assert changes.edited is not None and changes.edited.edits.erased
+    with pytest.raises(AssertionError):
+        edited_names_are_the_outputs_own(before, after, changes)
+
+
 @pytest.mark.slow
 def test_every_regrouping_reads_what_the_export_did():
     """:func:`test_whatif_whose_export_made_and_erased_ops_reads_what_it_did` for every
@@ -571,7 +660,8 @@ def test_gpt_step_whatifs_read_what_the_export_did(monkeypatch):
     the last Adam moment sharded on its other dim is made by difference with the
     merger's scalar broadcasts regrouped, read from what the export did, and its
     diff and every function's memory equal the full computations, for the first
-    what-if and a later one; a weight's (its output made by the export passes) too."""
+    what-if and a later one, main's names renumbered as the edited output prints
+    them; a weight's (its output made by the export passes) too."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -593,4 +683,7 @@ def test_gpt_step_whatifs_read_what_the_export_did(monkeypatch):
         assert (changes.edited is not None) == edited
         assert after.text == propagate(after.edited_input, engine="python").text
         check_shortcuts(before, after, changes)
+        if edited:
+            assert changes.edited._state is None
+            assert edited_names_are_the_outputs_own(before, after, changes) > 500
         assert len(changes.memory) > 1

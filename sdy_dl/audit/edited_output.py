@@ -18,14 +18,20 @@ edits (:func:`edited_output`), without reading the rest of the edited output:
   its place in its signature's group; a group that gains or loses a value is
   paired again in module order, as the full diff pairs it;
 * **names**: a made or erased op renumbers the values of main printed after
-  it (MLIR numbers a function's top-level results in order, the values in its
-  regions after them), so main's op results are named by the edited output's
-  own ``AsmState``; block arguments (numbered on their own) and the other
-  functions' values keep the first's names.  Top-level results are numbered
-  before nested values and nested values shift together, so a value whose name
-  no other value printed in the first output prints a name of its own; a value
-  whose name is qualified by its line (which made ops shift) is not named here:
-  the diff or the totals that would name one are computed in full;
+  it (MLIR numbers a function's top-level results in order, one number per op
+  whose results have no name of their own, and the values in its regions after
+  them), so a numbered name of main (``%12``, ``%12#1``) moves by the made ops
+  before its op less the erased ones (a nested value's: by all of them), and a
+  made op's result takes the number of the next numbered top-level op, less
+  the erased ops before that op, plus the made ops before it; names of their own
+  (``%arg3``, ``%cst_2``) and the other functions' values keep the first's
+  names.  The edited output's own ``AsmState`` names them only when a made or
+  erased op has a name of its own or no numbered op follows a made one.
+  Top-level results are numbered before nested values and nested values shift
+  together, so a value whose name no other value printed in the first output
+  prints a name of its own; a value whose name is qualified by its line (which
+  made ops shift) is not named here: the diff or the totals that would name one
+  are computed in full;
 * **memory**: main's layout with the positions after a made or erased op
   shifted, the made ops' rows added and the erased ones' dropped, and the last
   use of every value whose users changed read again from its uses.
@@ -35,7 +41,8 @@ edits (:func:`edited_output`), without reading the rest of the edited output:
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import re
+from bisect import bisect_left, bisect_right
 from itertools import accumulate
 
 BROADCAST = "stablehlo.broadcast_in_dim"
@@ -73,7 +80,10 @@ class EditedOutput:
         self.erased = {(f"o{n}", 0) for n in edits.erased}
         self.made_sig: list = []       # each made value's signature
         self.made_text: list = []      # ... its sharding's text
-        self._state = None
+        self._state = None             # the edited output's AsmState, if made
+        self._numbered = None          # whether the made and erased ops are numbered
+        self._made_at: list = []       # ... then the numbers of the ops they precede
+        self._erased_at: list = []     # ... and their own numbers
 
     def checked(self) -> bool:
         """Whether the edits are what the module docstring reads them as: broadcasts
@@ -120,22 +130,37 @@ class EditedOutput:
     def name(self, value) -> str:
         """``value``'s name in the edited output (see the module docstring; raises
         :class:`Shared` for a value whose name the first output qualifies)."""
-        from sdy_dl.audit.naming import value_names
-
         sa, table = self.sa, self.sa.table
         if isinstance(value, str):
             return value   # a function result
         if value in table.names.shared:
             raise Shared
         if value[0] == "made":
-            raw = self.edits.made[value[1]][2].results[0]
-        else:
+            found = self._made_name(value[1])
+            return found if found is not None else \
+                self._printed_name(self.edits.made[value[1]][2].results[0])
+        n = sa.op_of[value]
+        mop = table.ops[n]
+        if table.enclosing[mop] != table.main:
+            return sa.name(value)
+        own = sa.name(value)
+        number = _number(own)
+        if number is None:
+            return own   # ``%argN`` or a name its op gave it: numbered on their own
+        if value[0].startswith("o") and self._top_level(mop):
+            shift = self._shift(n)
+        else:   # (main's nested values are numbered after its top-level results)
+            shift = self._shift(None)
+        if shift is None:   # (a made or erased op not numbered as the others)
             if not value[0].startswith("o"):
-                return sa.name(value)   # a block argument
-            n = sa.op_of[value]
-            if table.enclosing[table.ops[n]] != table.main:
-                return sa.name(value)
-            raw = self.edits.ops[n].results[value[1]]
+                raise Shared
+            return self._printed_name(self.edits.ops[n].results[value[1]])
+        return f"%{number[0] + shift}{number[1]}"
+
+    def _printed_name(self, raw) -> str:
+        """The raw value ``raw``'s name as the edited output's own ``AsmState`` prints
+        it (made when first asked for: it walks the whole output)."""
+        from sdy_dl.audit.naming import value_names
         from sdy_dl.ir.context import mlir_context
 
         with mlir_context():
@@ -144,6 +169,66 @@ class EditedOutput:
 
                 self._state = ir.AsmState(self.top)
             return value_names(raw, "", self._state, False)[0]
+
+    def _top_level(self, mop) -> bool:
+        """Whether raw op ``mop`` (of main) is in main's own block."""
+        from sdy_dl.ir.walk import key
+
+        with_parent = mop.parent
+        return with_parent is not None and key(with_parent) == key(self.sa.table.main)
+
+    def _shift(self, n: int | None) -> int | None:
+        """How far the number MLIR gives main's top-level op ``n``'s results moves in
+        the edited output: the made ops before it less the erased ops before it
+        (``n`` None: a value nested in main, numbered after every top-level
+        result: all made less all erased).  None when a made or erased op's
+        results are not numbered (a name of its own: it takes no number)."""
+        if self._numbered is None:
+            sa = self.sa
+            erased = [m for m in self.edits.erased
+                      if _number(sa.name((f"o{m}", 0))) is not None]
+            made = [before for before, like, _ in self.edits.made
+                    if _number(sa.name((f"o{like}", 0))) is not None]
+            self._numbered = (len(made) == len(self.edits.made)
+                              and len(erased) == len(self.edits.erased))
+            self._made_at = sorted(made)
+            self._erased_at = sorted(erased)
+        if not self._numbered:
+            return None
+        if n is None:
+            return len(self._made_at) - len(self._erased_at)
+        return bisect_right(self._made_at, n) - bisect_left(self._erased_at, n)
+
+    def _made_name(self, k: int) -> str | None:
+        """The name of made op ``k``'s result: the number of the next numbered top-level
+        op of main at or after its place in the first output, less the erased ops
+        before that op, plus the ``k`` made ops before it (None: no such op, or one
+        numbered otherwise)."""
+        sa, table = self.sa, self.sa.table
+        if self._shift(None) is None:
+            return None
+        before = self.edits.made[k][0]
+        erased = set(self.edits.erased)
+        for n in range(before, len(table.ops)):
+            mop = table.ops[n]
+            if table.enclosing[mop] != table.main:
+                return None   # (past main)
+            if n in erased or not self._top_level(mop):
+                continue
+            values = [v for v in sa.by_op.get(n, ()) if v[0] == f"o{n}"]
+            if not values:
+                continue
+            if any(v in table.names.shared for v in values):
+                return None
+            numbers = {(_number(sa.name(v)) or (None,))[0] for v in values}
+            if numbers == {None}:
+                continue   # (names of their own)
+            if len(numbers) != 1:
+                return None
+            # (the numbered ops before made op k: those before op n but the erased
+            # ones, and the k made ones before it)
+            return f"%{numbers.pop() + k - bisect_left(self._erased_at, n)}"
+        return None
 
     def _group(self, sig) -> list:
         """The values of signature ``sig`` in the edited output, in module order."""
@@ -304,6 +389,17 @@ class EditedOutput:
             entries.append((j, j if used is None else max(j, used), ("made", k), value_type, r))
         entries.sort(key=lambda e: e[0])
         return entries
+
+
+#: A name MLIR numbers (``%12``, ``%12#1``): the number, the result's suffix.
+_NUMBERED = re.compile(r"^%(\d+)(#\d+)?$")
+
+
+def _number(name: str) -> tuple[int, str] | None:
+    """(number, ``#k`` or "") of a numbered name; None for a name of its own
+    (``%arg3``, ``%cst_2``)."""
+    found = _NUMBERED.match(name)
+    return None if found is None else (int(found.group(1)), found.group(2) or "")
 
 
 class Shared(Exception):
