@@ -187,3 +187,34 @@ def test_component_memo_gives_the_relations_it_would_derive():
         for name, rows in facts.items():
             rel[name].update(map(tuple, rows))
         assert fresh.evaluate(rel, list(out)) == out
+
+
+def test_a_process_with_every_plan_cached_loads_no_code_generator(tmp_path):
+    """The plans of programs met before are read from the cache: a process that
+    meets only those loads neither the code generator nor the Datalog checker
+    and stratifier it runs; one with an empty cache generates them."""
+    import os
+    import subprocess
+    import sys
+
+    from rules_cases import op
+
+    path = tmp_path / "in.mlir"
+    path.write_text(op(["tensor<8x16xf32>"], ["tensor<8x16xf32>"],
+                       "stablehlo.add %arg0, %arg0 : tensor<8x16xf32>"))
+    program = """if True:
+        import sys
+        from sdy_dl.ir import load_module
+        from sdy_dl.pipeline import make_options, propagate
+        propagate(load_module(sys.argv[1]), make_options({}, engine="python"))
+        print(sorted(m for m in sys.modules if m.startswith("sdy_dl.")))
+    """
+    env = {**os.environ, "SDY_DL_CACHE": str(tmp_path / "cache")}
+    generator = {"sdy_dl.engines.python_codegen", "sdy_dl.datalog.check",
+                 "sdy_dl.datalog.clauses", "sdy_dl.datalog.stratify"}
+    loaded = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", program, str(path)], env=env,
+                              capture_output=True, text=True, check=True)
+        loaded.append(set(eval(done.stdout)))
+    assert generator <= loaded[0] and not generator & loaded[1]

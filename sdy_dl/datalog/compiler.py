@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 
 from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
-from sdy_dl.datalog.stratify import check_stratified
 from sdy_dl.errors import SdyError
 from sdy_dl.resources import cached_text, cached_value, code_digest, datalog_dir
 
@@ -95,14 +94,16 @@ def _declarations_once(text: str, key: str, name: str) -> dict:
 
 
 def _check_stratified_once(text: str, name: str) -> None:
-    """``check_stratified``, remembered in the cache per program text and checker code."""
+    """``check_stratified``, remembered in the cache per program text and checker
+    code (the checker is imported only to check a program not in the cache)."""
     import hashlib
 
-    from sdy_dl.datalog import lexer, stratify
-
-    key = hashlib.sha256(text.encode()).hexdigest()[:24] + "-" + code_digest(stratify, lexer)
+    key = (hashlib.sha256(text.encode()).hexdigest()[:24] + "-"
+           + code_digest("sdy_dl.datalog.stratify", "sdy_dl.datalog.lexer"))
 
     def check() -> str:
+        from sdy_dl.datalog.stratify import check_stratified
+
         check_stratified(text, source=name)
         return "stratified\n"
     cached_text("checked", key, check)

@@ -3,7 +3,8 @@
 Each rule of the Soufflé program becomes a block of nested loops over hash
 indexes, the rules of one component one Python function (and, in a recursive
 component, the delta variants reading one relation another), generated once
-per program text; a call evaluates the relations component by component in
+per program text by :mod:`sdy_dl.engines.python_codegen` and kept in the
+cache; a call evaluates the relations component by component in
 dependency order (stratified: a component never negates or aggregates over
 itself), recursive components semi-naively.  Nothing is ground ahead: a rule
 whose first relation is empty costs one test, so a call on a few hundred facts takes
@@ -21,16 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from operator import itemgetter
 
-from sdy_dl.datalog.check import checked_clauses, deferred, injected_variables, materialized
-from sdy_dl.datalog.clauses import Clause, variables
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
-from sdy_dl.datalog.stratify import components as relation_components, dependencies
 from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
-
-_PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-           "+": "+", "-": "-", "*": "*"}
 
 
 def _w(v: int) -> int:
@@ -147,6 +142,20 @@ def _add(index: dict, key: IndexKey, rows) -> None:
             index.setdefault(getter(t), []).append(t)
 
 
+#: The modules that turn a program into the Python module of its plan.
+_GENERATOR_MODULES = ("sdy_dl.engines.python_codegen", "sdy_dl.datalog.check",
+                      "sdy_dl.datalog.clauses", "sdy_dl.datalog.lexer", "sdy_dl.datalog.program",
+                      "sdy_dl.datalog.stratify")
+
+
+def _compiled(program: Program):
+    """The code of the Python module evaluating ``program``
+    (:func:`~sdy_dl.engines.python_codegen.program_source`)."""
+    from sdy_dl.engines.python_codegen import program_source
+
+    return compile(program_source(program), "<sdy-dl rules>", "exec")
+
+
 class _Plan:
     """The compiled rules of one program, grouped by component in evaluation order
     (the generated module, compiled once per program and kept in the cache)."""
@@ -155,17 +164,14 @@ class _Plan:
         import marshal
         import sys
 
-        from sdy_dl.datalog import check, clauses, lexer, program as program_module, stratify
         from sdy_dl.resources import cached_value, code_digest
 
         # The plan is built from the checked clauses (program_source), so a plan in the
-        # cache, keyed by the checker's code too, belongs to a program that passed the check.
-        key = (program.digest + "-" + code_digest(sys.modules[__name__], check, clauses, lexer,
-                                                  program_module, stratify)
+        # cache, keyed by the checker's code too, belongs to a program that passed the
+        # check.  (The generator and the checker are imported only to make a plan.)
+        key = (program.digest + "-" + code_digest(sys.modules[__name__], *_GENERATOR_MODULES)
                + "-" + sys.implementation.cache_tag)
-        code = cached_value("python", key,
-                            lambda: compile(program_source(program), "<sdy-dl rules>", "exec"),
-                            marshal.dumps, marshal.loads)
+        code = cached_value("python", key, lambda: _compiled(program), marshal.dumps, marshal.loads)
         namespace: dict = dict(_RUNTIME, _recursive=_evaluate_component, IndexKey=IndexKey)
         exec(code, namespace)
         self.facts = namespace["FACTS"]
@@ -319,365 +325,3 @@ class _ComponentMemo:
                 continue
             for index_key in index.built.get(name, ()):
                 entry[2].setdefault(index_key, index[index_key])
-
-
-def program_source(program: Program) -> str:
-    """The Python module evaluating ``program``: per component, one function of
-    its rules and, for a recursive component, one per member relation of the
-    variants of its rules reading that relation's delta (a rule has one per
-    recursive body atom); ``FACTS`` (relation, its facts), ``COMPONENTS``
-    (members, the rules' function, the variants' functions by the relation
-    whose delta they read, the other relations the rules read) in evaluation
-    order, and ``EVALUATE(rel, index, memoised, off)``, the components one
-    after the other: each passed over unless a relation of its :func:`_guard`
-    has tuples, evaluated by ``memoised(cid)`` until the memo stops keying it
-    (``off[cid]``), then directly."""
-    clauses = checked_clauses(program)
-    rules = [c for c in clauses if c.body]
-    edges = dependencies(clauses)
-    comp = relation_components({(h, b) for h, b, _ in edges})
-    for c in rules:   # a rule without relations in its body depends on nothing
-        comp.setdefault(c.head[1], -1)
-    lines: list[str] = []
-    names: list[str] = []
-    keys: dict[str, str] = {}   # global -> the IndexKey it holds
-
-    def function(items: list[tuple[Clause, int | None]]) -> str:
-        name = f"r{len(names)}"
-        names.append(name)
-        lines.extend(_rules_lines(items, name, keys))
-        return name
-
-    components = []
-    driver = ["def EVALUATE(rel, index, memoised, off):"]
-    unpacked = []   # a recursive component's members and variants, as globals
-    for cid, comp_id in enumerate(sorted({comp[c.head[1]] for c in rules})):
-        members = sorted(name for name, c in comp.items() if c == comp_id)
-        group = [c for c in rules if comp[c.head[1]] == comp_id]
-        compiled = function([(c, None) for c in group])
-        variants: dict[str, list] = {}   # delta relation -> the variants reading it
-        for c in group:
-            for k, lit in enumerate(c.body):
-                if lit[0] == "atom" and not lit[3] and lit[1] in members:
-                    variants.setdefault(lit[1], []).append((c, k))
-        by_source = ", ".join(f"{name!r}: {function(items)}" for name, items in variants.items())
-        inputs = sorted({b for h, b, _ in edges if comp.get(h) == comp_id} - set(members))
-        components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, {tuple(inputs)!r})")
-        guard = _guard(group, members, comp)
-        indent = "    "
-        if guard:   # (else every rule joins an empty relation: nothing to derive)
-            driver.append(f"    if {' or '.join(f'rel[{name!r}]' for name in guard)}:")
-            indent += "    "
-        if variants:
-            unpacked.append(f"M{cid}, _, V{cid}, _ = COMPONENTS[{cid}]")
-            direct = f"_recursive(rel, index, M{cid}, {compiled}, V{cid})"
-        else:
-            direct = f"{compiled}(rel, index, None, rel)"
-        driver += [f"{indent}if off[{cid}]:", f"{indent}    {direct}",
-                   f"{indent}else:", f"{indent}    memoised({cid})"]
-    facts: dict[str, list] = {}
-    for c in clauses:
-        if not c.body:
-            facts.setdefault(c.head[1], []).append(tuple(_constant(a) for a in c.head[2]))
-    lines += [f"{var} = {key}" for var, key in keys.items()]
-    lines.append(f"FACTS = {list(facts.items())!r}")
-    lines.append("COMPONENTS = [\n    " + ",\n    ".join(components) + "]")
-    lines += unpacked
-    lines += driver if len(driver) > 1 else driver + ["    pass"]
-    return "\n".join(lines) + "\n"
-
-
-def _guard(group: list[Clause], members: list[str], comp: dict[str, int]) -> tuple[str, ...]:
-    """Relations of which at least one has tuples whenever a rule of ``group`` (one
-    component, ``members``) can derive anything, before its first round: one
-    relation that each rule's body joins (a positive atom outside aggregates),
-    preferably a member (empty before the round unless given facts), else the
-    one derived last.  Empty when some rule joins no relation."""
-    chosen = set()
-    for c in group:
-        joined = {lit[1] for lit in c.body if lit[0] == "atom" and not lit[3]}
-        if not joined:
-            return ()
-        chosen.add(max(joined, key=lambda name: (name in members, comp.get(name, -2), name)))
-    return tuple(sorted(chosen))
-
-
-def _constant(term):
-    if term[0] in ("num", "str"):
-        return term[1]
-    raise SdyError("a fact's arguments must be constants")
-
-
-# -- code generation ---------------------------------------------------------
-
-def _rules_lines(items: list[tuple[Clause, int | None]], name: str,
-                 keys: dict[str, str]) -> list[str]:
-    """The source of function ``name(rel, index, delta_index, out)`` evaluating the
-    rules ``items`` (each a clause, reading the delta at body position ``delta``
-    if given) one after the other, each adding its tuples to ``out[head]``; the
-    index keys it reads are added to ``keys`` (global -> its definition)."""
-    fetched: dict[str, str] = {}   # relation variable -> its fetch, once per call
-    blocks: list[str] = []
-    for clause, delta in items:
-        gen = _Gen(clause)
-        gen.depth = 2
-        start = gen.once()
-        literals = list(enumerate(clause.body))
-        if delta is not None:   # the delta is small: join from it
-            literals.insert(0, literals.pop(delta))
-        gen.conjunction(literals, delta)
-        head_args = ", ".join(gen.expr(a) for a in clause.head[2])
-        gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
-        gen.end_once(start)
-        fetched.update(gen.sets)
-        keys.update(gen.keys)
-        # Run the rule when no relation the body joins is empty; fetch the indexes
-        # the loops read then (each once per call, not per tuple).
-        test = " and ".join(sorted(gen.required)) or "True"
-        blocks.append(f"    if {test}:")
-        blocks.append(f"        add = out[{clause.head[1]!r}].add")
-        blocks += [f"        {var} = {fetch}" for var, fetch in gen.indexes.items()]
-        blocks += gen.lines
-    header = [f"def {name}(rel, index, delta_index, out):"]
-    header += [f"    {var} = {fetch}" for var, fetch in fetched.items()]
-    return header + blocks + [""]
-
-
-class _Gen:
-    def __init__(self, clause: Clause):
-        self.clause = clause
-        self.injected = injected_variables(clause)
-        self.lines: list[str] = []
-        self.depth = 0
-        self.bound: set[str] = set()
-        self.counter = 0
-        self.aggregates = 0   # how many aggregates the code being emitted is inside
-        self.sets: dict[str, str] = {}      # local variable -> the relation it holds
-        self.indexes: dict[str, str] = {}   # local variable -> the index it holds
-        self.keys: dict[str, str] = {}      # global -> the index key it holds
-        self.required: set[str] = set()     # relations the body joins (none empty, or no tuple)
-
-    def error(self, message: str) -> SdyError:
-        return SdyError(message, file="<program>", line=self.clause.line, col=self.clause.col)
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def once(self) -> int:
-        """Open a loop run once, which a test before any scan leaves with
-        ``continue``; where the loop's body starts (for :meth:`end_once`)."""
-        self.line("for _once in (0,):")
-        self.depth += 1
-        return len(self.lines)
-
-    def end_once(self, start: int) -> None:
-        """Close the loop :meth:`once` opened, leaving it out (its body one level
-        less deep) when nothing in its body leaves it."""
-        opening = self.lines[start - 1]
-        indent = opening[:len(opening) - len(opening.lstrip())] + "    "
-        body = self.lines[start:]
-        if not any(line.startswith(indent) and line[len(indent)] != " "
-                   and line.endswith(": continue") for line in body):
-            self.lines[start - 1:] = [line[4:] for line in body]
-
-    def fresh(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
-    def expr(self, term) -> str:
-        kind = term[0]
-        if kind == "var":
-            if term[1] not in self.bound:
-                raise self.error(f"variable {term[1]} is not bound")
-            return f"v_{term[1]}"
-        if kind in ("num", "str"):
-            return repr(term[1])
-        if kind == "bin":
-            left, right = self.expr(term[2]), self.expr(term[3])
-            if term[1] == "/":
-                return f"_div({left}, {right}, {self.clause.line}, {self.clause.col})"
-            if term[1] == "%":
-                return f"_mod({left}, {right}, {self.clause.line}, {self.clause.col})"
-            return f"_w({left} {_PY_OPS[term[1]]} {right})"
-        raise self.error(f"unexpected {kind} in an expression")
-
-    def ready(self, lit) -> str | None:
-        """How ``lit`` can run with the variables bound now: 'scan', 'test',
-        'assign', or None (not yet)."""
-        if lit[0] == "atom":
-            if not lit[3]:
-                ok = all(a[0] in ("var", "anon") or variables(a) <= self.bound for a in lit[2])
-                return "scan" if ok else None
-            return "test" if variables(lit) <= self.bound else None
-        left, right = lit[2], lit[3]
-        need = set()
-        for side in (left, right):
-            # An aggregate needs its injected variables; the others are its own.
-            need |= self.injected[side[4]] if side[0] == "agg" else variables(side)
-        missing = need - self.bound
-        if not missing:
-            return "test"
-        if lit[1] == "=":
-            for var_side, other in ((left, right), (right, left)):
-                if (var_side[0] == "var" and missing == {var_side[1]}
-                        and var_side[1] not in variables(other)):
-                    return "assign"
-        return None
-
-    def bound_args(self, atom) -> int:
-        """How many arguments of ``atom`` are known before it is scanned."""
-        return sum(1 for a in atom[2] if a[0] != "anon" and variables(a) <= self.bound)
-
-    def conjunction(self, literals, delta: int | None) -> None:
-        """Emit loops and tests for ``literals`` ((position, literal) pairs); the
-        deferred ones (:func:`~sdy_dl.datalog.check.deferred`: divisions) last."""
-        late = deferred([lit for _, lit in literals], set(self.bound))
-        pending = [item for item, is_late in zip(literals, late) if not is_late]
-        later = [item for item, is_late in zip(literals, late) if is_late]
-        while pending or later:
-            if not pending:
-                pending, later = later, []
-            choice = None
-            for n, (pos, lit) in enumerate(pending):
-                how = self.ready(lit)
-                if how in ("test", "assign"):
-                    choice = (n, how)
-                    break
-            if choice is None:   # the delta (the fewest tuples), else the scan with
-                best = -1        # the most bound arguments (an index lookup)
-                for n, (pos, lit) in enumerate(pending):
-                    if self.ready(lit) == "scan":
-                        if delta is not None and pos == delta:
-                            choice = (n, "scan")
-                            break
-                        if self.bound_args(lit) > best:
-                            choice, best = (n, "scan"), self.bound_args(lit)
-            if choice is None:
-                raise self.error("rule is not safe: a literal's variables are never bound")
-            n, how = choice
-            pos, lit = pending.pop(n)
-            if lit[0] == "atom":
-                self.atom(lit, delta is not None and pos == delta)
-            else:
-                self.comparison(lit, how)
-
-    def atom(self, lit, from_delta: bool) -> None:
-        name, args, negated = lit[1], lit[2], lit[3]
-        keys, key_exprs, binds, checks = [], [], [], []
-        seen: dict[str, int] = {}
-        for p, a in enumerate(args):
-            if a[0] == "anon":
-                continue
-            if a[0] == "var" and a[1] not in self.bound:
-                if a[1] in seen:
-                    checks.append((p, seen[a[1]]))
-                else:
-                    seen[a[1]] = p
-                    binds.append((a[1], p))
-                continue
-            keys.append(p)
-            key_exprs.append(self.expr(a))
-        source = "delta_index" if from_delta else "index"
-        relation = self._relation(name, from_delta)
-        if not negated and not self.aggregates:
-            self.required.add(relation)
-        # A test is enough unless the atom binds something, or it is counted in an
-        # aggregate (Soufflé counts each matching tuple, '_' positions included).
-        if negated or (not binds and not checks
-                       and (not self.aggregates or len(keys) == len(args))):
-            if len(keys) == len(args):
-                test = f"({', '.join(key_exprs)}{',' if len(keys) == 1 else ''}) in {relation}"
-            elif keys:
-                test = f"{self._lookup(source, name, keys, key_exprs)}"
-            else:
-                test = relation
-            self.line(f"if {'' if negated else 'not '}{test}: continue")
-            return
-        # The loop unpacks each tuple into the variables it binds ('_' for the
-        # other columns; a repeated variable's later columns into fresh names,
-        # compared after).
-        targets = ["_"] * len(args)
-        for var, p in binds:
-            targets[p] = f"v_{var}"
-        compared = []
-        for p, q in checks:
-            targets[p] = self.fresh("c")
-            compared.append(f"if {targets[p]} != {targets[q]}: continue")
-        target = f"({', '.join(targets)},)" if binds else "_"
-        source_expr = self._lookup(source, name, keys, key_exprs) if keys else relation
-        self.line(f"for {target} in {source_expr}:")
-        self.depth += 1
-        self.bound.update(var for var, _ in binds)
-        for text in compared:
-            self.line(text)
-
-    def _relation(self, name: str, from_delta: bool) -> str:
-        """The local variable holding relation ``name`` (or its delta)."""
-        var = f"{'D' if from_delta else 'R'}_{name}"
-        self.sets[var] = f"{'delta_index.rel' if from_delta else 'rel'}[{name!r}]"
-        return var
-
-    def _lookup(self, source: str, name: str, keys: list[int], key_exprs: list[str]) -> str:
-        var = f"{'DX' if source == 'delta_index' else 'X'}_{name}_{'_'.join(map(str, keys))}"
-        self.indexes[var] = f"{source}[K_{name}_{'_'.join(map(str, keys))}]"
-        self.keys[f"K_{name}_{'_'.join(map(str, keys))}"] = f"IndexKey({name!r}, {tuple(keys)!r})"
-        if len(keys) == 1:
-            return f"{var}.get({key_exprs[0]}, ())"
-        return f"{var}.get(({', '.join(key_exprs)}), ())"
-
-    def comparison(self, lit, how: str) -> None:
-        op, left, right = lit[1], lit[2], lit[3]
-        sides = []
-        for side in (left, right):
-            if side[0] == "agg":
-                sides.append(("value", self.aggregate(side)))
-            else:
-                sides.append(("term", side))
-        if how == "assign":
-            target, other = (0, 1) if left[0] == "var" and left[1] not in self.bound else (1, 0)
-            var = (left, right)[target][1]
-            value = sides[other][1] if sides[other][0] == "value" else self.expr(sides[other][1])
-            self.line(f"v_{var} = {value}")
-            self.bound.add(var)
-            return
-        texts = [s[1] if s[0] == "value" else self.expr(s[1]) for s in sides]
-        self.line(f"if not ({texts[0]} {_PY_OPS[op]} {texts[1]}): continue")
-
-    def aggregate(self, agg) -> str:
-        """Emit the aggregate's loops; the name of the variable holding its value."""
-        func, expr, body = agg[1], agg[2], agg[3]
-        result = self.fresh("agg")
-        distinct = func in ("count", "sum") and materialized(agg)
-        if distinct:   # the distinct bindings of the body's variables -> the expression
-            self.line(f"{result} = {{}}")
-        else:
-            self.line(f"{result} = {'0' if func in ('count', 'sum') else 'None'}")
-        saved_bound, saved_depth = set(self.bound), self.depth
-        start = self.once()
-        self.aggregates += 1
-        self.conjunction(list(enumerate(body)), None)
-        self.aggregates -= 1
-        value = self.expr(expr) if expr is not None else None
-        if distinct:
-            local = sorted(self.bound - saved_bound)
-            key = f"({''.join(f'v_{v}, ' for v in local)})"
-            self.line(f"{result}[{key}] = {value if func == 'sum' else 1}")
-        elif func == "count":
-            self.line(f"{result} += 1")
-        elif func == "sum":
-            self.line(f"{result} += {value}")
-        else:
-            better = "<" if func == "min" else ">"
-            e = self.fresh("e")
-            self.line(f"{e} = {value}")
-            self.line(f"if {result} is None or {e} {better} {result}: {result} = {e}")
-        self.end_once(start)
-        self.bound, self.depth = saved_bound, saved_depth
-        if distinct:
-            total = f"len({result})" if func == "count" else f"_w(sum({result}.values()))"
-            self.line(f"{result} = {total}")
-        elif func == "sum":
-            self.line(f"{result} = _w({result})")
-        if func in ("min", "max"):
-            self.line(f"if {result} is None: continue")
-        return result
