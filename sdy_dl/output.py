@@ -32,9 +32,10 @@ def write_report(path: str, fmt: str, report, text: Callable[[], str]) -> None:
     write_atomic(path, body + "\n")
 
 
-def write_atomic(path: str, text: str | Iterable[str]) -> None:
+def write_atomic(path: str, text: str | bytes | Iterable[str]) -> None:
     """Write ``text`` to ``path`` (``-`` is stdout) as described above; ``text`` may
-    come in pieces (written as they come: a piece that fails leaves no file)."""
+    come in pieces (written as they come: a piece that fails leaves no file), or as
+    its UTF-8 bytes."""
     if path == "-":
         _write_stdout(text)
         return
@@ -55,12 +56,16 @@ def write_atomic(path: str, text: str | Iterable[str]) -> None:
     _replace(path, target, text, None if st is None else stat.S_IMODE(st.st_mode))
 
 
-def _pieces(text: str | Iterable[str]) -> Iterable[str]:
+def _pieces(text: str | bytes | Iterable[str]) -> Iterable[str | bytes]:
     """``text`` as a sequence of pieces to write."""
-    return (text,) if isinstance(text, str) else text
+    return (text,) if isinstance(text, (str, bytes)) else text
 
 
-def _write_stdout(text: str | Iterable[str]) -> None:
+def _utf8(piece: str | bytes) -> bytes:
+    return piece.encode("utf-8") if isinstance(piece, str) else piece
+
+
+def _write_stdout(text: str | bytes | Iterable[str]) -> None:
     """Every piece is made before the first is written: a failure while making
     them leaves standard output untouched.  A broken pipe stays
     :class:`BrokenPipeError` (the CLI stops quietly); any other failure is an
@@ -68,7 +73,7 @@ def _write_stdout(text: str | Iterable[str]) -> None:
     pieces = list(_pieces(text))
     try:
         for piece in pieces:
-            sys.stdout.write(piece)
+            sys.stdout.write(piece if isinstance(piece, str) else piece.decode("utf-8"))
         sys.stdout.flush()
     except BrokenPipeError:
         # Nobody reads the rest; keep Python from complaining again at exit.
@@ -78,25 +83,25 @@ def _write_stdout(text: str | Iterable[str]) -> None:
         raise SdyError(f"cannot write output: {e.strerror or e}", file="<stdout>") from None
 
 
-def _write_through(path: str, text: str | Iterable[str]) -> None:
+def _write_through(path: str, text: str | bytes | Iterable[str]) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path, "wb") as f:
             for piece in _pieces(text):
-                f.write(piece)
+                f.write(_utf8(piece))
     except OSError as e:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
 
 
-def _replace(path: str, target: str, text: str | Iterable[str], mode: int | None) -> None:
+def _replace(path: str, target: str, text: str | bytes | Iterable[str], mode: int | None) -> None:
     directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".sdy-dl-", dir=directory)
     except OSError as e:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             for piece in _pieces(text):
-                f.write(piece)
+                f.write(_utf8(piece))
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as e:

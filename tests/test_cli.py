@@ -121,6 +121,8 @@ def test_output_written_in_pieces_is_whole_or_absent(tmp_path):
     with pytest.raises(SdyError):
         write_atomic(str(tmp_path / "new.html"), failing())
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+    write_atomic(str(out), "<p>\u00e4</p>\n".encode("utf-8"))   # (UTF-8 bytes, as they are)
+    assert out.read_text(encoding="utf-8") == "<p>\u00e4</p>\n"
 
 
 def test_bad_pass_option_is_a_usage_error(tmp_path):

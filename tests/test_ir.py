@@ -45,6 +45,20 @@ def test_round_trip_on_real_programs(name):
     assert module.print() == jaxlib_print(text)
 
 
+def test_a_verified_module_prints_as_jaxlib_prints_it():
+    """``print(verified=True)`` skips the printer's own verification and
+    ``binary=True`` gives UTF-8 bytes: the text is jaxlib's either way."""
+    from sdy_dl.ir.loader import verify_module
+
+    text = lowered("mlp")
+    module = parse_module_text(text, "mlp.mlir")
+    verify_module(module)
+    expected = jaxlib_print(text)
+    assert module.print(verified=True) == expected
+    assert module.print(verified=True, binary=True) == expected.encode("utf-8")
+    assert module.print(binary=True) == expected.encode("utf-8")
+
+
 def test_round_trip_rewrites_shardings_of_every_kind():
     text = lowered("shard_map")
     module = parse_module_text(text)

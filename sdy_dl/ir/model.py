@@ -262,9 +262,15 @@ class Module:
         blocks = func.regions[0].blocks if func.regions else []
         return blocks[-1].ops[-1] if blocks and blocks[-1].ops else None
 
-    def print(self) -> str:
-        """The module printed exactly as jaxlib prints it."""
-        return str(self.mlir)
+    def print(self, verified: bool = False, binary: bool = False) -> str | bytes:
+        """The module printed exactly as jaxlib prints it (``str(module)``).
+        ``verified``: the module passed :func:`~sdy_dl.ir.loader.verify_module`
+        and was not edited since, so MLIR's printer skips the verification it
+        runs first (to fall back to the generic form; 0.01 s at 13k ops);
+        ``binary``: the text as UTF-8 bytes, not decoded into a string."""
+        if not (verified or binary):
+            return str(self.mlir)
+        return self.mlir.operation.get_asm(binary=binary, assume_verified=verified)
 
     def location(self, op: Op) -> tuple[str, int | None, int | None]:
         return (self.file, op.line, op.col)
