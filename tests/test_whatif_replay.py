@@ -428,3 +428,71 @@ def test_pops_that_first_read_a_slot_without_a_sharding_replay_in_runs():
     assert replay is not None and replay.fixpoints == 5 and replay.replayed
     # (12 reducers of 2 ops each: one by one, they alone were 24 pops)
     assert replay.singles < 12, (replay.singles, replay.runs)
+
+
+_SYNCED = """sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>},
+                %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>})
+    -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"b", ?}]>}, tensor<8x8xf32>,
+        tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<8x8xf32>
+  %1 = stablehlo.multiply %arg1, %arg1 : tensor<8x8xf32>
+  %2 = stablehlo.negate %arg2 : tensor<8x8xf32>
+  return %0, %0, %1, %2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}
+"""
+
+
+def test_result_syncs_replay_the_results_whose_reads_are_the_same():
+    """Each result sync of main is the record's but for the results whose returned
+    value or result differs (or was written by an earlier result's sync in the
+    same sync: result 1 returns what result 0's annotation writes): those are
+    synced for real; everything answered is the plain what-if's."""
+    replays = [_replayed_and_plain(_SYNCED, lambda before, edit=edit: [Edit("set", *edit)])
+               for edit in [("arg:0", '<@mesh, [{}, {"a"}]>'), ("arg:0", '<@mesh, [{"b"}, {}]>'),
+                            ("arg:1", '<@mesh, [{}, {"b"}]>'), ("arg:2", '<@mesh, [{"a"}, {"b"}]>'),
+                            ("arg:2", '<@mesh, [{}, {"a"}]>')]]
+    assert all(r is not None and r.syncs == 10 for r in replays)
+    replayed = sum(r.syncs_replayed for r in replays)
+    synced = sum(r.results_synced for r in replays)
+    assert replayed >= 20 and 0 < synced < 4 * replayed, (replayed, synced)
+
+
+def _results_and_reads_faulted(at: int, fault: str, monkeypatch) -> None:
+    """Main's sync number ``at`` of each what-if starts from a state its record's
+    sync did not (``fault``: result 0 held as another sharding, or the value
+    result 2 returns not read yet), in the replayed what-if and the plain one
+    alike; they answer alike."""
+    from sdy_dl.propagation.driver import Propagator
+    from sdy_dl.sharding import parse_tensor_sharding
+
+    before = propagate(_SYNCED, engine="python")
+    sync = Propagator._sync_main_results
+
+    def faulted(self, main):
+        n = self.__dict__.get("made", 0)
+        self.made = n + 1
+        if n == at:
+            state = self.state
+            if fault == "result":
+                state._results[(main.oid, 0)] = parse_tensor_sharding(
+                    '<@mesh, [{?}, {"b", "c", ?}]>')
+            else:
+                state._value.pop(state.slot(self.module.func_return(main).operands[2]).vid)
+        sync(self, main)
+    monkeypatch.setattr(Propagator, "_sync_main_results", faulted)
+    edits = [Edit("set", "arg:2", '<@mesh, [{}, {"a"}]>')]
+    replayed, changes = before.whatif(edits)
+    fixpoints, before.audit.fixpoints = before.audit.fixpoints, None
+    plain, plain_changes = before.whatif(edits)
+    before.audit.fixpoints = fixpoints
+    assert replayed.audit.replay.syncs_replayed and plain.audit.replay is None
+    assert _answers(replayed, changes) == _answers(plain, plain_changes)
+    return replayed.audit.replay
+
+
+@pytest.mark.parametrize("at, fault", [(0, "result"), (3, "result"), (1, "read"), (5, "read")])
+def test_a_result_sync_whose_reads_differ_from_the_records_runs(at, fault, monkeypatch):
+    replay = _results_and_reads_faulted(at, fault, monkeypatch)
+    assert replay.results_synced, replay.results_synced

@@ -179,6 +179,32 @@ class ProvenanceTracer:
         self.writes.extend(writes)
         return True
 
+    @property
+    def begun(self) -> int:
+        """How many causes began so far."""
+        return self._count
+
+    def take_causes_in_step(self, begun: int, at: int, after: int, writes: list) -> bool:
+        """Record that causes ``begun + 1`` to ``after`` began and wrote ``writes``, as
+        another tracer of the same module recorded them for work replayed that is
+        not a visit (a function-result sync, whose causes are no steps), when this
+        tracer is in step with it (``begun`` causes began here and ``at`` writes
+        were made, as there before them: the causes are the other's, with the same
+        keys); False: not in step, nothing recorded."""
+        if self._count != begun or len(self.writes) != at or self._cause is not None:
+            return False
+        self._count = after
+        by_key, n = self._by_key, len(self.writes)
+        for write in writes:
+            found = by_key.get(write.key)
+            if found is None:
+                by_key[write.key] = [n]
+            else:
+                found.append(n)
+            n += 1
+        self.writes.extend(writes)
+        return True
+
     def end(self) -> None:
         self._cause = None
 

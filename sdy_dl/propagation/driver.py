@@ -633,7 +633,7 @@ class Propagator:
 
     # -- main function results (§8.7) -----------------------------------
 
-    def _result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
+    def result_sync_step(self, main: Op, index: int, value: Value) -> StepInput | None:
         """The step syncing returned ``value`` with result ``index`` of ``main``."""
         if not value.static or not value.shape:
             return None
@@ -648,9 +648,25 @@ class Propagator:
         ret = self.module.func_return(main)
         if ret is None:
             return
+        # A sync another propagation of this module made is replayed where its
+        # reads are the same; a recorded one is recorded (``propagation.replay``).
+        replay, recorder = self.replay, self.recorder
+        if replay is not None and replay.sync(self, main, ret):
+            return
+        if recorder is None:
+            self._sync_results(main, ret)
+            return
+        sync = recorder.sync_begins(self, main, ret)
+        recorder.sync_ends(self, sync, self._sync_results(main, ret, sync.mark))
+
+    def _sync_results(self, main: Op, ret: Op, mark=None) -> list[tuple[int, TensorSharding]]:
+        """Sync every result of ``main`` with the value ``ret`` returns for it; returns
+        the (result index, sharding) written to the results, in order.  ``mark()``
+        is called before each result's sync (a recording's)."""
+        written: list = []
         # Evaluate the steps of all results in one call, as they read now; a step
         # whose inputs an earlier sync changed is evaluated on its own below.
-        steps = [self._result_sync_step(main, i, v) for i, v in enumerate(ret.operands)]
+        steps = [self.result_sync_step(main, i, v) for i, v in enumerate(ret.operands)]
         ahead = list(dict.fromkeys(s for s in steps if s is not None and s not in self._memo))
         if ahead:
             self._memo.update(zip(ahead, self.evaluate(ahead)))
@@ -659,27 +675,40 @@ class Propagator:
         state = self.state
         clock = state.clock
         for index, value in enumerate(ret.operands):
+            if mark is not None:
+                mark()
             # (as read above unless a sync wrote a value since: result ``index`` is
             # written only by its own sync)
-            step = steps[index] if state.clock == clock else self._result_sync_step(main, index, value)
-            if step is None:
-                continue
-            output = self._memo.get(step)
-            if output is None:
-                output = self.evaluate([step])[0]
-                self.engine_calls += 1
-                self._memo[step] = output
-            tracer = self.state.tracer
-            if tracer is not None:
-                tracer.begin("result", f"function result {index} synced with the returned value",
-                             inputs=[(value_key(self.state.slot(value)), step.operands[0]),
-                                     (("result", index), step.results[0])])
-            if output.operands[0] is not None:
-                self.state.set(value, output.operands[0])
-            if output.results[0] is not None:
-                self.state.set_result(main, index, output.results[0])
-            if tracer is not None:
-                tracer.end()
+            step = steps[index] if state.clock == clock else self.result_sync_step(main, index, value)
+            self.sync_result(main, index, value, step, written)
+        if mark is not None:
+            mark()
+        return written
+
+    def sync_result(self, main: Op, index: int, value: Value, step: StepInput | None,
+                    written: list) -> None:
+        """Sync result ``index`` of ``main`` with returned ``value`` by ``step`` (read
+        now, :meth:`result_sync_step`); (index, sharding) joins ``written`` when
+        the result is written."""
+        if step is None:
+            return
+        output = self._memo.get(step)
+        if output is None:
+            output = self.evaluate([step])[0]
+            self.engine_calls += 1
+            self._memo[step] = output
+        tracer = self.state.tracer
+        if tracer is not None:
+            tracer.begin("result", f"function result {index} synced with the returned value",
+                         inputs=[(value_key(self.state.slot(value)), step.operands[0]),
+                                 (("result", index), step.results[0])])
+        if output.operands[0] is not None:
+            self.state.set(value, output.operands[0])
+        if output.results[0] is not None:
+            self.state.set_result(main, index, output.results[0])
+            written.append((index, output.results[0]))
+        if tracer is not None:
+            tracer.end()
 
 
 def no_fixpoint_error(op: Op) -> SdyError:

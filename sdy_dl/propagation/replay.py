@@ -82,8 +82,10 @@ the divergence, B re-aligns at ``j + 1`` with ``D`` updated over every value
 either run wrote since (no other value can have changed whether it
 differs); otherwise it runs the rest of the pass for real.
 
-Between fixpoints both runs do the same non-fixpoint work for real (result
-syncs, user-priority rewrites); a fixpoint is replayed when its phase,
+Between fixpoints both runs do the same non-fixpoint work (user-priority
+rewrites for real; the main function's result syncs replayed result by
+result where their reads are the record's, :meth:`Replay.sync`, recorded per
+result as :class:`SyncTrace`); a fixpoint is replayed when its phase,
 strategy and erased set are the record's, starting from the record's
 initial stack (the two initial stacks differ only in ops left out because
 popping them does nothing, see ``Propagator._fixpoint``), with ``D``
@@ -102,7 +104,7 @@ and rules, are the record's too (:meth:`PassTrace.share_priorities`).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 
 from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
@@ -212,6 +214,8 @@ class PassTrace:
         self.uses: dict | None = None    # its propagator's use_orders() when it began
         self.tracer = None               # the recording tracer (its writes are read)
         self.values: list = []           # the recorded module's values (their keys are read)
+        #: the main function's result syncs, in order (:class:`SyncTrace`)
+        self.syncs: list[SyncTrace] = []
         #: when the pass ended: the function-result shardings held ((func op, index) ->
         #: sharding) and the ops erased
         self.results: dict = {}
@@ -270,6 +274,31 @@ class PassTrace:
             self.site_wanted = wanted
             self.manual = propagator.state.manual_slots()
 
+    def sync_begins(self, propagator, main, ret) -> "SyncTrace":
+        """The recording run's ``propagator`` syncs ``main``'s results with what ``ret``
+        returns: what it holds now, and ``mark`` to call before each result's sync
+        and at the end (:meth:`sync_ends` is told what it wrote)."""
+        state = propagator.state
+        tracer, log = state.tracer, self.log
+        sync = SyncTrace(len(self.fixpoints), propagator.phase, propagator.strategy,
+                         state.results_of(main, len(ret.operands)))
+        logs, begun, writes = sync.logs, sync.begun, sync.writes
+
+        def mark() -> None:
+            logs.append(len(log))
+            begun.append(tracer.begun)
+            writes.append(len(tracer.writes))
+        sync.mark = mark
+        return sync
+
+    def sync_ends(self, propagator, sync: "SyncTrace", written: list) -> None:
+        """The sync :meth:`sync_begins` described ended, having written ``written``
+        ((result index, sharding)) to the function's results."""
+        sync.mark = None
+        if propagator.recorder is self and not self.done:
+            sync.written = written
+            self.syncs.append(sync)
+
     def sharding_at(self, vid: int, at: int):
         """The sharding of ``vid`` when the write log had ``at`` entries (``_STORED``:
         not read or written by then)."""
@@ -326,6 +355,26 @@ class PassTrace:
 
 def _nothing() -> None:
     pass
+
+
+@dataclass
+class SyncTrace:
+    """One sync of the main function's results with the values it returns
+    (``Propagator._sync_results``) in a recorded pass: when it ran (after how many
+    fixpoints, in which phase and strategy), the results held before it
+    (``ShardingState.results_of``), and before each result's sync and at its end
+    the write log's length, the causes begun and the tracer's writes; the results
+    it wrote, (index, sharding) in order."""
+
+    fixpoints: int
+    phase: str
+    strategy: str
+    results: tuple
+    logs: list = field(default_factory=list)
+    begun: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+    written: list = field(default_factory=list)
+    mark: object = None
 
 
 @dataclass(frozen=True)
@@ -404,6 +453,10 @@ class Replay:
         self.divergences = 0             # times the stacks became different
         self.realigned = 0               # ... and equal again
         self.runs = 0                    # runs of pops replayed at once
+        self.syncs = 0                   # result syncs made so far
+        self.syncs_replayed = 0          # ... replayed (hot results synced for real)
+        self.results_synced = 0          # results synced for real in them
+        self._sync_reads: frozenset | None = None
         self.singles = 0                 # pops made one by one while aligned
         #: the record's rules were taken (``PassTrace.share_priorities``): a visit
         #: not made looks up no rule the record's did not
@@ -514,17 +567,8 @@ class Replay:
         record's."""
         prop = self.propagator
         site = prop.site_of(op, directions)
-        vids = set()
-        slot = prop.state.slot
-        for value in site.tensors if site is not None else ():
-            s = slot(value)
-            vids.add(s.vid)
-            definer = s.defining_op
-            if results_share_a_slot(definer):
-                for other in definer.results:
-                    vids.add(other.vid)
-                    vids.add(slot(other).vid)
-        found = self._read_sets[op.oid] = (frozenset(vids), site)
+        found = self._read_sets[op.oid] = (
+            self._slots_read(prop, site.tensors if site is not None else ()), site)
         return found
 
     def read_sites(self, wanted) -> list[int] | None:
@@ -551,6 +595,105 @@ class Replay:
         found = [vid for vid in trace.site_wanted if vid not in edited]
         found.extend(vid for vid in read if wanted(state.get(values[vid])))
         return sorted(found)
+
+    # -- result syncs -----------------------------------------------------------------
+
+    def sync(self, prop, main, ret) -> bool:
+        """Make ``prop``'s sync of ``main``'s results with what ``ret`` returns,
+        replaying the record's sync at the same place where its reads are the same
+        (False: that sync is not known to be this one's, or the tracer is not in
+        step with it: it runs).  Result ``j``'s sync reads the slot of the value
+        returned for it (and, for a slot defined by an op with several results,
+        those results: the state's setter reads them) and result ``j``, and writes
+        only those.  The results whose reads meet ``D``, were not read yet, or
+        whose result differs from the record's before its sync are *hot*: each is
+        synced for real, and ``D`` brought up over what either run wrote then
+        (which may make later results hot); the runs between them take the
+        record's causes, writes and result writes, while the tracer is in step
+        with the record (once it is not, the rest runs for real)."""
+        k = self.syncs
+        self.syncs += 1
+        trace = self.trace
+        if not self.on or k >= len(trace.syncs) or trace.tracer is None:
+            return False
+        rec = trace.syncs[k]
+        state = prop.state
+        tracer = state.tracer
+        values = ret.operands
+        n = len(values)
+        if (rec.fixpoints != self.next or rec.phase != prop.phase or len(rec.results) != n
+                or rec.strategy != prop.strategy or not self._keys_same()
+                or tracer.begun != rec.begun[0] or len(tracer.writes) != rec.writes[0]):
+            return False
+        if self.diff is None:
+            self.diff = self._start_diff()
+        diff = self.diff
+        logs, begun, writes, theirs = rec.logs, rec.begun, rec.writes, trace.tracer.writes
+        # (D brought up to the sync: exact for both logs' lengths now)
+        self._update(diff, {v for v, _ in trace.log[self.trace_mark:logs[0]]}
+                     | {v for v, _ in self.log[self.mark:]}, logs[0])
+        self.trace_mark, self.mark = logs[0], len(self.log)
+        if self._sync_reads is None:
+            self._sync_reads = by_vid = {}
+            for j, value in enumerate(values):
+                for vid in self._slots_read(prop, (value,)):
+                    by_vid.setdefault(vid, []).append(j)
+        by_vid = self._sync_reads
+        held, manual = state.held, state.manual_slots()
+        hot = {j for j, (ours, recorded) in enumerate(zip(state.results_of(main, n), rec.results))
+               if ours is not recorded and ours != recorded}
+        for vid, found in by_vid.items():
+            if vid in diff or vid in manual or held(vid, _STORED) is _STORED:
+                hot.update(found)
+        pending = sorted(hot)
+        written = rec.written
+        at_written = [j for j, _ in written]
+        j = 0
+        while True:
+            h = pending.pop(0) if pending else n
+            if h > j:   # (results j .. h-1: the record's)
+                tracer.take_causes_in_step(begun[j], writes[j], begun[h], theirs[writes[j]:writes[h]])
+                state.take_writes(trace.log[logs[j]:logs[h]])
+                state.take_results(main, written[bisect_left(at_written, j):bisect_left(at_written, h)])
+            if h == n:
+                break
+            before = len(self.log)
+            value = values[h]
+            prop.sync_result(main, h, value, prop.result_sync_step(main, h, value), [])
+            self.results_synced += 1
+            if tracer.begun != begun[h + 1] or len(tracer.writes) != writes[h + 1]:
+                for index in range(h + 1, n):   # (no longer in step: the rest runs)
+                    value = values[index]
+                    prop.sync_result(main, index, value, prop.result_sync_step(main, index, value), [])
+                return True
+            gained = {v for v, _ in self.log[before:]} | {v for v, _ in trace.log[logs[h]:logs[h + 1]]}
+            had = len(diff)
+            self._update(diff, gained, logs[h + 1])
+            if len(diff) != had or not diff.isdisjoint(gained):
+                for vid in gained & diff:
+                    pending.extend(i for i in by_vid.get(vid, ()) if i > h)
+                pending = sorted(set(pending))
+            j = h + 1
+        self.trace_mark, self.mark = logs[n], len(self.log)
+        self.syncs_replayed += 1
+        return True
+
+    @staticmethod
+    def _slots_read(prop, values) -> frozenset:
+        """The slots (by vid) reading or writing ``values`` reads: each one's slot and,
+        for a slot defined by an op with several results, those results and their
+        slots."""
+        vids = set()
+        slot = prop.state.slot
+        for value in values:
+            s = slot(value)
+            vids.add(s.vid)
+            definer = s.defining_op
+            if results_share_a_slot(definer):
+                for other in definer.results:
+                    vids.add(other.vid)
+                    vids.add(slot(other).vid)
+        return frozenset(vids)
 
     # -- runs of pops replayed at once -------------------------------------------------
 

@@ -18,6 +18,10 @@ from sdy_dl.ir.walk import key
 from sdy_dl.sharding import TensorSharding
 
 
+#: A function result :meth:`ShardingState.results_of` finds neither read nor written.
+_UNREAD = object()
+
+
 def value_key(value: Value) -> int:
     """A key for a value that survives IR changes and re-indexing (its C++ pointer,
     read once per model value: provenance asks for it at every traced step; a
@@ -124,6 +128,20 @@ class ShardingState:
         self.clock = clock + len(vids)
         if self.log is not None:
             self.log.extend(writes)
+
+    def results_of(self, func: Op, count: int) -> tuple:
+        """The shardings held for results 0 to ``count - 1`` of function ``func``
+        (a marker for those not read or written), without reading them."""
+        results, oid = self._results, func.oid
+        return tuple([results.get((oid, i), _UNREAD) for i in range(count)])
+
+    def take_results(self, func: Op, writes: list) -> None:
+        """Make ``writes``, (result index, sharding) of function ``func``'s results, as
+        :meth:`set_result` made them in another propagation of the same module,
+        not traced (the caller records them with the tracer)."""
+        for index, sharding in writes:
+            self._results[(func.oid, index)] = sharding
+            self._changed_results.add((func.oid, index))
 
     def held_results(self) -> dict:
         """(function op, result index) -> its sharding, of the results read or written."""
