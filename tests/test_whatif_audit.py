@@ -381,7 +381,8 @@ def test_random_edits_equal_the_computations_from_scratch(name, seed):
 def test_input_values_read_alone_are_the_tables(name):
     """Input values looked up before the input's value table is made (a what-if
     resolves one edit) have the places, names and annotations the table gives
-    them; a block argument past its op's first block is read from the table."""
+    them (a function's arguments named without an AsmState); a block argument
+    past its op's first block is read from the table."""
     from test_whatif import program
 
     from sdy_dl.audit.naming import InputIndex, ValueTable
@@ -505,15 +506,25 @@ def test_whatif_whose_export_made_and_erased_ops_reads_what_it_did(arg1, arg2, e
     assert len(list(_regrouped(arg1, arg2, edits))) == 2
 
 
+#: :data:`BROADCASTS` with the first broadcast used last too: a use moved off it
+#: leaves its last use where it was.
+LATE_USE = BROADCASTS.replace(
+    "  return %n, %4, %7,",
+    "  %8 = stablehlo.add %0, %n : tensor<8x8xf32>\n  return %8, %4, %7,")
+
+
 @pytest.mark.parametrize("arg1, arg2, edits", REGROUPINGS)
-def test_edited_mains_places_are_its_own_layouts(arg1, arg2, edits):
+@pytest.mark.parametrize("module", ["BROADCASTS", "LATE_USE"])
+def test_edited_mains_places_are_its_own_layouts(module, arg1, arg2, edits):
     """Main's entries read from the first output's and what the export did are the
     edited output's own layout's: each value's position and last use (ops made
-    and erased before it shift it; the peak alone would not tell)."""
+    and erased before it shift it; the peak alone would not tell; a value whose
+    last user still reads it keeps it, else its uses are read)."""
     from sdy_dl.audit.whatif import Edit
 
-    before = propagate(BROADCASTS.replace("ARG1", arg1).replace("ARG2", arg2),
-                       engine="python")
+    text = globals()[module]
+    assert module == "BROADCASTS" or "%8 = stablehlo.add %0, %n" in text
+    before = propagate(text.replace("ARG1", arg1).replace("ARG2", arg2), engine="python")
     after, changes = before.whatif([Edit("set", v, f"<@mesh, [{s}]>") for v, s in edits])
     edited, read = changes.edited, []
     main = edited._main

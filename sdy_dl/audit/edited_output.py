@@ -354,7 +354,6 @@ class EditedOutput:
             removed.setdefault((f"o{old}", 0), []).append((user, operand))
             added.setdefault(("made", now) if kind == "made" else (f"o{now}", 0),
                              []).append(place(user))
-        numbers = table.op_numbers
         last = {}
         for value in set(removed) | set(added):
             if value in self.erased:
@@ -362,10 +361,15 @@ class EditedOutput:
             users = list(added.get(value, ()))
             if value[0] != "made":
                 gone = removed.get(value, ())
-                for use in table.places[value][1].uses:
-                    n = numbers[key(use.owner)]
-                    if (n, use.operand_number) not in gone:
-                        users.append(place(n))
+                used = sa.last_use.get(value)
+                if used is not None and all(n != used for n, _ in gone):
+                    users.append(place(used))   # (its last user still is; places keep order)
+                elif used is not None:
+                    numbers = table.op_numbers
+                    for use in table.places[value][1].uses:
+                        n = numbers[key(use.owner)]
+                        if (n, use.operand_number) not in gone:
+                            users.append(place(n))
             last[value] = max(users) if users else None
         entries = []
         gone, op_of, last_use = self.erased, sa.op_of, sa.last_use

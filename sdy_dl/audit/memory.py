@@ -197,6 +197,7 @@ class _Builder:
         real = [m for m in self.meshes.values() if m.axes]
         self.only_mesh = real[0] if len(real) == 1 else None
         self._rows: dict = {}
+        self._alone: dict = {}   # (type, sharding, op, function) -> its row without a value
 
     @functools.cached_property
     def collectives(self):
@@ -210,12 +211,23 @@ class _Builder:
         depend only on its type and sharding, which values share: computed once.
         ``function``: its function's label, when ``out`` is None (a row without
         its output value)."""
+        if out is None:   # (rows without their output value are shared: none is edited)
+            row = self._alone.get((value_type, sharding, op, function), False)
+            if row is False:
+                known = self._known(value_type, sharding)
+                row = self._alone[(value_type, sharding, op, function)] = None \
+                    if known[0] is None else ValueMemory(function, op, *known, None)
+            return row
+        known = self._known(value_type, sharding)
+        if known[0] is None:
+            return None
+        return ValueMemory(out.func, op, *known, out)
+
+    def _known(self, value_type, sharding) -> tuple:
         known = self._rows.get((value_type, sharding))
         if known is None:
             known = self._rows[(value_type, sharding)] = self._numbers(value_type, sharding)
-        if known[0] is None:
-            return None
-        return ValueMemory(out.func if out is not None else function, op, *known, out)
+        return known
 
     def _numbers(self, value_type, sharding) -> tuple:
         from sdy_dl.ir.meshes import mesh_of

@@ -599,6 +599,11 @@ class InputIndex:
         top = owner
         while top.parent is not None and top.parent.name != "builtin.module":
             top = top.parent
+        if is_arg and top == owner and owner.name == "func.func":
+            # (MLIR names a function's arguments %arg0, %arg1, ... in order: no
+            # AsmState, which would walk the whole module, is needed for them)
+            prefix = name_prefix(owner, self.main)
+            return [f"{prefix}%arg{value.arg_number}", f"{prefix}arg:{value.arg_number}"]
         if not hasattr(self, "_asm"):
             self._asm = AsmNames(self._snapshot)
         return value_names(value, name_prefix(top if top.name == "func.func" else None,
