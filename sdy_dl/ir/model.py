@@ -266,7 +266,7 @@ class Module:
         """The module printed exactly as jaxlib prints it (``str(module)``).
         ``verified``: the module passed :func:`~sdy_dl.ir.loader.verify_module`
         and was not edited since, so MLIR's printer skips the verification it
-        runs first (to fall back to the generic form; 0.01 s at 13k ops);
+        runs first (to fall back to the generic form);
         ``binary``: the text as UTF-8 bytes, not decoded into a string."""
         if not (verified or binary):
             return str(self.mlir)
