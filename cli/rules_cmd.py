@@ -31,7 +31,7 @@ def list_rules(rule_files: tuple[str, ...], fmt: str) -> None:
 
     covered = load_rule_db(rule_files).ops()
     if fmt == "json":
-        click.echo(json.dumps([c.__dict__ for c in covered], indent=2))
+        click.echo(json.dumps([c._asdict() for c in covered], indent=2))
         return
     width = max(len(c.name) for c in covered)
     for c in covered:

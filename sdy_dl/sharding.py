@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, Optional, Union
+from typing import Iterable, NamedTuple, Optional, Union
 
 from sdy_dl.errors import SdyError
 from sdy_dl.frozen import HashedOnce
@@ -624,8 +624,7 @@ def format_sharding_per_value(shardings: Iterable[TensorSharding]) -> str:
 # Tokenizer and parser
 # --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str    # "str", "int", "ident", "sym", "hash", "float", punctuation, "eof"
     value: object
     pos: int     # offset of the first character

@@ -235,3 +235,27 @@ def test_an_option_given_as_flag_and_as_key_agrees():
     text = sdy_dl.propagate(PRIORITIES, engine="clingo", conservative=True,
                             pass_options={"conservative_propagation": "true"}).text
     assert text == sdy_dl.propagate(PRIORITIES, engine="clingo", conservative=True).text
+
+
+def test_pass_records_are_immutable_values():
+    """Options, registered passes, stages, the rules a database covers and the
+    sharding parser's tokens are records (named tuples, not dataclasses whose
+    methods Python would compile at every start): fields read by name,
+    assignment refused, equal and hashed alike by value, printed with their fields."""
+    from sdy_dl.passes import Stage
+    from sdy_dl.rules.db import load_rule_db
+    from sdy_dl.sharding import _tokenize
+
+    option = DEDUP_FUNCTIONS_FULLY
+    spec = get_pass("symbol-dce")
+    covered = load_rule_db().ops()[0]
+    token = _tokenize("{1}")[1]
+    for record in (option, spec, Stage("step"), covered, token):
+        copy = type(record)(*record)
+        assert copy == record and hash(copy) == hash(record) and copy is not record
+        assert repr(record).startswith(f"{type(record).__name__}({record._fields[0]}=")
+        with pytest.raises(AttributeError):
+            record.name = "other"   # (a field of each, or none: refused alike)
+    assert (option.name, option.default) == ("dedup-functions-fully", False)
+    assert spec.name == "symbol-dce" and callable(spec.run)
+    assert (token.kind, token.value, token.pos, token.end) == ("int", 1, 1, 2)

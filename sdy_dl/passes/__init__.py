@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
@@ -99,8 +100,7 @@ class PassOptions:
         return dataclasses.replace(self, context=dataclasses.replace(self.context, **fields))
 
 
-@dataclass(frozen=True)
-class PassSpec:
+class PassSpec(NamedTuple):
     """A registered pass: its name, one-line help, the function that runs it and
     the options it declares (:class:`~sdy_dl.passes.options.Option`)."""
 
@@ -197,8 +197,7 @@ def stage_key(stage: str, params: dict, engine: str, facts: dict) -> tuple | Non
     return key
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     """A Datalog stage, ``datalog/<name>/main.dl.j2``, declared by the pass module
     that runs it (``STAGE = Stage("constant_or_scalar_splitter")``) and named after
     that pass, or, for a part of a pass, after the Shardy class it stands for."""

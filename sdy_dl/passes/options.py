@@ -20,7 +20,7 @@ that lists what is valid.  An option sdy-dl declares but does not implement
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sdy_dl.errors import UsageError
 
@@ -28,8 +28,7 @@ _TRUE = ("true", "True", "TRUE", "1")
 _FALSE = ("false", "False", "FALSE", "0")
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One pass option: Shardy's name, type (``bool``, ``int``, ``string`` or a
     tuple of enum names), default, a line of help, and whether sdy-dl
     implements values other than the default."""

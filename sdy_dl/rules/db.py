@@ -15,9 +15,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir.walk import walk_model
@@ -33,8 +32,7 @@ RULES_ENV = "SDY_DL_RULES"
 RULE_ATTR = "sdy.sharding_rule"
 
 
-@dataclass(frozen=True)
-class CoveredOp:
+class CoveredOp(NamedTuple):
     """One line of ``rules list``: an op or custom-call target and where its rule is."""
 
     name: str          # op name, or '@target' for a custom call
