@@ -103,3 +103,35 @@ def test_memory_cli(tmp_path):
     assert data["functions"][0]["arguments"] == 294928
     assert data["top_unsharded"][0]["value"] == "%arg2"
     assert len(data["values"]) >= 10
+
+
+def _peak_by_hand(entries) -> tuple:
+    """The live bytes at every position (each entry live from its position to its last
+    use), the first position where they are largest, the first entry defined there."""
+    if not entries:
+        return 0, None
+    peak, at = 0, None
+    for p in range(max(e[1] for e in entries) + 1):
+        live = sum(e[4].bytes_per_device for e in entries if e[0] <= p <= e[1])
+        if live > peak:
+            peak, at = live, next(e for e in entries if e[0] == p)
+    return peak, at
+
+
+def test_peak_is_the_first_largest_live_sum():
+    """A function's peak of live intermediates and the value defined where it is first
+    reached, against the live bytes summed position by position (ties, values dead
+    on their own op, several values of one op, zero-byte values, empty)."""
+    import random
+    from types import SimpleNamespace
+
+    from sdy_dl.audit.memory import _peak
+
+    rng = random.Random(7)
+    for _ in range(300):
+        entries = []
+        for p in sorted(rng.choices(range(12), k=rng.randrange(0, 9))):
+            end = p + rng.choice([0, 0, 1, 2, 5])
+            entries.append((p, end, ("o", len(entries)), None,
+                            SimpleNamespace(bytes_per_device=rng.choice([0, 4, 4, 8, 16]))))
+        assert _peak(entries) == _peak_by_hand(entries), entries

@@ -334,6 +334,7 @@ class _Layout:
     results: list           # (result name, type, row)
     #: value key -> its name (None: its row's ``name``; rows without their output value)
     names: object = field(default=None, repr=False)
+    _places: tuple | None = field(default=None, repr=False, compare=False)
 
     def totals(self) -> FunctionMemory:
         peak, at = _peak(self.intermediates)
@@ -343,16 +344,31 @@ class _Layout:
 
     def with_shardings(self, rows: "_Builder", shardings: dict) -> "_Layout":
         """This layout with the rows of the values in ``shardings`` (value key or result
-        name -> its sharding) remade by ``rows`` for those shardings."""
-        def remade(entries):
-            out = []
-            for *place, value_key, value_type, r in entries:
-                if value_key in shardings:
-                    r = rows.row(r.out, value_type, shardings[value_key], r.op, r.function)
-                out.append((*place, value_key, value_type, r))
+        name -> its sharding) remade by ``rows`` for those shardings (the entries
+        found by :meth:`places`, the others shared)."""
+        places = self.places()
+
+        def remade(k: int, entries):
+            out = list(entries)
+            for value_key in shardings:
+                at = places[k].get(value_key)
+                if at is not None:
+                    *place, _, value_type, r = entries[at]
+                    out[at] = (*place, value_key, value_type,
+                               rows.row(r.out, value_type, shardings[value_key], r.op,
+                                        r.function))
             return out
-        return _Layout(self.function, remade(self.arguments), remade(self.intermediates),
-                       remade(self.results), self.names)
+        return _Layout(self.function, remade(0, self.arguments), remade(1, self.intermediates),
+                       remade(2, self.results), self.names)
+
+    def places(self) -> tuple:
+        """(value key -> its place in ``arguments``, in ``intermediates``, in
+        ``results``), made once."""
+        if self._places is None:
+            self._places = tuple({entry[-3]: k for k, entry in enumerate(entries)}
+                                 for entries in (self.arguments, self.intermediates,
+                                                 self.results))
+        return self._places
 
 
 def functions_with_shardings(audit, layouts: list, shardings: dict) -> list[FunctionMemory]:
@@ -450,18 +466,25 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
 def _peak(intermediates) -> tuple[int, tuple | None]:
     """The largest sum of live intermediates' bytes over the op order (each live from
     its op's position to its last use's), and the entry of the value defined where it
-    is reached (None: none)."""
-    events: dict[int, int] = {}
-    for i, last, _, _, r in intermediates:
-        events[i] = events.get(i, 0) + r.bytes_per_device
-        events[last + 1] = events.get(last + 1, 0) - r.bytes_per_device
-    first = {}
+    is reached (None: none): the first position where the running sum of what starts
+    and ends at each position exceeds every earlier one (a position where nothing
+    starts cannot, so the entry is the first defined there)."""
+    if not intermediates:
+        return 0, None
+    size = max(entry[1] for entry in intermediates) + 2   # (a value ends at or after its op)
+    change = [0] * size
+    first: list = [None] * size
     for entry in intermediates:
-        first.setdefault(entry[0], entry)
+        i, b = entry[0], entry[4].bytes_per_device
+        change[i] += b
+        change[entry[1] + 1] -= b
+        if first[i] is None:
+            first[i] = entry
     live = peak = 0
     at = None
-    for i in sorted(events):
-        live += events[i]
-        if live > peak:
-            peak, at = live, first.get(i)
+    for i, d in enumerate(change):
+        if d:
+            live += d
+            if live > peak:
+                peak, at = live, first[i]
     return peak, at
