@@ -237,12 +237,15 @@ def test_an_option_given_as_flag_and_as_key_agrees():
     assert text == sdy_dl.propagate(PRIORITIES, engine="clingo", conservative=True).text
 
 
-def test_pass_records_are_immutable_values():
-    """Options, registered passes, stages, the rules a database covers and the
-    sharding parser's tokens are records (named tuples, not dataclasses whose
-    methods Python would compile at every start): fields read by name,
-    assignment refused, equal and hashed alike by value, printed with their fields."""
+def test_records_are_immutable_values():
+    """Options, registered passes, stages, the rules a database covers, the
+    sharding parser's tokens, stage decisions and group copies are records
+    (named tuples, not dataclasses whose methods Python would compile at every
+    start): fields read by name, assignment refused, equal and hashed alike by
+    value, printed with their fields."""
     from sdy_dl.passes import Stage
+    from sdy_dl.propagation.decisions import Decision
+    from sdy_dl.propagation.groups import GroupCopy
     from sdy_dl.rules.db import load_rule_db
     from sdy_dl.sharding import _tokenize
 
@@ -250,7 +253,9 @@ def test_pass_records_are_immutable_values():
     spec = get_pass("symbol-dce")
     covered = load_rule_db().ops()[0]
     token = _tokenize("{1}")[1]
-    for record in (option, spec, Stage("step"), covered, token):
+    decision = Decision("step", (), ())
+    copy_to = GroupCopy(None, 1, 0, 2)
+    for record in (option, spec, Stage("step"), covered, token, decision, copy_to):
         copy = type(record)(*record)
         assert copy == record and hash(copy) == hash(record) and copy is not record
         assert repr(record).startswith(f"{type(record).__name__}({record._fields[0]}=")
@@ -259,3 +264,4 @@ def test_pass_records_are_immutable_values():
     assert (option.name, option.default) == ("dedup-functions-fully", False)
     assert spec.name == "symbol-dce" and callable(spec.run)
     assert (token.kind, token.value, token.pos, token.end) == ("int", 1, 1, 2)
+    assert (decision.stage, copy_to.k2) == ("step", 2)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """What a Datalog stage decided for a rewrite cause (user priorities, group
     syncs): the stage, the facts it ran on, and per tracer key the derived
     tuples (relation, args) behind that key's write, which ``explain --proof``

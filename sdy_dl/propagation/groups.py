@@ -11,7 +11,7 @@ member's new sharding), which :class:`GroupCopies` hands to the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sdy_dl.ir import Module, Value
 from sdy_dl.ir.mlir_ops import insert_sharding_op_after, sharding_group_id
@@ -29,8 +29,7 @@ def groups_of(module: Module) -> dict[int, list[Value]]:
     return groups
 
 
-@dataclass(frozen=True)
-class GroupCopy:
+class GroupCopy(NamedTuple):
     """One copy ``copy_to(gid, k, k2)`` decided: ``member`` (member ``k2`` of group
     ``gid``) gets the new sharding of member ``k``."""
 
