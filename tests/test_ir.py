@@ -270,3 +270,32 @@ def test_the_model_numbers_ops_and_values_in_walk_numbereds_order():
         assert [v.mlir for v in module.values] == values
         assert [v.vid for v in module.values] == list(range(len(values)))
         assert any(v.is_block_arg for v in module.values)
+
+
+@pytest.mark.parametrize("text", [SDY_OPS, "training_step", "shard_map"])
+def test_storing_many_shardings_at_once_writes_what_storing_each_writes(text):
+    """``store_shardings`` (one write per op; the only result of an ordinary op
+    written whole) leaves the attributes writing each value's sharding alone
+    (``write_stored``) leaves."""
+    from sdy_dl.ir.storage import store_shardings, write_stored
+    from sdy_dl.sharding import DimSharding, TensorSharding
+
+    text = text if text.startswith("\n") else lowered(text)
+    at_once, each = parse_module_text(text), parse_module_text(text)
+    mesh = next(iter(at_once.meshes))
+
+    def sharding(value):
+        dims = tuple(DimSharding((), d % 2 == 0) for d in range(len(value.shape)))
+        return TensorSharding(mesh, dims, (), ())
+    with mlir_context():
+        picked = [v.vid for v in at_once.values if is_shardable(v) and v.shape is not None]
+        store_shardings(at_once, [(at_once.values[vid], sharding(at_once.values[vid]))
+                                  for vid in picked])
+        for vid in picked:
+            v = each.values[vid]
+            owner = v.block.region.owner if v.is_block_arg else v.defining_op
+            values = v.block.args if v.is_block_arg else owner.results
+            write_stored(owner.mlir, v.index, v.is_block_arg, [u.rank or 0 for u in values],
+                         sharding(v))
+    assert len(picked) > 5
+    assert at_once.print() == each.print()

@@ -34,6 +34,8 @@ from sdy_dl.ir.sdy_attrs import (per_value_attr, per_value_of_attr, sharding_att
 from sdy_dl.sharding import TensorSharding
 
 SHARDING_ATTR = "sdy.sharding"
+#: The ops whose results are not stored in a ``sdy.sharding`` per-value attribute.
+_NOT_PER_VALUE = frozenset(OWN_SHARDING_OPS | COLLECTIVE_OPS | COMPUTATION_OPS)
 def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
     """The sharding stored for result (or, ``block_arg``, body argument) ``index``
     of the raw MLIR op ``mop`` (None when there is none or no place for one)."""
@@ -110,9 +112,17 @@ def store_shardings(module: Module, updates) -> None:
     arguments change (a func's arguments count as one op's)."""
     # (owner oid, whether block arguments) -> (owner, its results or block arguments, changes)
     by_owner: dict[tuple[int, bool], tuple[Op, list[Value], dict]] = {}
+    # (the only result of an op whose per-value attribute holds it: the whole
+    # attribute is written, as ``write_per_value_entries`` writes it)
+    single = []
+    special = _NOT_PER_VALUE
     for value, sharding in updates:
-        block_arg = value.is_block_arg
-        owner = value.block.region.owner if block_arg else value.defining_op
+        definer = value.defining_op
+        if definer is not None and len(definer.results) == 1 and definer.name not in special:
+            single.append((definer.mlir, sharding))
+            continue
+        block_arg = definer is None
+        owner = value.block.region.owner if block_arg else definer
         entry = by_owner.get((owner.oid, block_arg))
         if entry is None:
             entry = by_owner[(owner.oid, block_arg)] = (
@@ -120,6 +130,8 @@ def store_shardings(module: Module, updates) -> None:
         entry[2][value.index] = sharding
     for (_, block_arg), (owner, values, shardings) in by_owner.items():
         write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
+    for mop, sharding in single:
+        mop.operation.attributes[SHARDING_ATTR] = per_value_attr((sharding,))
 
 
 def store_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
