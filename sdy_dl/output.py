@@ -71,10 +71,20 @@ def _write_stdout(text: str | bytes | Iterable[str]) -> None:
     :class:`BrokenPipeError` (the CLI stops quietly); any other failure is an
     error about ``<stdout>``."""
     pieces = list(_pieces(text))
+    out = sys.stdout
+    binary = getattr(out, "buffer", None)   # (None: a text-only stream, e.g. io.StringIO)
     try:
         for piece in pieces:
-            sys.stdout.write(piece if isinstance(piece, str) else piece.decode("utf-8"))
-        sys.stdout.flush()
+            if isinstance(piece, str):
+                out.write(piece)
+            elif binary is None:
+                out.write(piece.decode("utf-8"))
+            else:   # (the bytes as they are, after any text written before them)
+                out.flush()
+                binary.write(piece)
+        out.flush()
+        if binary is not None:
+            binary.flush()
     except BrokenPipeError:
         # Nobody reads the rest; keep Python from complaining again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -125,6 +125,25 @@ def test_output_written_in_pieces_is_whole_or_absent(tmp_path):
     assert out.read_text(encoding="utf-8") == "<p>\u00e4</p>\n"
 
 
+def test_standard_output_takes_bytes_as_they_are_after_the_text_before_them(monkeypatch):
+    """Bytes go to the stream's binary buffer once the text written before them is
+    flushed; a text-only stream (no buffer) gets them decoded."""
+    import io
+    import sys
+
+    from sdy_dl.output import _write_stdout
+
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", write_through=False)
+    monkeypatch.setattr(sys, "stdout", stream)
+    _write_stdout(["<a>", "\u00e4".encode("utf-8"), "</a>\n"])
+    assert raw.getvalue() == "<a>\u00e4</a>\n".encode("utf-8")
+    text = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", text)
+    _write_stdout("\u00e4\n".encode("utf-8"))
+    assert text.getvalue() == "\u00e4\n"
+
+
 def test_bad_pass_option_is_a_usage_error(tmp_path):
     source = tmp_path / "in.mlir"
     source.write_text(lowered("mlp"))

@@ -452,3 +452,22 @@ def test_a_process_with_every_rule_kept_loads_no_rule_language(tmp_path):
     assert not language & set(loaded(add))         # (every rule kept)
     negate = add.replace("stablehlo.add %arg0, %arg0", "stablehlo.negate %arg0")
     assert language <= set(loaded(negate))         # (a new signature)
+
+
+def test_a_rule_file_edited_in_place_is_read_again_from_a_warm_cache(tmp_path, monkeypatch):
+    """The cached directory and instances are those of the files' contents: the same
+    path with a rule replaced by ``no_rule`` answers no rule in a later process."""
+    from sdy_dl.rules import db as rules_db
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    rules = write(tmp_path, USER_RULES)
+    rules_db._parsed_db.cache_clear()
+    assert rule_of(MATMUL, load_rule_db([rules]), "stablehlo.custom_call") is not None
+    rules_db.save_rule_instances()
+    write(tmp_path, USER_RULES.replace(
+        "    einsum: ([b, s, h], [h, f]) -> ([b, s, f]) reduction={h}\n", "    no_rule: true\n"))
+    rules_db._parsed_db.cache_clear()   # (as a new process would start)
+    edited = load_rule_db([rules])
+    assert edited.directory["custom_calls"]["my_matmul"] == rules_db.NO_RULE
+    assert rule_of(MATMUL, edited, "stablehlo.custom_call") is None
+    rules_db._parsed_db.cache_clear()
