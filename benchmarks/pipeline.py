@@ -161,7 +161,9 @@ import dataclasses, sdy_dl.passes.all
 from sdy_dl.ir.model import Module
 from sdy_dl.passes import PASSES
 passes, printer = dict(PASSES), Module.print
-PASSES.update({n: dataclasses.replace(p, run=timed(n, p.run)) for n, p in passes.items()})
+def with_run(p, run):        # (a pass spec: a named tuple, or a dataclass in older trees)
+    return p._replace(run=run) if hasattr(p, "_replace") else dataclasses.replace(p, run=run)
+PASSES.update({n: with_run(p, timed(n, p.run)) for n, p in passes.items()})
 Module.print = timed("print", printer)
 import sdy_dl.passes.export.by_difference as by_difference
 exporter = by_difference.export_by_difference
