@@ -649,7 +649,8 @@ class Propagator:
         if ret is None:
             return
         # A sync another propagation of this module made is replayed where its
-        # reads are the same; a recorded one is recorded (``propagation.replay``).
+        # reads are the same; in a recording run, each result's sync is recorded
+        # (``SyncTrace``, ``propagation.replay``).
         replay, recorder = self.replay, self.recorder
         if replay is not None and replay.sync(self, main, ret):
             return

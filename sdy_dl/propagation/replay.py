@@ -456,7 +456,9 @@ class Replay:
         self.syncs = 0                   # result syncs made so far
         self.syncs_replayed = 0          # ... replayed (hot results synced for real)
         self.results_synced = 0          # results synced for real in them
-        self._sync_reads: frozenset | None = None
+        #: vid of a slot main's result syncs read -> the results reading it (made at
+        #: the first sync: main's return op and its operands stay as they are)
+        self._sync_reads: dict[int, list[int]] | None = None
         self.singles = 0                 # pops made one by one while aligned
         #: the record's rules were taken (``PassTrace.share_priorities``): a visit
         #: not made looks up no rule the record's did not
@@ -651,8 +653,11 @@ class Replay:
         j = 0
         while True:
             h = pending.pop(0) if pending else n
-            if h > j:   # (results j .. h-1: the record's)
-                tracer.take_causes_in_step(begun[j], writes[j], begun[h], theirs[writes[j]:writes[h]])
+            if h > j:   # (results j .. h-1: the record's, while the tracer is in step)
+                if not tracer.take_causes_in_step(begun[j], writes[j], begun[h],
+                                                  theirs[writes[j]:writes[h]]):
+                    self._sync_rest(prop, main, values, j)
+                    return True
                 state.take_writes(trace.log[logs[j]:logs[h]])
                 state.take_results(main, written[bisect_left(at_written, j):bisect_left(at_written, h)])
             if h == n:
@@ -662,9 +667,7 @@ class Replay:
             prop.sync_result(main, h, value, prop.result_sync_step(main, h, value), [])
             self.results_synced += 1
             if tracer.begun != begun[h + 1] or len(tracer.writes) != writes[h + 1]:
-                for index in range(h + 1, n):   # (no longer in step: the rest runs)
-                    value = values[index]
-                    prop.sync_result(main, index, value, prop.result_sync_step(main, index, value), [])
+                self._sync_rest(prop, main, values, h + 1)
                 return True
             gained = {v for v, _ in self.log[before:]} | {v for v, _ in trace.log[logs[h]:logs[h + 1]]}
             had = len(diff)
@@ -677,6 +680,14 @@ class Replay:
         self.trace_mark, self.mark = logs[n], len(self.log)
         self.syncs_replayed += 1
         return True
+
+    @staticmethod
+    def _sync_rest(prop, main, values, start: int) -> None:
+        """Sync ``main``'s results from ``start`` on for real (the tracer is no longer
+        in step with the record)."""
+        for index in range(start, len(values)):
+            value = values[index]
+            prop.sync_result(main, index, value, prop.result_sync_step(main, index, value), [])
 
     @staticmethod
     def _slots_read(prop, values) -> frozenset:
