@@ -96,12 +96,12 @@ class EditedOutput:
             return False
         for n in self.edits.erased:
             if table.op_names[n] != BROADCAST or sa.by_op.get(n) != [(f"o{n}", 0)] \
-                    or table.enclosing[table.ops[n]] != table.main:
+                    or not self._top_level(table.ops[n]):
                 return False
         for before, like, op in self.edits.made:
             if op.name != BROADCAST or table.op_names[like] != BROADCAST \
                     or len(op.results) != 1 or not self.main_number < before < len(table.ops) \
-                    or table.enclosing[table.ops[before]] != table.main:
+                    or not self._top_level(table.ops[before]):
                 return False
             operand = sa.sig.get(table.keys.get(table.ops[like].operands[0]))
             aligned = aligned_attrs(op)
