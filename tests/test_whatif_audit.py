@@ -612,8 +612,7 @@ def test_edited_names_misnumbered_are_caught(monkeypatch):
     def without_erased(self, n):
         found = shift(self, n)
         return None if found is None else found + (
-            len(self._erased_at) if n is None else bisect_left_(self._erased_at, n))
-    from bisect import bisect_left as bisect_left_
+            len(self.edits.erased) if n is None else self._erased_before(n))
     monkeypatch.setattr(edited_output.EditedOutput, "_shift", without_erased)
     arg1, arg2, edits = REGROUPINGS[3]   # (erased)
     before = propagate(BROADCASTS.replace("ARG1", arg1).replace("ARG2", arg2),

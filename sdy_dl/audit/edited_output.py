@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
 
 BROADCAST = "stablehlo.broadcast_in_dim"
 
@@ -82,8 +81,7 @@ class EditedOutput:
         self.made_text: list = []      # ... its sharding's text
         self._state = None             # the edited output's AsmState, if made
         self._numbered = None          # whether the made and erased ops are numbered
-        self._made_at: list = []       # ... then the numbers of the ops they precede
-        self._erased_at: list = []     # ... and their own numbers
+        self._places = None            # the made ops' places and the erased ones', if sorted
 
     def checked(self) -> bool:
         """Whether the edits are what the module docstring reads them as: broadcasts
@@ -177,27 +175,39 @@ class EditedOutput:
         with_parent = mop.parent
         return with_parent is not None and key(with_parent) == key(self.sa.table.main)
 
+    def _edit_places(self) -> tuple[list, list]:
+        """The numbers of the ops the made ops precede and the erased ops' own
+        numbers, each sorted (made when first asked for)."""
+        if self._places is None:
+            self._places = (sorted(before for before, _, _ in self.edits.made),
+                            sorted(self.edits.erased))
+        return self._places
+
+    def _moved(self, n: int | None) -> int:
+        """How far main's op ``n`` moves in the edited output, in place and so in
+        number: the made ops at or before it less the erased ops before it (``n``
+        None: past every op of main: all made less all erased)."""
+        made_at, erased_at = self._edit_places()
+        if n is None:
+            return len(made_at) - len(erased_at)
+        return bisect_right(made_at, n) - bisect_left(erased_at, n)
+
+    def _erased_before(self, n: int) -> int:
+        """How many erased ops come before main's op ``n``."""
+        return bisect_left(self._edit_places()[1], n)
+
     def _shift(self, n: int | None) -> int | None:
         """How far the number MLIR gives main's top-level op ``n``'s results moves in
-        the edited output: the made ops before it less the erased ops before it
-        (``n`` None: a value nested in main, numbered after every top-level
-        result: all made less all erased).  None when a made or erased op's
+        the edited output (:meth:`_moved`; ``n`` None: a value nested in main,
+        numbered after every top-level result).  None when a made or erased op's
         results are not numbered (a name of its own: it takes no number)."""
         if self._numbered is None:
             sa = self.sa
-            erased = [m for m in self.edits.erased
-                      if _number(sa.name((f"o{m}", 0))) is not None]
-            made = [before for before, like, _ in self.edits.made
-                    if _number(sa.name((f"o{like}", 0))) is not None]
-            self._numbered = (len(made) == len(self.edits.made)
-                              and len(erased) == len(self.edits.erased))
-            self._made_at = sorted(made)
-            self._erased_at = sorted(erased)
-        if not self._numbered:
-            return None
-        if n is None:
-            return len(self._made_at) - len(self._erased_at)
-        return bisect_right(self._made_at, n) - bisect_left(self._erased_at, n)
+            self._numbered = (
+                all(_number(sa.name((f"o{m}", 0))) is not None for m in self.edits.erased)
+                and all(_number(sa.name((f"o{like}", 0))) is not None
+                        for _, like, _ in self.edits.made))
+        return self._moved(n) if self._numbered else None
 
     def _made_name(self, k: int) -> str | None:
         """The name of made op ``k``'s result: the number of the next numbered top-level
@@ -227,7 +237,7 @@ class EditedOutput:
                 return None
             # (the numbered ops before made op k: those before op n but the erased
             # ones, and the k made ones before it)
-            return f"%{numbers.pop() + k - bisect_left(self._erased_at, n)}"
+            return f"%{numbers.pop() + k - self._erased_before(n)}"
         return None
 
     def _group(self, sig) -> list:
@@ -324,24 +334,15 @@ class EditedOutput:
 
         sa, table, edits = self.sa, self.sa.table, self.edits
         start = self.main_number
-        made_at = [before for before, _, _ in edits.made]
-        erased = sorted(edits.erased)
-
-        # an op's position in the edited output's main: its own, shifted by the ops
-        # made at or before it less those erased before it
-        shift = [0] * (len(table.ops) + 1)
-        for n in made_at:
-            shift[n] += 1
-        for n in erased:
-            shift[n + 1] -= 1
-        shift = [d - start - 1 for d in accumulate(shift)]
 
         def place(n: int) -> int:
-            return n + shift[n]
+            """Op ``n``'s position in the edited output's main."""
+            return n + self._moved(n) - start - 1
 
         def made_place(k: int) -> int:
-            before = made_at[k]
-            return before - start - 1 + k - bisect_left(erased, before)
+            """Made op ``k``'s: before the op it precedes, after the ``k`` made before it."""
+            before = edits.made[k][0]
+            return before + k - self._erased_before(before) - start - 1
 
         # the uses that changed: (value, user) removed and added (users by place)
         removed, added = {}, {}
@@ -377,12 +378,12 @@ class EditedOutput:
             if value in gone:
                 continue
             n = op_of[value]
-            j = n + shift[n]
+            j = place(n)
             if value in last:
                 end = j if last[value] is None else max(j, last[value])
             else:
                 used = last_use.get(value)
-                end = j if used is None else max(j, used + shift[used])
+                end = j if used is None else max(j, place(used))
             entries.append((j, end, value, value_type, r))
         for k, (_, _, op) in enumerate(edits.made):
             value_type = op.results[0].type
