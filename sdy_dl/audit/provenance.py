@@ -168,6 +168,11 @@ class ProvenanceTracer:
                     edges(cause)
         elif writes:
             return False
+        self._add_writes(writes)
+        return True
+
+    def _add_writes(self, writes: list) -> None:
+        """Append ``writes`` to the writes made, each indexed under its key."""
         by_key, n = self._by_key, len(self.writes)
         for write in writes:
             found = by_key.get(write.key)
@@ -177,7 +182,6 @@ class ProvenanceTracer:
                 found.append(n)
             n += 1
         self.writes.extend(writes)
-        return True
 
     @property
     def begun(self) -> int:
@@ -194,15 +198,7 @@ class ProvenanceTracer:
         if self._count != begun or len(self.writes) != at or self._cause is not None:
             return False
         self._count = after
-        by_key, n = self._by_key, len(self.writes)
-        for write in writes:
-            found = by_key.get(write.key)
-            if found is None:
-                by_key[write.key] = [n]
-            else:
-                found.append(n)
-            n += 1
-        self.writes.extend(writes)
+        self._add_writes(writes)
         return True
 
     def end(self) -> None:
