@@ -454,21 +454,31 @@ def test_result_syncs_replay_the_results_whose_reads_are_the_same():
                             ("arg:1", '<@mesh, [{}, {"b"}]>'), ("arg:2", '<@mesh, [{"a"}, {"b"}]>'),
                             ("arg:2", '<@mesh, [{}, {"a"}]>')]]
     assert all(r is not None and r.syncs == 10 for r in replays)
-    replayed = sum(r.syncs_replayed for r in replays)
-    synced = sum(r.results_synced for r in replays)
-    assert replayed >= 20 and 0 < synced < 4 * replayed, (replayed, synced)
+    # (syncs replayed, results synced in them for real), exact: %arg0's edits make
+    # no replayed sync's result hot; %arg1's and %arg2's fewer results than
+    # syncs (only the result returning %1 or %2 reads them), never all four
+    assert [(r.syncs_replayed, r.results_synced) for r in replays] == \
+        [(3, 0), (3, 0), (10, 7), (10, 9), (10, 9)]
 
 
-def _results_and_reads_faulted(at: int, fault: str, monkeypatch) -> None:
+def _results_and_reads_faulted(at: int, fault: str, monkeypatch) -> list:
     """Main's sync number ``at`` of each what-if starts from a state its record's
     sync did not (``fault``: result 0 held as another sharding, or the value
     result 2 returns not read yet), in the replayed what-if and the plain one
-    alike; they answer alike."""
+    alike; they answer alike.  Returns the results the replay synced for real
+    in sync ``at`` (not those run once it was no longer in step)."""
     from sdy_dl.propagation.driver import Propagator
     from sdy_dl.sharding import parse_tensor_sharding
 
     before = propagate(_SYNCED, engine="python")
-    sync = Propagator._sync_main_results
+    sync, sync_result = Propagator._sync_main_results, Propagator.sync_result
+    real = []
+
+    def recorded(self, main, index, *args):
+        calls = self.__dict__.get("calls")
+        if calls is not None:
+            calls.append(index)
+        return sync_result(self, main, index, *args)
 
     def faulted(self, main):
         n = self.__dict__.get("made", 0)
@@ -480,8 +490,15 @@ def _results_and_reads_faulted(at: int, fault: str, monkeypatch) -> None:
                     '<@mesh, [{?}, {"b", "c", ?}]>')
             else:
                 state._value.pop(state.slot(self.module.func_return(main).operands[2]).vid)
+            if self.replay is not None:   # (the replayed what-if's: its real syncs come first)
+                count, self.calls = self.replay.results_synced, []
+                sync(self, main)
+                real.extend(self.calls[:self.replay.results_synced - count])
+                del self.calls
+                return
         sync(self, main)
     monkeypatch.setattr(Propagator, "_sync_main_results", faulted)
+    monkeypatch.setattr(Propagator, "sync_result", recorded)
     edits = [Edit("set", "arg:2", '<@mesh, [{}, {"a"}]>')]
     replayed, changes = before.whatif(edits)
     fixpoints, before.audit.fixpoints = before.audit.fixpoints, None
@@ -489,10 +506,12 @@ def _results_and_reads_faulted(at: int, fault: str, monkeypatch) -> None:
     before.audit.fixpoints = fixpoints
     assert replayed.audit.replay.syncs_replayed and plain.audit.replay is None
     assert _answers(replayed, changes) == _answers(plain, plain_changes)
-    return replayed.audit.replay
+    return real
 
 
 @pytest.mark.parametrize("at, fault", [(0, "result"), (3, "result"), (1, "read"), (5, "read")])
 def test_a_result_sync_whose_reads_differ_from_the_records_runs(at, fault, monkeypatch):
-    replay = _results_and_reads_faulted(at, fault, monkeypatch)
-    assert replay.results_synced, replay.results_synced
+    """The faulted result is synced for real in the faulted sync (unfaulted, this
+    edit syncs only result 3 for real)."""
+    real = _results_and_reads_faulted(at, fault, monkeypatch)
+    assert (0 if fault == "result" else 2) in real, real
