@@ -350,13 +350,14 @@ class _Layout:
 
         def remade(k: int, entries):
             out = list(entries)
-            for value_key in shardings:
-                at = places[k].get(value_key)
-                if at is not None:
-                    *place, _, value_type, r = entries[at]
-                    out[at] = (*place, value_key, value_type,
-                               rows.row(r.out, value_type, shardings[value_key], r.op,
-                                        r.function))
+            at_key = places[k]
+            # (the keys both hold: the intersection iterates the smaller of the two,
+            # the entries of one function or the values a what-if changed)
+            for value_key in at_key.keys() & shardings.keys():
+                at = at_key[value_key]
+                *place, _, value_type, r = entries[at]
+                out[at] = (*place, value_key, value_type,
+                           rows.row(r.out, value_type, shardings[value_key], r.op, r.function))
             return out
         return _Layout(self.function, remade(0, self.arguments), remade(1, self.intermediates),
                        remade(2, self.results), self.names)
