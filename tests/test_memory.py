@@ -135,3 +135,32 @@ def test_peak_is_the_first_largest_live_sum():
             entries.append((p, end, ("o", len(entries)), None,
                             SimpleNamespace(bytes_per_device=rng.choice([0, 4, 4, 8, 16]))))
         assert _peak(entries) == _peak_by_hand(entries), entries
+
+
+@pytest.mark.parametrize("name", ["shard_map", "shard_map_scan_pipeline", "attention"])
+def test_stored_in_reads_what_read_stored_reads(name):
+    """The layouts read an op result's sharding from the attributes the signatures
+    walk read (``Signatures.stored``): the same sharding the bindings give, for
+    every op result of the output (per-value and computation shardings)."""
+    import jax_programs
+    from sdy_dl.audit.collectives import COLLECTIVE_OPS
+    from sdy_dl.audit.diff import stored_in
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.storage import read_stored
+
+    audit = sdy_dl.propagate(jax_programs.lowered(name), engine="python").audit
+    sa = audit.signatures
+    ops, names = sa.table.ops, sa.table.op_names
+    seen = set()
+    with mlir_context():
+        for value, (mop, index, kind) in sa.sites.items():
+            n = sa.op_of[value]
+            if kind != "op" or names[n] in COLLECTIVE_OPS:
+                continue
+            assert ops[n] is mop
+            want = read_stored(mop, index, False)
+            assert stored_in(sa.stored[n], names[n], index) == want, (name, value)
+            seen.add((names[n], want is None))
+    assert any(not none for _, none in seen)
+    if name.startswith("shard_map"):   # (a manual computation's out_shardings)
+        assert ("sdy.manual_computation", False) in seen

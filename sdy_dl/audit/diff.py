@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 
 from sdy_dl.ir import Module
 from sdy_dl.ir.mlir_ops import symbol_name
-from sdy_dl.ir.storage import read_func_attr, read_stored
+from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, SHARDING_ATTR, per_value_of,
+                               read_func_attr, read_stored, sharding_of)
 
 #: Attributes that hold shardings or rules (what a diff compares, not what it aligns by).
 SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_shardings",
@@ -87,6 +88,10 @@ class Signatures:
         self.like = like
         self.last_use: dict = {}
         self.top_level: list[int] = []
+        #: an op's number -> its attributes in :data:`SHARDING_ATTRS`, as sorted
+        #: (name, attribute) pairs (ops other than functions and reshards;
+        #: :func:`stored_in` reads a result's sharding there)
+        self.stored: dict[int, tuple] = {}
         #: value key -> its signature; an op's own signature -> [(its number, its
         #: sharding attributes)] (what ``like`` reads)
         self.sig: dict[tuple, int] = {}
@@ -97,7 +102,7 @@ class Signatures:
         sig, by_own, twins = self.sig, self.by_own, self.twins
         region_sig: dict = {}             # op -> its own signature (for nested values)
         groups, sites, op_of = self.groups, self.sites, self.op_of
-        last_use, by_op = self.last_use, self.by_op
+        last_use, by_op, stored = self.last_use, self.by_op, self.stored
         known = like.by_own if like is not None else {}
 
         def add(key: int, value, n: int, mop, index: int, kind: str) -> None:
@@ -135,13 +140,14 @@ class Signatures:
             if func is None:
                 continue   # a top-level op other than a function (a mesh)
             parent = region_sig.get(mop.parent, "")
-            used = [key_of(v) for v in mop.operands]
+            used = list(map(key_of, mop.operands))
             for k in used:
                 last_use[k] = n
             operands = tuple([sig.get(k, "?") for k in used])
             name = op_names[n]
+            tag = f"o{n}"
             if name == "sdy.reshard":
-                k = (f"o{n}", 0)
+                k = (tag, 0)
                 sig[k] = operands[0]
                 self.reshards.append((k, operands[0]))
                 sites[k] = (mop, 0, "op")
@@ -151,10 +157,17 @@ class Signatures:
             aligned, shardings = _attributes(mop, True)
             own = ids.setdefault((name, aligned, operands, parent), len(ids))
             twin(n, own, shardings)
-            for i in range(len(mop.results)):
-                k = (f"o{n}", i)
-                sig[k] = ids.setdefault((own, i), len(ids))
-                add(sig[k], k, n, mop, i, "op")
+            stored[n] = shardings
+            count = len(mop.results)
+            if count:
+                values = by_op.setdefault(n, [])
+                for i in range(count):
+                    k = (tag, i)
+                    s = sig[k] = ids.setdefault((own, i), len(ids))
+                    groups.setdefault(s, []).append(k)
+                    sites[k] = (mop, i, "op")
+                    op_of[k] = n
+                    values.append(k)
             regions = mop.regions
             if len(regions):   # (the ops nested in it read its signature)
                 region_sig[mop] = own
@@ -200,9 +213,12 @@ def aligned_attrs(mop) -> tuple:
 def _attributes(mop, aligned: bool = False):
     """Raw op ``mop``'s attributes in :data:`SHARDING_ATTRS`, as sorted (name,
     attribute) pairs; ``aligned``: (:func:`aligned_attrs`, those)."""
+    attributes = mop.attributes
+    if not len(attributes):
+        return ((), ()) if aligned else ()
     texts = _ATTRIBUTE_TEXTS
     out, shardings = [], []
-    for name, attr in mop.attributes.items():
+    for name, attr in attributes.items():
         if name in SHARDING_ATTRS:
             shardings.append((name, attr))
         elif aligned:
@@ -217,6 +233,24 @@ def _attributes(mop, aligned: bool = False):
 #: Attribute -> its text (attributes are uniqued and hash as the object they are:
 #: many ops share one).
 _ATTRIBUTE_TEXTS: dict = {}
+
+
+def stored_in(shardings: tuple, name: str, index: int):
+    """The sharding stored for result ``index`` of an op named ``name`` (not a
+    collective) whose attributes in :data:`SHARDING_ATTRS` are ``shardings``
+    (:attr:`Signatures.stored`): what :func:`~sdy_dl.ir.storage.read_stored` reads
+    there, without the bindings (None: none)."""
+    if not shardings:
+        return None
+    wanted = ("sharding" if name in OWN_SHARDING_OPS else
+              "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR)
+    for attr_name, attr in shardings:
+        if attr_name == wanted:
+            if wanted == "sharding":
+                return sharding_of(attr)
+            entries = per_value_of(attr)
+            return entries[index] if entries else None
+    return None
 
 
 def stored_at(mop, index: int, kind: str):

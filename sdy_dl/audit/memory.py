@@ -394,6 +394,7 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
     same type has the first's row, a twin function the first's arguments and
     results; the other rows are made."""
     from sdy_dl.audit.collectives import COLLECTIVE_OPS, own_sharding
+    from sdy_dl.audit.diff import stored_in
     from sdy_dl.audit.naming import func_label
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import func_result_types
@@ -402,6 +403,7 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
     table = signatures.table
     twins = signatures.twins if first is not None else {}
     last_use, by_op, sites = signatures.last_use, signatures.by_op, signatures.sites
+    stored, op_names = signatures.stored, table.op_names
     first_layouts = {x.function: x for x in first or ()}
     first_rows = {key: (value_type, r) for x in first or ()
                   for *_, key, value_type, r in x.intermediates}
