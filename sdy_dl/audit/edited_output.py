@@ -301,29 +301,18 @@ class EditedOutput:
         :class:`~sdy_dl.audit.Audit`; ``layouts``: its memory layouts, ``totals``:
         their rows, which a function without a changed value keeps); None when a
         peak is at a value :meth:`name` does not name."""
-        from sdy_dl.audit.memory import _Builder, _Layout
-        from sdy_dl.ir.context import mlir_context
-        from sdy_dl.audit.naming import func_label
+        from sdy_dl.audit.memory import _Layout, functions_holding, functions_with_shardings
 
-        sa, table = self.sa, self.sa.table
-        changed = {func_label(table.enclosing[table.ops[sa.op_of[v]]], table.main)
-                   for v in self.shardings}
-        with mlir_context():
-            rows = _Builder(audit)
-            out = []
-            for layout, kept in zip(layouts, totals):
-                if layout.function != "main" and layout.function not in changed:
-                    out.append(kept)
-                    continue
-                x = layout.with_shardings(rows, self.shardings)
-                intermediates = self._main(x.intermediates, rows) if x.function == "main" \
-                    else x.intermediates
-                try:
-                    out.append(_Layout(x.function, x.arguments, intermediates, x.results,
-                                       names=self.name).totals())
-                except Shared:
-                    return None
-            return out
+        def edit(x, rows):
+            if x.function != "main":
+                return x
+            return _Layout(x.function, x.arguments, self._main(x.intermediates, rows),
+                           x.results, names=self.name)
+        changed = functions_holding(self.sa, self.shardings) | {"main"}
+        try:
+            return functions_with_shardings(audit, layouts, self.shardings, totals, changed, edit)
+        except Shared:
+            return None
 
     def _main(self, intermediates: list, rows) -> list:
         """Main's layout entries (position, last use, value, type, row) in the edited

@@ -372,16 +372,41 @@ class _Layout:
         return self._places
 
 
-def functions_with_shardings(audit, layouts: list, shardings: dict) -> list[FunctionMemory]:
+def functions_with_shardings(audit, layouts: list, shardings: dict, kept: list | None = None,
+                             changed: set | None = None, edit=None) -> list[FunctionMemory]:
     """The per-function rows of ``audit``'s output with the values in ``shardings``
     (value key or function result name -> sharding) sharded so instead: the memory
     of a module of the same structure and types (``layouts``: ``audit``'s, a
-    :class:`MemoryTable`'s or :func:`signature_layouts`')."""
+    :class:`MemoryTable`'s or :func:`signature_layouts`').  ``kept``: the totals
+    of ``layouts``, which a function not in ``changed`` (the labels of the
+    functions whose layouts change: :func:`functions_holding` those of
+    ``shardings``' values, and any ``edit`` changes) keeps without being remade;
+    ``edit(layout, rows)``: the layout of a remade function (the layout with the
+    new shardings; ``rows``: the :class:`_Builder` that made its rows) in the
+    module measured (default: that layout)."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
         rows = _Builder(audit)
-        return [layout.with_shardings(rows, shardings).totals() for layout in layouts]
+        out = []
+        for k, layout in enumerate(layouts):
+            if kept is not None and layout.function not in changed:
+                out.append(kept[k])
+                continue
+            x = layout.with_shardings(rows, shardings)
+            out.append((edit(x, rows) if edit is not None else x).totals())
+        return out
+
+
+def functions_holding(signatures, values) -> set[str]:
+    """The labels (:func:`~sdy_dl.audit.naming.func_label`) of the functions of
+    ``signatures``' module holding ``values`` (its value keys or function
+    result names)."""
+    from sdy_dl.audit.naming import func_label
+
+    table = signatures.table
+    ops, enclosing, op_of = table.ops, table.enclosing, signatures.op_of
+    return {func_label(enclosing[ops[op_of[v]]], table.main) for v in values}
 
 
 def signature_layouts(audit, signatures, first: list | None = None) -> list["_Layout"]:
@@ -452,9 +477,9 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
                         if found is not None and found[0] == value_type:
                             r = found[1]
                     if r is None:
-                        name = mop.name
+                        name = op_names[n]
                         sharding = (own_sharding(mop) if name in COLLECTIVE_OPS
-                                    else read_stored(mop, index, False))
+                                    else stored_in(stored[n], name, index))
                         r = rows.row(None, value_type, sharding, name, label)
                         if r is None:
                             continue
