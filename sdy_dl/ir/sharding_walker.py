@@ -28,8 +28,9 @@ def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False)
     own = _Memo(lambda attr: _new_own(attr, fn))
     index = op_index(module)
     for top in module_ops(module):
-        for mop in (index.walk_read(top) if any_order else index.walk(top))[0]:
-            _transform_op_shardings(mop, fn, per_value, own)
+        ops, names = index.walk_read(top) if any_order else index.walk(top)
+        for mop, name in zip(ops, names):
+            _transform_op_shardings(mop, name, fn, per_value, own)
 
 
 def any_sharding(module: Module, test: Callable[[TensorSharding], bool]) -> bool:
@@ -80,8 +81,9 @@ def _rewrite(mop, name: str, memo: _Memo) -> None:
             attrs[name] = new
 
 
-def _transform_op_shardings(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -> None:
-    name = mop.name
+def _transform_op_shardings(mop, name: str, fn: ShardingFn, per_value: _Memo,
+                            own: _Memo) -> None:
+    """Apply ``fn`` to the shardings op ``mop`` (called ``name``) stores."""
     if name == "func.func":
         for kind in ("arg_attrs", "res_attrs"):
             update_func_shardings(mop, kind, lambda _, s: fn(s))

@@ -43,32 +43,38 @@ STAGE = Stage("canonicalize")
 SIDE_EFFECT_ATTR = "has_side_effect"
 
 
-def numbered_ops(module: Module) -> tuple[list, list]:
+def numbered_ops(module: Module) -> tuple[list, list, list]:
     """The ops the stage numbers: those inside functions in pre-order, and those
     directly in the module body other than functions (symbols such as meshes
-    are effectful in the trait table, so candidates too); with the number of
-    each op's parent op (None directly in a function or the module).  The ops
-    come from the op index's pre-order walks; an op's parent is the closest op
-    with regions before it that holds it (asked through the bindings: cheaper
-    than a numbered walk's Python generator)."""
+    are effectful in the trait table, so candidates too); with their names and
+    the number of each op's parent op (None directly in a function or the
+    module).  The ops and names come from the op index's pre-order walks; an
+    op's parent is the closest op with regions before it that holds it, asked
+    through the bindings only inside such an op (cheaper than a numbered
+    walk's Python generator)."""
     ops: list = []
+    names: list = []
     parents: list = []
     index = op_index(module)
     for top in module_ops(module):
-        if top.name != "func.func":   # (a function's ops are numbered, not it)
+        walk, walk_names = index.walk(top)
+        if walk_names[0] != "func.func":   # (a function's ops are numbered, not it)
             ops.append(top)
+            names.append(walk_names[0])
             parents.append(None)
             continue
         holding: list = []   # (op, number) of the ops with regions around the op at hand
-        for mop in index.walk(top)[0][1:]:
-            parent = mop.parent
-            while holding and not holding[-1][0] == parent:
-                holding.pop()
+        for mop, name in zip(walk[1:], walk_names[1:]):
+            if holding:
+                parent = mop.parent
+                while holding and not holding[-1][0] == parent:
+                    holding.pop()
             parents.append(holding[-1][1] if holding else None)
             ops.append(mop)
+            names.append(name)
             if len(mop.regions):
                 holding.append((mop, len(ops) - 1))
-    return ops, parents
+    return ops, names, parents
 
 
 def dead_code_facts(module: Module) -> tuple[dict, list]:
@@ -87,22 +93,25 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
                              "in_effectful_op": _split(EFFECTFUL_OPS),
                              "in_recursive_op": _split(RECURSIVE_EFFECT_OPS),
                              "in_terminator_op": _split(TERMINATORS)}
-    ops, parents = numbered_ops(module)
+    ops, names, parents = numbered_ops(module)
     # the number of the op defining each value (a value's hash and equality are
     # its MLIR value's; block arguments have none)
     defs = {result: i for i, mop in enumerate(ops) for result in mop.results}
-    for i, mop in enumerate(ops):
-        dialect, _, name = mop.name.partition(".")
-        facts["in_op"].add((i, dialect, name))
-        if parents[i] is not None:
-            facts["in_parent"].add((i, parents[i]))
+    get_def = defs.get
+    in_op, in_parent, in_reads = facts["in_op"], facts["in_parent"], facts["in_reads"]
+    for i, (mop, name, parent) in enumerate(zip(ops, names, parents)):
+        dialect, _, short = name.partition(".")
+        in_op.add((i, dialect, short))
+        if parent is not None:
+            in_parent.add((i, parent))
         for operand in mop.operands:
-            d = defs.get(operand)
+            d = get_def(operand)
             if d is not None:
-                facts["in_reads"].add((i, d))
+                in_reads.add((i, d))
         if SIDE_EFFECT_ATTR in mop.attributes and str(mop.attributes[SIDE_EFFECT_ATTR]) == "true":
             facts["in_side_effect_attr"].add((i,))
-        _collective_facts(facts, i, mop, module, defs)
+        if name in _COLLECTIVES:
+            _collective_facts(facts, i, mop, name, module, defs)
     return facts, ops
 
 
@@ -120,16 +129,21 @@ AXES_ATTR = {"sdy.all_reduce": "reduction_axes", "sdy.all_gather": "gathering_ax
              "sdy.all_slice": "slicing_axes", "sdy.reduce_scatter": "reduce_scatter_axes"}
 
 
-def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> None:
-    """The facts of the collectives the all-reduce patterns look at (``defs``:
-    value -> number of its defining op)."""
-    if mop.name in AXES_ATTR:
-        attr = mop.attributes[AXES_ATTR[mop.name]]
-        facts["in_axes_collective"].add((i, mop.name.partition(".")[2]))
-        axes = (_axes(attr) if mop.name == "sdy.all_reduce" else
+#: The ops :func:`_collective_facts` gives facts of.
+_COLLECTIVES = frozenset((*AXES_ATTR, "sdy.collective_permute", "sdy.replicated_to_unreduced",
+                          "sdy.sharded_to_unreduced"))
+
+
+def _collective_facts(facts: dict, i: int, mop, name: str, module: Module, defs: dict) -> None:
+    """The facts of the collectives the all-reduce patterns look at (``name``: the
+    op's name, ``defs``: value -> number of its defining op)."""
+    if name in AXES_ATTR:
+        attr = mop.attributes[AXES_ATTR[name]]
+        facts["in_axes_collective"].add((i, name.partition(".")[2]))
+        axes = (_axes(attr) if name == "sdy.all_reduce" else
                 [a for axes in axis_lists_of(attr) for a in axes])
         facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
-    if mop.name == "sdy.collective_permute":
+    if name == "sdy.collective_permute":
         from sdy_dl.ir.value_sharding import get_sharding
         from sdy_dl.passes.export.is_equivalent import equivalence_facts
 
@@ -138,14 +152,14 @@ def _collective_facts(facts: dict, i: int, mop, module: Module, defs: dict) -> N
                                ("out", read_own(mop, "out_sharding"))):
             if sharding is not None:
                 equivalence_facts(facts, i, side, sharding)
-    if mop.name == "sdy.all_reduce":
+    if name == "sdy.all_reduce":
         d = defs.get(mop.operands[0])
         if d is not None:
             facts["in_tensor_def"].add((i, d))
         facts["in_all_reduce"].add((i, _axes_text(axes)))
-    elif mop.name == "sdy.replicated_to_unreduced":
+    elif name == "sdy.replicated_to_unreduced":
         facts["in_replicated_to_unreduced"].add((i, _axes_text(_axes(mop.attributes["axes"]))))
-    elif mop.name == "sdy.sharded_to_unreduced":
+    elif name == "sdy.sharded_to_unreduced":
         axes = [a for axes in axis_lists_of(mop.attributes["axes"]) for a in axes]
         mesh = mesh_of(read_own(mop, "out_sharding"), module_meshes(module))
         facts["in_sharded_to_unreduced"].add((i, _axes_text(sort_and_merge_axes(axes, mesh))))

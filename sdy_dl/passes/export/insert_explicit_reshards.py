@@ -57,7 +57,7 @@ from __future__ import annotations
 from sdy_dl.ir.meshes import module_meshes
 from sdy_dl.ir.mlir_ops import funcs, op_error, tensor_info
 from sdy_dl.ir.model import Module
-from sdy_dl.ir.op_index import ops_of
+from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.op_view import OpViews
 from sdy_dl.ir.sharding_walker import any_sharding
 from sdy_dl.ir.traits import DATA_FLOW_OPS, TERMINATORS
@@ -131,33 +131,39 @@ def run(module: Module, options: PassOptions) -> Module:
                 found = known[value] = get_sharding(value)
                 return found
 
-        walk = [(func, [mop for mop in ops_of(module, func, post=True)[:-1]
-                        if mop.name not in TERMINATORS]) for func in funcs(module)]
-        visited = [mop for _, ops in walk for mop in ops]
+        # (the ops with their names from the op index: the walk erases only the
+        # reshard at hand)
+        walk = []
+        for func in funcs(module):
+            ops, names = op_index(module).walk(func, post=True)
+            walk.append((func, [(mop, name) for mop, name in zip(ops[:-1], names)
+                                if name not in TERMINATORS]))
+        visited = [mop for _, ops in walk for mop, _ in ops]
+        visited_names = [name for _, ops in walk for _, name in ops]
         # Which ops are treated in full, asked before the walk: the walk changes
         # no sharding an op it has not reached reads, but for its conversion of
         # a reshard to unreduced collectives, whose users read the collectives'
         # sharding (then the ops still to visit are asked again).
-        on_full_version = is_on_full_version(visited, full, options)
+        on_full_version = is_on_full_version(visited, full, options, visited_names)
         position = -1
         for func, ops in walk:
-            for mop in ops:
+            for mop, name in ops:
                 position += 1
                 on_full = on_full_version[position]
-                if mop.name in DATA_FLOW_OPS:
+                if name in DATA_FLOW_OPS:
                     changed |= reshard_edge_sources(mop, meshes, on_full, equivalent, options)
                     continue
-                if mop.name == "func.call":
+                if name == "func.call":
                     changed |= reshard_call_operands(mop, table[callee_name(mop)], meshes,
                                                      equivalent, options)
                     continue
-                if mop.name == "sdy.reshard" and reshard_to_unreduced(mop, meshes, options):
+                if name == "sdy.reshard" and reshard_to_unreduced(mop, meshes, options):
                     known.clear()
                     on_full_version[position + 1:] = is_on_full_version(
-                        visited[position + 1:], full, options)
+                        visited[position + 1:], full, options, visited_names[position + 1:])
                     changed = True
                     continue
-                if not (unreduced or on_full or mop.name in DOT_OPS):
+                if not (unreduced or on_full or name in DOT_OPS):
                     continue
                 first = sharding(mop.results[0]) if len(mop.results) else None
                 changed |= all_reduce_unreduced_operands(mop, first, meshes, sharding)

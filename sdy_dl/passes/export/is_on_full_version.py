@@ -19,17 +19,21 @@ STAGE = Stage("is_on_full_version")
 CONCATENATE = "stablehlo.concatenate"
 
 
-def full_version_facts(ops: Sequence, enable_full_version: bool) -> dict[str, set]:
-    """The facts of stage ``is_on_full_version`` for ``ops`` (op ``k`` is ``ops[k]``)."""
+def full_version_facts(ops: Sequence, enable_full_version: bool,
+                       names: Sequence[str] | None = None) -> dict[str, set]:
+    """The facts of stage ``is_on_full_version`` for ``ops`` (op ``k`` is ``ops[k]``;
+    ``names``: their names, read from the ops when not given)."""
     facts: dict[str, set] = {"in_enable_full_version": set(), "in_name": set(), "in_op": set(),
                              "in_operand_sharding": set(), "in_result_sharding": set()}
     if enable_full_version:
         facts["in_enable_full_version"].add((1,))
     ids: dict = {None: 0}
-    for k, mop in enumerate(ops):
-        facts["in_name"].add((mop.name,))
-        if mop.name == CONCATENATE:
-            facts["in_op"].add((k, mop.name))
+    names = [mop.name for mop in ops] if names is None else names
+    facts["in_name"].update((name,) for name in set(names))
+    for k, name in enumerate(names):
+        if name == CONCATENATE:
+            mop = ops[k]
+            facts["in_op"].add((k, name))
             for i, operand in enumerate(mop.operands):
                 facts["in_operand_sharding"].add((k, i, ids.setdefault(get_sharding(operand),
                                                                        len(ids))))
@@ -38,11 +42,14 @@ def full_version_facts(ops: Sequence, enable_full_version: bool) -> dict[str, se
     return facts
 
 
-def is_on_full_version(ops: Sequence, enable_full_version: bool, options) -> list[bool]:
-    """Per op of ``ops``, whether insert-explicit-reshards treats it in full."""
+def is_on_full_version(ops: Sequence, enable_full_version: bool, options,
+                       names: Sequence[str] | None = None) -> list[bool]:
+    """Per op of ``ops``, whether insert-explicit-reshards treats it in full
+    (``names``: the ops' names, read from them when not given)."""
     if not ops:
         return []
-    decided = STAGE.run(full_version_facts(ops, enable_full_version), options)
-    names = {n for (n,) in decided["full_name"]}
+    names = [mop.name for mop in ops] if names is None else names
+    decided = STAGE.run(full_version_facts(ops, enable_full_version, names), options)
+    full = {n for (n,) in decided["full_name"]}
     single = {k for (k,) in decided["full_op"]}
-    return [mop.name in names or k in single for k, mop in enumerate(ops)]
+    return [name in full or k in single for k, name in enumerate(names)]
