@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from rules_cases import MATMUL, USER_RULES, op, write_rules as write
@@ -317,6 +319,62 @@ def test_an_invalid_rule_file_is_not_cached(tmp_path, monkeypatch):
             load_rule_db([str(bad)])
         assert str(bad) in str(e.value)
     assert not (tmp_path / "cache" / "rules").exists()
+
+
+def test_a_cold_cache_validates_once_and_builds_the_directory_once(tmp_path, monkeypatch):
+    """Loading with an empty cache validates the files in one explicit step and
+    builds the directory of entries once; a warm cache does neither."""
+    from sdy_dl.rules import db as rules_db
+
+    monkeypatch.setenv("SDY_DL_CACHE", str(tmp_path / "cache"))
+    calls = {"validate": 0, "directory": 0}
+
+    def counted(name, f):
+        def call(*args):
+            calls[name] += 1
+            return f(*args)
+        return call
+
+    monkeypatch.setattr(rules_db, "validate_rule_files",
+                        counted("validate", rules_db.validate_rule_files))
+    monkeypatch.setattr(rules_db, "rule_directory", counted("directory", rules_db.rule_directory))
+    rules = write(tmp_path, USER_RULES)
+    rules_db._parsed_db.cache_clear()
+    cold = load_rule_db([rules])
+    assert calls == {"validate": 1, "directory": 1}
+    rules_db._parsed_db.cache_clear()
+    warm = load_rule_db([rules])
+    assert calls == {"validate": 1, "directory": 1}
+    assert warm.directory == cold.directory
+    rules_db._parsed_db.cache_clear()
+
+
+def test_only_the_entries_in_effect_are_validated(tmp_path):
+    """An invalid entry a later file overrides is never checked; the one in effect is."""
+    from sdy_dl.rules.db import validate_rule_files
+    from sdy_dl.rules.schema import parse_rule_file
+
+    bad = """\
+        description: An invalid entry.
+        ops:
+          stablehlo.tanh:
+            doc: Names an unknown template.
+            use: no_such_template
+        """
+    good = """\
+        description: The entry in effect.
+        ops:
+          stablehlo.tanh:
+            doc: Elementwise.
+            use: pointwise
+        """
+    shipped = [parse_rule_file(path.read_text(), str(path))
+               for path in sorted(rules_dir().glob("*.yaml"))]
+    files = [parse_rule_file(textwrap.dedent(text), name)
+             for text, name in ((bad, "bad.yaml"), (good, "good.yaml"))]
+    validate_rule_files(shipped + files)
+    with pytest.raises(SdyError, match="no_such_template"):
+        validate_rule_files(shipped + files[::-1])
 
 
 def test_the_signature_of_a_deeply_nested_op_is_read_without_recursion():

@@ -51,19 +51,19 @@ NO_RULE, LOCAL, NEIGHBOURS = "no rule", "local", "neighbours"
 class RuleDB:
     """Validated rule entries; :meth:`rule_for` instantiates them.
 
-    ``files`` are the parsed rule files, or a function giving them, called when
-    an entry is first read; ``directory`` is then :func:`rule_directory` of
-    those files, which answers what an op's entry is without reading them."""
+    ``files`` are the parsed rule files, validated (:func:`validate_rule_files`),
+    or a function giving them, called when an entry is first read;
+    ``directory`` is then :func:`rule_directory` of those files, which answers
+    what an op's entry is without reading them."""
 
     def __init__(self, files: Sequence[RuleFile] | Callable[[], Sequence[RuleFile]],
-                 conservative: bool = False, validated: bool = False, store: str | None = None,
+                 conservative: bool = False, store: str | None = None,
                  directory: dict[str, dict[str, str]] | None = None):
         self.conservative = conservative
         #: The key of the instances kept in sdy-dl's cache for these files and this
         #: code (:class:`InstanceStore`), or None: none are kept.
         self.store = None if store is None else InstanceStore(f"{store}-{int(conservative)}")
         self._read_files = files if callable(files) else lambda: files
-        self._validated = validated
         #: Section ('ops' or 'custom_calls') -> entry key -> NO_RULE, LOCAL or NEIGHBOURS.
         self.directory = directory if directory is not None else rule_directory(self)
         self._cache: dict[tuple, RuleInstance | None] = {}
@@ -75,22 +75,9 @@ class RuleDB:
 
     @functools.cached_property
     def _tables(self) -> tuple[dict[str, Template], dict[str, Entry], dict[str, Entry]]:
-        """The templates, op entries and custom-call entries in effect (a later
-        file's override an earlier one's), validated unless the files were."""
-        templates: dict[str, Template] = {}
-        op_entries: dict[str, Entry] = {}
-        custom_call_entries: dict[str, Entry] = {}
-        for f in self.files:
-            templates.update(f.templates)
-            for entry in f.entries:
-                table = custom_call_entries if entry.section == "custom_calls" else op_entries
-                table[entry.key] = entry
-        if not self._validated:
-            from sdy_dl.rules.schema import validate_entry
-
-            for entry in [*op_entries.values(), *custom_call_entries.values()]:
-                validate_entry(entry, templates, self.generators)
-        return templates, op_entries, custom_call_entries
+        """The templates, op entries and custom-call entries in effect
+        (:func:`effective_tables`)."""
+        return effective_tables(self.files)
 
     @property
     def templates(self) -> dict[str, Template]:
@@ -107,9 +94,7 @@ class RuleDB:
     @property
     def generators(self) -> dict:
         """The named generators rules may call (:mod:`sdy_dl.rules.generators`)."""
-        from sdy_dl.rules.generators import GENERATORS
-
-        return GENERATORS
+        return _generators()
 
     def entries(self) -> list[Entry]:
         """Every effective entry (ops, then custom-call targets)."""
@@ -188,6 +173,40 @@ class RuleDB:
 
 #: A signature not in the cache yet.
 _UNKNOWN = object()
+
+
+def effective_tables(files: Sequence[RuleFile]) -> tuple[dict[str, Template], dict[str, Entry],
+                                                         dict[str, Entry]]:
+    """The templates, op entries and custom-call entries in effect in ``files``
+    (in load order: a later file's override an earlier one's)."""
+    templates: dict[str, Template] = {}
+    op_entries: dict[str, Entry] = {}
+    custom_call_entries: dict[str, Entry] = {}
+    for f in files:
+        templates.update(f.templates)
+        for entry in f.entries:
+            table = custom_call_entries if entry.section == "custom_calls" else op_entries
+            table[entry.key] = entry
+    return templates, op_entries, custom_call_entries
+
+
+def validate_rule_files(files: Sequence[RuleFile]) -> None:
+    """Check every entry in effect in ``files`` against its op, the templates and
+    the generators (:func:`~sdy_dl.rules.schema.validate_entry`); the first
+    invalid one raises its located error.  An entry a later file overrides is
+    not checked."""
+    from sdy_dl.rules.schema import validate_entry
+
+    templates, op_entries, custom_call_entries = effective_tables(files)
+    generators = _generators()
+    for entry in [*op_entries.values(), *custom_call_entries.values()]:
+        validate_entry(entry, templates, generators)
+
+
+def _generators() -> dict:
+    from sdy_dl.rules.generators import GENERATORS
+
+    return GENERATORS
 
 
 def rule_directory(db: RuleDB) -> dict[str, dict[str, str]]:
@@ -409,11 +428,9 @@ def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> Rule
 
     key = _sources_key(sources)
     files = functools.cache(lambda: _validated_files(sources, key))
-    directory = cached_value("rule_directories", key,
-                             lambda: RuleDB(files(), validated=True).directory,
+    directory = cached_value("rule_directories", key, lambda: RuleDB(files()).directory,
                              marshal.dumps, marshal.loads)
-    return RuleDB(files, conservative, validated=True, store=f"{key}-{_instance_code_key()}",
-                  directory=directory)
+    return RuleDB(files, conservative, store=f"{key}-{_instance_code_key()}", directory=directory)
 
 
 def _sources_key(sources: tuple[tuple[str, str], ...]) -> str:
@@ -458,7 +475,7 @@ def _validated_files(sources: tuple[tuple[str, str], ...], key: str) -> list[Rul
 
     def compute() -> list[RuleFile]:
         files = [parse_rule_file(text, path) for path, text in sources]
-        RuleDB(files)   # validates every entry
+        validate_rule_files(files)
         return files
 
     return cached_value("rules", key, compute,
