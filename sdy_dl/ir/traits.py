@@ -73,6 +73,10 @@ PURE_OPS = ops_with("pure")
 EFFECTFUL_OPS = ops_with("effectful")
 RECURSIVE_EFFECT_OPS = ops_with("recursive_effects")
 
+#: The op whose ``call_target_name`` names what it is: a ``call_targets`` trait, a
+#: rule file's ``custom_calls:`` entry and its effects are looked up by that name.
+CUSTOM_CALL_OP = "stablehlo.custom_call"
+
 
 def is_elementwise(name: str, shapes) -> bool:
     """Shardy's ``isElementwise`` for an op called ``name``; ``shapes()`` gives the

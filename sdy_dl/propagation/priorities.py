@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from sdy_dl.ir import Op
-from sdy_dl.ir.traits import ops_with
+from sdy_dl.ir.traits import CUSTOM_CALL_OP, ops_with
 from sdy_dl.propagation.decisions import Decision
 from sdy_dl.propagation.driver import Propagator
 from sdy_dl.propagation.state import value_key
@@ -40,7 +40,7 @@ def class_facts(op: Op) -> tuple[str, int, str]:
     name, whether it is elementwise (:func:`is_elementwise`, which the step reads
     too) and, for a custom call, its call target name ("" otherwise)."""
     target = ""
-    if op.name == "stablehlo.custom_call":
+    if op.name == CUSTOM_CALL_OP:
         text = op.attr_text("call_target_name") or ""
         plain = len(text) >= 2 and text[0] == text[-1] == '"' and "\\" not in text
         target = text[1:-1] if plain else text

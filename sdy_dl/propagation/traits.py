@@ -13,8 +13,8 @@ The facts are the op-trait table (``rules/traits/op_traits.yaml``, read by
 from __future__ import annotations
 
 from sdy_dl.ir import Op
-from sdy_dl.ir.traits import (EFFECTFUL_OPS, EFFECT_FREE_DIALECTS, PURE_OPS, RECURSIVE_EFFECT_OPS,
-                              is_elementwise as is_elementwise_op)
+from sdy_dl.ir.traits import (CUSTOM_CALL_OP, EFFECTFUL_OPS, EFFECT_FREE_DIALECTS, PURE_OPS,
+                              RECURSIVE_EFFECT_OPS, is_elementwise as is_elementwise_op)
 from sdy_dl.ir.walk import walk_model
 
 
@@ -40,7 +40,7 @@ def _has_recursive_effects(op: Op) -> bool:
 
 
 def _own_effects_free(op: Op) -> bool:
-    if op.name == "stablehlo.custom_call":
+    if op.name == CUSTOM_CALL_OP:
         side = op.attr_text("has_side_effect")
         return side is None or side == "false"
     if op.name in EFFECTFUL_OPS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdy_dl.ir.context import mlir_context
+from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.rules.db import RULE_ATTR, RuleDB
 from sdy_dl.rules.instance import RuleInstance
 
@@ -32,7 +33,7 @@ def module_rules(module, db: RuleDB, op_name: str | None = None) -> list[OpRule]
 def _matches(op, name: str) -> bool:
     if op.name == name:
         return True
-    target = op.attr("call_target_name") if op.name == "stablehlo.custom_call" else None
+    target = op.attr("call_target_name") if op.name == CUSTOM_CALL_OP else None
     if target is None:
         return False
     from jaxlib.mlir import ir

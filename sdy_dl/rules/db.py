@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.ir.walk import walk_model
 from sdy_dl.resources import rules_dir
 from sdy_dl.rules.instance import RuleInstance
@@ -103,7 +104,7 @@ class RuleDB:
     def _place(self, op) -> tuple[str, str] | None:
         """(section, key) of the entry that would give ``op`` its rule: its name, or
         its custom-call target (None: a custom call without one)."""
-        if op.name == "stablehlo.custom_call":
+        if op.name == CUSTOM_CALL_OP:
             target = op.attr("call_target_name")
             if target is None:
                 return None

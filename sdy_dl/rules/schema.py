@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from sdy_dl.errors import SdyError
+from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.rules.attrs import OpSignature, op_signature
 from sdy_dl.rules.expr import CONSTANTS, Expr, compile_expr, compile_for, target_names
 from sdy_dl.rules.instance import FACTOR_KINDS
 from sdy_dl.rules.notation import Notation, parse_einsum
 from sdy_dl.rules.view import OP_NAMES, group_names
 from sdy_dl.rules.yamlsrc import Loc, YList, YMap, load_yaml
-
-CUSTOM_CALL_OP = "stablehlo.custom_call"
 
 # --------------------------------------------------------------------------- the model
 
