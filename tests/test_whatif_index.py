@@ -44,7 +44,6 @@ def _assert_same_index(derived: Module, fresh: Module) -> None:
         assert (d.block and _place(d.block)) == (f.block and _place(f.block))
         assert [(op.oid, k) for op, k in d.uses] == [(op.oid, k) for op, k in f.uses]
         assert d.name == f.name and d.type_text == f.type_text
-        assert derived.value_of(d.mlir) is d
 
 
 @pytest.mark.parametrize("program", ["training_step", "grad_scan_helpers",

@@ -185,7 +185,7 @@ class Module:
     (:func:`~sdy_dl.ir.walk.walk_numbered`)."""
 
     #: The fields read from the MLIR on first use (:func:`index_module`).
-    INDEX = ("meshes", "mesh_ops", "funcs", "ops", "values", "_by_mlir")
+    INDEX = ("meshes", "mesh_ops", "funcs", "ops", "values")
 
     meshes: dict            # symbol name -> sharding.Mesh
     mesh_ops: list[Op]
@@ -209,9 +209,6 @@ class Module:
             return self.walks
         if name not in Module.INDEX:
             raise AttributeError(name)
-        if name == "_by_mlir" and "values" in self.__dict__:   # (an index made by index_like)
-            self._by_mlir = {v.mlir: v for v in self.values}
-            return self._by_mlir
         with mlir_context():
             index_module(self)
         return self.__dict__[name]
@@ -244,10 +241,6 @@ class Module:
     def is_indexed(self) -> bool:
         """Whether ops and values were read since the last :meth:`invalidate`."""
         return "ops" in self.__dict__
-
-    def value_of(self, mlir_value) -> Value:
-        """The model value of an MLIR value."""
-        return self._by_mlir[mlir_value]
 
     def main_func(self) -> Op | None:
         """Shardy's "main" function: the only function, else the one named main."""
@@ -320,15 +313,14 @@ def index_module(module: Module) -> None:
     :func:`walk_numbered`."""
     mlir_module, file = module.mlir, module.file
     state = AsmNames(mlir_module.operation)
-    ops, values, value_of = [], [], {}
-    module.__dict__.update(meshes={}, mesh_ops=[], funcs={}, ops=ops, values=values,
-                           _by_mlir=value_of)
+    ops, values, by_mlir = [], [], {}   # (by_mlir: MLIR value -> model value, for operands)
+    module.__dict__.update(meshes={}, mesh_ops=[], funcs={}, ops=ops, values=values)
 
     # type -> (shape, static, the type): types are uniqued, values share a few, and
     # every value of a type holds one Python object for it (a tuple of them then
     # compares without calling into the bindings)
     shapes: dict = {}
-    shape_and_static, value_at = _shape_and_static, value_of.__getitem__
+    shape_and_static, value_at = _shape_and_static, by_mlir.__getitem__
     add_op, add_value = ops.append, values.append
 
     def new_values(mvalues, defining_op: Op | None, block: Block | None, vid: int) -> list[Value]:
@@ -342,7 +334,7 @@ def index_module(module: Module) -> None:
             v = Value(vid + index, state, known[0], known[1], defining_op, block, index, mv, [],
                       known[2])
             add_value(v)
-            value_of[mv] = v
+            by_mlir[mv] = v
             out.append(v)
             index += 1
         return out
