@@ -211,7 +211,7 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     from sdy_dl.ir.loader import module_of_op
     from sdy_dl.ir.mlir_ops import is_scalar, main_of, symbol_name
     from sdy_dl.ir.walk import key, walk_pre
-    from sdy_dl.passes.export.merge_groups import move_members, regroup
+    from sdy_dl.passes.export.merge_groups import Numbers, move_members, regroup
 
     ops = walk_pre(module.mlir.operation)
     if [op.name for op in ops] != record.names:
@@ -245,8 +245,9 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
         op_changes.append((i, new))
     copy = record.output.clone()
     out = OutputCopy(record, copy, symbol_name(main))
-    groups = regroup(ops, record.names, before, after, regrouped, block_key, out, options)
-    made = move_members(groups, ops, block_key, out)
+    numbers = Numbers(ops)
+    groups = regroup(ops, record.names, before, after, regrouped, block_key, out, options, numbers)
+    made = move_members(groups, ops, block_key, out, numbers)
     written = {}   # the output's ops written, by pre-order number below the module
     for i, new in op_changes:
         if i in groups and groups[i][1] != i:

@@ -23,13 +23,14 @@ BROADCAST = "stablehlo.broadcast_in_dim"
 
 
 def regroup(ops: list, names: list, before: list, after: list, changed: list[int],
-            block_key: int, out, options) -> dict[int, tuple[int, int]]:
+            block_key: int, out, options, numbers: Numbers) -> dict[int, tuple[int, int]]:
     """``ops``: the what-if's propagated module in pre-order (``names`` their names,
     ``before``/``after`` each op's attributes in the first and in the what-if's
     propagated module, as :func:`~sdy_dl.ir.opaque.attribute_dict_key` gives
     them); ``changed``: op numbers of scalar broadcasts of main's top-level
     block (``block_key``) whose attributes changed; ``out``: the copy of the
-    first output (:class:`~sdy_dl.passes.export.by_difference.OutputCopy`).
+    first output (:class:`~sdy_dl.passes.export.by_difference.OutputCopy`);
+    ``numbers``: :class:`Numbers` of ``ops``, which :func:`move_members` then takes.
     Returns, for every member of the groups they leave and join, (the op it is
     merged into or itself: in the first propagation, in the what-if)."""
     from sdy_dl.ir.mlir_ops import is_scalar
@@ -48,7 +49,7 @@ def regroup(ops: list, names: list, before: list, after: list, changed: list[int
             if op.block is not None and key(op.block) == block_key \
                     and is_scalar(op.operands[0]):
                 members.append(j)
-    first = _first_run_kept(members, ops, out)
+    first = _first_run_kept(members, ops, out, numbers)
     facts = MergerFacts()
     for j in members:
         facts.add(j, ops[j], names[j], after[j], out.op(first[j]).operands[0])
@@ -56,7 +57,7 @@ def regroup(ops: list, names: list, before: list, after: list, changed: list[int
     return {j: (first[j], merged.get(j, j)) for j in members}
 
 
-def _first_run_kept(members: list[int], ops: list, out) -> dict[int, int]:
+def _first_run_kept(members: list[int], ops: list, out, numbers: Numbers) -> dict[int, int]:
     """Member -> the member the first run kept for it (itself, when the first output
     holds it; else the one its first user there reads)."""
     from sdy_dl.ir.walk import key
@@ -64,7 +65,6 @@ def _first_run_kept(members: list[int], ops: list, out) -> dict[int, int]:
 
     kept = {j for j in members if j in out.at}
     by_key = {key(out.op(j)): j for j in kept}
-    numbers = Numbers(ops)
     found = {}
     for j in members:
         if j in kept:
@@ -83,7 +83,8 @@ def _first_run_kept(members: list[int], ops: list, out) -> dict[int, int]:
 
 class Numbers:
     """The numbers of ops of ``ops`` (a pre-order walk) found by looking from a
-    number on in one direction, each op's identity read once."""
+    number on in one direction, each op's identity read once (one per export:
+    :func:`regroup` and :func:`move_members` share it)."""
 
     def __init__(self, ops: list):
         self.ops = ops
@@ -117,9 +118,11 @@ def _owner(value):
     return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
 
 
-def move_members(groups: dict, ops: list, block_key: int, out) -> dict[int, object]:
+def move_members(groups: dict, ops: list, block_key: int, out,
+                 numbers: Numbers) -> dict[int, object]:
     """Carry the groups' decisions over to ``out`` (the copy of the first output,
-    :class:`~sdy_dl.passes.export.by_difference.OutputCopy`): a member kept in the
+    :class:`~sdy_dl.passes.export.by_difference.OutputCopy`; ``numbers``: those
+    :func:`regroup` took): a member kept in the
     what-if but merged in the first run is made again (a copy of its op with the
     output attributes of the op it was merged into, where the pass leaves it), the
     uses of every member that merges elsewhere now read its new kept op, and a
@@ -157,7 +160,6 @@ def move_members(groups: dict, ops: list, block_key: int, out) -> dict[int, obje
     def kept(r):
         return made[r] if r in made else out.op(r)
 
-    numbers = Numbers(ops)
     out.redirected = []
     for m, (first, now) in sorted(moved.items()):
         old, new = out.op(first).results[0], kept(now).results[0]
