@@ -137,7 +137,7 @@ class Audit:
         self.replay = replay.replay if replay is not None else None
         #: What user-priority propagation left different from the first propagation's
         #: (a what-if's replaying propagation: values, slots, main results and ops,
-        #: :class:`~sdy_dl.propagation.replay.ShardingChanges`, numbered as the model
+        #: :class:`~sdy_dl.propagation.replay.ReplayedPassChanges`, numbered as the model
         #: propagation ran on, whose tags both outputs carry); None: not known.
         self.sharding_changes = self.replay.changes if self.replay is not None else None
         self._text: str | None = None

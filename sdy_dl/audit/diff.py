@@ -338,7 +338,7 @@ def match_reshards(sa: Signatures, ra: list, sb: Signatures, rb: list) -> tuple[
 def diff_edited(sa: Signatures, changes) -> tuple[int, list[Difference]]:
     """:func:`diff_modules` of ``a`` (``sa``: its signatures) and a module proven to be
     ``a`` with other shardings (``changes``: the
-    :class:`~sdy_dl.audit.same_structure.ShardingChanges` from ``a`` to it): every
+    :class:`~sdy_dl.audit.same_structure.ModuleShardingChanges` from ``a`` to it): every
     value pairs with itself, so the values that differ are those ``changes`` found,
     in the order the full comparison gives them, and a value keeps its name."""
     rank = sa.rank

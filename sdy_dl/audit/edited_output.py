@@ -64,7 +64,7 @@ def edited_output(sa, edits, top) -> "EditedOutput | None":
 
 class EditedOutput:
     """The first output (``sa``) with ``edits``: the values whose shardings differ
-    (``changes``, a :class:`~sdy_dl.audit.same_structure.ShardingChanges`), the
+    (``changes``, a :class:`~sdy_dl.audit.same_structure.ModuleShardingChanges`), the
     made values (keyed ``("made", k)``, ``k`` their place in ``edits.made``) and the
     erased ones."""
 

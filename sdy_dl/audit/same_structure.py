@@ -46,7 +46,7 @@ def masked(text: str) -> str:
 
 
 @dataclass
-class ShardingChanges:
+class ModuleShardingChanges:
     """What differs between two modules of the same structure (``a`` and ``b``), by
     the values of ``a``'s :class:`~sdy_dl.audit.diff.Signatures`."""
 
@@ -70,8 +70,8 @@ def equal_when_masked(a: str, b: str) -> bool:
     return len(xs) == len(ys) and all(x == y or masked(x) == masked(y) for x, y in zip(xs, ys))
 
 
-def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
-    """The :class:`ShardingChanges` from ``a`` (``sa``: its
+def sharding_changes(sa, a_text, b_module, b_text) -> ModuleShardingChanges | None:
+    """The :class:`ModuleShardingChanges` from ``a`` (``sa``: its
     :class:`~sdy_dl.audit.diff.Signatures`; ``a_text``: it printed) to ``b_module``
     (printed ``b_text``), or None when they are not proven to differ in shardings
     only (see the module docstring).  ``a_text`` and ``b_text`` may be functions
@@ -104,8 +104,8 @@ def sharding_changes(sa, a_text, b_module, b_text) -> ShardingChanges | None:
         return changes_at(sa, differ)
 
 
-def written_changes(sa, written: dict) -> ShardingChanges | None:
-    """The :class:`ShardingChanges` from ``a`` (``sa``: its
+def written_changes(sa, written: dict) -> ModuleShardingChanges | None:
+    """The :class:`ModuleShardingChanges` from ``a`` (``sa``: its
     :class:`~sdy_dl.audit.diff.Signatures`) to a copy of ``a`` in which only the ops
     ``written`` (pre-order number -> raw op of the copy) may have other
     attributes (a what-if's output made by difference,
@@ -118,14 +118,14 @@ def written_changes(sa, written: dict) -> ShardingChanges | None:
         return changes_at(sa, written)
 
 
-def changes_at(sa, ops: dict) -> ShardingChanges | None:
-    """The :class:`ShardingChanges` whose ops that may differ are ``ops`` (pre-order
+def changes_at(sa, ops: dict) -> ModuleShardingChanges | None:
+    """The :class:`ModuleShardingChanges` whose ops that may differ are ``ops`` (pre-order
     number -> raw op of ``b``), every other op being ``a``'s; None when one of them
     differs in more than shardings and rules."""
     from sdy_dl.audit.diff import aligned_attrs, sharding_text, stored_at
 
     a_ops = sa.table.ops
-    changes = ShardingChanges(sorted(ops))
+    changes = ModuleShardingChanges(sorted(ops))
     for n in changes.ops:
         x, y = a_ops[n], ops[n]
         if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):

@@ -378,7 +378,7 @@ class SyncTrace:
 
 
 @dataclass(frozen=True)
-class ShardingChanges:
+class ReplayedPassChanges:
     """What a replaying propagation pass left different from the recorded one's, by
     the numbers of the model the passes ran on (both runs number alike; value
     ``v`` is tagged ``a<v>`` or ``o<op>``, result ``r``, by ``PropagationIndex``,
@@ -444,9 +444,9 @@ class Replay:
         self._read_sets: dict[int, tuple] = {}
         self._ready: set[int] = set()     # ops whose site tensors were read (or have none)
         #: the shardings that differ from the record's when the pass ended
-        #: (:class:`ShardingChanges`, made by :meth:`finish`; None before, or when
+        #: (:class:`ReplayedPassChanges`, made by :meth:`finish`; None before, or when
         #: the record is not of this module)
-        self.changes: ShardingChanges | None = None
+        self.changes: ReplayedPassChanges | None = None
         self.replayed = 0                # visits replayed
         self.run = 0                     # visits run for real in a replayed fixpoint
         self.fixpoints = 0               # fixpoints replayed
@@ -558,8 +558,8 @@ class Replay:
             owner = value.defining_op if value.defining_op is not None else value.block.region.owner
             ops.add(owner.oid)
         ops.update(oid for oid, _ in results)
-        self.changes = ShardingChanges(frozenset(values), stored, frozenset(results),
-                                       frozenset(ops), erased)
+        self.changes = ReplayedPassChanges(frozenset(values), stored, frozenset(results),
+                                           frozenset(ops), erased)
 
     def _reads(self, op, directions) -> tuple:
         """(the value ids a visit of ``op`` may read, ``op``'s site): the site tensors'

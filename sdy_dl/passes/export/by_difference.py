@@ -151,7 +151,7 @@ def export_by_difference(record: ExportRecord | None, module: Module, options: P
     what-if's propagated module), made from ``record``'s output; None when not
     provably the same (then the stages run).  ``changes``: what the what-if's
     replaying propagation left different from the first's
-    (:class:`~sdy_dl.propagation.replay.ShardingChanges`; None: every op's
+    (:class:`~sdy_dl.propagation.replay.ReplayedPassChanges`; None: every op's
     attributes are compared)."""
     from sdy_dl.ir.context import mlir_context
 
