@@ -129,10 +129,11 @@ def _load_commands(names) -> None:
     """Import the modules defining commands ``names`` (all modules of this package
     for a name no table entry has); the commands register themselves on `main`."""
     import importlib
-    import pkgutil
 
     modules = {COMMANDS[n] for n in names if n in COMMANDS}
     if any(n not in COMMANDS for n in names):
+        import pkgutil
+
         modules |= {m.name for m in pkgutil.iter_modules(__path__)}
     for module in sorted(m for m in modules - {"options", "render"} if not m.startswith("_")):
         importlib.import_module(f"{__name__}.{module}")

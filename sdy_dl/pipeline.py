@@ -106,8 +106,9 @@ def pipeline_options() -> tuple[Option, ...]:
 def make_options(given=None, **context) -> PassOptions:
     """The pipeline's options: ``given`` (``KEY=VALUE`` items or a mapping)
     checked against :func:`pipeline_options`, ``context`` the
-    :class:`~sdy_dl.passes.RunContext` fields (the CLI and the Python API)."""
-    return PassOptions.create(PIPELINE, given, pipeline_options(), **context)
+    :class:`~sdy_dl.passes.RunContext` fields (the CLI and the Python API).
+    (Options are looked up only when some are given: that imports every pass.)"""
+    return PassOptions.create(PIPELINE, given, pipeline_options() if given else (), **context)
 
 
 #: Options the pipeline fixes for a stage: Shardy's pipeline creates

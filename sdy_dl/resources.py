@@ -78,14 +78,14 @@ def cached(kind: str, key: str, compute, load):
     """``load(data)`` of the bytes ``compute()`` gives, kept in the cache under
     ``kind/key``.  A cached entry that ``load`` rejects with ValueError (a damaged
     file) is computed again; an unwritable cache only costs the computation."""
-    import os
-    import tempfile
-
     path = cache_root() / kind / key
     try:
         return load(path.read_bytes())
     except (OSError, ValueError):
         pass
+    import os
+    import tempfile
+
     data = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -125,6 +125,31 @@ def test_output_written_in_pieces_is_whole_or_absent(tmp_path):
     assert out.read_text(encoding="utf-8") == "<p>\u00e4</p>\n"
 
 
+
+def test_output_goes_through_a_file_of_its_own_beside_the_target(tmp_path):
+    """The file written before the rename is one no other writer has: a name
+    already taken (another process's, or one left by a killed run) is passed over
+    and left as it was."""
+    import os
+
+    from sdy_dl.output import write_atomic
+
+    taken = tmp_path / f".sdy-dl-{os.getpid()}-0"
+    taken.write_text("someone else's")
+    write_atomic(str(tmp_path / "out.mlir"), "module\n")
+    assert (tmp_path / "out.mlir").read_text() == "module\n"
+    assert taken.read_text() == "someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [taken.name, "out.mlir"]
+    assert oct((tmp_path / "out.mlir").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
 def test_standard_output_takes_bytes_as_they_are_after_the_text_before_them(monkeypatch):
     """Bytes go to the stream's binary buffer once the text written before them is
     flushed; a text-only stream (no buffer) gets them decoded."""

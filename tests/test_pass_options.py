@@ -84,6 +84,35 @@ def test_every_pipeline_option_is_declared_once_by_a_registered_pass():
             assert declared[option.name] is option, (spec.name, option.name)
 
 
+
+def test_the_module_table_names_where_each_pass_registers():
+    import sdy_dl.passes.all  # noqa: F401
+    from sdy_dl.passes import MODULES, PASSES
+
+    assert {name: spec.run.__module__ for name, spec in PASSES.items()} == {
+        name: f"sdy_dl.passes.{module}" for name, module in MODULES.items()}
+
+
+def test_a_pipeline_run_imports_only_the_passes_it_runs(tmp_path):
+    """(A fresh interpreter: the pass modules this process imported stay imported.)"""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.mlir"
+    path.write_text(CALLS)
+    code = ("import sys; from sdy_dl.cli import main\n"
+            "try: main(['propagate', '--quiet', '--engine', 'python', sys.argv[1], '-o', sys.argv[2]])\n"
+            "except SystemExit as e: assert not e.code, e.code\n"
+            "print(sorted(m for m in sys.modules if m.startswith('sdy_dl.passes.')))")
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out.mlir")],
+                         capture_output=True, text=True, check=True).stdout
+    loaded = eval(out)
+    assert "sdy_dl.passes.import_.symbol_dce" in loaded
+    for unused in ("sdy_dl.passes.all", "sdy_dl.passes.export.reshard_to_collectives",
+                   "sdy_dl.passes.import_.add_func_data_flow_edges"):
+        assert unused not in loaded
+
+
 @pytest.mark.parametrize("item, error", [
     ("propagation-stratgy=basic", "has no option 'propagation-stratgy'"),
     ("dedup-functions-fully=maybe", "'maybe' is not a valid value (expected true or false)"),

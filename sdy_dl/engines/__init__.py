@@ -23,8 +23,6 @@ in).  Every engine gives the same relations.
 
 from __future__ import annotations
 
-import shutil
-
 from sdy_dl.engines.base import Engine
 from sdy_dl.errors import SdyError
 
@@ -42,6 +40,8 @@ class AutoEngine:
     name = "auto"
 
     def __init__(self):
+        import shutil
+
         from sdy_dl.engines.python_engine import PythonEngine
         self.embedded = PythonEngine()
         self.souffle = shutil.which("souffle") is not None

@@ -1,8 +1,9 @@
 """The registry of passes, each ``module in -> module out`` (names as in Shardy, no ``sdy-``).
 
 A pass module registers itself with :func:`register`; ``sdy-dl pass NAME``
-and the pipelines look passes up here.  Importing :mod:`sdy_dl.passes.all`
-loads every pass module.
+and the pipelines look passes up here (:func:`get_pass` imports the module
+:data:`MODULES` names, so a run imports the passes it runs).  Importing
+:mod:`sdy_dl.passes.all` loads every pass module.
 """
 
 from __future__ import annotations
@@ -112,6 +113,48 @@ class PassSpec(NamedTuple):
 
 PASSES: dict[str, PassSpec] = {}
 
+#: Pass name -> the module (under ``sdy_dl.passes``) that registers it
+#: (``tests/test_pass_options.py`` checks it against :mod:`sdy_dl.passes.all`).
+MODULES = {
+    "add-data-flow-edges": "import_.add_data_flow_edges",
+    "add-func-data-flow-edges": "import_.add_func_data_flow_edges",
+    "apply-sharding-constraints": "import_.apply_sharding_constraints",
+    "constant-or-scalar-splitter": "import_.constant_or_scalar_splitter",
+    "constant-splitter": "import_.constant_or_scalar_splitter",
+    "flatten-call-graph": "import_.flatten_call_graph",
+    "import-func-calls": "import_.import_func_calls",
+    "import-pipeline": "import_.import_pipeline",
+    "lift-inlined-meshes": "import_.lift_inlined_meshes",
+    "manual-axes-cleanup": "import_.manual_axes_cleanup",
+    "pre-order-funcs": "import_.pre_order_funcs",
+    "propagate-sharding-from-func-to-call": "import_.propagate_sharding_from_func_to_call",
+    "remove-size-one-axes": "import_.remove_size_one_axes",
+    "sharding-group-import": "import_.sharding_group_import",
+    "symbol-dce": "import_.symbol_dce",
+    "aggressive-propagate": "propagation.aggressive_propagation",
+    "basic-propagate": "propagation.basic_propagation",
+    "op-priority-propagate": "propagation.op_priority_propagation",
+    "user-priority-propagate": "propagation.user_priority_propagation",
+    "canonicalize": "export.canonicalize",
+    "close-shardings": "export.close_shardings",
+    "constant-or-scalar-merger": "export.constant_or_scalar_merger",
+    "drop-sharding-rules": "export.drop_sharding_rules",
+    "export-named-computations": "export.export_named_computations",
+    "export-pipeline": "export.export_pipeline",
+    "insert-explicit-reshards": "export.insert_explicit_reshards",
+    "insert-func-call-reshards": "export.insert_func_call_reshards",
+    "propagate-to-func-results": "export.propagate_to_func_results",
+    "remove-sharding-groups": "export.remove_sharding_groups",
+    "remove-sub-axes-in-input-output-shardings": "export.remove_sub_axes_in_input_output_shardings",
+    "reshard-to-collectives": "export.reshard_to_collectives",
+    "sharding-constraint-to-reshard": "export.sharding_constraint_to_reshard",
+    "sink-data-flow-edges": "export.sink_data_flow_edges",
+    "sink-func-data-flow-edges": "export.sink_func_data_flow_edges",
+    "unflatten-call-graph": "export.unflatten_call_graph",
+    "update-non-divisible-input-output-shardings":
+        "export.update_non_divisible_input_output_shardings",
+}
+
 
 def register(name: str, help: str, options: tuple = ()):
     """Decorator: register ``fn(module, options) -> module`` as pass ``name``,
@@ -128,10 +171,17 @@ def options_of(name: str) -> tuple:
 
 
 def get_pass(name: str) -> PassSpec:
-    """The pass called ``name`` (error naming the known ones otherwise)."""
-    import sdy_dl.passes.all  # noqa: F401  (registers every pass)
-
+    """The pass called ``name``, its module imported first (error naming the
+    known ones otherwise)."""
     spec = PASSES.get(name)
+    if spec is None:
+        import importlib
+
+        if name in MODULES:
+            importlib.import_module(f"{__name__}.{MODULES[name]}")
+        else:
+            import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+        spec = PASSES.get(name)
     if spec is None:
         raise SdyError(f"unknown pass {name!r} (known: {', '.join(sorted(PASSES))})")
     return spec
