@@ -185,3 +185,49 @@ def test_random_argument_edits_slow(monkeypatch):
     assert not wrong
     made, wrong = _whatifs(range(100, 160), random_control_flow_module, monkeypatch)
     assert not wrong
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_modules_ops_from_its_model_are_its_walk(seed):
+    """The export by difference takes a propagated module's ops from its model when
+    it holds one (``_walked``): the same ops and names, in the same order, as a
+    walk of its MLIR; an invalidated module is walked."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import key, walk_pre
+
+    module = parse_module_text(random_control_flow_module(seed), "m.mlir")
+    with mlir_context():
+        walked = walk_pre(module.mlir.operation)
+        for indexed in (True, False):
+            if indexed:
+                module.ops
+            else:
+                module.invalidate()
+            assert module.is_indexed() == indexed
+            ops, names = by_difference._walked(module)
+            assert [key(op) for op in ops] == [key(op) for op in walked]
+            assert names == [op.name for op in walked]
+            assert all(type(op) is type(walked[0]) for op in ops)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_first_modules_ops_found_by_their_places_are_its_walks(seed):
+    """``ExportRecord.input_op`` finds an op of its copy of the first propagated
+    module by the places of its model op's ancestors: the op the copy's walk has
+    at that number, for every op (nested ones too)."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import key, walk_pre
+
+    module = parse_module_text(random_control_flow_module(seed), "m.mlir")
+    module.ops
+    record = by_difference.ExportRecord(module)
+    with mlir_context():
+        walked = walk_pre(record._input)
+        assert any(op.parent is not None and op.parent.name != "builtin.module"
+                   for op in walked[1:])
+        for i in range(1, len(walked)):
+            found = record.input_op(i, module)
+            assert key(found) == key(walked[i]) and found.name == walked[i].name
+    assert record._input_ops is None   # (never walked)

@@ -50,12 +50,11 @@ class ExportRecord:
         """Record ``module``, the first run's propagated module, before the passes
         after propagation edit it."""
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.walk import key, walk_pre
+        from sdy_dl.ir.walk import key
 
         with mlir_context():
-            ops = walk_pre(module.mlir.operation)
+            ops, self.names = _walked(module)
             self.keys = [key(op) for op in ops]
-            self.names = [op.name for op in ops]
             self._input = module.mlir.operation.clone()
         #: the ops propagation erased (the model's numbers; None: not known)
         self.erased = module.propagation_erased
@@ -93,6 +92,35 @@ class ExportRecord:
             with mlir_context():
                 self._input_ops = walk_pre(self._input)
         return self._input_ops
+
+    def input_op(self, i: int, like: Module):
+        """Op ``i`` of :meth:`input_ops` (``i`` > 0), found without walking the copy
+        when ``like`` (a module of the same structure: the same op names in
+        pre-order) holds its model: along the places (region, block, position
+        in the block) of the model op's ancestors, each found in the copy."""
+        if self._input_ops is not None or not like.is_indexed():
+            return self.input_ops()[i]
+        from sdy_dl.ir.context import mlir_context
+
+        op, places = like.ops[i - 1], []
+        while op.parent is not None:
+            block, parent = op.block, op.parent
+            region = block.region
+            places.append((parent.regions.index(region), region.blocks.index(block),
+                           block.ops.index(op)))
+            op = parent
+        position = 0   # (among the top-level ops: those before it are counted)
+        for other in like.ops:
+            if other is op:
+                break
+            if other.parent is None:
+                position += 1
+        places.append((0, 0, position))
+        found = self._input
+        with mlir_context():
+            for r, b, k in reversed(places):
+                found = found.regions[r].blocks[b].operations[k].operation
+        return found
 
     def input_attributes(self) -> list:
         """Each op's attributes in the first propagated module (read once)."""
@@ -169,12 +197,14 @@ def export_by_difference(record: ExportRecord | None, module: Module, options: P
             return None
 
 
-def differences(record: ExportRecord, ops: list, changes=None, options=None) -> tuple:
+def differences(record: ExportRecord, ops: list, changes=None, options=None,
+                module: Module | None = None) -> tuple:
     """(the numbers of the ops whose attributes differ, each op's attributes in the
     first propagated module, in the what-if's) for ``ops``, the what-if's
-    propagated module in pre-order.  With ``changes`` (the replay's hand-over,
-    without rules kept: propagation writes shardings only) only the ops it names
-    are compared; else every op."""
+    propagated module in pre-order (``module``, when given: the module they are
+    the ops of, whose model finds the first's ops, :meth:`ExportRecord.input_op`).
+    With ``changes`` (the replay's hand-over, without rules kept: propagation
+    writes shardings only) only the ops it names are compared; else every op."""
     from bisect import bisect_left
 
     from sdy_dl.passes.propagation.basic_propagation import KEEP_SHARDING_RULES
@@ -188,9 +218,10 @@ def differences(record: ExportRecord, ops: list, changes=None, options=None) -> 
     maybe = sorted(1 + oid - bisect_left(erased, oid) for oid in changes.ops
                    if oid not in record.erased)
     after = _Read(lambda i: _attributes(ops[i]))
-    inputs = record.input_ops()
+    input_op = (record.input_ops().__getitem__ if module is None
+                else lambda i: record.input_op(i, module))
     wanted = set(maybe)
-    before = _Read(lambda i: _attributes(inputs[i]) if i in wanted else after[i])
+    before = _Read(lambda i: _attributes(input_op(i)) if i in wanted else after[i])
     return [i for i in maybe if after[i] != before[i]], before, after
 
 
@@ -206,17 +237,31 @@ class _Read(dict):
         return found
 
 
+def _walked(module: Module) -> tuple[list, list[str]]:
+    """(``module``'s ops in pre-order, itself first, as raw operations; their names):
+    its model's when it holds one (a propagation that erased no op keeps its
+    model: only attributes changed), else walked."""
+    from sdy_dl.ir.walk import walk_pre
+
+    top = module.mlir.operation
+    if module.is_indexed():
+        return ([top] + [getattr(op.mlir, "operation", op.mlir) for op in module.ops],
+                [top.name] + [op.name for op in module.ops])
+    ops = walk_pre(top)
+    return ops, [op.name for op in ops]
+
+
 def _export(record: ExportRecord, module: Module, options: PassOptions,
             reads: list[Reads], changes=None) -> Module:
     from sdy_dl.ir.loader import module_of_op
     from sdy_dl.ir.mlir_ops import is_scalar, main_of, symbol_name
-    from sdy_dl.ir.walk import key, walk_pre
+    from sdy_dl.ir.walk import key
     from sdy_dl.passes.export.merge_groups import Numbers, move_members, regroup
 
-    ops = walk_pre(module.mlir.operation)
-    if [op.name for op in ops] != record.names:
+    ops, names = _walked(module)
+    if names != record.names:
         raise NotLocal
-    changed, before, after = differences(record, ops, changes, options)
+    changed, before, after = differences(record, ops, changes, options, module)
     main = main_of([op.operation for op in module.mlir.body.operations
                     if op.operation.name == "func.func"])
     if main is None:
@@ -234,7 +279,7 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
         op = ops[i]
         if i == main_number:
             calls = [op for op, name in zip(ops, record.names) if name == "func.call"]
-            main_changes = _main_changes(record, i, op, check, calls)
+            main_changes = _main_changes(record, i, op, check, calls, module)
             continue
         if op.block is None or key(op.block) != block_key:
             raise NotLocal
@@ -359,14 +404,14 @@ def _mesh_ref(s):
 
 
 def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
-                  calls: list) -> dict:
+                  calls: list, module: Module) -> dict:
     """kind -> {index: new sharding or None} of main's changed argument and result
-    shardings (checked)."""
+    shardings (checked); ``main``: op ``number`` of ``module``."""
     from sdy_dl.ir.mlir_ops import symbol_name
     from sdy_dl.ir.storage import attr_items, func_attr_entries, sharding_of
     from sdy_dl.passes.call_graph import callee_name
 
-    old_main = record.input_ops()[number]
+    old_main = record.input_op(number, module)
     old, new = _attributes(old_main), _attributes(main)
     if isinstance(old, str) or isinstance(new, str):
         raise NotLocal
