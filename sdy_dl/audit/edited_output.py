@@ -361,18 +361,33 @@ class EditedOutput:
                         if (n, use.operand_number) not in gone:
                             users.append(place(n))
             last[value] = max(users) if users else None
+        # (an entry's op is main's op i + start + 1, and its end the place of its last
+        # user, or i when it has none: the entries are in op order, so how far their
+        # ops move is counted as they go; their last users' by bisection)
         entries = []
-        gone, op_of, last_use = self.erased, sa.op_of, sa.last_use
+        gone = self.erased
+        made_at, erased_at = self._edit_places()
+        made_count, erased_count = len(made_at), len(erased_at)
+        mi = ei = previous = 0
+        last_use = sa.last_use
         for i, end, value, value_type, r in intermediates:
+            n = i + start + 1
+            if n < previous:   # (out of order: counted again)
+                mi = ei = 0
+            previous = n
+            while mi < made_count and made_at[mi] <= n:
+                mi += 1
+            while ei < erased_count and erased_at[ei] < n:
+                ei += 1
             if value in gone:
                 continue
-            n = op_of[value]
-            j = place(n)
+            j = i + mi - ei
             if value in last:
                 end = j if last[value] is None else max(j, last[value])
             else:
-                used = last_use.get(value)
-                end = j if used is None else max(j, place(used))
+                used = end + start + 1 if end != i else last_use.get(value)
+                end = j if used is None else max(j, used - start - 1 + bisect_right(
+                    made_at, used) - bisect_left(erased_at, used))
             entries.append((j, end, value, value_type, r))
         for k, (_, _, op) in enumerate(edits.made):
             value_type = op.results[0].type
