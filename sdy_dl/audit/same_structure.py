@@ -130,11 +130,29 @@ def changes_at(sa, ops: dict) -> ModuleShardingChanges | None:
         x, y = a_ops[n], ops[n]
         if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
             return None
+        same = _same_entries(x, y) if x.name == "func.func" else {}
         for value in sa.by_op.get(n, ()):
             _, index, kind = sa.sites[value]
+            if index in same.get(kind, ()):
+                continue
             s = stored_at(y, index, kind)
             text = None if s is None else sharding_text(s)
             if text != sa.text(value):
                 changes.texts[value] = (sa.text(value), text)
                 changes.shardings[value] = s
     return changes
+
+
+def _same_entries(x, y) -> dict:
+    """kind (``arg``, ``result``) -> the numbers of the arguments or results whose
+    attribute dictionaries functions ``x`` and ``y`` share (attributes are uniqued:
+    the same dictionary, the same sharding), which hold their shardings
+    (:func:`~sdy_dl.audit.diff.stored_at`)."""
+    from sdy_dl.ir.storage import func_attr_entries
+
+    out = {}
+    for kind, attr in (("arg", "arg_attrs"), ("result", "res_attrs")):
+        a, b = func_attr_entries(x, attr), func_attr_entries(y, attr)
+        if len(a) == len(b):
+            out[kind] = {i for i, (p, q) in enumerate(zip(a, b)) if p == q}
+    return out
