@@ -235,9 +235,12 @@ def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
     changes.conflict_keys
     ops = {id(c.op): c.op for c in after.audit.tracer.steps}
     assert len(places) - known < len(ops) // 2    # most were the first's
+    from sdy_dl.audit.naming import tags
+
     for op in ops.values():
         fresh = OpInfo(op.name, op.origin, op._loc, op._file)
         assert (op["place"], op["tag"], op.line) == (fresh["place"], fresh["tag"], fresh.line)
+        assert fresh["tag"] == (tags(op._loc, "px") or [None])[0]   # (the outermost)
 
 
 @pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers"])

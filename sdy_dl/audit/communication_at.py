@@ -18,7 +18,7 @@ once, when first asked.
 
 from __future__ import annotations
 
-from sdy_dl.audit.naming import EXPORT_RENAMES, tags
+from sdy_dl.audit.naming import EXPORT_RENAMES, first_tag
 from sdy_dl.ir.traits import COLLECTIVE_OPS
 
 #: Ops that move data between devices, as the output prints them.
@@ -46,7 +46,8 @@ class OpCommunication:
         self._by_tag: dict[str, list] = {}
         with mlir_context():
             for mop in walk_pre(module.mlir.operation)[1:]:
-                for t in tags(mop.location, "px")[:1]:
+                t = first_tag(mop.location, "px")
+                if t is not None:
                     self._by_tag.setdefault(t, []).append(mop)
 
     @classmethod

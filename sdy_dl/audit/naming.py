@@ -76,6 +76,13 @@ def tags(loc, prefix: str) -> list[str]:
     return _TAG_RES[prefix].findall(str(loc))
 
 
+def first_tag(loc, prefix: str) -> str | None:
+    """The outermost ``prefix`` tag of a location (:func:`tags`' first; None: none),
+    found without reading the rest of its text."""
+    found = _TAG_RES[prefix].search(str(loc))
+    return found.group(1) if found is not None else None
+
+
 def _tag_all(module: Module, prefix: str) -> dict[int, str]:
     """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``;
     the tag of each location made, by the location's pointer (locations are
@@ -918,7 +925,8 @@ class OutputIndex:
             self._op_by_tag = {}
             with mlir_context():
                 for n, mop in enumerate(self._table.ops):
-                    for t in tags(mop.location, "px")[:1]:
+                    t = first_tag(mop.location, "px")
+                    if t is not None:
                         self._op_by_tag.setdefault(t, n)
         n = self._op_by_tag.get(tag)
         return 0 if n is None else self._ssa.op_lines[n]

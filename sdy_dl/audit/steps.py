@@ -54,12 +54,11 @@ class OpInfo(Mapping):
             if found is not None and found[0] == loc:
                 self._read = found[1]
                 return self._read
-            from sdy_dl.audit.naming import place_in, tags
+            from sdy_dl.audit.naming import first_tag, place_in
             from sdy_dl.ir.model import position_in
 
             text = str(loc)
-            found = tags(text, "px")
-            self._read = (place_in(text, self._file), found[0] if found else None,
+            self._read = (place_in(text, self._file), first_tag(text, "px"),
                           position_in(text)[0])
             if places is not None:
                 places[at] = (loc, self._read)
