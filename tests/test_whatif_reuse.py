@@ -229,3 +229,18 @@ def test_a_conflict_an_unchanged_op_at_the_same_place_has_did_not_appear():
     assert changed_before and len(changed_before) < len(before.audit.tracer.steps)
     assert changes.conflict_keys == ([], [k for k in whole_b if k not in whole_a])
     assert changes.conflict_keys[1] and not changes.lines()[-1].startswith("0 values")
+
+
+def test_the_attribute_texts_kept_for_the_process_are_of_its_one_mlir_context():
+    """The diff's table of attribute texts lives as long as the process, which is
+    sound and bounded only because every attribute it keeps is one of sdy-dl's
+    one MLIR context (uniqued there until the process ends): a what-if's diffs
+    take the first run's texts, and no other context's attribute gets in."""
+    from sdy_dl.audit import diff
+    from sdy_dl.ir.context import mlir_context
+
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    assert diff._ATTRIBUTE_TEXTS
+    assert all(attr.context is mlir_context() for attr in diff._ATTRIBUTE_TEXTS)
+    assert all(text == str(attr) for attr, text in diff._ATTRIBUTE_TEXTS.items())

@@ -231,7 +231,14 @@ def _attributes(mop, aligned: bool = False):
 
 
 #: Attribute -> its text (attributes are uniqued and hash as the object they are:
-#: many ops share one).
+#: many ops share one).  It lives as long as the process, on purpose: every module
+#: is parsed in sdy-dl's one MLIR context (:func:`~sdy_dl.ir.context.mlir_context`,
+#: itself process-wide), which keeps every attribute it uniqued until it ends, so
+#: the table adds only each distinct attribute's text to what the context holds;
+#: a key keeps its context alive, so no other attribute can be uniqued at its
+#: place; and a what-if's modules repeat the first run's attributes, whose texts
+#: the diffs and twins of every later run then take (a table per diff would print
+#: them again).
 _ATTRIBUTE_TEXTS: dict = {}
 
 
