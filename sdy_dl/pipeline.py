@@ -133,7 +133,8 @@ def propagate(module: Module, options: PassOptions, before=None, start: str | No
     ``export(module)``, when given, is called after user-priority propagation and
     may return the output the stages after it would make (a what-if's export by
     difference, :mod:`sdy_dl.passes.export.by_difference`; None: they run).
-    The result is verified (``verify_module``)."""
+    The result is verified (``verify_module``, which sets ``module.verified``:
+    ``sdy-dl propagate`` prints it without verifying it again)."""
     from sdy_dl.ir.loader import verify_module
 
     exported = False

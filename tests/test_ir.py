@@ -59,6 +59,23 @@ def test_a_verified_module_prints_as_jaxlib_prints_it():
     assert module.print(binary=True) == expected.encode("utf-8")
 
 
+def test_only_a_module_verified_since_its_last_edit_prints_as_verified():
+    """``print(verified=True)`` is refused before ``verify_module`` and after an
+    edit (``invalidate``), so a caller cannot skip a verification nobody ran."""
+    from sdy_dl.ir.loader import verify_module
+
+    module = parse_module_text(lowered("mlp"), "mlp.mlir")
+    with pytest.raises(ValueError, match="not verified since its last edit"):
+        module.print(verified=True)
+    verify_module(module)
+    assert module.verified
+    module.print(verified=True)
+    module.invalidate()
+    assert not module.verified
+    with pytest.raises(ValueError, match="not verified since its last edit"):
+        module.print(verified=True, binary=True)
+
+
 def test_round_trip_rewrites_shardings_of_every_kind():
     text = lowered("shard_map")
     module = parse_module_text(text)

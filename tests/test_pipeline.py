@@ -88,3 +88,15 @@ def test_propagate_command_equals_shardy_import_and_user_priority(name):
 def test_sharding_groups(text, strategy):
     expected = shardy(text, f"sdy-{strategy}-propagate")
     assert_same(expected, run_ours(text, [f"{strategy}-propagate"], engine="clingo"))
+
+
+def test_the_pipeline_verifies_its_result():
+    """``sdy-dl propagate`` prints its result as verified (no second verification),
+    relying on the pipeline to verify last: the result says it was."""
+    from sdy_dl.pipeline import propagate
+
+    module = parse_module_text(jax_programs.lowered("mlp"), "mlp.mlir")
+    assert not module.verified
+    result = propagate(module, make_options(engine="python"))
+    assert result.verified
+    assert result.print(verified=True, binary=True) == result.print().encode("utf-8")

@@ -81,7 +81,8 @@ def verify_module(module: Module) -> None:
     """Verify the whole module, as Shardy's pass manager does after a pass: an
     invalid result (a group sync that put a sharding of another rank on a
     member, an invalid collective) is the located error of its first
-    diagnostic, never printed."""
+    diagnostic, never printed.  A valid module is marked so (``module.verified``:
+    it may be printed without verifying it again, until it is invalidated)."""
     from jaxlib.mlir import ir
 
     with mlir_context():
@@ -89,6 +90,7 @@ def verify_module(module: Module) -> None:
             module.mlir.operation.verify()
         except ir.MLIRError as e:
             raise mlir_error(e, module.file) from None
+    module.verified = True
 
 
 def mlir_error(e, file: str) -> SdyError:

@@ -198,6 +198,9 @@ class Module:
     #: A clone's: the use-list orders every clone of the module it was cloned from
     #: shares, for :func:`index_like` (``orders``; None: not a clone known so).
     clone_use_orders: dict | None = None
+    #: The module passed :func:`~sdy_dl.ir.loader.verify_module` (which sets it) and
+    #: was not invalidated since: only then may it be printed as verified (:meth:`print`).
+    verified: bool = False
 
     def __init__(self, mlir, file: str):
         self.mlir, self.file = mlir, file
@@ -225,6 +228,7 @@ class Module:
         returns it)."""
         for name in Module.INDEX:
             self.__dict__.pop(name, None)
+        self.__dict__.pop("verified", None)
         if walks is None and not ops_kept and names is not None:
             walks = OpIndex(names)
         if walks is not None:
@@ -257,10 +261,14 @@ class Module:
 
     def print(self, verified: bool = False, binary: bool = False) -> str | bytes:
         """The module printed exactly as jaxlib prints it (``str(module)``).
-        ``verified``: the module passed :func:`~sdy_dl.ir.loader.verify_module`
-        and was not edited since, so MLIR's printer skips the verification it
-        runs first (to fall back to the generic form);
+        ``verified``: MLIR's printer skips the verification it runs first (to fall
+        back to the generic form), for a module that passed
+        :func:`~sdy_dl.ir.loader.verify_module` and was not invalidated since
+        (:attr:`verified`; ValueError when it did not);
         ``binary``: the text as UTF-8 bytes, not decoded into a string."""
+        if verified and not self.verified:
+            raise ValueError(f"{self.file}: printed as verified, but not verified since "
+                             "its last edit")
         if not (verified or binary):
             return str(self.mlir)
         return self.mlir.operation.get_asm(binary=binary, assume_verified=verified)
