@@ -8,8 +8,8 @@ from jax_programs import PROGRAMS, lowered
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import parse_module_text
 from sdy_dl.ir.context import mlir_context
-from sdy_dl.ir.storage import (is_shardable, store_result_sharding, store_sharding,
-                               stored_result_sharding, stored_sharding)
+from sdy_dl.ir.storage import (is_shardable, store_shardings, stored_result_sharding,
+                               stored_sharding, write_func_attr)
 
 
 def jaxlib_print(text: str) -> str:
@@ -26,13 +26,13 @@ def rewrite_every_sharding(module) -> int:
         for i in range(len(func.mlir.attributes["function_type"].value.results)):
             s = stored_result_sharding(func, i)
             if s is not None:
-                store_result_sharding(func, i, s)
+                write_func_attr(func.mlir, "res_attrs", i, s)
                 count += 1
     for v in module.values:
         if is_shardable(v):
             s = stored_sharding(v)
             if s is not None:
-                store_sharding(module, v, s)
+                store_shardings(module, [(v, s)])
                 count += 1
     return count
 

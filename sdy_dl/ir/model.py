@@ -150,10 +150,6 @@ class Op:
         return None if a is None else str(a)
 
     @property
-    def attr_names(self) -> list[str]:
-        return list(self.mlir.attributes)
-
-    @property
     def dialect(self) -> str:
         return self.name.split(".", 1)[0]
 

@@ -3,7 +3,7 @@
 Semantics document §1.5.  This is the one table of storage places; it knows
 attributes, not propagation.  :func:`read_stored`/:func:`write_stored` read
 and write the place of result or block argument ``index`` of a raw MLIR op;
-:func:`stored_sharding`/:func:`store_sharding` do the same for a value of the
+:func:`stored_sharding`/:func:`store_shardings` do the same for values of the
 model.  Shardy's ``getSharding``/``setSharding`` (which look through
 data-flow edges and show a manual computation's body its local view) are
 :mod:`sdy_dl.ir.value_sharding`, built on this table.
@@ -101,11 +101,6 @@ def stored_result_sharding(func: Op, index: int) -> TensorSharding | None:
     return read_func_attr(func.mlir, "res_attrs", index)
 
 
-def store_sharding(module: Module, value: Value, sharding: TensorSharding) -> None:
-    """Store ``sharding`` for ``value`` (which must be shardable)."""
-    store_shardings(module, [(value, sharding)])
-
-
 def store_shardings(module: Module, updates) -> None:
     """Store the shardings of ``updates`` (``(value, sharding)``, each value shardable
     and at most once), with one attribute write per op whose results or body
@@ -132,11 +127,6 @@ def store_shardings(module: Module, updates) -> None:
         write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
     for mop, sharding in single:
         mop.operation.attributes[SHARDING_ATTR] = per_value_attr((sharding,))
-
-
-def store_result_sharding(func: Op, index: int, sharding: TensorSharding) -> None:
-    """Store the ``sdy.sharding`` result attribute of function ``func``."""
-    write_func_attr(func.mlir, "res_attrs", index, sharding)
 
 
 # -- attribute plumbing on raw MLIR operations (also used by the import passes) --

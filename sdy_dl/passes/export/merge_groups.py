@@ -136,7 +136,6 @@ def move_members(groups: dict, ops: list, block_key: int, out,
     without uses: canonicalize erases it)."""
     from jaxlib.mlir import ir
 
-    from sdy_dl.ir.walk import key
     from sdy_dl.passes.export.export_reads import NotLocal
 
     moved = {m: kept for m, kept in groups.items() if kept[0] != kept[1]}
