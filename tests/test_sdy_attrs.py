@@ -78,7 +78,6 @@ def test_awkward_names_propagate_as_in_shardy(name):
 
 
 def test_sharding_rules_round_trip():
-    from sdy_dl.rules.notation import parse_rule_text
     from sdy_dl.rules.rule_attr import is_custom_rule, rule_attr, rule_of_attr
 
     texts = ["#sdy.op_sharding_rule<([i, j], [j, k])->([i, k]) {i=8, j=16, k=4} reduction={j}>",
@@ -89,7 +88,7 @@ def test_sharding_rules_round_trip():
         for text in texts:
             attr = _parse(text)
             rule = rule_of_attr(attr)
-            assert rule == parse_rule_text(text) and rule.to_text() == str(attr)
+            assert rule.to_text() == str(attr)
             assert rule_attr(rule) == attr
             assert is_custom_rule(attr) == text.endswith("custom>")
 

@@ -20,7 +20,7 @@ from sdy_dl.engines import get_engine
 from sdy_dl.propagation.step import StepInput
 from sdy_dl.propagation.step_eval import evaluate_steps
 from sdy_dl.rules.instance import RuleInstance
-from sdy_dl.rules.notation import parse_rule_text
+from sdy_dl.rules.rule_attr import rule_of_attr
 from sdy_dl.sharding import (Mesh, TensorSharding, parse_mesh, parse_sharding_per_value,
                              parse_tensor_sharding)
 
@@ -126,7 +126,12 @@ def build_step(text: str, strategy: str = "aggressive", conservative: bool = Fal
     _, rule_text, exp_args, exp_res, _ = run_oracle(text, pass_pipeline(strategy, conservative))
     if rule is None:
         assert rule_text is not None, f"Shardy attached no rule to {op_name}"
-        rule = parse_rule_text(rule_text)
+        from jaxlib.mlir import ir
+
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            rule = rule_of_attr(ir.Attribute.parse(rule_text))
     ew = op_name in ELEMENTWISE_OPS if elementwise is None else elementwise
     if symbol is not None:
         meshes = {(symbol if k == "mesh" else f"{symbol}_{k}"): v for k, v in meshes.items()}

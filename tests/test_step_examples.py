@@ -299,12 +299,12 @@ def test_one_way_direction(case, strategy):
     from sdy_dl.engines import get_engine
     from sdy_dl.propagation.step import StepInput
     from sdy_dl.propagation.step_eval import evaluate_steps
-    from sdy_dl.rules.notation import parse_rule_text
+    from sdy_dl.rules.notation import parse_notation
     from sdy_dl.sharding import parse_mesh, parse_tensor_sharding
 
     direction, before, after = case
     parse = lambda t: parse_tensor_sharding(f"<@mesh, {t}>") if t else None  # noqa: E731
-    rule = parse_rule_text("#sdy.op_sharding_rule<([i], [i])->([i]) {i=8}>")
+    rule = parse_notation("([i], [i])->([i]) {i=8}").to_instance({"i": 8})
     shardings = [parse(t) for t in before]
     step = StepInput(rule, tuple(shardings[:2]), tuple(shardings[2:]), (direction,), strategy,
                      elementwise=True)

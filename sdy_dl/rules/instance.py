@@ -5,9 +5,9 @@ factors (size, kind, blocked flag) and, for every operand and result, one dim
 mapping per dimension listing that dim's factor indices from major to minor.
 
 ``to_text`` prints the rule exactly as Shardy prints an
-``#sdy.op_sharding_rule`` attribute; ``parse_rule_text`` reads that syntax back
-(the ``sdy.sharding_rule`` attribute an op may already carry).  The grammar is
-shared with the compact einsum-like form of user rules (:mod:`.notation`).
+``#sdy.op_sharding_rule`` attribute; :mod:`.rule_attr` reads that attribute
+back (the ``sdy.sharding_rule`` an op may already carry) through jaxlib's
+bindings.  Its syntax is also one of the forms of user rules (:mod:`.notation`).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
-from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance, factor_index, factor_name
+from sdy_dl.rules.instance import FACTOR_KINDS, Factor, RuleInstance
 
 _TOKEN_RE = re.compile(r"\s*(?:(->)|([A-Za-z](?:_\d+)?)|(\d+)|([()\[\]{},=]))")
 #: Tokens of the custom_partitioning form: identifiers, and ``...`` with its group.
@@ -365,23 +365,3 @@ def parse_einsum(text: str) -> Notation:
     return parse_custom_partitioning(text)
 
 
-def parse_rule_text(text: str) -> RuleInstance:
-    """Parse Shardy's ``#sdy.op_sharding_rule<...>`` syntax into a rule.
-
-    Every factor must have its size in the ``{...}`` list, and the names there
-    must be Shardy's names in index order (``i, j, k, ...``), as Shardy prints
-    them.  Raises :class:`SdyError` for malformed text.
-    """
-    body = text.strip()
-    prefix = "#sdy.op_sharding_rule<"
-    if not (body.startswith(prefix) and body.endswith(">")):
-        raise SdyError(f"not an #sdy.op_sharding_rule attribute: {text!r}")
-    note = parse_notation(body[len(prefix):-1])
-    if note.sizes is None and note.factor_order:
-        raise SdyError(f"sharding rule without factor sizes: {text!r}")
-    sizes = note.sizes or {}
-    for pos, name in enumerate(sizes):
-        if factor_index(name) != pos:
-            raise SdyError(f"factor {name!r} out of order in sharding rule {text!r} "
-                           f"(expected {factor_name(pos)!r})")
-    return note.to_instance(sizes, list(sizes))

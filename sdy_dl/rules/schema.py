@@ -117,7 +117,6 @@ class Entry:
     source: str
     body: Body | None = None
     einsum: Notation | None = None
-    einsum_text: str = ""
     no_rule: bool = False
     shared_lets: dict[str, Expr] = field(default_factory=dict)   # the file's 'let'
     shared_let_locs: dict[str, Loc] = field(default_factory=dict)
@@ -294,7 +293,6 @@ def _parse_entry(key: str, section: str, node, loc: Loc, source: str) -> Entry:
             entry.einsum.check_declared()
         except SdyError as e:
             raise e.located(*_place(node.value_at("einsum"))) from None
-        entry.einsum_text = text.strip()
     else:
         body = _parse_body(node, node.loc)
         if form in ("use", "generator"):
