@@ -553,7 +553,7 @@ class Fuzzer:
     def replay_case(self) -> None:
         """``emit``, the relations derived, changed at random, and ``propagate --relations``:
         a clean error, or exactly the module of the run the relations came from."""
-        from sdy_dl.datalog.facts import read_facts_dir, write_relations_dir
+        from facts_dirs import read_facts_dir, write_relations_dir
         from sdy_dl.datalog.program import Program, parse_declarations
         from sdy_dl.engines import get_engine
 

@@ -255,7 +255,7 @@ def check_works_as_shardy(tmp_path, text):
 def emitted_once(tmp_path_factory):
     """An emitted program directory for SHARDED: program.dl, facts and the relations
     the program derives (by the Python engine, as Soufflé would write them)."""
-    from sdy_dl.datalog.facts import read_facts_dir, write_relations_dir
+    from facts_dirs import read_facts_dir, write_relations_dir
     from sdy_dl.datalog.program import Program, parse_declarations
     from sdy_dl.engines import get_engine
 

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
+from facts_dirs import read_facts_dir, write_relations_dir
 from jax_programs import lowered
 from sdy_dl.cli import main
-from sdy_dl.datalog.facts import read_facts_dir, write_relations_dir
 from sdy_dl.datalog.program import Program, parse_declarations
 from sdy_dl.engines import get_engine
 

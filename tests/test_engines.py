@@ -264,7 +264,8 @@ def test_the_first_bad_fact_among_good_ones_is_named(rows, message):
 
 
 def test_fact_files_escape_names(tmp_path):
-    from sdy_dl.datalog.facts import read_facts_dir, write_facts_dir
+    from facts_dirs import read_facts_dir
+    from sdy_dl.datalog.facts import write_facts_dir
 
     prog = program(ECHO)
     write_facts_dir(prog, echo_facts(), str(tmp_path))

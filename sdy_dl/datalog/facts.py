@@ -222,17 +222,3 @@ def parse_rows(decl: Decl, lines: list[str], source: str) -> set[tuple]:
                     raise SdyError(f"column {k + 1} of relation {decl.name} is a number, "
                                    f"not {v[:40]!r}", file=source, line=n, col=col) from None
     return set(zip(*columns))
-
-
-def read_facts_dir(program: Program, directory: str) -> dict[str, set[tuple]]:
-    """The ``<relation>.facts`` files of every input relation of ``program``."""
-    return {d.name: read_relation_file(d, os.path.join(directory, f"{d.name}.facts"))
-            for d in program.inputs}
-
-
-def write_relations_dir(program: Program, relations: Facts, directory: str) -> None:
-    """Write output relations as Soufflé does with ``-D``: ``<relation>.csv``, tab-separated."""
-    for decl in program.outputs:
-        rows = sorted(relations.get(decl.name, ()))
-        with open(os.path.join(directory, f"{decl.name}.csv"), "w", encoding="utf-8") as f:
-            f.write(fact_lines(decl, rows))
