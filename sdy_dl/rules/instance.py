@@ -101,12 +101,3 @@ def factor_name(i: int) -> str:
     if i < len(_LETTERS):
         return _LETTERS[i]
     return f"z_{i - len(_LETTERS) + 1}"
-
-
-def factor_index(name: str) -> int | None:
-    """The index Shardy gives the factor named ``name`` (None if not a Shardy name)."""
-    if len(name) == 1 and name in _LETTERS:
-        return _LETTERS.index(name)
-    if name.startswith("z_") and name[2:].isdigit() and not name[2:].startswith("0"):
-        return len(_LETTERS) - 1 + int(name[2:])
-    return None
