@@ -312,10 +312,6 @@ class AxisRef:
         """``other`` contains ``self`` and both start at the same pre-size."""
         return other.contains(self) and self.pre == other.pre
 
-    def suffix_of(self, other: "AxisRef", mesh: Mesh) -> bool:
-        """``other`` contains ``self`` and both end at the same next pre-size."""
-        return other.contains(self) and self.next_pre(mesh) == other.next_pre(mesh)
-
     def overlaps(self, other: "AxisRef", mesh: Optional[Mesh] = None) -> bool:
         """Same name and either one is full or ``[pre, next)`` ranges meet."""
         if other.name != self.name:

@@ -280,13 +280,10 @@ def test_relations_from_the_table():
     assert not a_1_4.contains(a_2_4, A8)
     assert not a_1_4.contains(full, A8)
     assert not full.contains(ref('"b"'), A8)
-    # prefix / suffix
+    # prefix
     assert a_1_2.prefix_of(full, A8)
     assert a_2_2.prefix_of(a_2_4, A8)
     assert not a_2_4.prefix_of(full, A8)
-    assert a_2_4.suffix_of(full, A8)
-    assert not a_1_2.suffix_of(full, A8)
-    assert a_4_2.suffix_of(a_2_4, A8)
     # overlaps
     assert a_1_4.overlaps(a_2_4, A8)
     assert not a_1_4.overlaps(a_4_2, A8)
