@@ -643,6 +643,7 @@ class _Memo:
         self.last_steps = None
         self.tags = None     # its op keys' tag of each op description (conflicts.op_keys)
         self.totals = None   # each function's memory totals (its memory layouts')
+        self.by_name = None  # op name -> the last steps of its ops (_last_steps_named)
 
     @staticmethod
     def of(audit) -> "_Memo":
@@ -670,6 +671,18 @@ def _last_steps(audit, like=None) -> dict:
         memo.tags = dict(known) if known is not None else {}
         memo.last_steps = last_visit_by_op(audit.explainer, op_keys(audit.explainer, memo.tags))
     return memo.last_steps
+
+
+def _last_steps_named(audit) -> dict:
+    """:func:`_last_steps` of ``audit``'s ops by op name (each name's in their order),
+    kept for later what-ifs (steps without an op left out)."""
+    memo = _Memo.of(audit)
+    if memo.by_name is None:
+        memo.by_name = {}
+        for cause in _last_steps(audit).values():
+            if cause.op is not None:
+                memo.by_name.setdefault(cause.op["name"], []).append(cause)
+    return memo.by_name
 
 
 def _changed_steps(before, after) -> tuple[list, list] | None:
@@ -716,12 +729,11 @@ def _conflict_changes(before, after) -> tuple[list, list]:
     appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
     if appeared or disappeared:
         at = {k[:2] for k in appeared + disappeared}
-        names = {name for name, _ in at}
         differ = {id(c) for c in changed[0]}
+        named = _last_steps_named(before)
         same = _conflicts_by_key(before, [
-            c for c in _last_steps(before).values()
-            if id(c) not in differ and c.op is not None and c.op["name"] in names
-            and (c.op["name"], c.op["place"]) in at])
+            c for name in sorted({name for name, _ in at}) for c in named.get(name, ())
+            if id(c) not in differ and (name, c.op["place"]) in at])
         appeared = [k for k in appeared if k not in same]
         disappeared = [k for k in disappeared if k not in same]
     return appeared, disappeared
