@@ -30,17 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.opaque import attribute_dict_key
 from sdy_dl.ir.storage import SHARDING_ATTR
 from sdy_dl.passes import PassOptions
 from sdy_dl.passes.export.export_reads import NotLocal, Reads, created_names, stage_reads
-
-
-def _attributes(mop):
-    """``mop``'s attributes as a key equal exactly when they are
-    (:func:`~sdy_dl.ir.opaque.attribute_dict_key`; none: ``()``)."""
-    from sdy_dl.ir.opaque import attribute_dict_key
-
-    return attribute_dict_key(mop) if len(mop.attributes) else ()
 
 
 class ExportRecord:
@@ -128,7 +121,7 @@ class ExportRecord:
             from sdy_dl.ir.context import mlir_context
 
             with mlir_context():
-                self._input_attributes = [_attributes(op) for op in self.input_ops()]
+                self._input_attributes = [attribute_dict_key(op) for op in self.input_ops()]
         return self._input_attributes
 
 
@@ -211,17 +204,17 @@ def differences(record: ExportRecord, ops: list, changes=None, options=None,
 
     if changes is None or changes.erased or options is None or options[KEEP_SHARDING_RULES]:
         before = record.input_attributes()
-        after = [_attributes(op) for op in ops]
+        after = [attribute_dict_key(op) for op in ops]
         return [i for i, attrs in enumerate(after) if attrs != before[i]], before, after
     # the model's numbers count the ops propagation erased; the walk does not
     erased = sorted(record.erased)
     maybe = sorted(1 + oid - bisect_left(erased, oid) for oid in changes.ops
                    if oid not in record.erased)
-    after = _Read(lambda i: _attributes(ops[i]))
+    after = _Read(lambda i: attribute_dict_key(ops[i]))
     input_op = (record.input_ops().__getitem__ if module is None
                 else lambda i: record.input_op(i, module))
     wanted = set(maybe)
-    before = _Read(lambda i: _attributes(input_op(i)) if i in wanted else after[i])
+    before = _Read(lambda i: attribute_dict_key(input_op(i)) if i in wanted else after[i])
     return [i for i in maybe if after[i] != before[i]], before, after
 
 
@@ -412,7 +405,7 @@ def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
     from sdy_dl.passes.call_graph import callee_name
 
     old_main = record.input_op(number, module)
-    old, new = _attributes(old_main), _attributes(main)
+    old, new = attribute_dict_key(old_main), attribute_dict_key(main)
     if isinstance(old, str) or isinstance(new, str):
         raise NotLocal
     old, new = dict(old), dict(new)
