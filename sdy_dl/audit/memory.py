@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sdy_dl.audit.cost_model import local_bytes, local_shape, tensor_bytes
 
@@ -32,9 +33,10 @@ PEAK_NOTE = ("estimate: each op result is live from its op to its last use in op
              "(no buffer reuse, fusion or rematerialization)")
 
 
-@dataclass
-class ValueMemory:
-    """One value of the output and its bytes per device."""
+class ValueMemory(NamedTuple):
+    """One value of the output and its bytes per device (a named tuple, never
+    changed: the memory layouts of a propagation and of its what-ifs share rows;
+    one with its output value is a copy, ``_replace``)."""
 
     function: str
     op: str                       # defining op, "argument", or "result" (function results)
@@ -45,7 +47,7 @@ class ValueMemory:
     global_bytes: int
     devices: int                  # how many devices it is split over
     mesh_devices: int             # how many devices its mesh has (1: no mesh)
-    out: object = field(default=None, repr=False)   # the OutputValue
+    out: object = None            # the OutputValue
 
     @property
     def name(self) -> str:
@@ -69,9 +71,8 @@ class ValueMemory:
                 "mesh_devices": self.mesh_devices}
 
 
-@dataclass
-class FunctionMemory:
-    """Per-function totals (bytes per device)."""
+class FunctionMemory(NamedTuple):
+    """Per-function totals (bytes per device; a named tuple, never changed)."""
 
     function: str
     arguments: int
@@ -168,8 +169,6 @@ def memory_table(audit, top: int = 10) -> MemoryTable:
     """The memory table of ``audit``'s output module, with the ``top`` largest
     replicated or partly sharded values explained: its rows are its functions'
     layouts (:func:`signature_layouts`, made from scratch) with their output values."""
-    from dataclasses import replace
-
     from sdy_dl.ir.context import mlir_context
 
     layouts = (audit.memory_layouts if audit.like is None
@@ -178,9 +177,9 @@ def memory_table(audit, top: int = 10) -> MemoryTable:
     outs = {out.table_key: out for out in outputs.values if out.value is not None}
     rows: list[ValueMemory] = []
     for x in layouts:
-        rows += [replace(r, out=outs[k]) for k, _, r in x.arguments]
-        rows += [replace(r, out=outs[k]) for _, _, k, _, r in x.intermediates]
-        rows += [replace(r, out=outputs.find(name)) for name, _, r in x.results]
+        rows += [r._replace(out=outs[k]) for k, _, r in x.arguments]
+        rows += [r._replace(out=outs[k]) for _, _, k, _, r in x.intermediates]
+        rows += [r._replace(out=outputs.find(name)) for name, _, r in x.results]
     with mlir_context():
         return _Builder(audit).table(rows, layouts, top)
 
