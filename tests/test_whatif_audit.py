@@ -700,3 +700,29 @@ def test_gpt_step_whatifs_read_what_the_export_did(monkeypatch):
             assert changes.edited._state is None
             assert edited_names_are_the_outputs_own(before, after, changes) > 500
         assert len(changes.memory) > 1
+
+
+@pytest.mark.parametrize("name", ["training_step", "grad_scan_helpers"])
+def test_top_level_ops_of_the_input_are_found_without_a_walk(name):
+    """The input's top-level ops (its functions: a what-if's edit of an argument
+    looks one up) are found by their places, which tagging the input counted: the
+    same ops and places a walk of the snapshot gives, and no walk is made."""
+    from test_whatif import program
+
+    from sdy_dl.audit.naming import InputIndex
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import walk_pre
+
+    index = InputIndex(parse_module_text(program(name), "m.mlir"))
+    with mlir_context():
+        copy = index.copy()
+        walked = walk_pre(copy)[1:]
+        tops = [n for n, op in enumerate(walked) if op.parent.name == "builtin.module"]
+        assert len(tops) > 1
+        for place, n in enumerate(tops):
+            assert index.top_level_position(n) == place
+            if walked[n].name == "func.func":
+                found = index._place_alone((f"a{n}.0", -1))
+                assert found is None or found[0].name == "func.func" and found[3]
+        assert index.top_level_position(tops[0] + 1) is None or tops[0] + 1 in tops
+        assert not hasattr(index, "_ops")   # (the snapshot was never walked)

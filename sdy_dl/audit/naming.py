@@ -283,19 +283,24 @@ def _place(where) -> str:
     return where if isinstance(where, str) else place_in(str(where[0]), where[1])
 
 
-def _tag_input(top) -> None:
+def _tag_input(top) -> dict[int, int]:
     """Tag the ops (``in:oN``) and block arguments (``in:aN.K``) nested in the module
-    op ``top`` by their keys (see :func:`_keyed_walk`)."""
+    op ``top`` by their keys (see :func:`_keyed_walk`); the place of each top-level
+    op among them, by its number."""
     from jaxlib.mlir import ir
 
     name = ir.Location.name
+    tops = {}
     for event in _keyed_walk([op.operation for op in top.regions[0].blocks[0].operations]):
         if event[0] == OP:
             mop = event[2]
             mop.location = name(f"sdy-dl.in:o{event[1]}", mop.location)
+            if event[3]:
+                tops[event[1]] = len(tops)
         else:
             for key, arg in event[3]:
                 arg.set_location(name(f"sdy-dl.in:{key[0]}", arg.location))
+    return tops
 
 
 def _keyed_walk(tops):
@@ -463,6 +468,8 @@ class InputIndex:
         self._records: dict[tuple, InputValue | None] = {}
         self._table: ValueTable | None = None
         self._related: dict[tuple, list[tuple]] | None = None
+        #: each top-level op's place among them, by its number (None: not known)
+        self._top_level: dict[int, int] | None = None
         with mlir_context():
             top = module.mlir.operation
             self._snapshot = top.clone() if tag else top   # (untagged: never edited)
@@ -472,7 +479,7 @@ class InputIndex:
                     s = read_func_attr(main, "res_attrs", i)
                     self.results[i] = s.to_text() if s is not None else None
             if tag:
-                _tag_input(top)
+                self._top_level = _tag_input(top)
 
     def copy(self):
         """A new copy of the input module as read (a raw ``builtin.module`` op), to edit."""
@@ -556,6 +563,8 @@ class InputIndex:
         where a copy (:meth:`copy`) has it, without walking the copy."""
         from sdy_dl.ir.context import mlir_context
 
+        if self._top_level is not None:
+            return self._top_level.get(n)
         with mlir_context():
             mop = self.ops[n]
             parent = mop.parent
@@ -582,9 +591,13 @@ class InputIndex:
         tag, index = key
         head, _, k = tag[1:].partition(".")
         n = int(head)
-        if not 0 <= n < len(self.ops):
+        place = self._top_level.get(n) if self._top_level is not None else None
+        if place is not None:   # (a top-level op: found without walking the snapshot)
+            mop = self._snapshot.regions[0].blocks[0].operations[place].operation
+        elif not 0 <= n < len(self.ops):
             return None
-        mop = self.ops[n]
+        else:
+            mop = self.ops[n]
         if tag.startswith("o"):
             results = mop.results
             return (mop, results[index], index, False) if 0 <= index < len(results) else None
