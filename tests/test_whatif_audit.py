@@ -705,8 +705,9 @@ def test_gpt_step_whatifs_read_what_the_export_did(monkeypatch):
 @pytest.mark.parametrize("name", ["training_step", "grad_scan_helpers"])
 def test_top_level_ops_of_the_input_are_found_without_a_walk(name):
     """The input's top-level ops (its functions: a what-if's edit of an argument
-    looks one up) are found by their places, which tagging the input counted: the
-    same ops and places a walk of the snapshot gives, and no walk is made."""
+    looks one up) are found by their places, and the functions its calls call are
+    known, from tagging the input: the same ops, places and callees a walk of the
+    snapshot gives, and no walk is made."""
     from test_whatif import program
 
     from sdy_dl.audit.naming import InputIndex
@@ -725,4 +726,10 @@ def test_top_level_ops_of_the_input_are_found_without_a_walk(name):
                 found = index._place_alone((f"a{n}.0", -1))
                 assert found is None or found[0].name == "func.func" and found[3]
         assert index.top_level_position(tops[0] + 1) is None or tops[0] + 1 in tops
+        called = {str(op.attributes["callee"])[1:] for op in walked if op.name == "func.call"}
+        symbols = {str(op.attributes["sym_name"]).strip('"') for op in walked
+                   if op.name == "func.func"}
+        assert called or name != "grad_scan_helpers"
+        for symbol in symbols:
+            assert index.calls(symbol) == (symbol in called), symbol
         assert not hasattr(index, "_ops")   # (the snapshot was never walked)

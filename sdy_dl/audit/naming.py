@@ -283,24 +283,28 @@ def _place(where) -> str:
     return where if isinstance(where, str) else place_in(str(where[0]), where[1])
 
 
-def _tag_input(top) -> dict[int, int]:
+def _tag_input(top) -> tuple[dict[int, int], set[str]]:
     """Tag the ops (``in:oN``) and block arguments (``in:aN.K``) nested in the module
-    op ``top`` by their keys (see :func:`_keyed_walk`); the place of each top-level
-    op among them, by its number."""
+    op ``top`` by their keys (see :func:`_keyed_walk`); (the place of each top-level
+    op among them, by its number; the functions its ``func.call`` ops call)."""
     from jaxlib.mlir import ir
 
+    from sdy_dl.passes.call_graph import callee_name
+
     name = ir.Location.name
-    tops = {}
+    tops, calls = {}, set()
     for event in _keyed_walk([op.operation for op in top.regions[0].blocks[0].operations]):
         if event[0] == OP:
             mop = event[2]
             mop.location = name(f"sdy-dl.in:o{event[1]}", mop.location)
             if event[3]:
                 tops[event[1]] = len(tops)
+            elif mop.name == "func.call":
+                calls.add(callee_name(mop))
         else:
             for key, arg in event[3]:
                 arg.set_location(name(f"sdy-dl.in:{key[0]}", arg.location))
-    return tops
+    return tops, calls
 
 
 def _keyed_walk(tops):
@@ -479,7 +483,7 @@ class InputIndex:
                     s = read_func_attr(main, "res_attrs", i)
                     self.results[i] = s.to_text() if s is not None else None
             if tag:
-                self._top_level = _tag_input(top)
+                self._top_level, self._calls = _tag_input(top)
 
     def copy(self):
         """A new copy of the input module as read (a raw ``builtin.module`` op), to edit."""
@@ -576,8 +580,8 @@ class InputIndex:
         return None
 
     def calls(self, symbol: str) -> bool:
-        """Whether an op of the input calls function ``symbol`` (``func.call``; once
-        per symbol)."""
+        """Whether an op of the input calls function ``symbol`` (``func.call``; the
+        callees found when the input was tagged, else read once)."""
         if not hasattr(self, "_calls"):
             from sdy_dl.ir.context import mlir_context
             from sdy_dl.passes.call_graph import callee_name
