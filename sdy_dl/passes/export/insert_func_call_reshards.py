@@ -20,7 +20,7 @@ from sdy_dl.ir.mlir_ops import insert_sharding_op_after
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import get_sharding
-from sdy_dl.passes import PassOptions, register, rewrite
+from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.call_graph import calls_with_callees, func_result_shardings
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -31,13 +31,16 @@ def fully_closed_like(s: TensorSharding) -> TensorSharding:
     return TensorSharding(s.mesh, tuple(DimSharding((), True) for _ in s.dims))
 
 
-def insert_reshards(call, func, meshes, is_equivalent: IsEquivalent) -> bool:
+def insert_reshards(call, func, meshes, is_equivalent: IsEquivalent) -> tuple[bool, bool]:
+    """Reshard the results of ``call`` (of ``func``) as the pass does: (whether
+    anything changed, whether an op was inserted)."""
     wanted = func_result_shardings(func, meshes)
     if wanted is None:
         current = read_per_value(call, SHARDING_ATTR)
         if not current:
-            return False
+            return False, False
         wanted = [fully_closed_like(s) for s in current]
+    inserted = False
     haves = [get_sharding(result) for result in call.results]
     same = is_equivalent.many((want, have, True) for want, have in zip(wanted, haves))
     for want, result, have, equivalent in zip(wanted, call.results, haves, same):
@@ -46,18 +49,25 @@ def insert_reshards(call, func, meshes, is_equivalent: IsEquivalent) -> bool:
         target = have if have is not None else fully_closed_like(want)
         reshard = insert_sharding_op_after("sdy.reshard", result, target, call.location)
         result.replace_all_uses_except(reshard.results[0], reshard)
+        inserted = True
     write_per_value(call, SHARDING_ATTR, wanted)
-    return True
+    return True, inserted
 
 
 @register("insert-func-call-reshards",
           "Insert sdy.reshard ops where call result and callee result shardings differ.")
 def run(module: Module, options: PassOptions) -> Module:
-    def edit() -> bool:
+    from sdy_dl.ir.context import mlir_context
+
+    with mlir_context():
         meshes = module_meshes(module)
         is_equivalent = IsEquivalent(options)
-        changed = False
+        changed = inserted = False
         for call, callee in calls_with_callees(module):
-            changed |= insert_reshards(call, callee, meshes, is_equivalent)
-        return changed
-    return rewrite(module, edit)
+            call_changed, call_inserted = insert_reshards(call, callee, meshes, is_equivalent)
+            changed |= call_changed
+            inserted |= call_inserted
+        if not changed:
+            return module
+        # (only shardings written: the op walks stay)
+        return module.invalidate(ops_kept=not inserted)

@@ -23,10 +23,11 @@ from __future__ import annotations
 from sdy_dl.ir.meshes import module_meshes
 from sdy_dl.ir.mlir_ops import func_arg_types, move_region_body, op_error
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.ir.walk import key, walk_named
-from sdy_dl.passes import PassOptions, register, rewrite
+from sdy_dl.passes import PassOptions, register
 from sdy_dl.passes.call_graph import call_graph, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.passes.options import Option
@@ -35,6 +36,8 @@ from sdy_dl.sharding import TensorSharding
 EXECUTION_THREAD_ATTR = "execution_thread"
 #: Inherent attributes of ``func.call`` (not copied onto the named computation).
 CALL_INHERENT = frozenset({"callee", "arg_attrs", "res_attrs", "no_inline"})
+#: The ops the pass creates: named computations with their terminators and data-flow edges.
+IMPORTED_OPS = frozenset({"sdy.named_computation", "sdy.return", "sdy.data_flow_edge"})
 #: Inherent attributes of ``sdy.named_computation``.
 NAMED_INHERENT = frozenset({"name", "in_shardings", "out_shardings"})
 
@@ -125,4 +128,17 @@ def run(module: Module, options: PassOptions) -> Module:
                 add_edges(mop)
                 changed = True
         return changed
-    return rewrite(module, edit)
+
+    from sdy_dl.ir.context import mlir_context
+
+    # The op names read before, without the calls (every call of a function with
+    # a body is imported, the others are errors) and with the ops the pass
+    # creates (None: not read since the module's last edit): the passes after
+    # it need not walk for them.
+    names = op_index(module).names
+    with mlir_context():
+        if not edit():
+            return module
+        if names is not None:
+            names = (names - {"func.call"}) | IMPORTED_OPS
+        return module.invalidate(names=names)
