@@ -173,7 +173,9 @@ def tensor_rank(type_) -> int:
 
 def is_scalar(value) -> bool:
     """A rank-0 ranked tensor (Shardy's ``isScalar``)."""
-    t = value.type.maybe_downcast()
+    t = value.type   # (as the bindings hand it out: most specific, usually)
+    if not isinstance(t, ir.RankedTensorType):
+        t = t.maybe_downcast()
     return isinstance(t, ir.RankedTensorType) and t.rank == 0
 
 

@@ -307,36 +307,44 @@ class _Splitter:
     def clone_sub_computation(self, result):
         if not self.legacy and is_scalar(result):
             return result
+        # original value -> its clone's (values hash and compare as their MLIR
+        # values; the originals stay while cloning)
         mapping: dict = {}
         self._clone(result, mapping)
-        return mapping[key(result)]
+        return mapping[result]
 
     def _clone(self, result, mapping: dict) -> None:
-        """Clone the ops ``result`` is computed by, operands first (iteratively:
-        the depth of a sub-computation is not bounded)."""
+        """Clone the ops ``result`` (not a scalar unless legacy) is computed by,
+        operands first (iteratively: the depth of a sub-computation is not
+        bounded); each op's operands are read once."""
         from jaxlib.mlir import ir
 
-        def skip(value) -> bool:
-            return (not self.legacy and is_scalar(value)) or key(value) in mapping
+        legacy = self.legacy
 
-        if skip(result):
-            return
-        stack = [(result, iter(owning_op(result).operands))]
+        def skip(value) -> bool:
+            return value in mapping or (not legacy and is_scalar(value))
+
+        def entry(value) -> tuple:
+            op = owning_op(value)
+            operands = list(op.operands)
+            return value, op, operands, iter(operands)
+
+        stack = [entry(result)]
         while stack:
-            value, operands = stack[-1]
-            operand = next(operands, None)
+            value, op, operands, pending = stack[-1]
+            operand = next(pending, None)
             if operand is not None:
                 if not is_block_arg(operand) and not skip(operand):
-                    stack.append((operand, iter(owning_op(operand).operands)))
+                    stack.append(entry(operand))
                 continue
             stack.pop()
-            op = owning_op(value)
             clone = op.clone(ip=ir.InsertionPoint(op))
-            for k, operand in enumerate(op.operands):
-                if key(operand) in mapping:
-                    clone.operands[k] = mapping[key(operand)]
+            for k, operand in enumerate(operands):
+                new = mapping.get(operand)
+                if new is not None:
+                    clone.operands[k] = new
             for old, new in zip(op.results, clone.results):
-                mapping[key(old)] = new
+                mapping[old] = new
             if clone.name == "func.call":
                 callee = func_table(self.module)[callee_name(clone)]
                 clone.attributes["callee"] = ir.FlatSymbolRefAttr.get(
@@ -344,7 +352,7 @@ class _Splitter:
             for user in users(value) if self.groups else ():
                 if user.name == "sdy.sharding_group":
                     group = user.clone(ip=ir.InsertionPoint(op))
-                    group.operands[0] = mapping[key(value)]
+                    group.operands[0] = mapping[value]
 
 
 def _run(module: Module, options: PassOptions, legacy: bool) -> Module:
