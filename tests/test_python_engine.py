@@ -70,6 +70,62 @@ def test_subset_as_clingo_evaluates_it():
     assert ours["const"] == {("k", 7), ("two", 3), ("four", 5), ("six", 7)}
 
 
+
+SERVED = '''
+// dim(i, t, d, n): dim d of tensor t in step i has n axes
+.decl dim(i: number, t: number, d: number, n: number)
+.input dim
+// ask(i, t, d): a question about dim d of tensor t in step i
+.decl ask(i: number, t: number, d: number)
+.input ask
+// of_tensor(i, t, n): some dim of tensor t has n axes (a scan by i, t)
+.decl of_tensor(i: number, t: number, n: number)
+.output of_tensor
+// of_dim(i, t, d, n): the dim asked about has n axes (a scan by i, t, d)
+.decl of_dim(i: number, t: number, d: number, n: number)
+.output of_dim
+// unsharded(i, t, d): the dim asked about has no axes (a scan with a constant)
+.decl unsharded(i: number, t: number, d: number)
+.output unsharded
+// known(i, t, d): the dim asked about exists (a test by i, t, d)
+.decl known(i: number, t: number, d: number)
+.output known
+// unknown(i, t, d): it does not (a negated test by i, t, d)
+.decl unknown(i: number, t: number, d: number)
+.output unknown
+// counted(i, t, d, c): how many dims of tensor t have d's axes (an aggregate's scan)
+.decl counted(i: number, t: number, d: number, c: number)
+.output counted
+of_tensor(I, T, N) :- ask(I, T, _), dim(I, T, _, N).
+of_dim(I, T, D, N) :- ask(I, T, D), dim(I, T, D, N).
+unsharded(I, T, D) :- ask(I, T, D), dim(I, T, D, 0).
+known(I, T, D) :- ask(I, T, D), dim(I, T, D, _).
+unknown(I, T, D) :- ask(I, T, D), !dim(I, T, D, _).
+counted(I, T, D, C) :- ask(I, T, D), dim(I, T, D, N), C = count : { dim(I, T, _, N) }.
+'''
+
+
+def test_scans_by_a_longer_key_look_up_the_shorter_keys_index():
+    """``dim`` is scanned by (i, t) and by (i, t, d): one index by (i, t) serves
+    both, the dim and the axes compared in the loop, and a test by (i, t, d)
+    too; a negated test keeps its own index."""
+    from sdy_dl.engines.python_codegen import program_source
+
+    program = Program(SERVED, parse_declarations(SERVED))
+    source = program_source(program)
+    assert "X_dim_0_1.get((v_I, v_T), ())" in source
+    assert "in X_dim_0_1_2" not in source and "in X_dim_0_1_2_3" not in source
+    facts = {"dim": [(1, 7, 0, 2), (1, 7, 1, 0), (1, 8, 0, 0), (2, 7, 0, 1)],
+             "ask": [(1, 7, 0), (1, 7, 1), (1, 7, 2), (2, 7, 0), (3, 9, 0)]}
+    ours = get_engine("python").run(program, facts)
+    assert ours == get_engine("clingo").run(program, facts)
+    assert ours["of_tensor"] == {(1, 7, 2), (1, 7, 0), (2, 7, 1)}
+    assert ours["of_dim"] == {(1, 7, 0, 2), (1, 7, 1, 0), (2, 7, 0, 1)}
+    assert ours["unsharded"] == {(1, 7, 1)}
+    assert ours["known"] == {(1, 7, 0), (1, 7, 1), (2, 7, 0)}
+    assert ours["unknown"] == {(1, 7, 2), (3, 9, 0)}
+    assert ours["counted"] == {(1, 7, 0, 1), (1, 7, 1, 1), (2, 7, 0, 1)}
+
 def test_an_unsafe_rule_is_an_error():
     text = '''
 // a(x): input
