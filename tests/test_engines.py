@@ -263,6 +263,42 @@ def test_the_first_bad_fact_among_good_ones_is_named(rows, message):
     assert info.value.message.startswith(message)
 
 
+NUMBERS = '''
+// in_edge(x, y): an edge from x to y
+.decl in_edge(x: number, y: number)
+.input in_edge
+// source(x): x has an edge
+.decl source(x: number)
+.output source
+source(X) :- in_edge(X, _).
+'''
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([(0, 1), (True, 2)], "fact in_edge(True, 2): column type number mismatch"),
+    ([(0, 1), (1, 2.0)], "fact in_edge(1, 2.0): column type number mismatch"),
+    ([(0, 1), ("1", 2)], "fact in_edge('1', 2): column type number mismatch"),
+    ([(0, 1), (2, 2**31)], "the number 2147483648 is beyond the 32-bit numbers"),
+    ([(0, 1), (-2**31 - 1, 0)], "the number -2147483649 is beyond the 32-bit numbers"),
+    ([(0, 1), (1, 2, 3)], "fact in_edge(1, 2, 3): expected 2 columns"),
+])
+def test_a_relation_of_numbers_names_its_first_bad_fact(rows, message):
+    """A relation of numbers only is checked whole, then row by row when that fails."""
+    with pytest.raises(SdyError) as info:
+        get_engine("python").run(program(NUMBERS), {"in_edge": rows})
+    assert info.value.message.startswith(message)
+
+
+def test_a_relation_of_numbers_takes_32_bit_ints_and_their_subclasses():
+    import enum
+
+    class Node(enum.IntEnum):
+        TOP = 7
+
+    rows = [(-2**31, 2**31 - 1), (Node.TOP, 0)]
+    assert get_engine("python").run(program(NUMBERS), {"in_edge": rows}) == {
+        "source": {(-2**31,), (7,)}}
+
 def test_fact_files_escape_names(tmp_path):
     from facts_dirs import read_facts_dir
     from sdy_dl.datalog.facts import write_facts_dir

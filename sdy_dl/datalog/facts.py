@@ -35,11 +35,14 @@ def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, li
     """``(decl, rows)`` for every fact relation, checked: a declared input relation,
     its arity, ``int`` (32 bits) for number columns and ``str`` (Unicode text
     without NUL) for symbol columns.  Whole columns are checked at once; a relation
-    that fails that quick check is checked row by row, which names the first bad fact."""
+    that fails that quick check is checked row by row, which names the first bad fact.
+    (A relation of numbers only is checked whole: the rows' lengths, then the
+    values' types and range at once.)"""
     for name, rows in facts.items():
         decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        if rows and _checked_columns(decl, rows) is None:
+        if rows and not (_numbers_only(decl, rows) if "symbol" not in decl.types
+                         else _checked_columns(decl, rows) is not None):
             _check_rows(decl, rows)
         yield decl, rows
 
@@ -112,6 +115,21 @@ def _checked_columns(decl: Decl, rows: list[tuple]) -> list[tuple] | None:
         elif types != {str} or not _is_text("".join(column)):
             return None
     return columns
+
+
+def _numbers_only(decl: Decl, rows: list[tuple]) -> bool:
+    """Whether the non-empty ``rows`` of ``decl``, a relation of numbers, all have
+    its arity and only ``int`` values within 32 bits (False: check row by row)."""
+    if set(map(len, rows)) != {decl.arity}:
+        return False
+    values = list(chain.from_iterable(rows))
+    if values and set(map(type, values)) != {int}:
+        return False
+    try:
+        array("i", values)
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_rows(decl: Decl, rows: list[tuple]) -> None:

@@ -17,8 +17,7 @@ from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module
 
 
-@dataclass(frozen=True)
-class RunContext:
+class RunContext(NamedTuple):
     """How a run evaluates, not what Shardy's passes compute: the Datalog engine,
     the rule files, progress, and the propagation's recorder, replay and tracer."""
 
@@ -98,7 +97,7 @@ class PassOptions:
 
     def with_context(self, **fields) -> "PassOptions":
         """The same options with the given :class:`RunContext` fields replaced."""
-        return dataclasses.replace(self, context=dataclasses.replace(self.context, **fields))
+        return dataclasses.replace(self, context=self.context._replace(**fields))
 
 
 class PassSpec(NamedTuple):
