@@ -211,11 +211,17 @@ def differences(record: ExportRecord, ops: list, changes=None, options=None,
     maybe = sorted(1 + oid - bisect_left(erased, oid) for oid in changes.ops
                    if oid not in record.erased)
     after = _Read(lambda i: attribute_dict_key(ops[i]))
-    input_op = (record.input_ops().__getitem__ if module is None
-                else lambda i: record.input_op(i, module))
     wanted = set(maybe)
+    # (a few ops are found by their places, each a scan of its block; more, by a walk)
+    input_op = (record.input_ops().__getitem__ if module is None or len(wanted) > _FEW
+                else lambda i: record.input_op(i, module))
     before = _Read(lambda i: attribute_dict_key(input_op(i)) if i in wanted else after[i])
     return [i for i in maybe if after[i] != before[i]], before, after
+
+
+#: How many changed ops :func:`differences` finds in the first propagated module's
+#: copy by their places (:meth:`ExportRecord.input_op`) rather than by walking it.
+_FEW = 16
 
 
 class _Read(dict):
