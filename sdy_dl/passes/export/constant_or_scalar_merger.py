@@ -46,12 +46,14 @@ class MergerFacts:
             facts["in_constant"].add((n, keys.of(attrs), self.regions.of(region_key(op))))
             for res in op.results:
                 facts["in_result_of"].add((self.values.of(res), n))
-        elif name == "stablehlo.broadcast_in_dim" and is_scalar(op.operands[0]):
+        elif name == "stablehlo.broadcast_in_dim":
+            first = op.operands[0]   # (read once)
+            if not is_scalar(first):
+                return
             attrs = attribute_dict_key(op) if attrs is None else attrs
             facts["in_broadcast"].add((n, keys.of(attrs), self.regions.of(region_key(op)),
-                                       keys.of(("type", op.results[0].type)),
-                                       self.values.of(op.operands[0] if operand is None
-                                                      else operand)))
+                                       keys.of(("type", op.result.type)),
+                                       self.values.of(first if operand is None else operand)))
 
 
 def collect(module: Module) -> tuple[list, dict]:
