@@ -129,9 +129,11 @@ AXES_ATTR = {"sdy.all_reduce": "reduction_axes", "sdy.all_gather": "gathering_ax
              "sdy.all_slice": "slicing_axes", "sdy.reduce_scatter": "reduce_scatter_axes"}
 
 
-#: The ops :func:`_collective_facts` gives facts of.
-_COLLECTIVES = frozenset((*AXES_ATTR, "sdy.collective_permute", "sdy.replicated_to_unreduced",
-                          "sdy.sharded_to_unreduced"))
+PERMUTE, REPLICATED_TO_UNREDUCED, SHARDED_TO_UNREDUCED = (
+    "sdy.collective_permute", "sdy.replicated_to_unreduced", "sdy.sharded_to_unreduced")
+
+#: The ops :func:`_collective_facts` gives facts of (its branches test these names).
+_COLLECTIVES = frozenset((*AXES_ATTR, PERMUTE, REPLICATED_TO_UNREDUCED, SHARDED_TO_UNREDUCED))
 
 
 def _collective_facts(facts: dict, i: int, mop, name: str, module: Module, defs: dict) -> None:
@@ -143,7 +145,7 @@ def _collective_facts(facts: dict, i: int, mop, name: str, module: Module, defs:
         axes = (_axes(attr) if name == "sdy.all_reduce" else
                 [a for axes in axis_lists_of(attr) for a in axes])
         facts["in_collective_axis"].update((i, a.to_text()) for a in axes)
-    if name == "sdy.collective_permute":
+    if name == PERMUTE:
         from sdy_dl.ir.value_sharding import get_sharding
         from sdy_dl.passes.export.is_equivalent import equivalence_facts
 
@@ -157,9 +159,9 @@ def _collective_facts(facts: dict, i: int, mop, name: str, module: Module, defs:
         if d is not None:
             facts["in_tensor_def"].add((i, d))
         facts["in_all_reduce"].add((i, _axes_text(axes)))
-    elif name == "sdy.replicated_to_unreduced":
+    elif name == REPLICATED_TO_UNREDUCED:
         facts["in_replicated_to_unreduced"].add((i, _axes_text(_axes(mop.attributes["axes"]))))
-    elif name == "sdy.sharded_to_unreduced":
+    elif name == SHARDED_TO_UNREDUCED:
         axes = [a for axes in axis_lists_of(mop.attributes["axes"]) for a in axes]
         mesh = mesh_of(read_own(mop, "out_sharding"), module_meshes(module))
         facts["in_sharded_to_unreduced"].add((i, _axes_text(sort_and_merge_axes(axes, mesh))))
