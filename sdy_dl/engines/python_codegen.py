@@ -321,7 +321,7 @@ class _Gen:
                        and (not self.aggregates or len(keys) == len(args))):
             if len(keys) == len(args):
                 test = f"({', '.join(key_exprs)}{',' if len(keys) == 1 else ''}) in {relation}"
-            elif not negated and (name, tuple(keys)) in self.served:
+            elif not negated and self._reuses(name, keys, args):
                 # Some tuple of the served index's bucket has the key's other values.
                 targets, compared, keys, key_exprs = self._served(name, len(args), keys,
                                                                   key_exprs)
@@ -344,7 +344,7 @@ class _Gen:
         if keys:
             if self.used is not None:
                 self.used.setdefault(name, set()).add(tuple(keys))
-            if (name, tuple(keys)) in self.served:
+            if self._reuses(name, keys, args):
                 targets, served, keys, key_exprs = self._served(name, len(args), keys, key_exprs)
                 compared = [f"if not ({test}): continue" for test in served]
         for var, p in binds:
@@ -359,6 +359,17 @@ class _Gen:
         self.bound.update(var for var, _ in binds)
         for text in compared:
             self.line(text)
+
+    def _reuses(self, name: str, keys: list[int], args: list) -> bool:
+        """Whether the scan of ``name`` by ``keys`` (its arguments ``args``) looks its
+        tuples up in the index :attr:`served` gives: only when every key position
+        that index does not hold is a variable or a constant.  An expression there
+        (a division, which may stop the run) is evaluated by the lookup, once, found
+        tuples or not, as Soufflé evaluates it; compared in the loop it would be
+        evaluated per tuple and never for an empty bucket."""
+        held = self.served.get((name, tuple(keys)))
+        return held is not None and all(args[p][0] in ("var", "num", "str")
+                                        for p in keys if p not in held)
 
     def _served(self, name: str, arity: int, keys: list[int], key_exprs: list[str]):
         """A lookup of ``name`` by ``keys`` in the index :attr:`served` gives: the
