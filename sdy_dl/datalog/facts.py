@@ -41,7 +41,7 @@ def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, li
     for name, rows in facts.items():
         decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        if rows and not (_numbers_only(decl, rows) if "symbol" not in decl.types
+        if rows and not (_number_array(decl, rows) is not None if "symbol" not in decl.types
                          else _checked_columns(decl, rows) is not None):
             _check_rows(decl, rows)
         yield decl, rows
@@ -64,14 +64,11 @@ def encoded_relations(program: Program, facts: Facts) -> dict[str, tuple[int, st
 def number_rows(decl: Decl, rows: list[tuple]) -> bytes:
     """The checked ``rows`` of ``decl``, a relation of numbers only, as native
     32-bit integers, row after row."""
-    values = list(chain.from_iterable(rows))
-    if set(map(len, rows)) <= {decl.arity} and set(map(type, values)) <= {int}:
-        try:
-            return array("i", values).tobytes()
-        except OverflowError:
-            pass
+    numbers = _number_array(decl, rows)
+    if numbers is not None:
+        return numbers.tobytes()
     _check_rows(decl, rows)   # raises, unless the numbers are of a subclass of int
-    return array("i", map(int, values)).tobytes()
+    return array("i", map(int, chain.from_iterable(rows))).tobytes()
 
 
 def fact_lines(decl: Decl, rows: list[tuple]) -> str:
@@ -117,19 +114,19 @@ def _checked_columns(decl: Decl, rows: list[tuple]) -> list[tuple] | None:
     return columns
 
 
-def _numbers_only(decl: Decl, rows: list[tuple]) -> bool:
-    """Whether the non-empty ``rows`` of ``decl``, a relation of numbers, all have
-    its arity and only ``int`` values within 32 bits (False: check row by row)."""
-    if set(map(len, rows)) != {decl.arity}:
-        return False
+def _number_array(decl: Decl, rows: list[tuple]) -> array | None:
+    """The values of ``rows`` of ``decl``, a relation of numbers, as a 32-bit
+    array, row after row, when every row has its arity and only ``int`` values
+    within 32 bits; None otherwise (then check row by row)."""
+    if not set(map(len, rows)) <= {decl.arity}:
+        return None
     values = list(chain.from_iterable(rows))
-    if values and set(map(type, values)) != {int}:
-        return False
+    if not set(map(type, values)) <= {int}:
+        return None
     try:
-        array("i", values)
+        return array("i", values)
     except OverflowError:
-        return False
-    return True
+        return None
 
 
 def _check_rows(decl: Decl, rows: list[tuple]) -> None:
