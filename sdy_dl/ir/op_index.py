@@ -189,6 +189,7 @@ def op_names(module) -> frozenset[str]:
 def may_hold(module, name: str) -> bool:
     """Whether ``module`` may hold ops called ``name``: False only when its op names
     are known already (:func:`op_names` read them since the module's last
-    invalidation) and lack it."""
+    invalidation, or the pass that invalidated it gave the names its ops may
+    have: ``Module.invalidate(names=...)``) and lack it."""
     names = module.walks.names
     return names is None or name in names

@@ -47,9 +47,10 @@ _POINTER = None
 def key(obj) -> int:
     """A stable identity for an MLIR operation, value or block.
 
-    The bindings hash operations and values by content (the hash changes when
-    an operand or attribute changes), so passes that mutate the IR key their
-    dictionaries and sets by the underlying C++ pointer instead.
+    The bindings hash operations by content (the hash changes when an operand
+    or attribute changes), so passes that mutate the IR key their dictionaries
+    and sets by the underlying C++ pointer instead.  (A value's hash is its
+    pointer's: a map keyed by values themselves is sound.)
     """
     global _POINTER
     if _POINTER is None:
