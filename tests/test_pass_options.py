@@ -94,7 +94,9 @@ def test_the_module_table_names_where_each_pass_registers():
 
 
 def test_a_pipeline_run_imports_only_the_passes_it_runs(tmp_path):
-    """(A fresh interpreter: the pass modules this process imported stay imported.)"""
+    """(A fresh interpreter: the pass modules this process imported stay imported.
+    It runs in ``tmp_path``: from the checkout, the source tree's ``sdy_dl`` would
+    shadow an installed one, which holds ``sdy_dl.cli``.)"""
     import subprocess
     import sys
 
@@ -105,7 +107,7 @@ def test_a_pipeline_run_imports_only_the_passes_it_runs(tmp_path):
             "except SystemExit as e: assert not e.code, e.code\n"
             "print(sorted(m for m in sys.modules if m.startswith('sdy_dl.passes.')))")
     out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out.mlir")],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     loaded = eval(out)
     assert "sdy_dl.passes.import_.symbol_dce" in loaded
     for unused in ("sdy_dl.passes.all", "sdy_dl.passes.export.reshard_to_collectives",
