@@ -18,7 +18,6 @@ from collections import defaultdict
 from sdy_dl.passes import Stage
 from sdy_dl.passes.export.explicit_reshards_projection import per_distinct
 from sdy_dl.propagation.step_facts import ref_triple, triple_ref
-from sdy_dl.sharding import Mesh
 
 STAGE = Stage("find_common_axes_heuristic")
 
