@@ -41,8 +41,8 @@ def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, li
     for name, rows in facts.items():
         decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        if rows and not (_number_array(decl, rows) is not None if "symbol" not in decl.types
-                         else _checked_columns(decl, rows) is not None):
+        quick = _number_array if "symbol" not in decl.types else _checked_columns
+        if rows and quick(decl, rows) is None:
             _check_rows(decl, rows)
         yield decl, rows
 
