@@ -20,15 +20,14 @@ CONCATENATE = "stablehlo.concatenate"
 
 
 def full_version_facts(ops: Sequence, enable_full_version: bool,
-                       names: Sequence[str] | None = None) -> dict[str, set]:
+                       names: Sequence[str]) -> dict[str, set]:
     """The facts of stage ``is_on_full_version`` for ``ops`` (op ``k`` is ``ops[k]``;
-    ``names``: their names, read from the ops when not given)."""
+    ``names``: their names)."""
     facts: dict[str, set] = {"in_enable_full_version": set(), "in_name": set(), "in_op": set(),
                              "in_operand_sharding": set(), "in_result_sharding": set()}
     if enable_full_version:
         facts["in_enable_full_version"].add((1,))
     ids: dict = {None: 0}
-    names = [mop.name for mop in ops] if names is None else names
     facts["in_name"].update((name,) for name in set(names))
     for k, name in enumerate(names):
         if name == CONCATENATE:
