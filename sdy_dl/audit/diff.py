@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 
 from sdy_dl.ir import Module
 from sdy_dl.ir.mlir_ops import symbol_name
-from sdy_dl.ir.storage import (COMPUTATION_OPS, OWN_SHARDING_OPS, SHARDING_ATTR, per_value_of,
-                               read_func_attr, read_stored, sharding_of)
+from sdy_dl.ir.storage import (per_value_of, read_func_attr, read_stored, results_attr,
+                               sharding_of)
 
 #: Attributes that hold shardings or rules (what a diff compares, not what it aligns by).
 SHARDING_ATTRS = frozenset({"sdy.sharding", "sharding", "in_shardings", "out_shardings",
@@ -249,8 +249,7 @@ def stored_in(shardings: tuple, name: str, index: int):
     there, without the bindings (None: none)."""
     if not shardings:
         return None
-    wanted = ("sharding" if name in OWN_SHARDING_OPS else
-              "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR)
+    wanted = results_attr(name)
     for attr_name, attr in shardings:
         if attr_name == wanted:
             if wanted == "sharding":

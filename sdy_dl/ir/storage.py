@@ -36,6 +36,14 @@ from sdy_dl.sharding import TensorSharding
 SHARDING_ATTR = "sdy.sharding"
 #: The ops whose results are not stored in a ``sdy.sharding`` per-value attribute.
 _NOT_PER_VALUE = frozenset(OWN_SHARDING_OPS | COLLECTIVE_OPS | COMPUTATION_OPS)
+def results_attr(name: str) -> str:
+    """The attribute holding the results' shardings of an op named ``name``
+    (not a collective): ``sharding`` of an op with its own sharding (a single
+    ``#sdy.sharding``), ``out_shardings`` of a computation, else ``sdy.sharding``."""
+    return ("sharding" if name in OWN_SHARDING_OPS else
+            "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR)
+
+
 def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
     """The sharding stored for result (or, ``block_arg``, body argument) ``index``
     of the raw MLIR op ``mop`` (None when there is none or no place for one)."""
@@ -50,8 +58,7 @@ def read_stored(mop, index: int, block_arg: bool) -> TensorSharding | None:
         return read_own(mop)
     if name in COLLECTIVE_OPS:
         return read_own(mop, "out_sharding")
-    attr = "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR
-    return _entry(read_per_value(mop, attr), index)
+    return _entry(read_per_value(mop, results_attr(name)), index)
 
 
 def write_stored(mop, index: int, block_arg: bool, ranks, sharding: TensorSharding) -> None:
@@ -77,8 +84,7 @@ def write_stored_entries(mop, block_arg: bool, ranks, shardings: dict[int, Tenso
         for sharding in shardings.values():
             write_own(mop, sharding, attr)
     else:
-        attr = "out_shardings" if name in COMPUTATION_OPS else SHARDING_ATTR
-        write_per_value_entries(mop, attr, ranks, shardings)
+        write_per_value_entries(mop, results_attr(name), ranks, shardings)
 
 
 def is_shardable(value: Value) -> bool:
