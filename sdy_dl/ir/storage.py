@@ -116,10 +116,9 @@ def store_shardings(module: Module, updates) -> None:
     # (the only result of an op whose per-value attribute holds it: the whole
     # attribute is written, as ``write_per_value_entries`` writes it)
     single = []
-    special = _NOT_PER_VALUE
     for value, sharding in updates:
         definer = value.defining_op
-        if definer is not None and len(definer.results) == 1 and definer.name not in special:
+        if definer is not None and len(definer.results) == 1 and definer.name not in _NOT_PER_VALUE:
             single.append((definer.mlir, sharding))
             continue
         block_arg = definer is None
@@ -132,7 +131,7 @@ def store_shardings(module: Module, updates) -> None:
     for (_, block_arg), (owner, values, shardings) in by_owner.items():
         write_stored_entries(owner.mlir, block_arg, [v.rank or 0 for v in values], shardings)
     for mop, sharding in single:
-        mop.operation.attributes[SHARDING_ATTR] = per_value_attr((sharding,))
+        write_per_value(mop, SHARDING_ATTR, (sharding,))
 
 
 # -- attribute plumbing on raw MLIR operations (also used by the import passes) --
