@@ -198,17 +198,23 @@ def split_stage(stage: str) -> tuple[str, dict]:
     return name, resolve_options(items, get_pass(name).options, name, only_implemented=False)
 
 
-def rewrite(module: Module, edit: Callable[[], bool], attributes_only: bool = False) -> Module:
+def rewrite(module: Module, edit: Callable[[], object], ops_kept: bool = False,
+            names: frozenset[str] | None = None) -> Module:
     """Run ``edit()``, which changes ``module.mlir`` in place and says whether it
     changed anything, in sdy-dl's MLIR context: the module, invalidated if it did
-    (``attributes_only``: ``edit`` changes attributes only, or adds top-level
-    copies of ops too: its op walks stay, see ``Module.invalidate``)."""
+    (``Module.invalidate`` with ``ops_kept`` and ``names``).  An edit that alone
+    knows how it changed the ops returns those keywords instead of True (a
+    non-empty dict, e.g. ``{"ops_kept": not inserted}``)."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
-        if not edit():
+        changed = edit()
+        if not changed:
             return module
-        return module.invalidate(ops_kept=True) if attributes_only else module.invalidate()
+        invalidation = {"ops_kept": ops_kept, "names": names}
+        if isinstance(changed, dict):
+            invalidation.update(changed)
+        return module.invalidate(**invalidation)
 
 
 def run_analysis(stage: str, facts: dict, options: PassOptions, **params) -> dict[str, set[tuple]]:

@@ -20,7 +20,7 @@ from sdy_dl.ir.mlir_ops import insert_sharding_op_after
 from sdy_dl.ir.model import Module
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import get_sharding
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import calls_with_callees, func_result_shardings
 from sdy_dl.passes.export.is_equivalent import IsEquivalent
 from sdy_dl.sharding import DimSharding, TensorSharding
@@ -57,9 +57,7 @@ def insert_reshards(call, func, meshes, is_equivalent: IsEquivalent) -> tuple[bo
 @register("insert-func-call-reshards",
           "Insert sdy.reshard ops where call result and callee result shardings differ.")
 def run(module: Module, options: PassOptions) -> Module:
-    from sdy_dl.ir.context import mlir_context
-
-    with mlir_context():
+    def edit():
         meshes = module_meshes(module)
         is_equivalent = IsEquivalent(options)
         changed = inserted = False
@@ -67,7 +65,6 @@ def run(module: Module, options: PassOptions) -> Module:
             call_changed, call_inserted = insert_reshards(call, callee, meshes, is_equivalent)
             changed |= call_changed
             inserted |= call_inserted
-        if not changed:
-            return module
         # (only shardings written: the op walks stay)
-        return module.invalidate(ops_kept=not inserted)
+        return changed and {"ops_kept": not inserted}
+    return rewrite(module, edit)

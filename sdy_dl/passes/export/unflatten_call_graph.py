@@ -84,4 +84,4 @@ def run(module: Module, options: PassOptions) -> Module:
                     del func.attributes[attr]
                     changed = True
         return changed
-    return rewrite(module, edit, attributes_only=True)
+    return rewrite(module, edit, ops_kept=True)

@@ -39,4 +39,4 @@ def run(module: Module, options: PassOptions) -> Module:
                     clone_func(module, namer, table[name], table))
                 changed = True
         return changed
-    return rewrite(module, edit, attributes_only=True)   # (and copies of functions)
+    return rewrite(module, edit, ops_kept=True)   # (and copies of functions)

@@ -27,7 +27,7 @@ from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_per_value
 from sdy_dl.ir.value_sharding import func_shardings
 from sdy_dl.ir.walk import key, walk_named
-from sdy_dl.passes import PassOptions, register
+from sdy_dl.passes import PassOptions, register, rewrite
 from sdy_dl.passes.call_graph import call_graph, callee_name, func_table, has_body, original_name
 from sdy_dl.passes.import_.add_data_flow_edges import add_edges
 from sdy_dl.passes.options import Option
@@ -129,16 +129,11 @@ def run(module: Module, options: PassOptions) -> Module:
                 changed = True
         return changed
 
-    from sdy_dl.ir.context import mlir_context
-
     # The op names read before, without the calls (every call of a function with
     # a body is imported, the others are errors) and with the ops the pass
     # creates (None: not read since the module's last edit): the passes after
     # it need not walk for them.
     names = op_index(module).names
-    with mlir_context():
-        if not edit():
-            return module
-        if names is not None:
-            names = (names - {"func.call"}) | IMPORTED_OPS
-        return module.invalidate(names=names)
+    if names is not None:
+        names = (names - {"func.call"}) | IMPORTED_OPS
+    return rewrite(module, edit, names=names)
