@@ -23,5 +23,5 @@ def propagate_cmd(module: str, output: str, explicit_collectives: bool, **opts) 
     options = make_pass_options(explicit_collectives=explicit_collectives, **opts)
     with errors_in(module):
         result = propagate(load_module(module), options)
-        text = result.print(verified=True, binary=True)   # (ValueError if propagate had not)
+        text = result.print(binary=True)   # (verified by propagate: not again)
     write_atomic(output, text)

@@ -46,34 +46,30 @@ def test_round_trip_on_real_programs(name):
 
 
 def test_a_verified_module_prints_as_jaxlib_prints_it():
-    """``print(verified=True)`` skips the printer's own verification and
+    """A verified module is printed without the printer's own verification and
     ``binary=True`` gives UTF-8 bytes: the text is jaxlib's either way."""
     from sdy_dl.ir.loader import verify_module
 
     text = lowered("mlp")
     module = parse_module_text(text, "mlp.mlir")
-    verify_module(module)
     expected = jaxlib_print(text)
-    assert module.print(verified=True) == expected
-    assert module.print(verified=True, binary=True) == expected.encode("utf-8")
+    assert module.print(binary=True) == expected.encode("utf-8")
+    verify_module(module)
+    assert module.print() == expected
     assert module.print(binary=True) == expected.encode("utf-8")
 
 
-def test_only_a_module_verified_since_its_last_edit_prints_as_verified():
-    """``print(verified=True)`` is refused before ``verify_module`` and after an
-    edit (``invalidate``), so a caller cannot skip a verification nobody ran."""
+def test_only_a_module_verified_since_its_last_edit_is_verified():
+    """``verified`` is set by ``verify_module`` and cleared by an edit
+    (``invalidate``), so printing cannot skip a verification nobody ran."""
     from sdy_dl.ir.loader import verify_module
 
     module = parse_module_text(lowered("mlp"), "mlp.mlir")
-    with pytest.raises(ValueError, match="not verified since its last edit"):
-        module.print(verified=True)
+    assert not module.verified
     verify_module(module)
     assert module.verified
-    module.print(verified=True)
     module.invalidate()
     assert not module.verified
-    with pytest.raises(ValueError, match="not verified since its last edit"):
-        module.print(verified=True, binary=True)
 
 
 def test_round_trip_rewrites_shardings_of_every_kind():

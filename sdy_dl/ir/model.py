@@ -195,7 +195,7 @@ class Module:
     #: shares, for :func:`index_like` (``orders``; None: not a clone known so).
     clone_use_orders: dict | None = None
     #: The module passed :func:`~sdy_dl.ir.loader.verify_module` (which sets it) and
-    #: was not invalidated since: only then may it be printed as verified (:meth:`print`).
+    #: was not invalidated since: only then is it printed without verifying it (:meth:`print`).
     verified: bool = False
 
     def __init__(self, mlir, file: str):
@@ -255,19 +255,14 @@ class Module:
         blocks = func.regions[0].blocks if func.regions else []
         return blocks[-1].ops[-1] if blocks and blocks[-1].ops else None
 
-    def print(self, verified: bool = False, binary: bool = False) -> str | bytes:
-        """The module printed exactly as jaxlib prints it (``str(module)``).
-        ``verified``: MLIR's printer skips the verification it runs first (to fall
-        back to the generic form), for a module that passed
-        :func:`~sdy_dl.ir.loader.verify_module` and was not invalidated since
-        (:attr:`verified`; ValueError when it did not);
-        ``binary``: the text as UTF-8 bytes, not decoded into a string."""
-        if verified and not self.verified:
-            raise ValueError(f"{self.file}: printed as verified, but not verified since "
-                             "its last edit")
-        if not (verified or binary):
+    def print(self, binary: bool = False) -> str | bytes:
+        """The module printed exactly as jaxlib prints it (``str(module)``),
+        without the verification MLIR's printer runs first (to fall back to the
+        generic form) when the module is :attr:`verified`; ``binary``: the text
+        as UTF-8 bytes, not decoded into a string."""
+        if not (self.verified or binary):
             return str(self.mlir)
-        return self.mlir.operation.get_asm(binary=binary, assume_verified=verified)
+        return self.mlir.operation.get_asm(binary=binary, assume_verified=self.verified)
 
     def location(self, op: Op) -> tuple[str, int | None, int | None]:
         return (self.file, op.line, op.col)
