@@ -2,7 +2,7 @@
 
 A pass module registers itself with :func:`register`; ``sdy-dl pass NAME``
 and the pipelines look passes up here (:func:`get_pass` imports the module
-:data:`MODULES` names, so a run imports the passes it runs).  Importing
+:func:`module_of` names, so a run imports the passes it runs).  Importing
 :mod:`sdy_dl.passes.all` loads every pass module.
 """
 
@@ -112,47 +112,27 @@ class PassSpec(NamedTuple):
 
 PASSES: dict[str, PassSpec] = {}
 
-#: Pass name -> the module (under ``sdy_dl.passes``) that registers it
-#: (``tests/test_pass_options.py`` checks it against :mod:`sdy_dl.passes.all`).
-MODULES = {
-    "add-data-flow-edges": "import_.add_data_flow_edges",
-    "add-func-data-flow-edges": "import_.add_func_data_flow_edges",
-    "apply-sharding-constraints": "import_.apply_sharding_constraints",
-    "constant-or-scalar-splitter": "import_.constant_or_scalar_splitter",
-    "constant-splitter": "import_.constant_or_scalar_splitter",
-    "flatten-call-graph": "import_.flatten_call_graph",
-    "import-func-calls": "import_.import_func_calls",
-    "import-pipeline": "import_.import_pipeline",
-    "lift-inlined-meshes": "import_.lift_inlined_meshes",
-    "manual-axes-cleanup": "import_.manual_axes_cleanup",
-    "pre-order-funcs": "import_.pre_order_funcs",
-    "propagate-sharding-from-func-to-call": "import_.propagate_sharding_from_func_to_call",
-    "remove-size-one-axes": "import_.remove_size_one_axes",
-    "sharding-group-import": "import_.sharding_group_import",
-    "symbol-dce": "import_.symbol_dce",
-    "aggressive-propagate": "propagation.aggressive_propagation",
-    "basic-propagate": "propagation.basic_propagation",
-    "op-priority-propagate": "propagation.op_priority_propagation",
-    "user-priority-propagate": "propagation.user_priority_propagation",
-    "canonicalize": "export.canonicalize",
-    "close-shardings": "export.close_shardings",
-    "constant-or-scalar-merger": "export.constant_or_scalar_merger",
-    "drop-sharding-rules": "export.drop_sharding_rules",
-    "export-named-computations": "export.export_named_computations",
-    "export-pipeline": "export.export_pipeline",
-    "insert-explicit-reshards": "export.insert_explicit_reshards",
-    "insert-func-call-reshards": "export.insert_func_call_reshards",
-    "propagate-to-func-results": "export.propagate_to_func_results",
-    "remove-sharding-groups": "export.remove_sharding_groups",
-    "remove-sub-axes-in-input-output-shardings": "export.remove_sub_axes_in_input_output_shardings",
-    "reshard-to-collectives": "export.reshard_to_collectives",
-    "sharding-constraint-to-reshard": "export.sharding_constraint_to_reshard",
-    "sink-data-flow-edges": "export.sink_data_flow_edges",
-    "sink-func-data-flow-edges": "export.sink_func_data_flow_edges",
-    "unflatten-call-graph": "export.unflatten_call_graph",
-    "update-non-divisible-input-output-shardings":
-        "export.update_non_divisible_input_output_shardings",
-}
+#: Passes registered by the module of another pass (a variant of it).
+VARIANTS = {"constant-splitter": "constant-or-scalar-splitter"}
+
+
+def module_of(name: str) -> str | None:
+    """The module that registers pass ``name`` (None: none does): the file named
+    after the pass, as Shardy names its file (``aggressive-propagate`` in
+    ``aggressive_propagation``), in one of the folders named after Shardy's
+    (``tests/test_pass_options.py`` checks it for every registered pass)."""
+    from importlib.util import find_spec
+
+    stem = VARIANTS.get(name, name).replace("-", "_")
+    if not stem.isidentifier():
+        return None
+    if stem.endswith("_propagate"):
+        stem = stem.removesuffix("propagate") + "propagation"
+    for folder in ("import_", "propagation", "export"):
+        module = f"{__name__}.{folder}.{stem}"
+        if find_spec(module) is not None:
+            return module
+    return None
 
 
 def register(name: str, help: str, options: tuple = ()):
@@ -173,13 +153,15 @@ def get_pass(name: str) -> PassSpec:
     """The pass called ``name``, its module imported first (error naming the
     known ones otherwise)."""
     spec = PASSES.get(name)
-    if spec is None:
+    module = module_of(name) if spec is None else None
+    if module is not None:
         import importlib
 
-        if name in MODULES:
-            importlib.import_module(f"{__name__}.{MODULES[name]}")
-        else:
-            import sdy_dl.passes.all  # noqa: F401  (registers every pass)
+        importlib.import_module(module)
+        spec = PASSES.get(name)
+    if spec is None:
+        import sdy_dl.passes.all  # noqa: F401  (registers every pass, to list them)
+
         spec = PASSES.get(name)
     if spec is None:
         raise SdyError(f"unknown pass {name!r} (known: {', '.join(sorted(PASSES))})")

@@ -19,16 +19,9 @@ It declares the option ``dedup-functions-fully`` (default false), which
 
 from __future__ import annotations
 
-import importlib
-
 from sdy_dl.ir.model import Module
-from sdy_dl.passes import PASSES, PassOptions, register
+from sdy_dl.passes import PassOptions, get_pass, register
 from sdy_dl.passes.options import Option
-
-_MODULES = ("symbol_dce", "lift_inlined_meshes", "remove_size_one_axes",
-            "propagate_sharding_from_func_to_call", "constant_or_scalar_splitter",
-            "manual_axes_cleanup", "add_data_flow_edges", "apply_sharding_constraints",
-            "sharding_group_import")
 
 BASE_PASSES = ("symbol-dce", "lift-inlined-meshes", "remove-size-one-axes",
                "propagate-sharding-from-func-to-call", "constant-or-scalar-splitter",
@@ -50,8 +43,6 @@ DEDUP_FUNCTIONS_FULLY = Option(
                              "edges; constraints and groups with dedup-functions-fully).",
           (DEDUP_FUNCTIONS_FULLY,))
 def run(module: Module, options: PassOptions) -> Module:
-    for name in _MODULES:
-        importlib.import_module(f"sdy_dl.passes.import_.{name}")
     for name in pipeline_passes(options[DEDUP_FUNCTIONS_FULLY]):
-        module = PASSES[name].run(module, options)
+        module = get_pass(name).run(module, options)
     return module
