@@ -223,12 +223,12 @@ def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
     """A what-if's op descriptions take place, tag and line from the first
     propagation's where their location is the same object; each equals what its
     own location says."""
-    from sdy_dl.audit.conflicts import last_visits
+    from sdy_dl.audit.conflicts import last_visit_by_op
     from sdy_dl.audit.steps import OpInfo
 
     before = propagate(jax_programs.lowered("training_step"), engine="python")
     places = before.audit.tracer.describe_op.places
-    last_visits(before.audit.explainer)
+    last_visit_by_op(before.audit.explainer)
     known = len(places)
     after, changes = before.whatif(set={"arg:0": '<@mesh, [{}, {"data"}]>'})
     assert after.audit.tracer.describe_op.places is places
@@ -244,9 +244,9 @@ def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
 
 
 @pytest.mark.parametrize("name", ["training_step", "while_loop", "grad_scan_helpers"])
-def test_last_visits_is_each_ops_last_step(name):
+def test_last_visit_by_op_is_each_ops_last_step(name):
     """Each op's (by tag; a step of an untagged op alone) last step, in first-visit order."""
-    from sdy_dl.audit.conflicts import last_visit_by_op, last_visits
+    from sdy_dl.audit.conflicts import last_visit_by_op
 
     audit = propagate(jax_programs.lowered(name), engine="python").audit
     steps = audit.tracer.steps
@@ -254,9 +254,9 @@ def test_last_visits_is_each_ops_last_step(name):
     for cause in steps:
         expected[(cause.op or {}).get("tag") or id(cause)] = cause
     assert len(steps) > len(expected) > 1
-    assert last_visits(audit.explainer) == list(expected.values())
     visits, counted = {}, {}
-    assert list(last_visit_by_op(audit.explainer, visits=visits)) == list(expected)
+    last = last_visit_by_op(audit.explainer, visits=visits)
+    assert list(last) == list(expected) and list(last.values()) == list(expected.values())
     for cause in steps:
         k = (cause.op or {}).get("tag") or id(cause)
         counted[k] = counted.get(k, 0) + 1

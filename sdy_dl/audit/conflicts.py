@@ -108,17 +108,11 @@ def _is_prefix(a: list, b: list) -> bool:
     return len(a) <= len(b) and b[:len(a)] == a
 
 
-def last_visits(explainer) -> list:
-    """The last step of each op the propagation visited, in first-visit order (an op
-    by its tag; a step whose op has none stands alone)."""
-    return list(last_visit_by_op(explainer).values())
-
-
 def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict:
-    """:func:`last_visits` by op: its ``px:`` tag (a step of an untagged op: the
-    step's ``id``) -> its last step, in first-visit order.  ``op_key``: the
-    explainer's :func:`op_keys` when made already; ``visits``: a dict given
-    empty, filled with each op key's number of visits.
+    """The last step of each op the propagation visited: the op's ``px:`` tag (a
+    step of an untagged op: the step's ``id``) -> its last step, in first-visit
+    order.  ``op_key``: the explainer's :func:`op_keys` when made already;
+    ``visits``: a dict given empty, filled with each op key's number of visits.
 
     The steps are grouped by their op's description first (``id``, at C speed:
     ``dict(zip(...))`` keeps each key's first place and last value), each
