@@ -11,12 +11,11 @@ Contents:
 * the data model: :class:`MeshAxis`, :class:`Mesh`, :class:`AxisRef`,
   :class:`DimSharding`, :class:`TensorSharding` (frozen, hashable dataclasses);
 * printing, byte for byte like the MLIR printer (``to_text`` methods,
-  :func:`format_sharding_per_value`, :func:`quote_string`,
-  :func:`format_symbol_ref`);
+  :func:`quote_string`, :func:`format_symbol_ref`);
 * parsing of text a user types outside a module (a sharding on the command
   line) with a small tokenizer and recursive-descent parser
-  (:func:`parse_mesh`, :func:`parse_axis_ref`, :func:`parse_tensor_sharding`,
-  :func:`parse_sharding_per_value`), which verifies meshes (:meth:`Mesh.verify`).
+  (:func:`parse_axis_ref`, :func:`parse_tensor_sharding`), which verifies
+  inlined meshes (:meth:`Mesh.verify`).
   Attributes of a module never go through it: they are read and built through
   jaxlib's bindings (:mod:`sdy_dl.ir.sdy_attrs`).
 
@@ -30,7 +29,7 @@ Design choices (matching jaxlib 0.10.2):
   its parser does: ``#sdy.mesh<["x"=2], device_ids=[0, 1]>`` prints as
   ``#sdy.mesh<["x"=2]>``).  :class:`Mesh` normalises in its constructor, so an
   iota list can never reach :meth:`Mesh.verify`.
-* Parsing a mesh (stand-alone or inlined in a sharding) verifies it, because
+* Parsing a mesh inlined in a sharding verifies it, because
   MLIR verifies attribute parameters while parsing.  Parsing a sharding does
   not verify it: jaxlib's verifier does when a module is parsed.
 * :class:`AxisRef` keeps exactly what was written: ``"x":(1)8`` on ``"x"=8``
@@ -52,8 +51,7 @@ from sdy_dl.frozen import HashedOnce
 __all__ = [
     "MeshAxis", "Mesh", "AxisRef", "DimSharding", "TensorSharding",
     "make_sub_axis", "quote_string", "format_symbol_ref",
-    "format_sharding_per_value", "parse_mesh", "parse_axis_ref",
-    "parse_dim_sharding", "parse_tensor_sharding", "parse_sharding_per_value",
+    "parse_axis_ref", "parse_tensor_sharding",
 ]
 
 _INT64_MAX = 2**63 - 1
@@ -610,12 +608,6 @@ def interned(sharding: TensorSharding) -> TensorSharding:
     return _INTERNED.setdefault(sharding, sharding)
 
 
-def format_sharding_per_value(shardings: Iterable[TensorSharding]) -> str:
-    """``#sdy.sharding_per_value<[<@mesh, [...]>, ...]>``."""
-    return ("#sdy.sharding_per_value<["
-            + ", ".join(s.to_inner_text() for s in shardings) + "]>")
-
-
 # --------------------------------------------------------------------------
 # Tokenizer and parser
 # --------------------------------------------------------------------------
@@ -940,15 +932,6 @@ class _Parser:
         self.accept_prefix("sdy.sharding")
         return self.sharding_body()
 
-    def sharding_per_value(self) -> tuple[TensorSharding, ...]:
-        """``#sdy.sharding_per_value<[...]>`` or the bare ``<[...]>`` form."""
-        self.accept_prefix("sdy.sharding_per_value")
-        self.expect("<")
-        self.expect("[")
-        shardings = self.comma_list("]", self.tensor_sharding, "sharding list")
-        self.expect(">")
-        return tuple(shardings)
-
 
 @functools.lru_cache(maxsize=1 << 16)
 def _parse_whole(text: str, rule: str):
@@ -960,32 +943,11 @@ def _parse_whole(text: str, rule: str):
     return result
 
 
-def parse_mesh(text: str) -> Mesh:
-    """Parse and verify ``<[...]>``, ``mesh<[...]>`` or ``#sdy.mesh<[...]>``."""
-    parser = _Parser(text)
-    if not parser.accept_prefix("sdy.mesh"):
-        parser.accept("ident", "mesh")
-    mesh = parser.mesh_body()
-    parser.expect_end()
-    return mesh
-
-
 def parse_axis_ref(text: str) -> AxisRef:
     """Parse ``"x"`` or ``"x":(2)4``."""
     return _parse_whole(text, "axis_ref")
 
 
-def parse_dim_sharding(text: str) -> DimSharding:
-    """Parse ``{"x", ?}p1`` and friends."""
-    return _parse_whole(text, "dim_sharding")
-
-
 def parse_tensor_sharding(text: str) -> TensorSharding:
     """Parse ``#sdy.sharding<...>`` or the bare ``<...>`` form (not verified)."""
     return _parse_whole(text, "tensor_sharding")
-
-
-def parse_sharding_per_value(text: str) -> tuple[TensorSharding, ...]:
-    """Parse ``#sdy.sharding_per_value<[<...>, ...]>``; the entries may also
-    carry the ``#sdy.sharding`` prefix."""
-    return _parse_whole(text, "sharding_per_value")

@@ -20,6 +20,17 @@ def normalize(text: str) -> str:
         return str(ir.Module.parse(text))
 
 
+def read_mesh(text: str):
+    """The mesh ``text`` (``<["x"=2]>``, as a module writes it) read as sdy-dl
+    reads a module's meshes: through jaxlib's bindings."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.sdy_attrs import mesh_of_attr
+
+    with mlir_context():
+        return mesh_of_attr(ir.Attribute.parse("#sdy.mesh" + text))
+
+
 def shardy(text: str, pipeline: str) -> str:
     """``text`` after Shardy's ``pipeline`` (e.g. ``sdy-aggressive-propagate``), printed."""
     from jaxlib.mlir import ir, passmanager

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from oracle import read_mesh
 from sdy_dl.passes import PassOptions, RunContext
 from sdy_dl.passes.export.distribute_axis_refs_to_batching_factors import (
     distribute_to_batching_factors)
 from sdy_dl.rules.instance import Factor, RuleInstance
-from sdy_dl.sharding import parse_axis_ref, parse_mesh
+from sdy_dl.sharding import parse_axis_ref
 
-MESH = parse_mesh('<["x"=2, "y"=2, "z"=2, "w"=4]>')
+MESH = read_mesh('<["x"=2, "y"=2, "z"=2, "w"=4]>')
 P, N = "pass_through", "need_replication"
 
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import pytest
 
-from oracle import assert_same, normalize, ours, shardy
+from oracle import assert_same, normalize, ours, read_mesh, shardy
 from sdy_dl.passes import PassOptions, RunContext
 from sdy_dl.passes.export import explicit_reshards_common_axes
 from sdy_dl.passes.export.find_common_axes_heuristic import (STAGE, find_common_axes_heuristic,
                                                              heuristic_facts)
 from sdy_dl.rules.instance import Factor, RuleInstance
-from sdy_dl.sharding import parse_axis_ref, parse_mesh
+from sdy_dl.sharding import parse_axis_ref
 
-MESH = parse_mesh('<["x"=2, "y"=4, "z"=2]>')
+MESH = read_mesh('<["x"=2, "y"=4, "z"=2]>')
 P, R = "pass_through", "reduction"
 ENGINES = ["python", "clingo"]
 

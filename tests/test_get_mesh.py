@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from oracle import read_mesh
 from sdy_dl.passes import PassOptions, RunContext
 from sdy_dl.passes.export.get_mesh import get_meshes
-from sdy_dl.sharding import parse_mesh, parse_tensor_sharding
+from sdy_dl.sharding import parse_tensor_sharding
 
-MESHES = {"m1": parse_mesh('<["a"=2, "b"=2]>'),
-          "m2": parse_mesh('<["a"=2, "b"=2], device_ids=[3, 2, 1, 0]>'),
-          "n": parse_mesh('<["a"=4]>'),
-          "e": parse_mesh('<[]>'),
-          "x": parse_mesh('<[], device_ids=[1]>')}
+MESHES = {"m1": read_mesh('<["a"=2, "b"=2]>'),
+          "m2": read_mesh('<["a"=2, "b"=2], device_ids=[3, 2, 1, 0]>'),
+          "n": read_mesh('<["a"=4]>'),
+          "e": read_mesh('<[]>'),
+          "x": read_mesh('<[], device_ids=[1]>')}
 
 
 def s(mesh: str, sharded: bool = True):

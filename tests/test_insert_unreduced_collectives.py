@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from oracle import assert_same, normalize, ours, shardy
+from oracle import assert_same, normalize, ours, read_mesh, shardy
 from sdy_dl.passes import PassOptions, RunContext
 from sdy_dl.passes.export.explicit_reshards_projection import OpShardings, project
 from sdy_dl.passes.export.insert_unreduced_collectives import unreduced_split
 from sdy_dl.rules.instance import Factor, RuleInstance
-from sdy_dl.sharding import parse_axis_ref, parse_mesh, parse_tensor_sharding
+from sdy_dl.sharding import parse_axis_ref, parse_tensor_sharding
 
-MESH = parse_mesh('<["x"=4, "y"=2, "z"=2]>')
+MESH = read_mesh('<["x"=4, "y"=2, "z"=2]>')
 ENGINES = ["python", "clingo"]
 
 

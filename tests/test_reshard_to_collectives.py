@@ -290,8 +290,8 @@ def with_random_reshards(text: str, seed: int) -> tuple[str, int]:
     from sdy_dl.ir.meshes import module_meshes
     from sdy_dl.ir.mlir_ops import funcs
     from sdy_dl.ir.walk import walk_pre
-    from sdy_dl.sharding import (AxisRef, DimSharding, TensorSharding, merge_adjacent,
-                                 parse_sharding_per_value)
+    from sdy_dl.ir.sdy_attrs import per_value_of_attr
+    from sdy_dl.sharding import AxisRef, DimSharding, TensorSharding, merge_adjacent
 
     rng = random.Random(seed)
     count = 0
@@ -303,7 +303,7 @@ def with_random_reshards(text: str, seed: int) -> tuple[str, int]:
                 if ("sdy.sharding" not in mop.attributes or len(mop.results) != 1
                         or mop.name.startswith("sdy.") or _in_manual(mop)):
                     continue
-                (sharding,) = parse_sharding_per_value(str(mop.attributes["sdy.sharding"]))
+                (sharding,) = per_value_of_attr(mop.attributes["sdy.sharding"])
                 mesh = meshes.get(sharding.mesh)
                 result = mop.results[0]
                 shape = ir.RankedTensorType(result.type).shape

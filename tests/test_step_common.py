@@ -21,8 +21,8 @@ from sdy_dl.propagation.step import StepInput
 from sdy_dl.propagation.step_eval import evaluate_steps
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.rules.rule_attr import rule_of_attr
-from sdy_dl.sharding import (Mesh, TensorSharding, parse_mesh, parse_sharding_per_value,
-                             parse_tensor_sharding)
+from sdy_dl.ir.sdy_attrs import mesh_of_attr, per_value_of_attr, sharding_of_attr
+from sdy_dl.sharding import Mesh, TensorSharding
 
 ELEMENTWISE_OPS = {
     "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.maximum",
@@ -71,7 +71,7 @@ def run_oracle(text: str, pipeline: str):
             name = op.operation.name
             if name == "sdy.mesh":
                 sym = ir.StringAttr(op.attributes["sym_name"]).value
-                meshes[sym] = parse_mesh(str(op.attributes["mesh"]))
+                meshes[sym] = mesh_of_attr(op.attributes["mesh"])
             elif name == "func.func":
                 func = op
         assert func is not None
@@ -83,7 +83,7 @@ def run_oracle(text: str, pipeline: str):
             if arg_attrs is not None:
                 d = ir.DictAttr(arg_attrs[i])
                 if "sdy.sharding" in d:
-                    s = parse_tensor_sharding(str(d["sdy.sharding"]))
+                    s = sharding_of_attr(d["sdy.sharding"])
             args.append(s)
         ops = [o for o in func.regions[0].blocks[0].operations if o.operation.name != "func.return"]
         assert len(ops) == 1, [o.operation.name for o in ops]
@@ -91,7 +91,7 @@ def run_oracle(text: str, pipeline: str):
         rule = str(op.attributes["sdy.sharding_rule"]) if "sdy.sharding_rule" in op.attributes else None
         res = [None] * len(op.results)
         if "sdy.sharding" in op.attributes:
-            res = list(parse_sharding_per_value(str(op.attributes["sdy.sharding"])))
+            res = list(per_value_of_attr(op.attributes["sdy.sharding"]))
         return meshes, rule, tuple(args), tuple(res), op.operation.name
 
 

@@ -300,7 +300,8 @@ def test_one_way_direction(case, strategy):
     from sdy_dl.propagation.step import StepInput
     from sdy_dl.propagation.step_eval import evaluate_steps
     from sdy_dl.rules.notation import parse_notation
-    from sdy_dl.sharding import parse_mesh, parse_tensor_sharding
+    from oracle import read_mesh
+    from sdy_dl.sharding import parse_tensor_sharding
 
     direction, before, after = case
     parse = lambda t: parse_tensor_sharding(f"<@mesh, {t}>") if t else None  # noqa: E731
@@ -308,7 +309,7 @@ def test_one_way_direction(case, strategy):
     shardings = [parse(t) for t in before]
     step = StepInput(rule, tuple(shardings[:2]), tuple(shardings[2:]), (direction,), strategy,
                      elementwise=True)
-    out = evaluate_steps(get_engine("clingo"), [step], {"mesh": parse_mesh('<["a"=2, "b"=2]>')})[0]
+    out = evaluate_steps(get_engine("clingo"), [step], {"mesh": read_mesh('<["a"=2, "b"=2]>')})[0]
     got = [n if n is not None else o for n, o in zip(out.operands + out.results, shardings)]
     assert [g.to_text() if g else None for g in got] == \
         [parse(t).to_text() if t else None for t in after]
