@@ -100,7 +100,7 @@ class Signatures:
         self.ids = ids = like.ids if like is not None else ids if ids is not None else {}
         key_of = table.keys.__getitem__
         sig, by_own, twins = self.sig, self.by_own, self.twins
-        region_sig: dict = {}             # op -> its own signature (for nested values)
+        region_sig: dict = {}             # op number -> its own signature (for nested values)
         groups, sites, op_of = self.groups, self.sites, self.op_of
         last_use, by_op, stored = self.last_use, self.by_op, self.stored
         known = like.by_own if like is not None else {}
@@ -118,18 +118,21 @@ class Signatures:
                     break
             by_own.setdefault(own, []).append((n, shardings))
 
-        op_names = table.op_names
+        # (each op's function, parent, results and blocks are the table's, read by
+        # number: only operands and attributes are read through the bindings)
+        op_names, functions_at, parents = table.op_names, table.functions_at, table.parents
+        counts, blocks_of = table.result_counts, table.blocks
         for n, mop in enumerate(table.ops):
-            func = table.enclosing[mop]
+            func = functions_at[n]
             if func is mop or func is None:
                 self.top_level.append(n)
             if func is mop and op_names[n] == "func.func":
                 fname = symbol_name(mop)
-                region_sig[mop] = own = ids.setdefault(("func", fname), len(ids))
+                region_sig[n] = own = ids.setdefault(("func", fname), len(ids))
                 twin(n, own, _attributes(mop, True))   # (its types are attributes too)
-                body = mop.regions[0].blocks
-                for i, arg in enumerate(body[0].arguments if len(body) else ()):
-                    k = key_of(arg)
+                body = blocks_of.get(n, ())
+                args = body[0][2] if body and body[0][:2] == (0, 0) else ()
+                for i, k in enumerate(args):
                     sig[k] = ids.setdefault(("arg", fname, i), len(ids))
                     add(sig[k], k, n, mop, i, "arg")
                 prefix = "" if mop == table.main else f"@{fname}:"
@@ -139,7 +142,7 @@ class Signatures:
                 continue
             if func is None:
                 continue   # a top-level op other than a function (a mesh)
-            parent = region_sig.get(mop.parent, "")
+            parent = region_sig.get(parents[n], "")
             used = list(map(key_of, mop.operands))
             for k in used:
                 last_use[k] = n
@@ -158,7 +161,7 @@ class Signatures:
             own = ids.setdefault((name, aligned, operands, parent), len(ids))
             twin(n, own, shardings)
             stored[n] = shardings
-            count = len(mop.results)
+            count = counts[n]
             if count:
                 values = by_op.setdefault(n, [])
                 for i in range(count):
@@ -168,13 +171,11 @@ class Signatures:
                     sites[k] = (mop, i, "op")
                     op_of[k] = n
                     values.append(k)
-            regions = mop.regions
-            if len(regions):   # (the ops nested in it read its signature)
-                region_sig[mop] = own
-            for ri, region in enumerate(regions):
-                for bi, block in enumerate(region.blocks):
-                    for i, arg in enumerate(block.arguments):
-                        k = key_of(arg)
+            blocks = blocks_of.get(n)
+            if blocks is not None:   # (the ops nested in it read its signature)
+                region_sig[n] = own
+                for ri, bi, args in blocks:
+                    for i, k in enumerate(args):
                         sig[k] = ids.setdefault((own, ri, bi, i), len(ids))
                         add(sig[k], k, n, mop, i, "arg")
 

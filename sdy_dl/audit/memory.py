@@ -431,7 +431,7 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
     first_layouts = {x.function: x for x in first or ()}
     first_rows = {key: (value_type, r) for x in first or ()
                   for *_, key, value_type, r in x.intermediates}
-    ops, main = table.ops, table.main
+    ops, main, places = table.ops, table.main, table.places
     ends = signatures.top_level[1:] + [len(ops)]
     out = []
     with mlir_context():
@@ -462,14 +462,11 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
                 if values is None:
                     continue
                 mop, m = ops[n], twins.get(n)
-                results_of = None
                 for value in values:
                     _, index, kind = sites[value]
                     if kind != "op":
                         continue
-                    if results_of is None:
-                        results_of = mop.results
-                    value_type = results_of[index].type
+                    value_type = places[value][1].type
                     r = None
                     if m is not None:
                         found = first_rows.get((f"o{m}", index))

@@ -310,26 +310,27 @@ def _tag_input(top) -> tuple[dict[int, int], set[str]]:
 def _keyed_walk(tops):
     """The ops ``tops`` and every op nested in them, with the keys of their block
     arguments, numbered by the walk that numbers the model's ops and values
-    (:func:`~sdy_dl.ir.loader.walk_numbered`): ``(OP, n, op, whether top-level)``,
-    then for each block of an op with regions ``(BLOCK, n, region number, [(key,
-    argument)])``, the key of the K-th argument of op N's blocks being ``(aN.K, -1)``
-    (op N's results are ``(oN, i)``)."""
+    (:func:`~sdy_dl.ir.loader.walk_numbered`): ``(OP, n, op, whether top-level, the
+    number of the op whose region holds it (-1: none))``, then for each block of an
+    op with regions ``(BLOCK, n, region number, [(key, argument)])``, the key of the
+    K-th argument of op N's blocks being ``(aN.K, -1)`` (op N's results are
+    ``(oN, i)``)."""
     first: dict[int, int] = {}   # op number -> the value number of its blocks' first argument
-    depth = 0                    # how many ops' regions are open
+    open_ops = [-1]              # the numbers of the ops whose regions are open
     for event in walk_numbered(tops):
         kind = event[0]
         if kind == OP:
-            mop = event[1]
-            yield OP, event[2], mop, depth == 0
+            mop, n = event[1], event[2]
+            yield OP, n, mop, len(open_ops) == 1, open_ops[-1]
             if len(mop.regions):
-                depth += 1
+                open_ops.append(n)
         elif kind == BLOCK:
             _, region, block, v, n = event
             k = v - first.setdefault(n, v)
             yield BLOCK, n, region, [((f"a{n}.{k + i}", -1), arg)
                                      for i, arg in enumerate(block.arguments)]
         else:
-            depth -= 1
+            open_ops.pop()
 
 
 def name_prefix(func, main) -> str:
@@ -354,9 +355,10 @@ class ValueTable:
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
     block argument)), the function holding each op (``enclosing``: op ->
-    function), the top-level functions (``functions``, ``main``) and the values'
-    names (``names``, an :class:`SsaNames`; ``text``: the module as printed, or
-    a function giving it).  Ops and values are numbered by the walk that numbers
+    function; ``functions_at``: by op number), the top-level functions
+    (``functions``, ``main``), each op's place and values by number (``parents``,
+    ``result_counts``, ``blocks``), and the values' names (``names``, an
+    :class:`SsaNames`; ``text``: the module as printed, or a function giving it).  Ops and values are numbered by the walk that numbers
     the model's (:func:`~sdy_dl.ir.loader.walk_numbered`): op N is the model's
     op ``oid`` N and the K-th key of ``places`` its value ``vid`` K.  The audit's
     indexes read it in place of a model of the module (building one costs
@@ -368,6 +370,15 @@ class ValueTable:
 
         self.ops: list = []
         self.enclosing: dict = {}
+        #: op number -> the function holding it (``enclosing`` by number; None: none)
+        self.functions_at: list = []
+        #: op number -> the number of the op whose region holds it (-1: a top-level op)
+        self.parents: list[int] = []
+        #: op number -> how many results it has
+        self.result_counts: list[int] = []
+        #: op number (of an op with blocks) -> its blocks in order, each (region number,
+        #: block number in the region, its arguments' keys)
+        self.blocks: dict[int, list[tuple]] = {}
         self.places: dict[tuple, tuple] = {}
         names: dict[tuple, list[str]] = {}
         regions: dict[tuple, int] = {}   # block argument key -> its region's number
@@ -378,16 +389,21 @@ class ValueTable:
             self.functions = funcs
             self.main = main_of(funcs)
             ops, places, enclosing = self.ops, self.places, self.enclosing
+            functions_at, parents, counts = self.functions_at, self.parents, self.result_counts
+            blocks = self.blocks
             prefix, func = "", None   # the names' prefix and the function there
             for event in _keyed_walk(tops):
                 if event[0] == OP:
-                    _, n, mop, top_level = event
+                    _, n, mop, top_level, parent = event
                     ops.append(mop)
                     if top_level:
                         func = mop if mop.name == "func.func" else None
                         prefix = name_prefix(func, self.main)
                     enclosing[mop] = func
+                    functions_at.append(func)
+                    parents.append(parent)
                     results = mop.results
+                    counts.append(len(results))
                     if len(results):
                         tag = f"o{n}"
                         for i, r in enumerate(results):
@@ -398,6 +414,9 @@ class ValueTable:
                     _, n, region, args = event
                     mop = ops[n]
                     is_func = mop.name == "func.func"
+                    found = blocks.setdefault(n, [])
+                    number = found[-1][1] + 1 if found and found[-1][0] == region else 0
+                    found.append((region, number, [key for key, _ in args]))
                     for key, arg in args:
                         names[key] = value_names(arg, prefix, state, is_func)
                         places[key] = (mop, arg, arg.arg_number, True)

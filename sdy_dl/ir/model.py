@@ -506,11 +506,12 @@ def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
             uses = values[vid].uses
             values[vid].uses = [uses[k] for k in places]
     else:
-        _order_uses(values)
-        if orders is not None:
-            for v in values:
-                if len(v.uses) > 1:
-                    at = {use: k for k, use in enumerate(sorted(v.uses, key=_program_order))}
+        for v in values:
+            uses = v.uses   # (in program order)
+            if len(uses) > 1:
+                v.uses = _use_list_order(v)
+                if orders is not None:
+                    at = {use: k for k, use in enumerate(uses)}
                     orders[v.vid] = tuple([at[use] for use in v.uses])
     module.__dict__.update(
         meshes=dict(first["meshes"]), mesh_ops=[ops[op.oid] for op in first["mesh_ops"]],
@@ -518,7 +519,3 @@ def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
         values=values)
     return True
 
-
-def _program_order(use: tuple) -> tuple[int, int]:
-    """A use's place in program order (its op's number, then its operand number)."""
-    return use[0].oid, use[1]
