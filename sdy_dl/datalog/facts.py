@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from itertools import chain
 
 from sdy_dl.datalog.program import Decl, Program
@@ -31,20 +31,40 @@ def check_facts(program: Program, facts: Facts) -> None:
         pass
 
 
-def checked_relations(program: Program, facts: Facts) -> Iterator[tuple[Decl, list[tuple]]]:
+def checked_relations(program: Program, facts: Facts) -> list[tuple[Decl, list[tuple]]]:
     """``(decl, rows)`` for every fact relation, checked: a declared input relation,
     its arity, ``int`` (32 bits) for number columns and ``str`` (Unicode text
-    without NUL) for symbol columns.  Whole columns are checked at once; a relation
-    that fails that quick check is checked row by row, which names the first bad fact.
-    (A relation of numbers only is checked whole: the rows' lengths, then the
-    values' types and range at once.)"""
+    without NUL) for symbol columns.  The values of all number columns are checked
+    at once, and those of all symbol columns (an engine call brings a few facts of
+    many relations: checks per relation or column would cost more than the facts);
+    when that quick check fails, relation after relation is checked row by row,
+    which names the first bad fact."""
+    out = []
+    numbers: list = []
+    symbols: list = []
+    whole = True   # every row has its relation's arity
     for name, rows in facts.items():
         decl = _input_decl(program, name)
         rows = rows if isinstance(rows, list) else list(rows)
-        quick = _number_array if "symbol" not in decl.types else _checked_columns
-        if rows and quick(decl, rows) is None:
+        out.append((decl, rows))
+        if not rows:
+            continue
+        types = decl.types
+        if set(map(len, rows)) != {len(types)}:
+            whole = False
+        elif "symbol" not in types:
+            numbers += chain.from_iterable(rows)
+        else:
+            for column, typ in zip(zip(*rows), types):
+                (numbers if typ == "number" else symbols).extend(column)
+    if not (whole
+            and (not numbers or (set(map(type, numbers)) == {int}
+                                 and min(numbers) >= -2**31 and max(numbers) < 2**31))
+            and (not symbols or (set(map(type, symbols)) == {str}
+                                 and _is_text("".join(symbols))))):
+        for decl, rows in out:
             _check_rows(decl, rows)
-        yield decl, rows
+    return out
 
 
 def encoded_relations(program: Program, facts: Facts) -> dict[str, tuple[int, str | bytes]]:

@@ -1,7 +1,7 @@
 """The python engine's code generator: a Soufflé program's rules as a Python module.
 
 Each rule becomes a block of nested loops over the hash indexes of
-:mod:`sdy_dl.engines.python_engine` (``index[IndexKey(...)]``), the rules of
+:mod:`sdy_dl.engines.python_engine` (``index.of[IndexKey(...)]``), the rules of
 one component one function, and, in a recursive component, the delta
 variants reading one relation another; ``EVALUATE`` runs the components in
 dependency order.  Only a program whose plan is not in the cache is
@@ -132,6 +132,12 @@ def _guard(group: list[Clause], members: list[str], comp: dict[str, int]) -> tup
     return tuple(sorted(chosen))
 
 
+def _wrapped(expr: str) -> str:
+    """``expr`` wrapped to a 32-bit signed number, as the engine's ``_w`` does,
+    written out (a call per arithmetic operation costs more than the operation)."""
+    return f"((({expr}) + 2147483648 & 4294967295) - 2147483648)"
+
+
 def _constant(term):
     if term[0] in ("num", "str"):
         return term[1]
@@ -232,7 +238,7 @@ class _Gen:
                 return f"_div({left}, {right}, {self.clause.line}, {self.clause.col})"
             if term[1] == "%":
                 return f"_mod({left}, {right}, {self.clause.line}, {self.clause.col})"
-            return f"_w({left} {_PY_OPS[term[1]]} {right})"
+            return _wrapped(f"{left} {_PY_OPS[term[1]]} {right}")
         raise self.error(f"unexpected {kind} in an expression")
 
     def ready(self, lit) -> str | None:
@@ -392,8 +398,11 @@ class _Gen:
 
     def _lookup(self, source: str, name: str, keys: list[int], key_exprs: list[str]) -> str:
         var = f"{'DX' if source == 'delta_index' else 'X'}_{name}_{'_'.join(map(str, keys))}"
-        self.indexes[var] = f"{source}[K_{name}_{'_'.join(map(str, keys))}]"
-        self.keys[f"K_{name}_{'_'.join(map(str, keys))}"] = f"IndexKey({name!r}, {tuple(keys)!r})"
+        key = f"K_{name}_{'_'.join(map(str, keys))}"
+        built = "DOF" if source == "delta_index" else "OF"
+        self.sets[built] = f"{source}.of"
+        self.indexes[var] = f"{built}[{key}] if {key} in {built} else {source}.build({key})"
+        self.keys[key] = f"IndexKey({name!r}, {tuple(keys)!r})"
         if len(keys) == 1:
             return f"{var}.get({key_exprs[0]}, ())"
         return f"{var}.get(({', '.join(key_exprs)}), ())"

@@ -91,28 +91,48 @@ def _plan(program: Program) -> "_Plan":
     return plan
 
 
-class _Index(dict):
-    """Hash indexes of the relations, ``index[key]``: the tuples of relation
-    ``key.name`` by their values at the bound column positions
-    ``key.positions``, built on first use (the generated code looks them up
-    with constant keys, :class:`IndexKey`)."""
+class _Index:
+    """Hash indexes of the relations ``rel``: ``of[key]``, the tuples of relation
+    ``key.name`` by their values at the bound column positions ``key.positions``,
+    built on first use by :meth:`build` (the generated code fetches an index as
+    ``of[K] if K in of else build(K)`` with constant keys, :class:`IndexKey`: a
+    plain dict, which Python reads faster than a dict subclass with ``__missing__``)."""
+
+    __slots__ = ("rel", "of", "keys")
 
     def __init__(self, rel: dict[str, set]):
         self.rel = rel
-        self.built: dict[str, list[IndexKey]] = {}   # relation -> its built indexes' keys
+        self.of: dict[IndexKey, dict] = {}
+        self.keys: dict[str, list[IndexKey]] = {}   # relation -> its built indexes' keys
 
-    def __missing__(self, key: IndexKey) -> dict:
-        index = self[key] = {}
-        self.built.setdefault(key.name, []).append(key)
-        _add(index, key, self.rel[key.name])
+    def build(self, key: IndexKey) -> dict:
+        """The index ``key``, built now unless it is already."""
+        index = self.of.get(key)
+        if index is not None:
+            return index
+        index = self.of[key] = {}
+        keys = self.keys.get(key.name)
+        if keys is None:
+            self.keys[key.name] = [key]
+        else:
+            keys.append(key)
+        # (_add, written out: most indexes are built over a few tuples)
+        p = key.column
+        if p is not None:
+            for t in self.rel[key.name]:
+                index.setdefault(t[p], []).append(t)
+        else:
+            getter = key.getter
+            for t in self.rel[key.name]:
+                index.setdefault(getter(t), []).append(t)
         return index
 
     def extend(self, new: dict[str, set]) -> None:
         """Add the tuples of ``new`` (new to their relations) to the built indexes."""
         for name, rows in new.items():
-            if rows and name in self.built:
-                for key in self.built[name]:
-                    _add(self[key], key, rows)
+            if rows and name in self.keys:
+                for key in self.keys[name]:
+                    _add(self.of[key], key, rows)
 
 
 class IndexKey:
@@ -297,9 +317,9 @@ class _ComponentMemo:
         rel.update(values)
         tokens.update(entry_tokens)
         for index_key, value in indexes.items():
-            if index_key not in index:
-                dict.__setitem__(index, index_key, value)
-                index.built.setdefault(index_key.name, []).append(index_key)
+            if index_key not in index.of:
+                index.of[index_key] = value
+                index.keys.setdefault(index_key.name, []).append(index_key)
         return True
 
     def keep(self, cid: int, key: tuple, members, rel, tokens) -> None:
@@ -323,5 +343,5 @@ class _ComponentMemo:
             entry = self.owner.get(token)
             if entry is None:
                 continue
-            for index_key in index.built.get(name, ()):
-                entry[2].setdefault(index_key, index[index_key])
+            for index_key in index.keys.get(name, ()):
+                entry[2].setdefault(index_key, index.of[index_key])
