@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 
-from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
+from sdy_dl.datalog.program import Program, check_input_names, parse_declarations, text_digest
 from sdy_dl.errors import SdyError
-from sdy_dl.resources import cached_text, cached_value, code_digest, datalog_dir
+from sdy_dl.resources import cached_text, cached_value, code_digest, datalog_dir, file_stamp
 
 
 MAIN = "main.dl.j2"
@@ -40,15 +40,15 @@ def available_stages() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _templates_digest() -> str:
-    """A digest of every file under ``datalog/`` and of this module (keys
-    rendered programs in the cache)."""
+    """A digest of every file under ``datalog/`` (by its ``file_stamp``) and of
+    this module (keys rendered programs in the cache)."""
     import hashlib
     import sys
 
     root = datalog_dir()
     h = hashlib.sha256(code_digest(sys.modules[__name__]).encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(file_stamp(path))
     return h.hexdigest()[:16]
 
 
@@ -96,9 +96,7 @@ def _declarations_once(text: str, key: str, name: str) -> dict:
 def _check_stratified_once(text: str, name: str) -> None:
     """``check_stratified``, remembered in the cache per program text and checker
     code (the checker is imported only to check a program not in the cache)."""
-    import hashlib
-
-    key = (hashlib.sha256(text.encode()).hexdigest()[:24] + "-"
+    key = (text_digest(text)[:24] + "-"
            + code_digest("sdy_dl.datalog.stratify", "sdy_dl.datalog.lexer"))
 
     def check() -> str:

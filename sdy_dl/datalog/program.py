@@ -62,7 +62,7 @@ class Program:
     # (read on every engine call: computed once per program object)
     @functools.cached_property
     def digest(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()[:20]
+        return text_digest(self.text)[:20]
 
     @functools.cached_property
     def inputs(self) -> tuple[Decl, ...]:
@@ -71,6 +71,13 @@ class Program:
     @functools.cached_property
     def outputs(self) -> tuple[Decl, ...]:
         return tuple(d for d in self.decls.values() if d.is_output)
+
+
+@functools.lru_cache(maxsize=None)
+def text_digest(text: str) -> str:
+    """The SHA-256 of a program text, in hex (hashed once per text: the compiler
+    keys its checks with it, the engines their cache entries)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:
