@@ -45,14 +45,28 @@ def cache_root() -> Path:
 def code_digest(*modules) -> str:
     """A digest of the source files of ``modules`` (keys cache entries that those
     modules' code computed, so that a changed checker or translator misses); a
-    module given by its dotted name is found without being imported."""
+    module given by its dotted name is found without being imported.  A file
+    counts by its :func:`file_stamp`, as Python's byte-code cache checks a source."""
     import hashlib
 
     h = hashlib.sha256()
     for module in modules:
         path = importlib.util.find_spec(module).origin if isinstance(module, str) else module.__file__
-        h.update(Path(path).read_bytes())
+        h.update(file_stamp(path))
     return h.hexdigest()[:16]
+
+
+def file_stamp(path) -> bytes:
+    """What changes when the file at ``path`` changes: its path, size and
+    modification time, and sdy-dl's version (an installed release whose files
+    carry fixed times).  Reading and hashing every source that keys a cache
+    entry cost each process more than the entries saved (~0.5% at 1k)."""
+    import os
+
+    from sdy_dl import __version__
+
+    st = os.stat(path)
+    return f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{__version__}\0".encode()
 
 
 def cached_text(kind: str, key: str, compute) -> str:
