@@ -91,10 +91,6 @@ class Audit:
         self.imported = None
         #: Whether the stages before propagation were not run (``imported`` given).
         self.import_reused = imported is not None
-        #: The use-list orders of every clone of ``self.imported`` (each what-if's
-        #: module is one), filled by the first what-if's model index
-        #: (:func:`~sdy_dl.ir.model.index_like`).
-        self.clone_use_orders: dict = {}
 
         #: The record of this propagation's export, for what-ifs (with ``step_memo``).
         self.exported = None

@@ -740,7 +740,7 @@ class PropagationIndex:
 
         with mlir_context():
             if first is not None and not module.is_indexed():
-                index_like(module, first.index_model, module.clone_use_orders)
+                index_like(module, first.index_model, module.cloned)
             #: ``module``'s model index as it stood (a what-if's is made from it)
             self.index_model = module.index_fields()
         self.meshes = dict(module.meshes)

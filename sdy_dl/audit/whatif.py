@@ -599,8 +599,7 @@ def whatif(audit, edits: list[Edit]):
             edited = module_of_op(copy, audit.file)
             copy = edited.mlir.operation
             imported = module_of_op(imported, audit.file)
-            # (a clone of ``audit.imported``, as every what-if's from it)
-            imported.clone_use_orders = audit.clone_use_orders
+            imported.cloned = True   # (of ``audit.imported``, as every what-if's from it)
     after = Audit(edited, audit.options, step_memo=audit.step_memo,
                   stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
                   places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,

@@ -191,9 +191,9 @@ class Module:
     #: The ops user-priority propagation erased (model numbers), set by it: what the
     #: export by difference compares between two propagations (None: not run).
     propagation_erased: frozenset | None = None
-    #: A clone's: the use-list orders every clone of the module it was cloned from
-    #: shares, for :func:`index_like` (``orders``; None: not a clone known so).
-    clone_use_orders: dict | None = None
+    #: Whether the module's MLIR is known to be a clone (``Operation.clone``) made
+    #: before any pass ran on it (its use lists are read so, :func:`index_like`).
+    cloned: bool = False
     #: The module passed :func:`~sdy_dl.ir.loader.verify_module` (which sets it) and
     #: was not invalidated since: only then is it printed without verifying it (:meth:`print`).
     verified: bool = False
@@ -434,7 +434,7 @@ def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
     return shape, shape is not None and all(d >= 0 for d in shape)
 
 
-def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
+def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
     """Give ``module`` the index :func:`index_module` would read, made from
     ``first`` (:meth:`Module.index_fields` of another module) when ``module``'s MLIR
     is a copy of that module's with other attributes (a what-if's module, copied
@@ -445,13 +445,12 @@ def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
     module's use-list order, as :func:`index_module` lists them (a copy's use
     lists are ordered as it was built, not as the first's).
 
-    ``orders``: given when ``module`` is a clone of one module every module given
-    the same dict is a clone of (a what-if's, of the first audit's imported
-    module): cloning makes an op's operand uses in the same order every time, so
-    every such clone lists its uses alike; the first fills ``orders`` (value id
-    -> each use's place in program order, of the values with several uses),
-    the others take it instead of reading their use lists.  False (``module``
-    left as it was): the op or value counts differ."""
+    ``cloned``: ``module`` is a clone, as made (a what-if's, of the first audit's
+    imported module): a clone's use lists are in reverse program order, not
+    read.  (MLIR's ``Region::cloneInto`` makes a region's ops first, then sets
+    each op's operands in order and clones its regions, op by op: a clone's uses
+    are made in program order, and a new use goes first in its value's list.)
+    False (``module`` left as it was): the op or value counts differ."""
     mlir_module = module.mlir
     first_ops, first_values = first["ops"], first["values"]
     state = AsmNames(mlir_module.operation)
@@ -501,18 +500,12 @@ def index_like(module: Module, first: dict, orders: dict | None = None) -> bool:
             for value in operands:
                 value.uses.append((op, k))
                 k += 1
-    if orders:
-        for vid, places in orders.items():
-            uses = values[vid].uses
-            values[vid].uses = [uses[k] for k in places]
-    else:
+    if cloned:
         for v in values:
-            uses = v.uses   # (in program order)
-            if len(uses) > 1:
-                v.uses = _use_list_order(v)
-                if orders is not None:
-                    at = {use: k for k, use in enumerate(uses)}
-                    orders[v.vid] = tuple([at[use] for use in v.uses])
+            if len(v.uses) > 1:
+                v.uses.reverse()
+    else:
+        _order_uses(values)
     module.__dict__.update(
         meshes=dict(first["meshes"]), mesh_ops=[ops[op.oid] for op in first["mesh_ops"]],
         funcs={name: ops[op.oid] for name, op in first["funcs"].items()}, ops=ops,
