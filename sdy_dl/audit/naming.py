@@ -614,7 +614,7 @@ class InputIndex:
         tag, index = key
         head, _, k = tag[1:].partition(".")
         n = int(head)
-        place = self._top_level.get(n) if self._top_level is not None else None
+        place = self.top_level_position(n) if self._top_level is not None else None
         if place is not None:   # (a top-level op: found without walking the snapshot)
             mop = self._snapshot.regions[0].blocks[0].operations[place].operation
         elif not 0 <= n < len(self.ops):

@@ -213,7 +213,12 @@ def func_arity(func) -> tuple[int, int]:
 def func_attr_entries(func, kind: str) -> list:
     """Each argument's (``kind`` arg_attrs) or result's (res_attrs) attribute
     dictionary of a raw ``func.func`` ([] when it has none)."""
-    attrs = func.operation.attributes
+    return attr_entries(func.operation.attributes, kind)
+
+
+def attr_entries(attrs, kind: str) -> list:
+    """:func:`func_attr_entries` of a function whose attributes are ``attrs`` (its
+    op's, or a dict of them)."""
     return list(ir.ArrayAttr(attrs[kind])) if kind in attrs else []
 
 

@@ -53,6 +53,9 @@ class ExportRecord:
         self.erased = module.propagation_erased
         self._input_ops: list | None = None
         self._input_attributes: list | None = None
+        #: the model numbers of the top-level ops, in order (the same in every module
+        #: of the structure :meth:`input_op` reads; found when first asked for)
+        self._tops: list[int] | None = None
         self.output = None            # a copy of the output (raw builtin.module)
         self.at_output: dict[int, int] = {}   # op number -> its number in ``output``
 
@@ -90,9 +93,14 @@ class ExportRecord:
         """Op ``i`` of :meth:`input_ops` (``i`` > 0), found without walking the copy
         when ``like`` (a module of the same structure: the same op names in
         pre-order) holds its model: along the places (region, block, position
-        in the block) of the model op's ancestors, each found in the copy."""
+        in the block) of the model op's ancestors, each found in the copy (a
+        block's ops, and the top-level ops, are numbered in order: a place is
+        found by bisection)."""
         if self._input_ops is not None or not like.is_indexed():
             return self.input_ops()[i]
+        from bisect import bisect_left
+        from operator import attrgetter
+
         from sdy_dl.ir.context import mlir_context
 
         op, places = like.ops[i - 1], []
@@ -100,15 +108,11 @@ class ExportRecord:
             block, parent = op.block, op.parent
             region = block.region
             places.append((parent.regions.index(region), region.blocks.index(block),
-                           block.ops.index(op)))
+                           bisect_left(block.ops, op.oid, key=attrgetter("oid"))))
             op = parent
-        position = 0   # (among the top-level ops: those before it are counted)
-        for other in like.ops:
-            if other is op:
-                break
-            if other.parent is None:
-                position += 1
-        places.append((0, 0, position))
+        if self._tops is None:
+            self._tops = [other.oid for other in like.ops if other.parent is None]
+        places.append((0, 0, bisect_left(self._tops, op.oid)))
         found = self._input
         with mlir_context():
             for r, b, k in reversed(places):
@@ -146,10 +150,6 @@ class OutputCopy:
         self.main = main
         self.main_index = next(j for j, op in funcs if op is main)
         self.block = key(main.regions[0].blocks[0])
-        # what the merger's groups moved (merge_groups.move_members)
-        self.made: dict = {}
-        self.erased: list = []
-        self.redirected: list = []
 
     def index(self, i: int) -> int:
         """The output's number of op ``i`` of the propagated module, a top-level op of
@@ -278,7 +278,7 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
         op = ops[i]
         if i == main_number:
             calls = [op for op, name in zip(ops, record.names) if name == "func.call"]
-            main_changes = _main_changes(record, i, op, check, calls, module)
+            main_changes = _main_changes(before[i], after[i], op, check, calls)
             continue
         if op.block is None or key(op.block) != block_key:
             raise NotLocal
@@ -291,7 +291,8 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     out = OutputCopy(record, copy, symbol_name(main))
     numbers = Numbers(ops)
     groups = regroup(ops, record.names, before, after, regrouped, block_key, out, options, numbers)
-    made = move_members(groups, ops, block_key, out, numbers)
+    moved = move_members(groups, ops, block_key, out, numbers)
+    made = moved.ops
     written = {}   # the output's ops written, by pre-order number below the module
     for i, new in op_changes:
         if i in groups and groups[i][1] != i:
@@ -308,13 +309,13 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     result = module_of_op(copy, module.file)
     #: what was done to the copy of the first output (what the audit reads instead
     #: of the whole output)
-    members = sorted(made, key=lambda m: (out.made[m][0], m))   # (module order)
+    members = sorted(made, key=lambda m: (moved.places[m][0], m))   # (module order)
     index = {m: k for k, m in enumerate(members)}
     result.output_edits = OutputEdits(
-        written, [(out.made[m][0] - 1, out.made[m][1] - 1, made[m]) for m in members],
-        [j - 1 for j in out.erased],
+        written, [(moved.places[m][0] - 1, moved.places[m][1] - 1, made[m]) for m in members],
+        [j - 1 for j in moved.erased],
         [(j - 1, operand, old - 1, ("made", index[now[1]]) if now[0] == "made"
-          else ("op", now[1] - 1)) for j, operand, old, now in out.redirected],
+          else ("op", now[1] - 1)) for j, operand, old, now in moved.redirected],
         out.ops[1:])
     return result
 
@@ -402,20 +403,21 @@ def _mesh_ref(s):
     return s.mesh_name
 
 
-def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
-                  calls: list, module: Module) -> dict:
+def _main_changes(old_attrs, new_attrs, main, check: _Checks, calls: list) -> dict:
     """kind -> {index: new sharding or None} of main's changed argument and result
-    shardings (checked); ``main``: op ``number`` of ``module``."""
+    shardings (checked); ``main``: the what-if's main, whose attributes
+    (:func:`~sdy_dl.ir.opaque.attribute_dict_key`) are ``new_attrs``, ``old_attrs``
+    in the first propagated module."""
     from sdy_dl.ir.mlir_ops import symbol_name
-    from sdy_dl.ir.storage import attr_items, func_attr_entries, sharding_of
+    from sdy_dl.ir.storage import attr_entries, attr_items, sharding_of
     from sdy_dl.passes.call_graph import callee_name
 
-    old_main = record.input_op(number, module)
-    old, new = attribute_dict_key(old_main), attribute_dict_key(main)
-    if isinstance(old, str) or isinstance(new, str):
+    if isinstance(old_attrs, str) or isinstance(new_attrs, str):
         raise NotLocal
-    old, new = dict(old), dict(new)
-    for kind in ("arg_attrs", "res_attrs"):
+    old, new = dict(old_attrs), dict(new_attrs)
+    entries = {kind: (attr_entries(old, kind), attr_entries(new, kind))
+               for kind in ("arg_attrs", "res_attrs")}
+    for kind in entries:
         old.pop(kind, None)
         new.pop(kind, None)
     if old != new:
@@ -426,8 +428,7 @@ def _main_changes(record: ExportRecord, number: int, main, check: _Checks,
         raise NotLocal
     changes = {}
     args = list(main.regions[0].blocks[0].arguments)
-    for kind in ("arg_attrs", "res_attrs"):
-        a, b = func_attr_entries(old_main, kind), func_attr_entries(main, kind)
+    for kind, (a, b) in entries.items():
         if len(a) != len(b):
             raise NotLocal
         for index, (x, y) in enumerate(zip(a, b)):

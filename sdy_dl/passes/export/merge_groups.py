@@ -19,6 +19,8 @@ the passes in full), so their merges are the first run's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 BROADCAST = "stablehlo.broadcast_in_dim"
 
 
@@ -118,20 +120,29 @@ def _owner(value):
     return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
 
 
-def move_members(groups: dict, ops: list, block_key: int, out,
-                 numbers: Numbers) -> dict[int, object]:
+@dataclass
+class Moved:
+    """What :func:`move_members` did to the copy of the first output, by the copy's
+    numbers (its pre-order, :class:`~sdy_dl.passes.export.by_difference.OutputCopy`)."""
+
+    ops: dict = field(default_factory=dict)      # member -> the op made for it
+    #: member -> (the number of the op it was placed before, of the op it was merged into)
+    places: dict = field(default_factory=dict)
+    erased: list = field(default_factory=list)   # the numbers of the ops erased
+    #: (user's number, operand number, the number of the op it read, what it reads
+    #: now: ``("op", number)`` or ``("made", member)``) for each use redirected
+    redirected: list = field(default_factory=list)
+
+
+def move_members(groups: dict, ops: list, block_key: int, out, numbers: Numbers) -> Moved:
     """Carry the groups' decisions over to ``out`` (the copy of the first output,
     :class:`~sdy_dl.passes.export.by_difference.OutputCopy`; ``numbers``: those
     :func:`regroup` took): a member kept in the
     what-if but merged in the first run is made again (a copy of its op with the
     output attributes of the op it was merged into, where the pass leaves it), the
     uses of every member that merges elsewhere now read its new kept op, and a
-    member kept in the first run only is erased.  Returns the ops made (member ->
-    op); what it did is also kept on ``out``, by its numbers (``out.made``: member
-    -> (the number of the op it was placed before, of the op it was merged into); ``out.erased``: the numbers of
-    the ops erased; ``out.redirected``: (user's number, operand number, the
-    number of the op it read, what it reads now: ``("op", number)`` or ``("made",
-    member)``) for each use redirected).  Raises :class:`~sdy_dl.passes.export.export_reads.NotLocal` where the
+    member kept in the first run only is erased.  Returns what it did
+    (:class:`Moved`).  Raises :class:`~sdy_dl.passes.export.export_reads.NotLocal` where the
     output does not read as expected or dead code would differ (an op left
     without uses: canonicalize erases it)."""
     from jaxlib.mlir import ir
@@ -140,9 +151,9 @@ def move_members(groups: dict, ops: list, block_key: int, out,
 
     moved = {m: kept for m, kept in groups.items() if kept[0] != kept[1]}
     if not moved:
-        return {}
+        return Moved()
     places = {m: _place(m, ops, block_key, out) for m, (_, now) in moved.items() if now == m}
-    out.made = {m: (out.index(places[m][1]), out.index(moved[m][0])) for m in places}
+    made_places = {m: (out.index(places[m][1]), out.index(moved[m][0])) for m in places}
     places = {m: place for m, (place, _) in places.items()}
     made = {}
     for m in sorted(places):
@@ -159,7 +170,7 @@ def move_members(groups: dict, ops: list, block_key: int, out,
     def kept(r):
         return made[r] if r in made else out.op(r)
 
-    out.redirected = []
+    redirected = []
     for m, (first, now) in sorted(moved.items()):
         old, new = out.op(first).results[0], kept(now).results[0]
         reads = ("made", now) if now in made else ("op", out.index(now))
@@ -169,11 +180,11 @@ def move_members(groups: dict, ops: list, block_key: int, out,
             if user.operands[use.operand_number] != old:
                 raise NotLocal
             user.operands[use.operand_number] = new
-            out.redirected.append((j, use.operand_number, out.index(first), reads))
+            redirected.append((j, use.operand_number, out.index(first), reads))
     # the ops that lost uses: the first run's kept ops, and the operands of those erased
     gone = {m for m, (first, _) in moved.items() if first == m}
     lost = [out.op(first) for first in {first for first, _ in moved.values()} - gone]
-    out.erased = [out.index(m) for m in sorted(gone)]
+    erased = [out.index(m) for m in sorted(gone)]
     for m in sorted(gone):   # kept in the first output only
         op = out.op(m)
         if _used(op):
@@ -184,7 +195,7 @@ def move_members(groups: dict, ops: list, block_key: int, out,
         op.erase()
     if not all(_used(op) for op in lost + list(made.values())):
         raise NotLocal
-    return made
+    return Moved(made, made_places, erased, redirected)
 
 
 def _used(op) -> bool:
