@@ -301,16 +301,13 @@ class EditedOutput:
         :class:`~sdy_dl.audit.Audit`; ``layouts``: its memory layouts, ``totals``:
         their rows, which a function without a changed value keeps); None when a
         peak is at a value :meth:`name` does not name."""
-        from sdy_dl.audit.memory import _Layout, functions_holding, functions_with_shardings
+        from sdy_dl.audit.memory import _Layout, functions_with_shardings
 
-        def edit(x, rows):
-            if x.function != "main":
-                return x
+        def edit_main(x, rows):
             return _Layout(x.function, x.arguments, self._main(x.intermediates, rows),
                            x.results, names=self.name)
-        changed = functions_holding(self.sa, self.shardings) | {"main"}
         try:
-            return functions_with_shardings(audit, layouts, self.shardings, totals, changed, edit)
+            return functions_with_shardings(audit, layouts, self.shardings, totals, edit_main)
         except Shared:
             return None
 

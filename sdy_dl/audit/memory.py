@@ -372,28 +372,35 @@ class _Layout:
 
 
 def functions_with_shardings(audit, layouts: list, shardings: dict, kept: list | None = None,
-                             changed: set | None = None, edit=None) -> list[FunctionMemory]:
+                             edit_main=None) -> list[FunctionMemory]:
     """The per-function rows of ``audit``'s output with the values in ``shardings``
     (value key or function result name -> sharding) sharded so instead: the memory
     of a module of the same structure and types (``layouts``: ``audit``'s, a
     :class:`MemoryTable`'s or :func:`signature_layouts`').  ``kept``: the totals
-    of ``layouts``, which a function not in ``changed`` (the labels of the
-    functions whose layouts change: :func:`functions_holding` those of
-    ``shardings``' values, and any ``edit`` changes) keeps without being remade;
-    ``edit(layout, rows)``: the layout of a remade function (the layout with the
-    new shardings; ``rows``: the :class:`_Builder` that made its rows) in the
-    module measured (default: that layout)."""
+    of ``layouts``, which a function whose layout does not change (holding none
+    of ``shardings``' values, :func:`functions_holding`, and not main when
+    ``edit_main`` is given) keeps without being remade;
+    ``edit_main(layout, rows)``: main's layout (with the new shardings;
+    ``rows``: the :class:`_Builder` that made its rows) in the module measured
+    (default: that layout)."""
     from sdy_dl.ir.context import mlir_context
 
+    changed = None
+    if kept is not None:
+        changed = functions_holding(audit.signatures, shardings)
+        if edit_main is not None:
+            changed.add("main")
     with mlir_context():
         rows = _Builder(audit)
         out = []
         for k, layout in enumerate(layouts):
-            if kept is not None and layout.function not in changed:
+            if changed is not None and layout.function not in changed:
                 out.append(kept[k])
                 continue
             x = layout.with_shardings(rows, shardings)
-            out.append((edit(x, rows) if edit is not None else x).totals())
+            if edit_main is not None and x.function == "main":
+                x = edit_main(x, rows)
+            out.append(x.totals())
         return out
 
 

@@ -793,7 +793,7 @@ def _memory(before, after, same=None, edited=None) -> list:
     (:class:`~sdy_dl.audit.edited_output.EditedOutput`: the before layouts with
     its edits); else the after rows are those of its memory layouts (the before
     rows of the values on twin ops, the others' made)."""
-    from sdy_dl.audit.memory import functions_holding, functions_with_shardings
+    from sdy_dl.audit.memory import functions_with_shardings
 
     memo = _Memo.of(before)
     if memo.totals is None:
@@ -803,8 +803,7 @@ def _memory(before, after, same=None, edited=None) -> list:
         if edited is not None else None
     if rows is None and same is not None:
         rows = functions_with_shardings(before, before.memory_layouts, same.shardings,
-                                        memo.totals,
-                                        functions_holding(before.signatures, same.shardings))
+                                        memo.totals)
     elif rows is None:
         rows = [x.totals() for x in after.memory_layouts]
     a = {f.function: f for f in rows}
