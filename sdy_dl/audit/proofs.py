@@ -401,12 +401,12 @@ class _LazySearch:
 
 
 def _axis_text(row, meshes, mesh_name) -> str:
-    from sdy_dl.propagation.step_facts import triple_ref
+    from sdy_dl.sharding import make_sub_axis
 
     if mesh_name is None or mesh_name not in meshes:
         return ""
     _, _, _, _, a, p, s = row
-    return triple_ref(a, p, s, meshes[mesh_name]).to_text()
+    return make_sub_axis(a, p, s, meshes[mesh_name]).to_text()
 
 
 def _engine(audit):

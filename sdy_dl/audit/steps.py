@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sdy_dl.propagation.step_facts import triple_ref
 from sdy_dl.rules.instance import factor_name
+from sdy_dl.sharding import make_sub_axis
 
 #: Relations of stage ``step`` the audit reads back besides its outputs.
 DETAIL_RELATIONS = ("rec_axis", "fin_axis", "ag_src", "step_updated", "step_mesh", "fdir")
@@ -234,7 +234,7 @@ class StepRecords:
                 self.replicated[i, t].add(a)
 
     def ref_text(self, i: int, ref) -> str:
-        return triple_ref(*ref, self.mesh[i]).to_text()
+        return make_sub_axis(*ref, self.mesh[i]).to_text()
 
     def changes(self, i: int) -> list[AxisChange]:
         """The axis changes of step ``i``: per updated tensor and factor, the refs of

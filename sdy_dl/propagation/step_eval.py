@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from sdy_dl.datalog.compiler import compile_stage
 from sdy_dl.datalog.program import Program
 from sdy_dl.propagation.step import StepInput, StepOutput
-from sdy_dl.propagation.step_facts import step_facts, triple_ref
-from sdy_dl.sharding import DimSharding, Mesh, TensorSharding, interned
+from sdy_dl.propagation.step_facts import step_facts
+from sdy_dl.sharding import DimSharding, Mesh, TensorSharding, interned, make_sub_axis
 
 #: The smallest unrolling bound used.  An unused layer still costs the Python
 #: engine and Soufflé's interpreter (and its provenance) time on every call.
@@ -109,7 +109,7 @@ def read_outputs(steps: Sequence[StepInput], meshes: Mapping[str, Mesh],
             dims = []
             for d in range(len(closed[i, t])):
                 refs = axes.get((i, t, d), {})
-                dims.append(DimSharding(tuple(triple_ref(*refs[o], mesh) for o in range(len(refs))),
+                dims.append(DimSharding(tuple(make_sub_axis(*refs[o], mesh) for o in range(len(refs))),
                                         bool(closed[i, t][d])))
             new[t] = interned(TensorSharding(sym, tuple(dims),
                                              sharding.replicated if sharding is not None else (),

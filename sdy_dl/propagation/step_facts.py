@@ -33,13 +33,6 @@ def ref_triple(ref: AxisRef, mesh: Mesh) -> tuple[str, int, int]:
     return ref.name, ref.pre, ref.size
 
 
-def triple_ref(name: str, pre: int, size: int, mesh: Mesh) -> AxisRef:
-    """The AxisRef of a triple: the full axis when it covers the whole axis."""
-    if pre == 1 and size == mesh.axis_size(name):
-        return AxisRef(name)
-    return AxisRef(name, pre, size)
-
-
 def mesh_facts(symbols: Sequence[str], meshes: Mapping[str, Mesh]) -> Facts:
     """``in_mesh`` and ``in_mesh_axis`` for the mesh symbols ``symbols``."""
     facts: Facts = {"in_mesh": [], "in_mesh_axis": []}

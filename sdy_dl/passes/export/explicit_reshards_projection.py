@@ -18,10 +18,10 @@ import dataclasses
 from collections import defaultdict
 
 from sdy_dl.propagation.step import StepInput
-from sdy_dl.propagation.step_facts import ref_triple, step_facts, triple_ref
+from sdy_dl.propagation.step_facts import ref_triple, step_facts
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.passes import Stage
-from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding
+from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding, make_sub_axis
 
 #: The Datalog stage of the insert-explicit-reshards pass
 #: (``datalog/insert_explicit_reshards/``).
@@ -167,7 +167,7 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
 
     def refs_of(table, key, mesh):
         refs = table.get(key, {})
-        return tuple(triple_ref(*refs[q], mesh) for q in range(len(refs)))
+        return tuple(make_sub_axis(*refs[q], mesh) for q in range(len(refs)))
 
     records: dict[tuple, dict[int, tuple]] = defaultdict(dict)
     overflow: dict[tuple, dict[int, tuple]] = defaultdict(dict)
@@ -182,7 +182,7 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
         mesh = meshes[op.mesh]
         unary_axes = None
         if (i,) in out["er_unary"]:
-            unary_axes = tuple(tuple(triple_ref(*ref, mesh) for _, ref in
+            unary_axes = tuple(tuple(make_sub_axis(*ref, mesh) for _, ref in
                                      sorted(unary.get((i, f), {}).items()))
                                for f in range(len(op.rule.factors)))
         result.append(Projection(tuple(records.get((i, t), {}) for t in range(n)),
@@ -255,7 +255,7 @@ def _project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
             new_dims = []
             for d, dim in enumerate(old.dims):
                 refs = dims.get((i, t, d), {})
-                new_dims.append(DimSharding(tuple(triple_ref(*refs[o], mesh)
+                new_dims.append(DimSharding(tuple(make_sub_axis(*refs[o], mesh)
                                                   for o in range(len(refs))), dim.is_closed))
             new.append(dataclasses.replace(old, dims=tuple(new_dims)))
         result.append(Update(tuple((i, t) in updated for t in range(len(op.shardings))),

@@ -17,7 +17,8 @@ from collections import defaultdict
 
 from sdy_dl.passes import Stage
 from sdy_dl.passes.export.explicit_reshards_projection import per_distinct
-from sdy_dl.propagation.step_facts import ref_triple, triple_ref
+from sdy_dl.propagation.step_facts import ref_triple
+from sdy_dl.sharding import make_sub_axis
 
 STAGE = Stage("find_common_axes_heuristic")
 
@@ -83,7 +84,7 @@ def _run(ops, options) -> list[list[tuple]]:
         for o, k in enumerate(pending):
             if o not in unfinished:
                 rule, _, _, _, mesh = ops[k]
-                out[k] = [tuple(triple_ref(*axes[o, f][q], mesh) for q in range(len(axes[o, f])))
+                out[k] = [tuple(make_sub_axis(*axes[o, f][q], mesh) for q in range(len(axes[o, f])))
                           if (o, f) in axes else () for f in range(len(rule.factors))]
         pending = [k for o, k in enumerate(pending) if o in unfinished]
         picks *= 2

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from sdy_dl.passes import Stage
-from sdy_dl.propagation.step_facts import ref_triple, triple_ref
-from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, axis_set_diff
+from sdy_dl.propagation.step_facts import ref_triple
+from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, axis_set_diff, make_sub_axis
 
 #: The Datalog stage that decides which dims give their axes up
 #: (``datalog/insert_unreduced_collectives/``).
@@ -36,7 +36,7 @@ def unreduced_split(have: TensorSharding, out: TensorSharding, added, mesh: Mesh
     found = STAGE.run(facts, options)
     per_dim: dict[int, dict[int, AxisRef]] = {}
     for _, d, q, a, p, s in found["sharded_to_unreduced"]:
-        per_dim.setdefault(d, {})[q] = triple_ref(a, p, s, mesh)
+        per_dim.setdefault(d, {})[q] = make_sub_axis(a, p, s, mesh)
     return ({d: tuple(refs[q] for q in sorted(refs)) for d, refs in per_dim.items()},
             bool(found["reshard_first"]))
 
