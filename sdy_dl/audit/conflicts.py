@@ -34,7 +34,7 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from sdy_dl.audit.steps import tensor_dim
+from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.rules.instance import factor_name
 
 
@@ -261,9 +261,6 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
         if len({f for _, f in uses}) > 1 and len({t for t, _ in uses}) > 1:
             found.append(("across-factor", sorted({f for _, f in uses}), a))
 
-    def tensor(t: int) -> str:
-        return f"operand {t}" if t < n else f"result {t - n}"
-
     def axes_of(t: int, f: int) -> list[str]:
         return [records.ref_text(i, r) for r in recs.get((i, t, f), [])]
 
@@ -297,7 +294,7 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
                 tensor_of.append(t)
                 competitors.append({
                     "value": key_name(keys[t]) if t < len(keys) else "?",
-                    "tensor": tensor(t), "dim": tensor_dim(rule, t, f), "factor": name,
+                    "tensor": tensor_name(t, n), "dim": tensor_dim(rule, t, f), "factor": name,
                     "axes": axes, "replicated": rep, "won": won})
         if len(competitors) < 2:
             continue
@@ -308,7 +305,7 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
         sources = [(f, records.source[(i, f)]) for f in factors if (i, f) in records.source]
         if sources:
             decided["source"] = "; ".join(
-                f"factor {factor_name(f)} takes the axes of its source tensor {tensor(s)} (the "
+                f"factor {factor_name(f)} takes the axes of its source tensor {tensor_name(s, n)} (the "
                 "largest sharded tensor of the factor)" for f, s in sources)
         conflicts.append(Conflict(cause.op["name"], cause.op["place"],
                                   [factor_name(f) for f in factors], axis, kind, first_value,

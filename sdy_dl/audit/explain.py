@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
 from sdy_dl.audit.provenance import Cause, Derivation, ProvenanceTracer
-from sdy_dl.audit.steps import step_details
+from sdy_dl.audit.steps import step_details, tensor_name
 
 
 @dataclass
@@ -388,20 +388,17 @@ class Explainer:
         changes = self._details.get(c.index, [])
         n = len(c.step.operands)
         keys = [k for k, _ in c.inputs]
-
-        def tensor(t: int) -> str:
-            return f"operand {t}" if t < n else f"result {t - n}"
-
         out = []
         for ch in changes:
             if ch.tensor >= len(keys) or keys[ch.tensor] != key:
                 continue
             out.append({
-                "tensor": tensor(ch.tensor), "dim": ch.dim, "factor": ch.factor, "kind": ch.kind,
-                "axes": ch.axes,
-                "from": [{"value": self.key_name(keys[u]), "tensor": tensor(u), "dim": dim,
+                "tensor": tensor_name(ch.tensor, n), "dim": ch.dim, "factor": ch.factor,
+                "kind": ch.kind, "axes": ch.axes,
+                "from": [{"value": self.key_name(keys[u]), "tensor": tensor_name(u, n), "dim": dim,
                           "key": keys[u]} for u, dim in ch.sources if u < len(keys)],
-                "source": tensor(ch.source_of_factor) if ch.source_of_factor is not None else None,
+                "source": (tensor_name(ch.source_of_factor, n)
+                           if ch.source_of_factor is not None else None),
             })
         return out
 

@@ -161,6 +161,12 @@ class AxisChange:
     source_of_factor: int | None = None   # aggressive: the factor's source tensor
 
 
+def tensor_name(tensor: int, operands: int) -> str:
+    """Step tensor ``tensor`` as the audit names it, ``operand K`` or ``result K``
+    (``operands``: the step's number of operands)."""
+    return f"operand {tensor}" if tensor < operands else f"result {tensor - operands}"
+
+
 def tensor_dim(rule, tensor: int, factor: int) -> int | None:
     """The dim of step tensor ``tensor`` that ``factor`` maps to (None: it has none)."""
     n = len(rule.operands)
