@@ -22,6 +22,7 @@ from jaxlib.mlir import ir
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.model import Module
+from sdy_dl.ir.op_index import module_ops
 from sdy_dl.ir.sdy_attrs import sharding_attr
 from sdy_dl.ir.storage import function_type
 from sdy_dl.sharding import TensorSharding
@@ -44,11 +45,6 @@ def region_key(mop):
     """A key of the region holding ``mop``: equal for two ops exactly when they lie
     in the same region (its first block; the bindings' regions hash by object)."""
     return mop.operation.block.region.blocks[0]
-
-
-def module_ops(module: Module) -> list:
-    """The top-level operations of ``module`` (meshes, functions, ...)."""
-    return [op.operation for op in module.mlir.body.operations]
 
 
 def funcs(module: Module) -> list:

@@ -133,8 +133,9 @@ class OpIndex:
         return [op for op, name in zip(ops, op_names) if name in names]
 
 
-def _tops(module) -> list:
-    """The top-level operations of ``module`` (a :class:`~sdy_dl.ir.model.Module`)."""
+def module_ops(module) -> list:
+    """The top-level operations (meshes, functions, ...) of ``module`` (a
+    :class:`~sdy_dl.ir.model.Module`)."""
     return [op.operation for op in module.mlir.body.operations]
 
 
@@ -157,14 +158,14 @@ def ops_named(module, names, post: bool = False, top=None) -> list:
     index = op_index(module)
     if top is not None:
         return index.named(top, names, post)
-    return [op for t in _tops(module) for op in index.named(t, names, post)]
+    return [op for t in module_ops(module) for op in index.named(t, names, post)]
 
 
 def names_of(module) -> frozenset[str]:
     """The names of all ops of ``module`` (the module op included)."""
     index = op_index(module)
     found = {"builtin.module"}
-    for top in _tops(module):
+    for top in module_ops(module):
         found.update(index.walk_read(top)[1])
     return frozenset(found)
 
