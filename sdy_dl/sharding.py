@@ -42,8 +42,9 @@ Design choices (matching jaxlib 0.10.2):
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from sdy_dl.errors import SdyError
 from sdy_dl.frozen import HashedOnce
@@ -139,7 +140,7 @@ class Mesh(HashedOnce):
     def __post_init__(self):
         axes = tuple(self.axes)
         ids = tuple(self.device_ids)
-        if axes and ids and len(ids) == _product(a.size for a in axes) \
+        if axes and ids and len(ids) == math.prod(a.size for a in axes) \
                 and all(i == d for i, d in enumerate(ids)):
             ids = ()
         object.__setattr__(self, "axes", axes)
@@ -165,7 +166,7 @@ class Mesh(HashedOnce):
     @property
     def total_size(self) -> int:
         """Product of the axis sizes (the number of devices)."""
-        return _product(a.size for a in self.axes)
+        return math.prod(a.size for a in self.axes)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -240,13 +241,6 @@ class Mesh(HashedOnce):
         if list(self.device_ids) == sorted(self.device_ids):
             # Unreachable through the constructor, kept for completeness.
             raise SdyError(f"{where}: iota device ids must be omitted")
-
-
-def _product(values: Iterable[int]) -> int:
-    result = 1
-    for v in values:
-        result *= v
-    return result
 
 
 # --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -128,7 +129,7 @@ def _nested(dense, cast) -> Any:
     from jaxlib.mlir import ir
     shape = list(ir.ShapedType(dense.type).shape)
     if dense.is_splat:
-        flat = [cast(dense.get_splat_value().value)] * _prod(shape)
+        flat = [cast(dense.get_splat_value().value)] * math.prod(shape)
     else:
         flat = [cast(v) for v in dense]
     if not shape:
@@ -137,17 +138,10 @@ def _nested(dense, cast) -> Any:
     def build(offset: int, dims: list[int]):
         if len(dims) == 1:
             return tuple(flat[offset:offset + dims[0]])
-        step = _prod(dims[1:])
+        step = math.prod(dims[1:])
         return tuple(build(offset + i * step, dims[1:]) for i in range(dims[0]))
 
     return build(0, shape)
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 # --------------------------------------------------------------------------- signatures
