@@ -55,11 +55,7 @@ def instantiate(entry: Entry, op, conservative: bool, templates: dict[str, Templ
         if "while building" not in e.message:
             e.message = f"{e.message} (while building the rule of {where})"
             e.args = (e.message,)
-        raise e.located(*_place(entry.loc)) from None
-
-
-def _place(loc: Loc) -> tuple[str, int, int]:
-    return loc.file, loc.line, loc.col
+        raise entry.loc.locate(e) from None
 
 
 def _einsum(entry: Entry, op) -> RuleInstance:
@@ -76,7 +72,7 @@ def _eval(expr: Expr, scope: Scope, loc: Loc) -> Any:
     try:
         return expr.eval(scope)
     except SdyError as e:
-        raise e.located(*_place(loc)) from None
+        raise loc.locate(e) from None
 
 
 def run_body(body: Body, scope: Scope, ctx: Context) -> None:
@@ -102,7 +98,7 @@ def run_stmt(stmt: Stmt, scope: Scope, ctx: Context) -> None:
             try:
                 bind(target, item, values)
             except SdyError as e:
-                raise e.located(*_place(stmt.locs["for"])) from None
+                raise stmt.locs["for"].locate(e) from None
             scopes.append(scope.child(values))
     for s in scopes:
         if stmt.lets:
@@ -142,7 +138,7 @@ def _generate(g: GenerateAction, scope: Scope, ctx: Context) -> None:
     try:
         gen.run(ctx.op, _root(scope), ctx.builder, params)
     except SdyError as e:
-        raise e.located(*_place(g.loc)) from None
+        raise g.loc.locate(e) from None
 
 
 def _add_factor(f: FactorAction, scope: Scope, ctx: Context) -> None:
@@ -180,7 +176,7 @@ def _add_factor(f: FactorAction, scope: Scope, ctx: Context) -> None:
                     target[i] = dim
         builder.add(operand_dims, result_dims, size, kind, bool(blocked))
     except SdyError as e:
-        raise e.located(*_place(f.locs["dims"])) from None
+        raise f.locs["dims"].locate(e) from None
 
 
 def _select(sel: Selector, scope: Scope, ctx: Context) -> tuple[str, list[int]]:

@@ -216,11 +216,7 @@ def _expr(node: YMap, key: str, default: Any = None) -> Expr | None:
     try:
         return compile_expr(value)
     except SdyError as e:
-        raise e.located(*_place(node.value_at(key))) from None
-
-
-def _place(loc: Loc) -> tuple[str, int, int]:
-    return loc.file, loc.line, loc.col
+        raise node.value_at(key).locate(e) from None
 
 
 def _lets(node: YMap, key: str = "let") -> tuple[dict[str, Expr], dict[str, Loc]]:
@@ -292,7 +288,7 @@ def _parse_entry(key: str, section: str, node, loc: Loc, source: str) -> Entry:
             entry.einsum = parse_einsum(text)
             entry.einsum.check_declared()
         except SdyError as e:
-            raise e.located(*_place(node.value_at("einsum"))) from None
+            raise node.value_at("einsum").locate(e) from None
     else:
         body = _parse_body(node, node.loc)
         if form in ("use", "generator"):
@@ -329,7 +325,7 @@ def _parse_stmt(node, loc: Loc) -> Stmt:
         try:
             stmt.loop = compile_for(node["for"])
         except SdyError as e:
-            raise e.located(*_place(node.value_at("for"))) from None
+            raise node.value_at("for").locate(e) from None
         stmt.locs["for"] = node.value_at("for")
     stmt.cond = _expr(node, "if")
     stmt.locs["if"] = node.value_at("if")
@@ -398,7 +394,7 @@ def _parse_selector(key: str, loc: Loc) -> Selector:
             parts = tuple(None if p is None else compile_expr(ast.get_source_segment(key, p))
                           for p in bounds)
         except SdyError as e:
-            raise e.located(*_place(loc)) from None
+            raise loc.locate(e) from None
         kind = "slice" if isinstance(tree.slice, ast.Slice) else "index"
         return Selector(kind, tree.value.id, parts, key, loc)
     raise loc.error(f"bad tensor selector '{key}' (expected all, all_operands, all_results, "

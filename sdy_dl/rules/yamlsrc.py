@@ -31,6 +31,10 @@ class Loc:
     def error(self, message: str) -> SdyError:
         return SdyError(message, self.file, self.line, self.col)
 
+    def locate(self, error: SdyError) -> SdyError:
+        """``error`` placed here where its place is still unknown."""
+        return error.located(self.file, self.line, self.col)
+
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
 
