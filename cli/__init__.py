@@ -104,6 +104,7 @@ def run(**click_options) -> None:
     from sdy_dl.cli import streams
 
     gc.disable()
+    _import_mlir_without_numpy()
     streams.guard()
     try:
         main(**click_options)
@@ -114,6 +115,23 @@ def run(**click_options) -> None:
         print(code, file=sys.stderr)
         code = 1
     os._exit(streams.finish(code or 0))
+
+
+def _import_mlir_without_numpy() -> None:
+    """Import jaxlib's MLIR bindings (``jaxlib.mlir.ir``) without numpy, which that
+    module imports only to register four attribute builders of the generated op
+    classes (``F64ElementsAttr`` and the like, skipped when numpy is missing);
+    sdy-dl never builds ops through them, and numpy's import costs about a tenth
+    of a whole 1k-op ``propagate``.  Only the ``sdy-dl`` process does so (a
+    program importing sdy-dl may use those builders); a later ``import numpy``
+    loads numpy as usual."""
+    if "jaxlib.mlir.ir" in sys.modules or "numpy" in sys.modules:
+        return
+    sys.modules["numpy"] = None   # (importing numpy fails while this is set)
+    try:
+        import jaxlib.mlir.ir  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
 
 
 #: Command name -> the module of this package that defines it, imported only when

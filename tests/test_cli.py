@@ -226,6 +226,34 @@ def test_the_process_exits_with_the_commands_status_and_flushed_output(tmp_path)
 
 
 @pytest.mark.skipif(SDY_DL is None, reason="sdy-dl is not installed")
+def test_the_process_imports_numpy_only_for_a_pass_that_uses_it(tmp_path):
+    """The process imports jaxlib's MLIR bindings without numpy; lifting an inlined
+    mesh with device ids (the one use of numpy) still imports it and works."""
+    def run_and_list_imports(mesh: str) -> tuple[str, set[str]]:
+        path = tmp_path / "m.mlir"
+        path.write_text(f"""module {{
+  func.func @main(%arg0: tensor<8x8xf32> {{sdy.sharding = #sdy.sharding<{mesh}, [{{"x"}}, {{}}]>}})
+      -> tensor<8x8xf32> {{
+    %0 = stablehlo.add %arg0, %arg0 : tensor<8x8xf32>
+    return %0 : tensor<8x8xf32>
+  }}
+}}""")
+        done = subprocess.run([sys.executable, "-X", "importtime", SDY_DL, "propagate", str(path)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout, {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()
+                             if line.startswith("import time:")}
+
+    out, imported = run_and_list_imports('mesh<["x"=2, "y"=2]>')
+    # (the refused import of numpy is listed too, without its submodules)
+    assert "jaxlib.mlir.ir" in imported and not any(m.startswith("numpy.") for m in imported)
+    assert "tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"x\"}, {}]>}" in out
+    out, imported = run_and_list_imports('mesh<["x"=2, "y"=2], device_ids=[3, 2, 1, 0]>')
+    assert "numpy.linalg" in imported
+    assert "device_ids = dense<[3, 2, 1, 0]> : tensor<4xi64>" in out
+
+
+@pytest.mark.skipif(SDY_DL is None, reason="sdy-dl is not installed")
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     proc = subprocess.Popen([SDY_DL, "passes", "--format", "markdown"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

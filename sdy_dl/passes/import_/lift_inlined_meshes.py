@@ -48,7 +48,6 @@ def new_mesh_name(mesh: Mesh) -> str:
 def stablehlo_mesh_dict(mesh: Mesh):
     """The ``stablehlo.mesh`` dictionary attribute of a mesh,
     ``{axes = [{name = "x", size = 2 : i64}], device_ids = dense<[...]> : tensor<Nxi64>}``."""
-    import numpy as np
     from jaxlib.mlir import ir
 
     i64 = ir.IntegerType.get_signless(64)
@@ -56,6 +55,8 @@ def stablehlo_mesh_dict(mesh: Mesh):
         ir.DictAttr.get({"name": ir.StringAttr.get(a.name),
                          "size": ir.IntegerAttr.get(i64, a.size)}) for a in mesh.axes])}
     if mesh.device_ids:
+        import numpy as np   # (the process imports numpy only here, sdy_dl.cli.run)
+
         entries["device_ids"] = ir.DenseIntElementsAttr.get(
             np.asarray(mesh.device_ids, dtype=np.int64))
     return ir.DictAttr.get(entries)
