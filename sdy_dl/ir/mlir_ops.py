@@ -258,8 +258,8 @@ def sharding_group_id(mop) -> int:
 # -- symbols ----------------------------------------------------------------------------
 
 def symbol_name(mop) -> str | None:
-    attrs = mop.operation.attributes
-    return ir.StringAttr(attrs["sym_name"]).value if "sym_name" in attrs else None
+    attr = mop.operation.attributes.get("sym_name")
+    return None if attr is None else ir.StringAttr(attr).value
 
 
 class SymbolNamer:

@@ -141,8 +141,7 @@ class Op:
 
     def attr(self, name: str):
         """The MLIR attribute ``name`` or None."""
-        attrs = self.mlir.attributes
-        return attrs[name] if name in attrs else None
+        return self.mlir.attributes.get(name)
 
     def attr_text(self, name: str) -> str | None:
         """The printed form of attribute ``name`` or None."""

@@ -75,8 +75,9 @@ def _new_own(attr, fn: ShardingFn):
 def _rewrite(mop, name: str, memo: _Memo) -> None:
     """Store ``memo``'s new attribute for attribute ``name`` of ``mop`` (if any)."""
     attrs = mop.operation.attributes
-    if name in attrs:
-        new = memo[attrs[name]]
+    attr = attrs.get(name)
+    if attr is not None:
+        new = memo[attr]
         if new is not None:
             attrs[name] = new
 

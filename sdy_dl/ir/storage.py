@@ -145,8 +145,8 @@ def parse_attr(text: str):
 
 def attr_text(mop, name: str) -> str | None:
     """The printed attribute ``name`` of a raw MLIR op, or None."""
-    attrs = mop.operation.attributes
-    return str(attrs[name]) if name in attrs else None
+    attr = mop.operation.attributes.get(name)
+    return None if attr is None else str(attr)
 
 
 def _entry(shardings, index: int) -> TensorSharding | None:
@@ -163,8 +163,8 @@ sharding_of = sharding_of_attr
 
 def read_per_value(mop, name: str) -> list[TensorSharding] | None:
     """A ``#sdy.sharding_per_value`` attribute as a list (None when absent)."""
-    attrs = mop.operation.attributes
-    return list(per_value_of(attrs[name])) if name in attrs else None
+    attr = mop.operation.attributes.get(name)
+    return None if attr is None else list(per_value_of(attr))
 
 
 def write_per_value(mop, name: str, shardings) -> None:
@@ -191,8 +191,8 @@ def write_per_value_entries(mop, name: str, ranks, shardings: dict[int, TensorSh
 
 def read_own(mop, name: str = "sharding") -> TensorSharding | None:
     """An op's own ``#sdy.sharding`` attribute (constraints, reshards, edges)."""
-    attrs = mop.operation.attributes
-    return sharding_of(attrs[name]) if name in attrs else None
+    attr = mop.operation.attributes.get(name)
+    return None if attr is None else sharding_of(attr)
 
 
 def write_own(mop, sharding: TensorSharding, name: str = "sharding") -> None:

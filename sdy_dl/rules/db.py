@@ -133,10 +133,11 @@ class RuleDB:
         # (the op's attributes are read once, for its own rule and its signature)
         mlir = getattr(op, "mlir", None)
         attrs = mlir.attributes if mlir is not None else None
-        if attrs is not None and RULE_ATTR in attrs:
+        own = None if attrs is None else attrs.get(RULE_ATTR)
+        if own is not None:
             from sdy_dl.rules.rule_attr import rule_of_attr
 
-            return rule_of_attr(attrs[RULE_ATTR])
+            return rule_of_attr(own)
         place = self._place(op)
         kind = None if place is None else self.directory[place[0]].get(place[1])
         if kind is None or kind == NO_RULE:

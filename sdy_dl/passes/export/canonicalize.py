@@ -108,7 +108,8 @@ def dead_code_facts(module: Module) -> tuple[dict, list]:
             d = get_def(operand)
             if d is not None:
                 in_reads.add((i, d))
-        if SIDE_EFFECT_ATTR in mop.attributes and str(mop.attributes[SIDE_EFFECT_ATTR]) == "true":
+        side_effect = mop.attributes.get(SIDE_EFFECT_ATTR)
+        if side_effect is not None and str(side_effect) == "true":
             facts["in_side_effect_attr"].add((i,))
         if name in _COLLECTIVES:
             _collective_facts(facts, i, mop, name, module, defs)

@@ -18,6 +18,7 @@ def run(module: Module, options: PassOptions) -> Module:
         for func in funcs(module):
             for op in ops_of(module, func, post=True):
                 attrs = op.attributes
-                if SHARDING_RULE_ATTR in attrs and not is_custom_rule(attrs[SHARDING_RULE_ATTR]):
-                    del op.attributes[SHARDING_RULE_ATTR]
+                rule = attrs.get(SHARDING_RULE_ATTR)
+                if rule is not None and not is_custom_rule(rule):
+                    del attrs[SHARDING_RULE_ATTR]
         return module.invalidate(ops_kept=True)
