@@ -72,6 +72,20 @@ def test_only_a_module_verified_since_its_last_edit_is_verified():
     assert not module.verified
 
 
+@pytest.mark.parametrize("edit_says, invalidated", [
+    (False, False), (True, True), ({"ops_kept": True}, True), ({}, True)])
+def test_a_rewrite_invalidates_the_module_when_its_edit_says_it_changed_it(edit_says, invalidated):
+    """``passes.rewrite`` forgets what was read of the module when the edit
+    returns True or its own invalidation keywords (a dict, even an empty one)."""
+    from sdy_dl.ir.loader import verify_module
+    from sdy_dl.passes import rewrite
+
+    module = parse_module_text(lowered("mlp"), "mlp.mlir")
+    verify_module(module)
+    assert rewrite(module, lambda: edit_says) is module
+    assert module.verified is not invalidated
+
+
 def test_round_trip_rewrites_shardings_of_every_kind():
     text = lowered("shard_map")
     module = parse_module_text(text)

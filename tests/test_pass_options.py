@@ -92,6 +92,7 @@ def test_each_pass_registers_in_the_module_named_after_it():
     for name, spec in PASSES.items():
         assert spec.run.__module__ == module_of(name), name
     assert module_of("no-such-pass") is None and module_of("x.y") is None
+    assert module_of("--init--") is None   # (not a package's own __init__ again)
 
 
 def test_a_pipeline_run_imports_only_the_passes_it_runs(tmp_path):

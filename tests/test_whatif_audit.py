@@ -263,7 +263,7 @@ def test_last_visit_by_op_is_each_ops_last_step(name):
     assert visits == counted
 
 
-def test_last_visits_step_by_step_where_descriptions_do_not_key_ops():
+def test_last_visit_by_op_step_by_step_where_descriptions_do_not_key_ops():
     """Steps without an op, of an untagged op (each step its own key), or of two
     descriptions of one op: each key's last step, in first-visit order, and its
     visits are those of a walk over the steps."""

@@ -27,7 +27,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from sdy_dl.audit.steps import tensor_dim
+from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.errors import SdyError
 from sdy_dl.rules.instance import factor_name
 
@@ -679,9 +679,7 @@ def _factor_size(model, factor: int):
 
 
 def _tensor(model, t: int) -> str:
-    res = any(r[1] == t and r[2] == 1 for r in model.rows("in_tensor"))
-    no = next((r[4] for r in model.rows("in_step")), 0)
-    return f"result {t - no}" if res else f"operand {t}"
+    return tensor_name(t, next((r[4] for r in model.rows("in_step")), 0))
 
 
 def _ref_text(ref) -> str:

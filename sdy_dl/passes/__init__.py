@@ -117,14 +117,15 @@ VARIANTS = {"constant-splitter": "constant-or-scalar-splitter"}
 
 
 def module_of(name: str) -> str | None:
-    """The module that registers pass ``name`` (None: none does): the file named
-    after the pass, as Shardy names its file (``aggressive-propagate`` in
+    """The module named after pass ``name``, which registers it if such a pass
+    exists (None: no module has that name; :func:`get_pass` checks the rest):
+    the file named as Shardy names its file (``aggressive-propagate`` in
     ``aggressive_propagation``), in one of the folders named after Shardy's
     (``tests/test_pass_options.py`` checks it for every registered pass)."""
     from importlib.util import find_spec
 
     stem = VARIANTS.get(name, name).replace("-", "_")
-    if not stem.isidentifier():
+    if not stem.isidentifier() or stem.startswith("_"):
         return None
     if stem.endswith("_propagate"):
         stem = stem.removesuffix("propagate") + "propagation"
@@ -186,16 +187,16 @@ def rewrite(module: Module, edit: Callable[[], object], ops_kept: bool = False,
     changed anything, in sdy-dl's MLIR context: the module, invalidated if it did
     (``Module.invalidate`` with ``ops_kept`` and ``names``).  An edit that alone
     knows how it changed the ops returns those keywords instead of True (a
-    non-empty dict, e.g. ``{"ops_kept": not inserted}``)."""
+    dict, e.g. ``{"ops_kept": not inserted}``; an empty one still invalidates)."""
     from sdy_dl.ir.context import mlir_context
 
     with mlir_context():
         changed = edit()
-        if not changed:
-            return module
         invalidation = {"ops_kept": ops_kept, "names": names}
-        if isinstance(changed, dict):
+        if isinstance(changed, dict):   # (even empty: the edit changed the module)
             invalidation.update(changed)
+        elif not changed:
+            return module
         return module.invalidate(**invalidation)
 
 
