@@ -106,3 +106,25 @@ def test_a_clone_lists_its_uses_in_reverse_program_order(program, nested):
         assert several
         assert nested == any(op.parent is not None and op.parent.name != "func.func"
                              for v in several for op, _ in v.uses)
+
+
+@pytest.mark.parametrize("ops_kept", [True, False])
+def test_an_edited_clone_has_its_use_lists_read(ops_kept):
+    """Writing an operand of a clone (an edit that keeps its ops) puts that use
+    first in its value's list: once invalidated the module is no longer taken
+    for a fresh clone, and its index made from the first reads the use lists."""
+    audit = propagate(jax_programs.lowered("training_step"), engine="python").audit
+    first = audit.propagated.index_model
+    with mlir_context():
+        module = module_of_op(audit.imported.clone(), audit.file)
+        module.cloned = True
+        value = next(v for v in first["values"] if len(v.uses) > 1)
+        op, k = min(value.uses, key=lambda use: use[0].oid)   # (its first use)
+        operation = module.ops[op.oid].mlir
+        operation.operands[k] = operation.operands[k]
+        module.invalidate(ops_kept=ops_kept)
+        assert not module.cloned
+        assert index_like(module, first, module.cloned)
+        fresh = Module(module.mlir, audit.file)
+        assert [(o.oid, n) for o, n in fresh.values[value.vid].uses][0] == (op.oid, k)
+        _assert_same_index(module, fresh)

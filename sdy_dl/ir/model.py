@@ -191,7 +191,10 @@ class Module:
     #: export by difference compares between two propagations (None: not run).
     propagation_erased: frozenset | None = None
     #: Whether the module's MLIR is known to be a clone (``Operation.clone``) made
-    #: before any pass ran on it (its use lists are read so, :func:`index_like`).
+    #: before any pass ran on it: its use lists are in reverse program order and
+    #: :func:`index_like` does not read them.  Dropped by :meth:`invalidate` (any
+    #: edit may reorder uses: writing an operand, even of the same value, puts its
+    #: use first in the value's list).
     cloned: bool = False
     #: The module passed :func:`~sdy_dl.ir.loader.verify_module` (which sets it) and
     #: was not invalidated since: only then is it printed without verifying it (:meth:`print`).
@@ -219,11 +222,12 @@ class Module:
         ``walks`` holds, or it told ``walks`` (see :mod:`~sdy_dl.ir.op_index`):
         the walks and op names stay.  Else they go, and the pass may give the
         ``names`` its ops may have (names of ops it erased may stay among them)
-        or the new ``walks`` (an ``OpIndex``).  Returns the module (a pass
-        returns it)."""
+        or the new ``walks`` (an ``OpIndex``).  The module is no longer
+        :attr:`cloned`.  Returns the module (a pass returns it)."""
         for name in Module.INDEX:
             self.__dict__.pop(name, None)
         self.__dict__.pop("verified", None)
+        self.__dict__.pop("cloned", None)
         if walks is None and not ops_kept and names is not None:
             walks = OpIndex(names)
         if walks is not None:
