@@ -231,3 +231,43 @@ def test_the_first_modules_ops_found_by_their_places_are_its_walks(seed):
             found = record.input_op(i, module)
             assert key(found) == key(walked[i]) and found.name == walked[i].name
     assert record._input_ops is None   # (never walked)
+
+
+def test_an_op_is_found_by_its_place_after_another_modules_top_level_ops():
+    """``ExportRecord.input_op`` asked of a module whose top-level ops are
+    numbered otherwise (a shorter function before main) finds no op of another
+    name (:class:`NotLocal`), and then the recorded module's own ops again:
+    the top-level numbers it keeps are checked, not taken from the first
+    module asked of."""
+    from sdy_dl.ir import parse_module_text
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.walk import key, walk_pre
+
+    main = """
+  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<8xf32>
+    %1 = stablehlo.multiply %0, %0 : tensor<8xf32>
+    return %1 : tensor<8xf32>
+  }"""
+    helper = """
+  func.func private @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<8xf32>
+    %1 = stablehlo.abs %0 : tensor<8xf32>
+    %2 = stablehlo.sine %1 : tensor<8xf32>
+    return %2 : tensor<8xf32>
+  }"""
+    short = """
+  func.func private @g(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    return %arg0 : tensor<8xf32>
+  }"""
+    recorded = parse_module_text("module {" + main + helper + "\n}", "a.mlir")
+    other = parse_module_text("module {" + short + main + "\n}", "b.mlir")
+    recorded.ops, other.ops
+    record = by_difference.ExportRecord(recorded)
+    with mlir_context():
+        walked = walk_pre(record._input)
+        with pytest.raises(by_difference.NotLocal):   # (its add, in @main, is second)
+            record.input_op(4, other)
+        for i in range(1, len(walked)):
+            found = record.input_op(i, recorded)
+            assert key(found) == key(walked[i]) and found.name == walked[i].name

@@ -53,8 +53,8 @@ class ExportRecord:
         self.erased = module.propagation_erased
         self._input_ops: list | None = None
         self._input_attributes: list | None = None
-        #: the model numbers of the top-level ops, in order (the same in every module
-        #: of the structure :meth:`input_op` reads; found when first asked for)
+        #: the model numbers of the top-level ops, in order, in the last module
+        #: :meth:`input_op` read (found when first asked for)
         self._tops: list[int] | None = None
         self.output = None            # a copy of the output (raw builtin.module)
         self.at_output: dict[int, int] = {}   # op number -> its number in ``output``
@@ -95,7 +95,8 @@ class ExportRecord:
         pre-order) holds its model: along the places (region, block, position
         in the block) of the model op's ancestors, each found in the copy (a
         block's ops, and the top-level ops, are numbered in order: a place is
-        found by bisection)."""
+        found by bisection).  Each op found has its model op's name, else
+        :class:`NotLocal` (``like`` is nested otherwise than the copy)."""
         if self._input_ops is not None or not like.is_indexed():
             return self.input_ops()[i]
         from bisect import bisect_left
@@ -108,15 +109,23 @@ class ExportRecord:
             block, parent = op.block, op.parent
             region = block.region
             places.append((parent.regions.index(region), region.blocks.index(block),
-                           bisect_left(block.ops, op.oid, key=attrgetter("oid"))))
+                           bisect_left(block.ops, op.oid, key=attrgetter("oid")), op))
             op = parent
-        if self._tops is None:
-            self._tops = [other.oid for other in like.ops if other.parent is None]
-        places.append((0, 0, bisect_left(self._tops, op.oid)))
+        tops = self._tops
+        k = -1 if tops is None else bisect_left(tops, op.oid)
+        if k < 0 or k == len(tops) or tops[k] != op.oid:   # (another module's: ``like``'s)
+            tops = self._tops = [other.oid for other in like.ops if other.parent is None]
+            k = bisect_left(tops, op.oid)
+        places.append((0, 0, k, op))
         found = self._input
         with mlir_context():
-            for r, b, k in reversed(places):
-                found = found.regions[r].blocks[b].operations[k].operation
+            for r, b, k, model in reversed(places):
+                try:
+                    found = found.regions[r].blocks[b].operations[k].operation
+                except IndexError:
+                    raise NotLocal from None
+                if found.name != model.name:
+                    raise NotLocal
         return found
 
     def input_attributes(self) -> list:
