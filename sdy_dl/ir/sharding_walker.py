@@ -27,10 +27,20 @@ def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False)
     per_value = _Memo(lambda attr: _new_per_value(attr, fn))
     own = _Memo(lambda attr: _new_own(attr, fn))
     index = op_index(module)
+    special = _SPECIAL
     for top in module_ops(module):
         ops, names = index.walk_read(top) if any_order else index.walk(top)
         for mop, name in zip(ops, names):
-            _transform_op_shardings(mop, name, fn, per_value, own)
+            if name in special:
+                _transform_op_shardings(mop, name, fn, per_value, own)
+            else:   # (most ops: their ``sdy.sharding`` only)
+                _rewrite(mop, SHARDING_ATTR, per_value)
+
+
+#: The ops whose shardings are not only their ``sdy.sharding`` (the walk's ops
+#: are Operations: asked by name once, not in :func:`_transform_op_shardings`).
+_SPECIAL = (frozenset({"func.func"}) | COMPUTATION_OPS | DATA_FLOW_OPS | OWN_SHARDING_OPS
+            | COLLECTIVE_OPS)
 
 
 def any_sharding(module: Module, test: Callable[[TensorSharding], bool]) -> bool:
@@ -74,7 +84,7 @@ def _new_own(attr, fn: ShardingFn):
 
 def _rewrite(mop, name: str, memo: _Memo) -> None:
     """Store ``memo``'s new attribute for attribute ``name`` of ``mop`` (if any)."""
-    attrs = mop.operation.attributes
+    attrs = mop.attributes   # (an Operation's, or an OpView's)
     attr = attrs.get(name)
     if attr is not None:
         new = memo[attr]
