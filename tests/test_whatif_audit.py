@@ -557,7 +557,7 @@ def edited_names_are_the_outputs_own(before, after, changes) -> int:
         return n + bisect_right(made_at, n) - bisect_left(erased, n)
     compared = 0
     for value, n in sa.op_of.items():
-        if isinstance(value, str) or table.enclosing[table.ops[n]] != table.main \
+        if isinstance(value, str) or table.functions_at[n] != table.main \
                 or value in edited.erased:
             continue
         tag, index = value

@@ -138,9 +138,9 @@ class EditedOutput:
             return found if found is not None else \
                 self._printed_name(self.edits.made[value[1]][2].results[0])
         n = sa.op_of[value]
-        mop = table.ops[n]
-        if table.enclosing[mop] != table.main:
+        if table.functions_at[n] != table.main:
             return sa.name(value)
+        mop = table.ops[n]
         own = sa.name(value)
         number = _number(own)
         if number is None:
@@ -220,9 +220,9 @@ class EditedOutput:
         before = self.edits.made[k][0]
         erased = set(self.edits.erased)
         for n in range(before, len(table.ops)):
-            mop = table.ops[n]
-            if table.enclosing[mop] != table.main:
+            if table.functions_at[n] != table.main:
                 return None   # (past main)
+            mop = table.ops[n]
             if n in erased or not self._top_level(mop):
                 continue
             values = [v for v in sa.by_op.get(n, ()) if v[0] == f"o{n}"]

@@ -354,8 +354,8 @@ class ValueTable:
     pre-order (``ops``; op N is tagged ``oN``), every value's place by key
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
-    block argument)), the function holding each op (``enclosing``: op ->
-    function; ``functions_at``: by op number), the top-level functions
+    block argument)), the function holding each op (``functions_at``: by op
+    number), the top-level functions
     (``functions``, ``main``), each op's place and values by number (``parents``,
     ``result_counts``, ``blocks``), and the values' names (``names``, an
     :class:`SsaNames`; ``text``: the module as printed, or a function giving it).  Ops and values are numbered by the walk that numbers
@@ -369,8 +369,7 @@ class ValueTable:
         from sdy_dl.ir.model import AsmNames
 
         self.ops: list = []
-        self.enclosing: dict = {}
-        #: op number -> the function holding it (``enclosing`` by number; None: none)
+        #: op number -> the function holding it (None: none)
         self.functions_at: list = []
         #: op number -> the number of the op whose region holds it (-1: a top-level op)
         self.parents: list[int] = []
@@ -388,7 +387,7 @@ class ValueTable:
             funcs = [op for op in tops if op.name == "func.func"]
             self.functions = funcs
             self.main = main_of(funcs)
-            ops, places, enclosing = self.ops, self.places, self.enclosing
+            ops, places = self.ops, self.places
             functions_at, parents, counts = self.functions_at, self.parents, self.result_counts
             blocks = self.blocks
             prefix, func = "", None   # the names' prefix and the function there
@@ -399,7 +398,6 @@ class ValueTable:
                     if top_level:
                         func = mop if mop.name == "func.func" else None
                         prefix = name_prefix(func, self.main)
-                    enclosing[mop] = func
                     functions_at.append(func)
                     parents.append(parent)
                     results = mop.results
@@ -903,7 +901,7 @@ class OutputIndex:
             for key, (mop, value, index, is_arg) in table.places.items():
                 if mop is not last:
                     last, loc, name = mop, mop.location, mop.name
-                    func = table.enclosing[mop]
+                    func = table.functions_at[op_number[mop]]
                     label = labels.get(func)
                     if label is None:
                         label = labels[func] = func_label(func, main)

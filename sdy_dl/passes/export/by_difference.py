@@ -262,7 +262,7 @@ def _walked(module: Module) -> tuple[list, list[str]]:
 def _export(record: ExportRecord, module: Module, options: PassOptions,
             reads: list[Reads], changes=None) -> Module:
     from sdy_dl.ir.loader import module_of_op
-    from sdy_dl.ir.mlir_ops import is_scalar, main_of, symbol_name
+    from sdy_dl.ir.mlir_ops import is_scalar, main_func, symbol_name
     from sdy_dl.ir.walk import key
     from sdy_dl.passes.export.merge_groups import Numbers, move_members, regroup
 
@@ -270,8 +270,7 @@ def _export(record: ExportRecord, module: Module, options: PassOptions,
     if names != record.names:
         raise NotLocal
     changed, before, after = differences(record, ops, changes, options, module)
-    main = main_of([op.operation for op in module.mlir.body.operations
-                    if op.operation.name == "func.func"])
+    main = main_func(module)
     if main is None:
         raise NotLocal
     main_key = key(main)
