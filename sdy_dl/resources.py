@@ -11,6 +11,17 @@ import functools
 import importlib.util
 from pathlib import Path
 
+# SHA-256 for cache keys: CPython's own module where there is one (importing
+# hashlib loads and starts OpenSSL, ~15M instructions a process, more than the
+# keys cost to hash); Python 3.12 names it _sha2.
+try:
+    from _sha256 import sha256
+except ImportError:
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+
 
 @functools.lru_cache(maxsize=None)
 def _data_dir(package: str, folder: str) -> Path:
@@ -47,9 +58,7 @@ def code_digest(*modules) -> str:
     modules' code computed, so that a changed checker or translator misses); a
     module given by its dotted name is found without being imported.  A file
     counts by its :func:`file_stamp`, as Python's byte-code cache checks a source."""
-    import hashlib
-
-    h = hashlib.sha256()
+    h = sha256()
     for module in modules:
         path = importlib.util.find_spec(module).origin if isinstance(module, str) else module.__file__
         h.update(file_stamp(path))

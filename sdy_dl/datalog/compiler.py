@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 
-from sdy_dl.datalog.program import Program, check_input_names, parse_declarations, text_digest
+from sdy_dl.datalog.program import Program, check_input_names, parse_declarations
 from sdy_dl.errors import SdyError
-from sdy_dl.resources import cached_text, cached_value, code_digest, datalog_dir, file_stamp
+from sdy_dl.resources import (cached_text, cached_value, code_digest, datalog_dir, file_stamp,
+                               sha256)
 
 
 MAIN = "main.dl.j2"
@@ -42,11 +43,10 @@ def available_stages() -> list[str]:
 def _templates_digest() -> str:
     """A digest of every file under ``datalog/`` (by its ``file_stamp``) and of
     this module (keys rendered programs in the cache)."""
-    import hashlib
     import sys
 
     root = datalog_dir()
-    h = hashlib.sha256(code_digest(sys.modules[__name__]).encode())
+    h = sha256(code_digest(sys.modules[__name__]).encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         h.update(file_stamp(path))
     return h.hexdigest()[:16]
@@ -66,15 +66,13 @@ def _render(stage: str, params: tuple) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _compile_cached(stage: str, params: tuple) -> Program:
-    import hashlib
-
     name = f"{stage}/{MAIN}"
     if not (datalog_dir() / stage / MAIN).is_file():
         _render(stage, params)   # the unknown-stage error
-    key = hashlib.sha256(repr((stage, params)).encode()).hexdigest()[:24] + "-" + _templates_digest()
+    key = sha256(repr((stage, params)).encode()).hexdigest()[:24] + "-" + _templates_digest()
     text = cached_text("programs", key, lambda: _render(stage, params))
-    _check_stratified_once(text, name)
-    return Program(text=text, decls=_declarations_once(text, key, name))
+    _check_stratified_once(text, key, name)
+    return Program(text=text, decls=_declarations_once(text, key, name), key=key)
 
 
 def _declarations_once(text: str, key: str, name: str) -> dict:
@@ -93,11 +91,11 @@ def _declarations_once(text: str, key: str, name: str) -> dict:
                         pickle.dumps, pickle.loads)
 
 
-def _check_stratified_once(text: str, name: str) -> None:
-    """``check_stratified``, remembered in the cache per program text and checker
-    code (the checker is imported only to check a program not in the cache)."""
-    key = (text_digest(text)[:24] + "-"
-           + code_digest("sdy_dl.datalog.stratify", "sdy_dl.datalog.lexer"))
+def _check_stratified_once(text: str, key: str, name: str) -> None:
+    """``check_stratified`` of ``text``, the stage rendered under ``key``, remembered
+    in the cache per key and checker code (the checker is imported only to check
+    a program not in the cache)."""
+    key = key + "-" + code_digest("sdy_dl.datalog.stratify", "sdy_dl.datalog.lexer")
 
     def check() -> str:
         from sdy_dl.datalog.stratify import check_stratified

@@ -14,7 +14,6 @@ know column types and which relations are inputs and outputs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from dataclasses import dataclass, field
 
@@ -58,11 +57,25 @@ class Program:
 
     text: str
     decls: dict[str, Decl] = field(default_factory=dict)
+    #: The compiler's cache key of the stage rendered into ``text`` (the text is a
+    #: function of it), None for a program made otherwise: see :attr:`cache_key`.
+    key: str | None = field(default=None, compare=False)
 
     # (read on every engine call: computed once per program object)
     @functools.cached_property
     def digest(self) -> str:
-        return text_digest(self.text)[:20]
+        """The SHA-256 of the text (keys what must follow the text itself, such as
+        a compiled Soufflé binary, whatever rendered it)."""
+        from sdy_dl.resources import sha256
+
+        return sha256(self.text.encode()).hexdigest()[:20]
+
+    @property
+    def cache_key(self) -> str:
+        """What keys cache entries that are quick to make again from the program
+        (its Python plan, its check): :attr:`key` when it has one, so that a
+        rendered stage's text is never hashed, else :attr:`digest`."""
+        return self.key or self.digest
 
     @functools.cached_property
     def inputs(self) -> tuple[Decl, ...]:
@@ -71,13 +84,6 @@ class Program:
     @functools.cached_property
     def outputs(self) -> tuple[Decl, ...]:
         return tuple(d for d in self.decls.values() if d.is_output)
-
-
-@functools.lru_cache(maxsize=None)
-def text_digest(text: str) -> str:
-    """The SHA-256 of a program text, in hex (hashed once per text: the compiler
-    keys its checks with it, the engines their cache entries)."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_declarations(text: str, source: str = "<program>") -> dict[str, Decl]:

@@ -189,7 +189,7 @@ class _Plan:
         # The plan is built from the checked clauses (program_source), so a plan in the
         # cache, keyed by the checker's code too, belongs to a program that passed the
         # check.  (The generator and the checker are imported only to make a plan.)
-        key = (program.digest + "-" + code_digest(sys.modules[__name__], *_GENERATOR_MODULES)
+        key = (program.cache_key + "-" + code_digest(sys.modules[__name__], *_GENERATOR_MODULES)
                + "-" + sys.implementation.cache_tag)
         code = cached_value("python", key, lambda: _compiled(program), marshal.dumps, marshal.loads)
         namespace: dict = dict(_RUNTIME, _recursive=_evaluate_component, IndexKey=IndexKey)

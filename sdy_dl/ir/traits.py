@@ -20,15 +20,14 @@ TRAITS_FILE = "traits/op_traits.yaml"
 def _table() -> dict[str, frozenset[str]]:
     """The trait table, parsed once per file text and kept in the cache (a
     command's start then needs neither PyYAML nor the parse)."""
-    import hashlib
     import marshal
     import sys
 
-    from sdy_dl.resources import cached_value, code_digest
+    from sdy_dl.resources import cached_value, code_digest, sha256
 
     path = rules_dir() / TRAITS_FILE
     text = path.read_text()
-    key = "-".join((hashlib.sha256(text.encode()).hexdigest()[:32],
+    key = "-".join((sha256(text.encode()).hexdigest()[:32],
                     code_digest(sys.modules[__name__]), sys.implementation.cache_tag))
     table = cached_value("traits", key, lambda: _parse(text, path), marshal.dumps, marshal.loads)
     return {name: frozenset(names) for name, names in table.items()}
@@ -36,10 +35,10 @@ def _table() -> dict[str, frozenset[str]]:
 
 def table_key() -> str:
     """A digest of the trait table (keys cache entries made from what it says)."""
-    import hashlib
+    from sdy_dl.resources import sha256
 
     table = repr(sorted((name, sorted(ops)) for name, ops in _table().items()))
-    return hashlib.sha256(table.encode()).hexdigest()[:16]
+    return sha256(table.encode()).hexdigest()[:16]
 
 
 def _parse(text: str, path) -> dict[str, list[str]]:

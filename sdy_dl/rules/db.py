@@ -438,12 +438,11 @@ def _parsed_db(sources: tuple[tuple[str, str], ...], conservative: bool) -> Rule
 def _sources_key(sources: tuple[tuple[str, str], ...]) -> str:
     """The cache key of the rule files ``sources`` (path, text) parsed and validated
     by this code."""
-    import hashlib
     import sys
 
-    from sdy_dl.resources import code_digest
+    from sdy_dl.resources import code_digest, sha256
 
-    h = hashlib.sha256()
+    h = sha256()
     for path, text in sources:
         h.update(path.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8") + b"\0")
     language = [f"sdy_dl.rules.{name}" for name in ("attrs", "builder", "expr", "generators",
