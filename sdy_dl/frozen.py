@@ -1,35 +1,72 @@
-"""``HashedOnce``: a frozen dataclass that hashes its field tree once.
+"""Immutable records: ``Frozen``, compared, hashed and printed by its fields, and
+``HashedOnce``, which hashes its field tree once.
 
 Shardings and rules are immutable trees used as dict keys on every worklist
-visit (inside the propagation steps, themselves named tuples); Python's
-generated ``__hash__`` walks the whole tree each time.  The mixin computes it once and keeps it on the instance (never
-pickled: string hashes differ between processes).
+visit (inside the propagation steps, themselves named tuples); hashing the
+whole tree each time costs; ``HashedOnce`` computes the hash once and keeps it
+on the instance (never pickled: string hashes differ between processes).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
-#: The field names of each HashedOnce class, in order.
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+from operator import attrgetter
 
 
-class HashedOnce:
-    """Mixin for ``@dataclass(frozen=True)`` classes (declare ``__hash__ =
-    HashedOnce.__hash__`` in the class body so the dataclass keeps it)."""
+class Frozen:
+    """Base of an immutable record compared, hashed and printed by its fields:
+    what ``@dataclass(frozen=True)`` makes, written once here instead of compiled
+    from generated source for every class at every start (~2M instructions a
+    class, ~50M for the classes a ``propagate`` defines).
 
-    __slots__ = ()
+    A subclass names its fields in ``_fields`` (its ``__init__``'s arguments, in
+    order; ``_repr_fields``: those its repr shows, all by default), sets them in
+    ``__init__`` with ``object.__setattr__``, and keeps a ``__dict__`` (for
+    ``functools.cached_property`` and pickling)."""
+
+    _fields: tuple[str, ...] = ()
+    _repr_fields: tuple[str, ...] | None = None
+    #: The fields' values of an instance (one value for a single field; set per class).
+    _values: attrgetter
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls._fields:
+            cls._values = attrgetter(*cls._fields)
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self._values(self) == other._values(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values(self))
+
+    def __repr__(self) -> str:
+        names = self._fields if self._repr_fields is None else self._repr_fields
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def replace(self, **changes):
+        """A copy with the fields ``changes`` names changed (``dataclasses.replace``)."""
+        values = {name: getattr(self, name) for name in self._fields}
+        values.update(changes)
+        return type(self)(**values)
+
+
+class HashedOnce(Frozen):
+    """A :class:`Frozen` record that hashes its fields once (a tree of records)."""
 
     def __hash__(self) -> int:
         values = self.__dict__
         try:
             return values["_hash"]
         except KeyError:
-            cls = type(self)
-            names = _FIELD_NAMES.get(cls)
-            if names is None:
-                names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-            h = hash(tuple([values[name] for name in names]))
+            h = hash(self._values(self))
             object.__setattr__(self, "_hash", h)
             return h
 

@@ -9,7 +9,7 @@ It never imports jaxlib.
 Contents:
 
 * the data model: :class:`MeshAxis`, :class:`Mesh`, :class:`AxisRef`,
-  :class:`DimSharding`, :class:`TensorSharding` (frozen, hashable dataclasses);
+  :class:`DimSharding`, :class:`TensorSharding` (frozen, hashable records);
 * printing, byte for byte like the MLIR printer (``to_text`` methods,
   :func:`quote_string`, :func:`format_symbol_ref`);
 * parsing of text a user types outside a module (a sharding on the command
@@ -43,11 +43,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import NamedTuple, Optional, Union
 
 from sdy_dl.errors import SdyError
-from sdy_dl.frozen import HashedOnce
+from sdy_dl.frozen import Frozen, HashedOnce
 
 __all__ = [
     "MeshAxis", "Mesh", "AxisRef", "DimSharding", "TensorSharding",
@@ -105,12 +104,14 @@ def format_symbol_ref(name: str) -> str:
 # Meshes
 # --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class MeshAxis:
+class MeshAxis(Frozen):
     """A named mesh axis, ``"x"=2``."""
 
-    name: str
-    size: int
+    _fields = ("name", "size")
+
+    def __init__(self, name: str, size: int):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "size", size)
 
     def to_text(self) -> str:
         """``"x"=2``."""
@@ -124,7 +125,6 @@ class MeshAxis:
 MAX_DEVICES = 2**31 - 1
 
 
-@dataclass(frozen=True)
 class Mesh(HashedOnce):
     """A ``MeshAttr``: ordered named axes plus optional explicit device ids.
 
@@ -132,14 +132,11 @@ class Mesh(HashedOnce):
     construction (Shardy's attribute builder does the same).
     """
 
-    __hash__ = HashedOnce.__hash__
+    _fields = ("axes", "device_ids")
 
-    axes: tuple[MeshAxis, ...] = ()
-    device_ids: tuple[int, ...] = ()
-
-    def __post_init__(self):
-        axes = tuple(self.axes)
-        ids = tuple(self.device_ids)
+    def __init__(self, axes: tuple[MeshAxis, ...] = (), device_ids: tuple[int, ...] = ()):
+        axes = tuple(axes)
+        ids = tuple(device_ids)
         if axes and ids and len(ids) == math.prod(a.size for a in axes) \
                 and all(i == d for i, d in enumerate(ids)):
             ids = ()
@@ -248,8 +245,7 @@ class Mesh(HashedOnce):
 # --------------------------------------------------------------------------
 
 @functools.total_ordering
-@dataclass(frozen=True, eq=True, order=False)
-class AxisRef:
+class AxisRef(Frozen):
     """A full axis ``"x"`` (``size is None``) or a sub-axis ``"x":(pre)size``.
 
     Comparison operators implement Shardy's ``AxisRefAttr::operator<``:
@@ -257,13 +253,14 @@ class AxisRef:
     (``m > 1``), and sub-axes by ``(pre, size)``.
     """
 
-    name: str
-    pre: int = 1
-    size: Optional[int] = None
+    _fields = ("name", "pre", "size")
 
-    def __post_init__(self):
-        if self.size is None and self.pre != 1:
-            raise ValueError(f"full axis ref {self.name!r} must have pre=1")
+    def __init__(self, name: str, pre: int = 1, size: Optional[int] = None):
+        if size is None and pre != 1:
+            raise ValueError(f"full axis ref {name!r} must have pre=1")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "pre", pre)
+        object.__setattr__(self, "size", size)
 
     # -- sizes -------------------------------------------------------------
 
@@ -483,18 +480,16 @@ def _derived(name: str, pre: int, size: int, mesh: Optional[Mesh]) -> AxisRef:
 # Dimension and tensor shardings
 # --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class DimSharding(HashedOnce):
     """Axes of one dimension (major to minor), open/closed flag, priority."""
 
-    __hash__ = HashedOnce.__hash__
+    _fields = ("axes", "is_closed", "priority")
 
-    axes: tuple[AxisRef, ...] = ()
-    is_closed: bool = False
-    priority: Optional[int] = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "axes", tuple(self.axes))
+    def __init__(self, axes: tuple[AxisRef, ...] = (), is_closed: bool = False,
+                 priority: Optional[int] = None):
+        object.__setattr__(self, "axes", tuple(axes))
+        object.__setattr__(self, "is_closed", is_closed)
+        object.__setattr__(self, "priority", priority)
 
     @property
     def is_empty(self) -> bool:
@@ -517,7 +512,6 @@ class DimSharding(HashedOnce):
 MeshOrName = Union[str, Mesh]
 
 
-@dataclass(frozen=True)
 class TensorSharding(HashedOnce):
     """A ``TensorShardingAttr``.
 
@@ -525,16 +519,14 @@ class TensorSharding(HashedOnce):
     :class:`Mesh`.
     """
 
-    __hash__ = HashedOnce.__hash__
+    _fields = ("mesh", "dims", "replicated", "unreduced")
 
-    mesh: MeshOrName
-    dims: tuple[DimSharding, ...] = ()
-    replicated: tuple[AxisRef, ...] = ()
-    unreduced: tuple[AxisRef, ...] = ()
-
-    def __post_init__(self):
-        for name in ("dims", "replicated", "unreduced"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+    def __init__(self, mesh: MeshOrName, dims: tuple[DimSharding, ...] = (),
+                 replicated: tuple[AxisRef, ...] = (), unreduced: tuple[AxisRef, ...] = ()):
+        object.__setattr__(self, "mesh", mesh)
+        object.__setattr__(self, "dims", tuple(dims))
+        object.__setattr__(self, "replicated", tuple(replicated))
+        object.__setattr__(self, "unreduced", tuple(unreduced))
 
     @classmethod
     def open_empty(cls, mesh: MeshOrName, rank: int) -> "TensorSharding":

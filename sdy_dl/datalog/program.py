@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sdy_dl.errors import SdyError
+from sdy_dl.frozen import Frozen
 
 COLUMN_TYPES = ("number", "symbol")
 BASE_TYPES = {"number": "number", "symbol": "symbol"}
@@ -51,15 +52,17 @@ class Decl:
         return tuple(t for _, t in self.columns)
 
 
-@dataclass(frozen=True)
-class Program:
-    """A genuine Soufflé program with its declarations."""
+class Program(Frozen):
+    """A genuine Soufflé program with its declarations (compared by both)."""
 
-    text: str
-    decls: dict[str, Decl] = field(default_factory=dict)
-    #: The compiler's cache key of the stage rendered into ``text`` (the text is a
-    #: function of it), None for a program made otherwise: see :attr:`cache_key`.
-    key: str | None = field(default=None, compare=False)
+    _fields = ("text", "decls")
+
+    def __init__(self, text: str, decls: dict[str, Decl] | None = None, key: str | None = None):
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "decls", {} if decls is None else decls)
+        #: The compiler's cache key of the stage rendered into ``text`` (the text is a
+        #: function of it), None for a program made otherwise: see :attr:`cache_key`.
+        object.__setattr__(self, "key", key)
 
     # (read on every engine call: computed once per program object)
     @functools.cached_property

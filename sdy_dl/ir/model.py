@@ -11,7 +11,6 @@ shardings goes through :mod:`sdy_dl.ir.storage`, printing through
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from sdy_dl.errors import SdyError
@@ -40,23 +39,37 @@ class AsmNames:
         return self._state
 
 
-@dataclass(eq=False, slots=True)
+# The model's classes are plain classes, not dataclasses: a dataclass's methods are
+# compiled from generated source each time a process defines it (~2M instructions a
+# class at every start).  They compare and hash by identity.
+
 class Value:
     """An SSA value: a block argument or an op result."""
 
-    vid: int
-    asm_state: AsmNames = field(repr=False)  # names values as jaxlib prints them
-    shape: tuple[int, ...] | None  # None: not a ranked tensor (token, tuple, unranked)
-    static: bool                    # a ranked tensor with a static shape
-    defining_op: "Op | None"        # None for block arguments
-    block: "Block | None"           # the owning block, for block arguments
-    index: int                      # result number, or argument number
-    mlir: Any = field(repr=False)
-    uses: list[tuple["Op", int]] = field(default_factory=list, repr=False)  # MLIR use-list order
-    mlir_type: Any = field(default=None, repr=False)   # the MLIR type (uniqued: compares as an object)
-    #: its key (value_key): its C++ pointer once read, or the same value's key in the
-    #: propagation a what-if's module was copied from (audit.naming.PropagationIndex)
-    pointer: int | None = field(default=None, repr=False)
+    __slots__ = ("vid", "asm_state", "shape", "static", "defining_op", "block", "index", "mlir",
+                 "uses", "mlir_type", "pointer")
+
+    def __init__(self, vid: int, asm_state: AsmNames, shape: tuple[int, ...] | None,
+                 static: bool, defining_op: Op | None, block: Block | None, index: int,
+                 mlir: Any, uses: list[tuple[Op, int]] | None = None, mlir_type: Any = None,
+                 pointer: int | None = None):
+        self.vid = vid
+        self.asm_state = asm_state     # names values as jaxlib prints them
+        self.shape = shape             # None: not a ranked tensor (token, tuple, unranked)
+        self.static = static           # a ranked tensor with a static shape
+        self.defining_op = defining_op   # None for block arguments
+        self.block = block             # the owning block, for block arguments
+        self.index = index             # result number, or argument number
+        self.mlir = mlir
+        self.uses = [] if uses is None else uses   # (op, operand number), MLIR use-list order
+        self.mlir_type = mlir_type     # the MLIR type (uniqued: compares as an object)
+        #: its key (value_key): its C++ pointer once read, or the same value's key in the
+        #: propagation a what-if's module was copied from (audit.naming.PropagationIndex)
+        self.pointer = pointer
+
+    def __repr__(self) -> str:
+        return (f"Value(vid={self.vid!r}, shape={self.shape!r}, static={self.static!r}, "
+                f"index={self.index!r})")
 
     @property
     def type_text(self) -> str:
@@ -80,37 +93,52 @@ class Value:
         return self.vid
 
 
-@dataclass(eq=False)
 class Block:
     """A block: its arguments and its ops in program order."""
 
-    args: list[Value]
-    ops: list["Op"]
-    region: "Region"
+    def __init__(self, args: list[Value], ops: list[Op], region: Region):
+        self.args = args
+        self.ops = ops
+        self.region = region
+
+    def __repr__(self) -> str:
+        return f"Block(args={len(self.args)}, ops={len(self.ops)})"
 
 
-@dataclass(eq=False)
 class Region:
     """A region of an op: its blocks."""
 
-    blocks: list[Block]
-    owner: "Op"
+    def __init__(self, blocks: list[Block], owner: Op):
+        self.blocks = blocks
+        self.owner = owner
+
+    def __repr__(self) -> str:
+        return f"Region(blocks={len(self.blocks)}, owner={self.owner.name!r})"
 
 
-@dataclass(eq=False, slots=True)
 class Op:
     """An operation with its operands, results, regions and place."""
 
-    oid: int
-    name: str
-    operands: list[Value]
-    results: list[Value]
-    regions: list[Region]
-    parent: "Op | None"     # the op whose region holds this op (None at module level)
-    block: Block | None
-    mlir: Any = field(repr=False)
-    _position: tuple[int | None, int | None] | None = field(default=None, repr=False)
-    _location: str | None = field(default=None, repr=False)   # see location_text
+    __slots__ = ("oid", "name", "operands", "results", "regions", "parent", "block", "mlir",
+                 "_position", "_location")
+
+    def __init__(self, oid: int, name: str, operands: list[Value], results: list[Value],
+                 regions: list[Region], parent: Op | None, block: Block | None, mlir: Any,
+                 _position: tuple[int | None, int | None] | None = None,
+                 _location: str | None = None):
+        self.oid = oid
+        self.name = name
+        self.operands = operands
+        self.results = results
+        self.regions = regions
+        self.parent = parent       # the op whose region holds this op (None at module level)
+        self.block = block
+        self.mlir = mlir
+        self._position = _position
+        self._location = _location   # see location_text
+
+    def __repr__(self) -> str:
+        return f"Op(oid={self.oid!r}, name={self.name!r})"
 
     @property
     def line(self) -> int | None:

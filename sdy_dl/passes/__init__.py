@@ -9,11 +9,10 @@ and the pipelines look passes up here (:func:`get_pass` imports the module
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-import dataclasses
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sdy_dl.errors import SdyError
+from sdy_dl.frozen import Frozen
 from sdy_dl.ir import Module
 
 
@@ -64,15 +63,18 @@ class RunContext(NamedTuple):
                           background=self.compile_in_background)
 
 
-@dataclass(frozen=True)
-class PassOptions:
+class PassOptions(Frozen):
     """What a pass is given: the run's :class:`RunContext` and the values of
     Shardy's pass options (``{option name: typed value}``, checked by
     :func:`~sdy_dl.passes.options.resolve_options`; an option not given has
     its declared default: ``options[OPTION]``)."""
 
-    context: RunContext = field(default_factory=RunContext)
-    values: Mapping[str, object] = field(default_factory=dict)
+    _fields = ("context", "values")
+
+    def __init__(self, context: RunContext | None = None,
+                 values: Mapping[str, object] | None = None):
+        object.__setattr__(self, "context", RunContext() if context is None else context)
+        object.__setattr__(self, "values", {} if values is None else values)
 
     @classmethod
     def create(cls, owner: str, given=None, valid: tuple | None = None,
@@ -93,11 +95,11 @@ class PassOptions:
 
     def with_values(self, values: Mapping[str, object]) -> "PassOptions":
         """The same options with ``values`` (option name -> typed value) set."""
-        return dataclasses.replace(self, values={**self.values, **values})
+        return self.replace(values={**self.values, **values})
 
     def with_context(self, **fields) -> "PassOptions":
         """The same options with the given :class:`RunContext` fields replaced."""
-        return dataclasses.replace(self, context=self.context._replace(**fields))
+        return self.replace(context=self.context._replace(**fields))
 
 
 class PassSpec(NamedTuple):

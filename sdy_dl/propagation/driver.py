@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Op, Value
@@ -55,26 +54,25 @@ def identity_rule(shape: tuple[int, ...], operands: int, results: int) -> RuleIn
     return RuleInstance(tuple(Factor(size) for size in shape), (dims,) * operands, (dims,) * results)
 
 
-@dataclass
 class _Site:
     """What one popped op propagates between: its tensors and its rule."""
 
-    operands: list[Value]
-    results: list[Value]
-    rule: RuleInstance
-    directions: tuple[str, ...]
-    elementwise: bool
-    conservative: bool = False   # only registered ops propagate conservatively
-    # The edge's transformTargetSharding (manual computations, §8.6): the target
-    # sharding as the step sees it, and as it is stored after the step.
-    before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
-    after: Callable[[TensorSharding], TensorSharding] | None = None
-    fixed_directions: bool = False   # barriers: the directions come from the op
-    #: operands + results.
-    tensors: list[Value] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.tensors = list(self.operands) + list(self.results)
+    def __init__(self, operands: list[Value], results: list[Value], rule: RuleInstance,
+                 directions: tuple[str, ...], elementwise: bool, conservative: bool = False,
+                 fixed_directions: bool = False):
+        self.operands = operands
+        self.results = results
+        self.rule = rule
+        self.directions = directions
+        self.elementwise = elementwise
+        self.conservative = conservative   # only registered ops propagate conservatively
+        # The edge's transformTargetSharding (manual computations, §8.6): the target
+        # sharding as the step sees it, and as it is stored after the step.
+        self.before: Callable[[TensorSharding | None], TensorSharding | None] | None = None
+        self.after: Callable[[TensorSharding], TensorSharding] | None = None
+        self.fixed_directions = fixed_directions   # barriers: the directions come from the op
+        #: operands + results.
+        self.tensors: list[Value] = list(operands) + list(results)
 
     def with_directions(self, directions: tuple[str, ...]) -> "_Site":
         """The same site with other directions (sites are shared, never changed)."""

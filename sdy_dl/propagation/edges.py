@@ -13,20 +13,24 @@ call operands or a callee's returned value (``func_edge_sources``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from sdy_dl.ir import Module, Op, Value
 
 
-@dataclass(eq=False)
 class DataFlowEdge:
-    """One ``sdy.data_flow_edge`` op with the values it ties together."""
+    """One ``sdy.data_flow_edge`` op with the values it ties together (compared by
+    identity)."""
 
-    op: Op
-    owner: Value
-    sources: list[Value]
-    source_uses: list[tuple[Op, int]]   # the (user, operand index) uses that are sources
-    other_targets: list[Value]
+    def __init__(self, op: Op, owner: Value, sources: list[Value],
+                 source_uses: list[tuple[Op, int]], other_targets: list[Value]):
+        self.op = op
+        self.owner = owner
+        self.sources = sources
+        self.source_uses = source_uses   # the (user, operand index) uses that are sources
+        self.other_targets = other_targets
+
+    def __repr__(self) -> str:
+        return f"DataFlowEdge(op={self.op!r}, owner={self.owner!r})"
 
     @property
     def result(self) -> Value:

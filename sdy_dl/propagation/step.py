@@ -11,9 +11,9 @@ evaluated in one engine call (each with its own instance id).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from sdy_dl.frozen import Frozen
 from sdy_dl.rules.instance import RuleInstance
 from sdy_dl.sharding import TensorSharding
 
@@ -44,12 +44,15 @@ class StepInput(NamedTuple):
     elementwise: bool = False
 
 
-@dataclass(frozen=True)
-class StepOutput:
+class StepOutput(Frozen):
     """The new shardings of the tensors a step updated (None: unchanged)."""
 
-    operands: tuple[TensorSharding | None, ...]
-    results: tuple[TensorSharding | None, ...]
+    _fields = ("operands", "results")
+
+    def __init__(self, operands: tuple[TensorSharding | None, ...],
+                 results: tuple[TensorSharding | None, ...]):
+        object.__setattr__(self, "operands", operands)
+        object.__setattr__(self, "results", results)
 
     @property
     def changed(self) -> bool:

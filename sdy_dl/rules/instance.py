@@ -12,9 +12,7 @@ bindings.  Its syntax is also one of the forms of user rules (:mod:`.notation`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sdy_dl.frozen import HashedOnce
+from sdy_dl.frozen import Frozen, HashedOnce
 
 
 #: The factor kinds, as Shardy names them (``pass_through`` has no list).
@@ -26,32 +24,34 @@ _KIND_LISTS = ("reduction", "need_replication", "permutation")
 _LETTERS = "ijklmnopqrstuvwxyz"
 
 
-@dataclass(frozen=True)
-class Factor:
+class Factor(Frozen):
     """One factor of a rule: its size, kind and blocked-propagation flag."""
 
-    size: int
-    kind: str = "pass_through"
-    blocked: bool = False
+    _fields = ("size", "kind", "blocked")
 
-    def __post_init__(self):
-        if self.kind not in FACTOR_KINDS:
-            raise ValueError(f"unknown factor kind {self.kind!r}")
+    def __init__(self, size: int, kind: str = "pass_through", blocked: bool = False):
+        if kind not in FACTOR_KINDS:
+            raise ValueError(f"unknown factor kind {kind!r}")
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "blocked", blocked)
 
 
 TensorMapping = tuple[tuple[int, ...], ...]
 
 
-@dataclass(frozen=True)
 class RuleInstance(HashedOnce):
     """An op's sharding rule (Shardy's ``OpShardingRuleAttr``)."""
 
-    __hash__ = HashedOnce.__hash__
+    _fields = ("factors", "operands", "results", "is_custom")
 
-    factors: tuple[Factor, ...]
-    operands: tuple[TensorMapping, ...]  # per operand, per dim: factor indices major->minor
-    results: tuple[TensorMapping, ...]
-    is_custom: bool = False
+    def __init__(self, factors: tuple[Factor, ...], operands: tuple[TensorMapping, ...],
+                 results: tuple[TensorMapping, ...], is_custom: bool = False):
+        object.__setattr__(self, "factors", factors)
+        # per operand, per dim: factor indices major->minor
+        object.__setattr__(self, "operands", operands)
+        object.__setattr__(self, "results", results)
+        object.__setattr__(self, "is_custom", is_custom)
 
     def to_text(self) -> str:
         """The rule printed exactly as Shardy prints ``#sdy.op_sharding_rule``

@@ -12,8 +12,6 @@ rewrite the op.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sdy_dl.ir.meshes import sort_and_merge_axes
 from sdy_dl.ir.mlir_ops import tensor_rank
 from sdy_dl.ir.sdy_attrs import axis_ref_list_attr, sharding_attr
@@ -47,17 +45,18 @@ def num_elements(type_) -> int:
     return n
 
 
-@dataclasses.dataclass
 class Pending:
     """An op whose rewrite needs its sharding projection."""
 
-    mop: object
-    rule: object                # its sharding rule
-    originals: tuple            # the shardings the op read (None: missing)
-    on_full: bool
-    sizes: tuple[int, ...]
-    ranks: tuple[int, ...]
-    op: OpShardings | None = None   # its rule and shardings on its mesh (:func:`on_meshes`)
+    def __init__(self, mop, rule, originals: tuple, on_full: bool, sizes: tuple[int, ...],
+                 ranks: tuple[int, ...], op: OpShardings | None = None):
+        self.mop = mop
+        self.rule = rule               # its sharding rule
+        self.originals = originals     # the shardings the op read (None: missing)
+        self.on_full = on_full
+        self.sizes = sizes
+        self.ranks = ranks
+        self.op = op   # its rule and shardings on its mesh (:func:`on_meshes`)
 
     def on_other_devices(self, meshes) -> list[bool]:
         """Per tensor: sharded on a mesh whose device order is not the op's
@@ -122,7 +121,7 @@ def reshape_common_axes(pendings: list[Pending], projections, meshes, options) -
     ops = [pendings[k].op for k in indices]
     built = project_out(ops, [redistributed(op.rule, projections[k], meshes[op.mesh])
                               for k, op in zip(indices, ops)], meshes, options)
-    legal = project([dataclasses.replace(op, shardings=update.shardings)
+    legal = project([op.replace(shardings=update.shardings)
                      for op, update in zip(ops, built)],
                     [pendings[k].sizes for k in indices], meshes, options)
     return {k: greatest_common_prefix_axes(proj, len(op.rule.factors), meshes[op.mesh])
@@ -180,7 +179,7 @@ def decide(pendings: list[Pending], meshes, options, is_equivalent: IsEquivalent
         (updates[k].shardings[1], pendings[k].originals[1], False))]
     same = iter(is_equivalent.many(pairs))
     for k in sorted(reshapes):
-        updates[k] = dataclasses.replace(updates[k], updated=(not next(same), not next(same)))
+        updates[k] = updates[k].replace(updated=(not next(same), not next(same)))
     return [(update, reduce_axes) for update, (_, reduce_axes) in zip(updates, plans)]
 
 

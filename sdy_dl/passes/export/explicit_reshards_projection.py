@@ -14,9 +14,9 @@ shardings into facts and relations back into shardings.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 
+from sdy_dl.frozen import Frozen
 from sdy_dl.propagation.step import StepInput
 from sdy_dl.propagation.step_facts import ref_triple, step_facts
 from sdy_dl.rules.instance import RuleInstance
@@ -28,14 +28,16 @@ from sdy_dl.sharding import AxisRef, DimSharding, Mesh, TensorSharding, make_sub
 STAGE = Stage("insert_explicit_reshards")
 
 
-@dataclasses.dataclass(frozen=True)
-class OpShardings:
+class OpShardings(Frozen):
     """An op to project: its rule, its mesh (a symbol) and the shardings of its
     operands then results, all on that mesh (a missing one fully closed)."""
 
-    rule: RuleInstance
-    mesh: str
-    shardings: tuple[TensorSharding, ...]
+    _fields = ("rule", "mesh", "shardings")
+
+    def __init__(self, rule: RuleInstance, mesh: str, shardings: tuple[TensorSharding, ...]):
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "mesh", mesh)
+        object.__setattr__(self, "shardings", shardings)
 
     @property
     def num_operands(self) -> int:
@@ -47,22 +49,27 @@ class OpShardings:
                          ("BOTH",) * len(self.rule.factors))
 
 
-@dataclasses.dataclass(frozen=True)
-class Projection:
+class Projection(Frozen):
     """Per tensor (operands then results): factor -> axes of its record, and
     factor -> overflow axes of the records that have some."""
 
-    tensors: tuple[dict[int, tuple[AxisRef, ...]], ...]
-    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
-    #: the factor shardings are compatible (Shardy's getCompatibleFactorShardings)
-    compatible: bool = False
-    #: the common axes of the unary case of findCommonAxes (None: not that case)
-    unary_axes: tuple | None = None
-    #: a dot's processDot decision: (factor, operand) when its result takes that
-    #: operand's axes on that factor (None: left alone, or not asked)
-    dot: tuple[int, int] | None = None
-    #: two tensors shard a reduction factor differently
-    reduction_differs: bool = False
+    _fields = ("tensors", "overflow", "compatible", "unary_axes", "dot", "reduction_differs")
+
+    def __init__(self, tensors: tuple[dict[int, tuple[AxisRef, ...]], ...],
+                 overflow: tuple[dict[int, tuple[AxisRef, ...]], ...], compatible: bool = False,
+                 unary_axes: tuple | None = None, dot: tuple[int, int] | None = None,
+                 reduction_differs: bool = False):
+        object.__setattr__(self, "tensors", tensors)
+        object.__setattr__(self, "overflow", overflow)
+        #: the factor shardings are compatible (Shardy's getCompatibleFactorShardings)
+        object.__setattr__(self, "compatible", compatible)
+        #: the common axes of the unary case of findCommonAxes (None: not that case)
+        object.__setattr__(self, "unary_axes", unary_axes)
+        #: a dot's processDot decision: (factor, operand) when its result takes that
+        #: operand's axes on that factor (None: left alone, or not asked)
+        object.__setattr__(self, "dot", dot)
+        #: two tensors shard a reduction factor differently
+        object.__setattr__(self, "reduction_differs", reduction_differs)
 
     def has_overflow(self) -> bool:
         return any(self.overflow)
@@ -78,13 +85,16 @@ class Projection:
         return [a if a is not None else () for a in axes]
 
 
-@dataclasses.dataclass(frozen=True)
-class TensorAxes:
+class TensorAxes(Frozen):
     """New axes per tensor (operands then results): factor -> axes and
     factor -> overflow axes (for the factors the tensor has records for)."""
 
-    axes: tuple[dict[int, tuple[AxisRef, ...]], ...]
-    overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]
+    _fields = ("axes", "overflow")
+
+    def __init__(self, axes: tuple[dict[int, tuple[AxisRef, ...]], ...],
+                 overflow: tuple[dict[int, tuple[AxisRef, ...]], ...]):
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "overflow", overflow)
 
 
 def on_mesh(sharding: TensorSharding | None, mesh: str, rank: int) -> TensorSharding:
@@ -92,7 +102,7 @@ def on_mesh(sharding: TensorSharding | None, mesh: str, rank: int) -> TensorShar
     device order have the same axes); fully closed and empty when missing."""
     if sharding is None:
         return TensorSharding(mesh, tuple(DimSharding((), True) for _ in range(rank)))
-    return dataclasses.replace(sharding, mesh=mesh)
+    return sharding.replace(mesh=mesh)
 
 
 def _run(ops: list[OpShardings], meshes: dict[str, Mesh], options, phase: str,
@@ -192,13 +202,15 @@ def _project(ops: list[OpShardings], elements: list[tuple[int, ...]], meshes: di
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class Update:
+class Update(Frozen):
     """The outcome of setting every factor of an op to new axes: which tensors
     change (operands then results) and every tensor's sharding afterwards."""
 
-    updated: tuple[bool, ...]
-    shardings: tuple[TensorSharding, ...]
+    _fields = ("updated", "shardings")
+
+    def __init__(self, updated: tuple[bool, ...], shardings: tuple[TensorSharding, ...]):
+        object.__setattr__(self, "updated", updated)
+        object.__setattr__(self, "shardings", shardings)
 
 
 def project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
@@ -257,7 +269,7 @@ def _project_out(ops: list[OpShardings], new: list, meshes: dict[str, Mesh],
                 refs = dims.get((i, t, d), {})
                 new_dims.append(DimSharding(tuple(make_sub_axis(*refs[o], mesh)
                                                   for o in range(len(refs))), dim.is_closed))
-            new.append(dataclasses.replace(old, dims=tuple(new_dims)))
+            new.append(old.replace(dims=tuple(new_dims)))
         result.append(Update(tuple((i, t) in updated for t in range(len(op.shardings))),
                              tuple(new)))
     return result

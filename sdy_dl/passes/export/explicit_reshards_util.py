@@ -15,8 +15,6 @@ splits sub-axes where the sets overlap partly.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sdy_dl.sharding import Mesh, TensorSharding, axis_set_diff
 
 
@@ -38,8 +36,7 @@ def insert_all_reduce_if_unreduced_to_replicated(mop, index: int,
     axes = axis_set_diff(source.unreduced, target, mesh)
     if not axes:
         return source
-    sharding = dataclasses.replace(source,
-                                   unreduced=tuple(axis_set_diff(source.unreduced, axes, mesh)))
+    sharding = source.replace(unreduced=tuple(axis_set_diff(source.unreduced, axes, mesh)))
     value = mop.operands[index]
     all_reduce = ir.Operation.create(
         "sdy.all_reduce", results=[value.type], operands=[value],

@@ -10,8 +10,6 @@ unreduced axes); Python creates the ops.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sdy_dl.passes import Stage
 from sdy_dl.propagation.step_facts import ref_triple
 from sdy_dl.sharding import AxisRef, Mesh, TensorSharding, axis_set_diff, make_sub_axis
@@ -75,7 +73,7 @@ def insert_unreduced_collectives(mop, index: int, out: TensorSharding | None,
     result = value
     last = have
     if need_reshard:
-        last = dataclasses.replace(have, dims=tuple(dims))
+        last = have.replace(dims=tuple(dims))
         result = create("sdy.reshard", result, {"sharding": sharding_attr(last)})
     r2u = axis_set_diff(added, s2u, mesh)
     if r2u:
