@@ -19,12 +19,10 @@ class Frozen:
     class, ~50M for the classes a ``propagate`` defines).
 
     A subclass names its fields in ``_fields`` (its ``__init__``'s arguments, in
-    order; ``_repr_fields``: those its repr shows, all by default), sets them in
-    ``__init__`` with ``object.__setattr__``, and keeps a ``__dict__`` (for
-    ``functools.cached_property`` and pickling)."""
+    order), sets them in ``__init__`` with ``object.__setattr__``, and keeps a
+    ``__dict__`` (for ``functools.cached_property`` and pickling)."""
 
     _fields: tuple[str, ...] = ()
-    _repr_fields: tuple[str, ...] | None = None
     #: The fields' values of an instance (one value for a single field; set per class).
     _values: attrgetter
 
@@ -42,8 +40,8 @@ class Frozen:
         return hash(self._values(self))
 
     def __repr__(self) -> str:
-        names = self._fields if self._repr_fields is None else self._repr_fields
-        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__qualname__}({fields})"
 
     def __setattr__(self, name, value):
         raise AttributeError(f"cannot assign to field {name!r}")

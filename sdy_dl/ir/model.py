@@ -41,7 +41,7 @@ class AsmNames:
 
 # The model's classes are plain classes, not dataclasses: a dataclass's methods are
 # compiled from generated source each time a process defines it (~2M instructions a
-# class at every start).  They compare and hash by identity.
+# class at every start).  They compare by identity.
 
 class Value:
     """An SSA value: a block argument or an op result."""
