@@ -53,9 +53,10 @@ class ExportRecord:
         self.erased = module.propagation_erased
         self._input_ops: list | None = None
         self._input_attributes: list | None = None
-        #: the model numbers of the top-level ops, in order, in the last module
-        #: :meth:`input_op` read (found when first asked for)
+        #: the model numbers of the top-level ops, in order, of the ops list
+        #: ``_tops_of`` (the last module :meth:`input_op` read)
         self._tops: list[int] | None = None
+        self._tops_of: list | None = None
         self.output = None            # a copy of the output (raw builtin.module)
         self.at_output: dict[int, int] = {}   # op number -> its number in ``output``
 
@@ -111,12 +112,10 @@ class ExportRecord:
             places.append((parent.regions.index(region), region.blocks.index(block),
                            bisect_left(block.ops, op.oid, key=attrgetter("oid")), op))
             op = parent
-        tops = self._tops
-        k = -1 if tops is None else bisect_left(tops, op.oid)
-        if k < 0 or k == len(tops) or tops[k] != op.oid:   # (another module's: ``like``'s)
-            tops = self._tops = [other.oid for other in like.ops if other.parent is None]
-            k = bisect_left(tops, op.oid)
-        places.append((0, 0, k, op))
+        if self._tops_of is not like.ops:
+            self._tops = [other.oid for other in like.ops if other.parent is None]
+            self._tops_of = like.ops
+        places.append((0, 0, bisect_left(self._tops, op.oid), op))
         found = self._input
         with mlir_context():
             for r, b, k, model in reversed(places):
