@@ -11,7 +11,7 @@ import functools
 import importlib.util
 from pathlib import Path
 
-# SHA-256 for cache keys: CPython's own module where there is one (importing
+# SHA-256 (cache keys and digests): CPython's own module where there is one (importing
 # hashlib loads and starts OpenSSL, ~15M instructions a process, more than the
 # keys cost to hash); Python 3.12 names it _sha2.
 try:

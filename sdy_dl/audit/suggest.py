@@ -61,13 +61,13 @@ on ``jobs``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 from dataclasses import dataclass, field
 
 from sdy_dl.audit.whatif import Edit
 from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.resources import sha256
 
 #: The costliest groups of collectives that candidates are made for.
 MOST_GROUPS = 6
@@ -447,7 +447,7 @@ def evaluate(audit, candidate: Candidate):
                       [a.to_json() for a in w.applied],
                       [_collective_line(c) for c in w.collectives_removed],
                       [_collective_line(c) for c in w.collectives_added], len(w.changed),
-                      hashlib.sha256(edited.text.encode()).hexdigest())
+                      sha256(edited.text.encode()).hexdigest())
 
 
 def _collective_line(c) -> str:

@@ -41,7 +41,6 @@ Measurements: ``docs/performance.md``.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,7 @@ import time
 
 from sdy_dl.engines.souffle_split import split
 from sdy_dl.engines.souffle_trim import trim
+from sdy_dl.resources import sha256
 
 #: Left next to the binary's place when compiling failed (``attempts N``, then the
 #: compiler's message); the program is compiled again after :func:`retry_delay`.
@@ -197,7 +197,7 @@ def _built_once_dir(conf: dict, cache: str, kind: str, text: str) -> str | None:
         stamp = os.stat(os.path.realpath(conf["compiler"])).st_mtime_ns
     except OSError:
         return None
-    key = hashlib.sha256(json.dumps([compile_flags(conf), stamp, text]).encode()).hexdigest()[:20]
+    key = sha256(json.dumps([compile_flags(conf), stamp, text]).encode()).hexdigest()[:20]
     return os.path.join(cache, f"{kind}-{key}")
 
 

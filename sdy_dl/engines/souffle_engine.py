@@ -22,7 +22,6 @@ instead; both engines give identical results, so only the time differs.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shutil
@@ -37,7 +36,7 @@ from sdy_dl.datalog.lexer import replace_strings
 from sdy_dl.datalog.program import Program
 from sdy_dl.engines.base import Relations
 from sdy_dl.errors import SdyError
-from sdy_dl.resources import cache_root
+from sdy_dl.resources import cache_root, sha256
 
 
 def cache_dir() -> str:
@@ -55,7 +54,7 @@ def build_key(souffle: str | None = None) -> str:
     from sdy_dl.engines import souffle_build, souffle_split, souffle_trim
 
     souffle = souffle or shutil.which("souffle")
-    h = hashlib.sha256()
+    h = sha256()
     for path in (souffle_build.SERVER_SOURCE, souffle_build.__file__, souffle_split.__file__,
                  souffle_trim.__file__):
         with open(path, "rb") as f:
