@@ -57,11 +57,8 @@ def checked_relations(program: Program, facts: Facts) -> list[tuple[Decl, list[t
         else:
             for column, typ in zip(zip(*rows), types):
                 (numbers if typ == "number" else symbols).extend(column)
-    if not (whole
-            and (not numbers or (set(map(type, numbers)) == {int}
-                                 and min(numbers) >= -2**31 and max(numbers) < 2**31))
-            and (not symbols or (set(map(type, symbols)) == {str}
-                                 and _is_text("".join(symbols))))):
+    if not (whole and (not numbers or _are_numbers(numbers))
+            and (not symbols or _are_symbols(symbols))):
         for decl, rows in out:
             _check_rows(decl, rows)
     return out
@@ -125,13 +122,20 @@ def _checked_columns(decl: Decl, rows: list[tuple]) -> list[tuple] | None:
         return None
     columns = list(zip(*rows))
     for column, typ in zip(columns, decl.types):
-        types = set(map(type, column))
-        if typ == "number":
-            if types != {int} or min(column) < -2**31 or max(column) >= 2**31:
-                return None
-        elif types != {str} or not _is_text("".join(column)):
+        if not (_are_numbers(column) if typ == "number" else _are_symbols(column)):
             return None
     return columns
+
+
+def _are_numbers(values) -> bool:
+    """Whether the non-empty ``values`` are all ``int`` (not a subclass) within 32 bits."""
+    return set(map(type, values)) == {int} and min(values) >= -2**31 and max(values) < 2**31
+
+
+def _are_symbols(values) -> bool:
+    """Whether the non-empty ``values`` are all ``str`` (not a subclass) holding
+    text without NUL."""
+    return set(map(type, values)) == {str} and _is_text("".join(values))
 
 
 def _number_array(decl: Decl, rows: list[tuple]) -> array | None:
