@@ -355,14 +355,14 @@ class ValueTable:
     (``places``: ``(oN, result)`` or ``(aN.K, -1)``, the K-th argument of op N's
     regions' blocks -> (owner op, value, result or argument number, whether a
     block argument)), the function holding each op (``functions_at``: by op
-    number), the top-level functions
-    (``functions``, ``main``), each op's place and values by number (``parents``,
-    ``result_counts``, ``blocks``), and the values' names (``names``, an
-    :class:`SsaNames`; ``text``: the module as printed, or a function giving it).  Ops and values are numbered by the walk that numbers
-    the model's (:func:`~sdy_dl.ir.loader.walk_numbered`): op N is the model's
-    op ``oid`` N and the K-th key of ``places`` its value ``vid`` K.  The audit's
-    indexes read it in place of a model of the module (building one costs
-    several times more)."""
+    number), the top-level functions (``functions``, ``main``), each op's place
+    and values by number (``parents``, ``result_counts``, ``blocks``), and the
+    values' names (``names``, an :class:`SsaNames`; ``text``: the module as
+    printed, or a function giving it).  Ops and values are numbered by the walk
+    that numbers the model's (:func:`~sdy_dl.ir.loader.walk_numbered`): op N is
+    the model's op ``oid`` N and the K-th key of ``places`` its value ``vid`` K.
+    The audit's indexes read it in place of a model of the module (building one
+    costs several times more)."""
 
     def __init__(self, top, text):
         from sdy_dl.ir.context import mlir_context

@@ -36,6 +36,8 @@ from sdy_dl.sharding import TensorSharding
 SHARDING_ATTR = "sdy.sharding"
 #: The ops whose results are not stored in a ``sdy.sharding`` per-value attribute.
 _NOT_PER_VALUE = frozenset(OWN_SHARDING_OPS | COLLECTIVE_OPS | COMPUTATION_OPS)
+
+
 def results_attr(name: str) -> str:
     """The attribute holding the results' shardings of an op named ``name``
     (not a collective): ``sharding`` of an op with its own sharding (a single
