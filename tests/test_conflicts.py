@@ -198,3 +198,22 @@ def test_competitors_follow_the_contested_axis():
     assert weight["origins"] == [{"axis": "data", "from": [
         '%arg1 = #sdy.sharding<@mesh, [{"data"}, {"model"}]>']}]
     assert result["won"] and not weight["won"]
+
+
+WITHIN_PROPAGATED = '''sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<8x8xf32>
+  %1 = stablehlo.add %0, %arg1 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+'''
+
+
+def test_within_factor_origins_follow_propagated_axes():
+    """A within-factor competitor's axes (named by their ref text) are followed back
+    through the steps that moved them: %0's "a" came from %arg0 through the negate."""
+    found = Audit(parse_module_text(WITHIN_PROPAGATED), make_options()).conflicts()
+    (c,) = [c for c in found if c.kind == "within-factor"]
+    origins = {comp["value"]: comp["origins"] for comp in c.competitors}
+    assert origins["%0"] == [{"axis": '"a"', "from": ['%arg0 = #sdy.sharding<@mesh, [{"a"}, {}]>']}]
+    assert origins["%arg1"] == [{"axis": '"b"', "from": ['%arg1 = #sdy.sharding<@mesh, [{"b"}, {}]>']}]

@@ -339,7 +339,14 @@ class AxisOrigins:
 
     def of(self, key, dim, axis: str, before: int, replicated: bool = False) -> list[str]:
         """The annotations axis ``axis`` of ``key``'s dim ``dim`` (or its replicated
-        axes) came from, as of write number ``before``."""
+        axes) came from, as of write number ``before``.  A write is followed back to
+        the tensors its step moved the axis from (the step's factor records), else to
+        the key's own earlier sharding when that held the axis already, else, for a
+        cause that maps dims one to one (a data-flow edge, barrier, group copy or
+        result sync), to the tensors it read that held the axis on that dim; where
+        none of these holds, the answer says so in words.  ``axis``: an axis name or
+        an axis ref's text (``"data":(1)2``)."""
+        axis = _axis_name(axis)
         out: dict[str, None] = {}
         stack = [(key, dim, before)]
         seen = set()
@@ -350,11 +357,14 @@ class AxisOrigins:
                 continue
             seen.add((k, d, w))
             if w is None:
-                out[self._leaf(k)] = None
+                if _holds(self.tracer.initial.get(k), d, axis, replicated):
+                    out[self._leaf(k)] = None
+                else:
+                    where = "replicated" if replicated else f"on dim {d}"
+                    out[f"not traced: {self.explainer.key_name(k)} had no \"{axis}\" {where} "
+                        "when propagation began"] = None
                 continue
             write = self.tracer.writes[w]
-            if not _holds(write.sharding, d, axis, replicated):
-                continue   # the axis arrived later: this is not where it came from
             cause = write.cause
             step = cause.step
             i = self.records.index.get(step) if step is not None else None
@@ -368,19 +378,24 @@ class AxisOrigins:
                         if u < len(inputs):
                             stack.append((inputs[u], du, cause.first))
                     continue
-            if not inputs or k in inputs or cause.kind in ("priority", "sync", "result"):
-                prev = self.tracer.last_write(k, cause.first)
-                if prev is not None or self.tracer.initial.get(k) is not None:
-                    stack.append((k, d, cause.first))
-                    continue
+            if _holds(self._before(k, cause.first), d, axis, replicated):
+                stack.append((k, d, cause.first))   # it held the axis already
+                continue
             followed = False
-            for kk, s in cause.inputs:
-                if kk != k and s is not None and _holds(s, d, axis, replicated):
-                    stack.append((kk, d, cause.first))
-                    followed = True
+            if cause.kind in _SAME_DIMS:
+                for kk, s in cause.inputs:
+                    if kk != k and _holds(s, d, axis, replicated):
+                        stack.append((kk, d, cause.first))
+                        followed = True
             if not followed:
-                out[f"set by {cause.label}"] = None
+                out[f"not traced: {cause.label} wrote it, moved from none of the tensors "
+                    "it read"] = None
         return sorted(out)
+
+    def _before(self, key, at: int):
+        """``key``'s sharding before write number ``at`` (its first one: none written)."""
+        w = self.tracer.last_write(key, at)
+        return self.tracer.initial.get(key) if w is None else self.tracer.writes[w].sharding
 
     def _changes_of(self, i: int) -> list:
         if i not in self._changes:
@@ -398,6 +413,10 @@ class AxisOrigins:
         if leaf.kind == "annotation":
             return f"{leaf.what} = {leaf.sharding}"
         return f"{leaf.what}: {leaf.because}"
+
+
+#: Causes whose tensors all have the same shape, dims mapped one to one.
+_SAME_DIMS = frozenset({"edge", "barrier", "group", "result", "sync"})
 
 
 def _axis_name(ref: str) -> str:

@@ -1,0 +1,132 @@
+"""Real JAX programs the audit's answers are checked on (``test_audit_answers``):
+loops over layers calling jitted functions, remat, nested scans, a while loop
+with a sharding constraint, a partly manual ``shard_map`` and reshapes of
+sharded dims.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
+``lowered(name)`` caches them (``lowering``)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+import lowering
+from jax_programs import _f32, _ns, mesh
+
+
+@jax.jit
+def _layer(x, w):
+    return jnp.tanh(x @ w)
+
+
+def scan_layers_cond() -> str:
+    """A scan over stacked weights whose body calls a jitted layer and constrains
+    its output, a cond on the result and a head matmul: the head's "model" (on its
+    contracting dim) reaches the loop carry backwards through the cond and the loop."""
+    def f(params, x):
+        def body(c, w):
+            h = lax.with_sharding_constraint(_layer(c, w), _ns("data", None))
+            return h, jnp.sum(h)
+        y, sums = lax.scan(body, x, params["ws"])
+        z = lax.cond(jnp.sum(y) > 0, lambda a: a * 2, lambda a: a - 1, y)
+        return jnp.mean((z @ params["head"]) ** 2), sums
+    shardings = ({"ws": _ns(None, None, "model"), "head": _ns("model", None)}, _ns("data", None))
+    return jax.jit(f, in_shardings=shardings).lower(
+        {"ws": _f32(3, 64, 64), "head": _f32(64, 16)}, _f32(32, 64)).as_text()
+
+
+def remat_transformer() -> str:
+    """The training step of a two-layer transformer scanned over layers, each layer
+    rematerialised (``jax.checkpoint``), its attention rematerialised again, the
+    MLP's hidden activation constrained."""
+    def block(x, p):
+        wq, wk, wv, wo, w1, w2 = p
+
+        def attention(x):
+            b, s, d = x.shape
+            q, k, v = ((x @ w).reshape(b, s, 4, d // 4) for w in (wq, wk, wv))
+            weights = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 4.0, axis=-1)
+            return jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, d) @ wo
+        x = x + jax.checkpoint(attention)(x)
+        h = lax.with_sharding_constraint(jax.nn.gelu(x @ w1), _ns("data", None, "model"))
+        return x + h @ w2, None
+
+    def loss(params, x):
+        y, _ = lax.scan(jax.checkpoint(block), x, params)
+        return jnp.mean(y ** 2)
+
+    def step(params, x):
+        value, grads = jax.value_and_grad(loss)(params, x)
+        return value, jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+    layers, d, ff = 2, 32, 64
+    shapes = (_f32(layers, d, d),) * 4 + (_f32(layers, d, ff), _f32(layers, ff, d))
+    shardings = ((_ns(None, None, "model"),) * 3 + (_ns(None, "model", None),)
+                 + (_ns(None, None, "model"), _ns(None, "model", None)))
+    return jax.jit(step, in_shardings=(shardings, _ns("data", None, None))).lower(
+        shapes, _f32(4, 8, d)).as_text()
+
+
+@jax.jit
+def _relu_dense(x, w):
+    return jax.nn.relu(x @ w)
+
+
+@jax.jit
+def _rms_norm(x):
+    return x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def nested_scans() -> str:
+    """Groups of layers: a scan over groups whose body scans over the group's layers,
+    each layer a pipeline of two jitted calls."""
+    def f(ws, x):
+        def group(c, weights):
+            return lax.scan(lambda c2, w: (_rms_norm(_relu_dense(c2, w)), jnp.sum(c2)), c, weights)
+        return lax.scan(group, x, ws)
+    return jax.jit(f, in_shardings=(_ns(None, None, "model", None), _ns("data", None))).lower(
+        _f32(2, 3, 32, 32), _f32(16, 32)).as_text()
+
+
+def while_constraint() -> str:
+    """A while loop whose body constrains its carry onto "model"."""
+    def f(x, w):
+        def body(state):
+            i, c = state
+            return i + 1, lax.with_sharding_constraint(jnp.tanh(c @ w), _ns(None, "model"))
+        _, c = lax.while_loop(lambda state: state[0] < 4, body, (0, x))
+        return c.sum(axis=0)
+    return jax.jit(f, in_shardings=(_ns("data", None), _ns("model", None))).lower(
+        _f32(16, 32), _f32(32, 32)).as_text()
+
+
+def partly_manual() -> str:
+    """A ``shard_map`` manual over "model" only, between automatically sharded ops."""
+    inner = jax.shard_map(lambda a, b: lax.psum(a @ b, "model"), mesh=mesh(),
+                          in_specs=(P(None, "model"), P("model", None)), out_specs=P(),
+                          axis_names={"model"})
+
+    def f(a, b):
+        return jnp.tanh(inner(jnp.sin(a), b)) @ b.T
+    return jax.jit(f, in_shardings=(_ns("data", "model"), _ns("model", None))).lower(
+        _f32(16, 32), _f32(32, 8)).as_text()
+
+
+def split_reshapes() -> str:
+    """Reshapes that split and merge a dim sharded on ("data", "model")."""
+    def f(x, w):
+        y = jnp.tanh(x.reshape(8, 4, 32)) @ w
+        z = y.reshape(32, 16)
+        return z, z.T.reshape(4, 4, 32).sum(axis=1)
+    return jax.jit(f, in_shardings=(_ns(("data", "model"), None), _ns(None, "model"))).lower(
+        _f32(32, 32), _f32(32, 16)).as_text()
+
+
+PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
+            "nested_scans": nested_scans, "while_constraint": while_constraint,
+            "partly_manual": partly_manual, "split_reshapes": split_reshapes}
+
+
+def lowered(name: str) -> str:
+    """The module text of program ``name`` (lowered once per test run)."""
+    return lowering.once("audit_programs", name, PROGRAMS[name])
