@@ -89,3 +89,31 @@ def test_passes_run_stages_only_through_their_declarations():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_analysis":
                 assert not isinstance(node.args[0], ast.Constant), path
+
+
+def test_a_rendered_program_is_keyed_by_jinja2s_package(monkeypatch):
+    """Another Jinja2 may render other text: the key of a rendered stage changes with
+    Jinja2's package file, as with a template's."""
+    import os
+
+    import jinja2
+
+    from sdy_dl import resources
+    from sdy_dl.datalog import compiler
+
+    def key() -> str:
+        for cached in (compiler._compile_cached, compiler._templates_digest,
+                       resources.code_digest):
+            cached.cache_clear()
+        return compile_stage("step", max_factors=3).key
+
+    before = key()
+    stamp = resources.file_stamp
+    jinja = os.path.realpath(jinja2.__file__)
+    monkeypatch.setattr(resources, "file_stamp", lambda path: stamp(path) + (
+        b"another release" if os.path.realpath(path) == jinja else b""))
+    try:
+        assert key() != before
+    finally:
+        monkeypatch.undo()
+        assert key() == before

@@ -41,12 +41,13 @@ def available_stages() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _templates_digest() -> str:
-    """A digest of every file under ``datalog/`` (by its ``file_stamp``) and of
-    this module (keys rendered programs in the cache)."""
+    """A digest of every file under ``datalog/`` (by its ``file_stamp``), of this
+    module and of Jinja2's package file (another Jinja2 may render other text;
+    found without importing it): keys rendered programs in the cache."""
     import sys
 
     root = datalog_dir()
-    h = sha256(code_digest(sys.modules[__name__]).encode())
+    h = sha256(code_digest(sys.modules[__name__], "jinja2").encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         h.update(file_stamp(path))
     return h.hexdigest()[:16]
