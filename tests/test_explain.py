@@ -403,6 +403,24 @@ def test_rule_origin_names_a_rules_file_or_the_ops_own_rule(tmp_path):
     assert step.op["origin"] == "the op's own sdy.sharding_rule attribute"
 
 
+def test_the_detail_evaluation_keeps_the_step_programs_plan(chain, monkeypatch):
+    """The detail evaluates the step program's text with more relations shown: its
+    plan is the step program's, found in the cache under the step program's key
+    (the text is never hashed, no second plan is kept)."""
+    import sdy_dl.audit.steps as steps_module
+    from sdy_dl.datalog.program import Program
+    from sdy_dl.engines import python_engine
+
+    def hashed(program):
+        raise AssertionError("a rendered program's text was hashed")
+
+    monkeypatch.setattr(python_engine, "_PLANS", {})
+    monkeypatch.setattr(Program, "digest", property(hashed))
+    rel = steps_module.evaluate_with_details([c.step for c in chain.tracer.steps],
+                                             chain.propagated.meshes)
+    assert set(steps_module.DETAIL_RELATIONS) <= set(rel) and rel["rec_axis"]
+
+
 def test_detail_batches_number_instances_like_one_batch(chain, monkeypatch):
     import sdy_dl.audit.steps as steps_module
 

@@ -210,7 +210,8 @@ def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     program = step_program(steps)
     decls = {n: (replace(d, is_output=True) if n in DETAIL_RELATIONS or d.is_output else d)
              for n, d in program.decls.items()}
-    shown = Program(program.text, decls)
+    # (the same text, so the same plan: kept in the cache under the program's key)
+    shown = Program(program.text, decls, program.key)
     out = PythonEngine().run(shown, step_facts(steps, meshes))
     return {d.name: set(out.get(d.name, ())) for d in shown.outputs}
 
