@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdy_dl.rules.instance import factor_name
@@ -208,7 +208,7 @@ def _evaluate_batch(steps: list, meshes) -> dict[str, set[tuple]]:
     from sdy_dl.propagation.step_facts import step_facts
 
     program = step_program(steps)
-    decls = {n: (replace(d, is_output=True) if n in DETAIL_RELATIONS or d.is_output else d)
+    decls = {n: (d.replace(is_output=True) if n in DETAIL_RELATIONS or d.is_output else d)
              for n, d in program.decls.items()}
     # (the same text, so the same plan: kept in the cache under the program's key)
     shown = Program(program.text, decls, program.key)

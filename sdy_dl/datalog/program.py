@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from sdy_dl.errors import SdyError
 from sdy_dl.frozen import Frozen
@@ -30,17 +29,21 @@ _TYPE_RE = re.compile(r'^\s*\.type\s+([A-Za-z][A-Za-z0-9_]*)\s*<:\s*(number|symb
 _COMMENT_RE = re.compile(r'^\s*//\s?(.*)$')
 
 
-@dataclass(frozen=True)
-class Decl:
-    """One relation: its columns ``(name, type)``, its doc line and its I/O role."""
+class Decl(Frozen):
+    """One relation: its columns ``(name, type)``, its doc line, its I/O role and
+    its columns' declared types (``number``, ``symbol`` or a ``.type`` name)."""
 
-    name: str
-    columns: tuple[tuple[str, str], ...]
-    doc: str
-    is_input: bool = False
-    is_output: bool = False
-    #: the columns' declared types (``number``, ``symbol`` or a ``.type`` name)
-    type_names: tuple[str, ...] = ()
+    _fields = ("name", "columns", "doc", "is_input", "is_output", "type_names")
+
+    def __init__(self, name: str, columns: tuple[tuple[str, str], ...], doc: str,
+                 is_input: bool = False, is_output: bool = False,
+                 type_names: tuple[str, ...] = ()):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "doc", doc)
+        object.__setattr__(self, "is_input", is_input)
+        object.__setattr__(self, "is_output", is_output)
+        object.__setattr__(self, "type_names", type_names)
 
     @property
     def arity(self) -> int:
