@@ -58,3 +58,23 @@ def test_an_axis_reaching_a_loop_carry_backwards_is_traced_to_its_annotation():
         '%arg0 = #sdy.sharding<@mesh, [{"model"}, {}]>']}]
     assert origins["@_layer:%arg1"] == [{"axis": "model", "from": [
         '%arg1 = #sdy.sharding<@mesh, [{}, {}, {"model"}]>']}]
+
+
+def test_why_not_skips_a_neighbour_that_got_the_axis_from_the_value():
+    """The called layer's argument got the carry's "model" (on dim 1) through the
+    call's edge from the carry itself: it is no place where "model" stopped on its
+    way to the carry's dim 0 (it held no "model" when that edge last stepped)."""
+    result = _result("scan_layers_cond")
+    answer = result.why_not("%3#2", "model", 0)
+    assert answer.blocked == [], [b.cause for b in answer.blocked]
+    assert "the factors holding it map dim 1 of %3#2" in answer.note
+
+
+def test_why_not_follows_no_axis_through_values_without_dims():
+    """The scan's per-layer sums are scalars stacked into a vector: no axis of the
+    layers reaches them (the index operands and the scalar sums hold none)."""
+    result = _result("scan_layers_cond")
+    for axis in ("data", "model"):
+        answer = result.why_not("%3#3", axis, 0)
+        assert answer.blocked == [], [(b.source, b.to) for b in answer.blocked]
+        assert "passes through values without dims (rank 0)" in answer.note

@@ -35,6 +35,7 @@ class Link:
     owner: str = ""     # an edge: the op owning it
     owner_loc: object = None
     manual: tuple = ()  # an edge of a manual computation: its manual axes
+    dimless: frozenset = frozenset()   # the keys of its values without dims (rank 0, tokens)
 
 
 def flow_links(module, edges, slots: dict) -> list[Link]:
@@ -46,6 +47,9 @@ def flow_links(module, edges, slots: dict) -> list[Link]:
 
     def key(v):
         return value_key(slots.get(v.vid, v))
+
+    def dimless(values) -> frozenset:
+        return frozenset(key(v) for v in values if not v.shape)
 
     by_op = {e.op.oid: e for e in edges}
     func_edges = None
@@ -60,15 +64,18 @@ def flow_links(module, edges, slots: dict) -> list[Link]:
             manual = (tuple(manual_axes(owner.mlir)) if owner.name == "sdy.manual_computation"
                       else ())
             links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in edge.sources)
-                              + (key(edge.result),), owner.name, owner.mlir.location, manual))
+                              + (key(edge.result),), owner.name, owner.mlir.location, manual,
+                              dimless(list(edge.sources) + [edge.result])))
             continue
         if name == "sdy.func_data_flow_edge":
             if func_edges is None:
                 func_edges = func_edge_sources(module, call_sites(module))
             links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in func_edges.get(op.oid, ()))
-                              + (key(op.results[0]),), "func.func"))
+                              + (key(op.results[0]),), "func.func",
+                              dimless=dimless(list(func_edges.get(op.oid, ())) + op.results)))
             continue
         tensors = op.operands + op.results
         if tensors:
-            links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in tensors)))
+            links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in tensors),
+                              dimless=dimless(tensors)))
     return links

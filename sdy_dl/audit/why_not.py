@@ -2,11 +2,13 @@
 
 The data flow propagation follows (:mod:`~sdy_dl.audit.dataflow`: ops, and
 the data-flow edges of loops, branches, calls and manual computations)
-connects tracer keys.  From VALUE, a breadth-first walk over it stops at the
-first keys whose final sharding holds more of AXIS than VALUE: each is where
-an annotation's AXIS got to (its input annotations are named), and the step
-between it and the key one hop nearer VALUE (the last visit of that op or
-edge) is *the first step that did not carry the axis on*.  Stage
+connects tracer keys.  From VALUE, a breadth-first walk over it (never through
+a value without dims: it holds no axis) stops at the first keys whose final
+sharding holds more of AXIS than VALUE: each is where an annotation's AXIS got
+to (its input annotations are named), and the step between it and the key one
+hop nearer VALUE (the last visit of that op or edge) is *the first step that
+did not carry the axis on* (a key that held no AXIS at that step got it there
+or later, from VALUE's side: no place where AXIS stopped).  Stage
 ``why_not`` (``datalog/why_not/``) says first whether propagation steps
 across that link with the axis at all (``carries(L, AXIS)``: an op without
 a sharding rule is never stepped, a manual axis never crosses a manual
@@ -216,36 +218,45 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
         return answer
     # Breadth first from the value's key over the data flow; keys holding more of
     # the axis than the value end a path.
+    # A value without dims holds no axis: no axis passes through it.
     parent = {key: None}
     queue = deque([key])
     found = []
+    scalars = 0
     links, by_key = walk.links, walk.by_key
     while queue:
         k = queue.popleft()
         for n in by_key.get(k, ()):
-            for k2 in links[n].keys:
+            link = links[n]
+            for k2 in link.keys:
                 if k2 in parent:
                     continue
                 parent[k2] = (k, n)
-                if _amount(tracer.final(k2), axis) > have:
+                if k2 in link.dimless:
+                    scalars += 1
+                elif _amount(tracer.final(k2), axis) > have:
                     found.append(k2)
                 else:
                     queue.append(k2)
     if not found:
-        answer.note = (f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
+        answer.note = (f"no value holding \"{axis}\" reaches {out.name} through values with "
+                       "dims: the data flow to it passes through values without dims (rank 0), "
+                       "which hold no axis" if scalars else
+                       f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
                        f"(no annotation holding \"{axis}\" reaches it through the data flow "
                        "propagation follows)")
         return answer
     engine = audit.options.context.make_engine()
     examined = 0
     elsewhere: set = set()   # with ``dim``: the other dims of the value the neighbours' factors map
+    late: list = []   # the neighbours that got the axis when or after their link last stepped
     for k2 in found:
         if len(answer.blocked) >= limit or examined >= 4 * limit:
             break
         examined += 1
         nearer, n = parent[k2]
         want = dim if nearer == key else None
-        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want, elsewhere)
+        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want, elsewhere, late)
         if b is not None:
             at = parent[nearer]
             while at is not None:
@@ -259,7 +270,10 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
             f"no value holding \"{axis}\" next to it would put it on dim {dim}: the factors "
             f"holding it map dim {', '.join(map(str, onto))} of {out.name} (--dim {onto[0]} says "
             "what happened there)" if dim is not None and onto else
-            f"every value holding \"{axis}\" next to it carries it onto another dim")
+            f"every value holding \"{axis}\" next to it carries it onto another dim"
+            if elsewhere else
+            f"no value next to it held \"{axis}\" when propagation last stepped between them "
+            f"({', '.join(late)} got it then or later)")
     return answer
 
 
@@ -416,10 +430,11 @@ def _rank(out):
 
 
 def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim,
-             elsewhere: set | None = None) -> Blocked | None:
+             elsewhere: set | None = None, late: list | None = None) -> Blocked | None:
     """The step of ``link`` not carrying ``axis`` from ``src_key`` into ``near_key``
     (onto ``dim`` of it, when given; None: it would carry it onto another dim,
-    added to ``elsewhere``)."""
+    added to ``elsewhere``, or ``src_key`` did not hold the axis when the link last
+    stepped, so it is no place where the axis stopped: named in ``late``)."""
     from sdy_dl.audit.naming import place_in
     from sdy_dl.audit.negation import Model
     from sdy_dl.propagation.step_eval import step_program
@@ -448,6 +463,10 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim,
     step = cause.step
     keys = [k for k, _ in cause.inputs]
     t_src, t_near = keys.index(src_key), keys.index(near_key)
+    if not _amount(cause.inputs[t_src][1], axis):
+        if late is not None:
+            late.append(blocked.source)
+        return None
     blocked.rule, blocked.strategy, blocked.phase = _rule_text(step.rule), cause.strategy, cause.phase
     model = walk.models.get((step, t_near))
     if model is None:
