@@ -11,7 +11,7 @@ from sdy_dl.ir.model import Module
 from sdy_dl.ir.op_index import op_index
 from sdy_dl.ir.sdy_attrs import per_value_attr, sharding_attr
 from sdy_dl.ir.storage import SHARDING_ATTR, per_value_of, sharding_of, update_func_shardings
-from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, DATA_FLOW_OPS, OWN_SHARDING_OPS
+from sdy_dl.ir.traits import COLLECTIVE_OPS, COMPUTATION_OPS, OWN_SHARDING_OPS
 from sdy_dl.sharding import TensorSharding
 
 ShardingFn = Callable[[TensorSharding], TensorSharding]
@@ -27,20 +27,14 @@ def transform_shardings(module: Module, fn: ShardingFn, any_order: bool = False)
     per_value = _Memo(lambda attr: _new_per_value(attr, fn))
     own = _Memo(lambda attr: _new_own(attr, fn))
     index = op_index(module)
-    special = _SPECIAL
+    visits = _VISITS
     for top in module_ops(module):
         ops, names = index.walk_read(top) if any_order else index.walk(top)
         for mop, name in zip(ops, names):
-            if name in special:
-                _transform_op_shardings(mop, name, fn, per_value, own)
+            if name in visits:
+                visits[name](mop, fn, per_value, own)
             else:   # (most ops: their ``sdy.sharding`` only)
                 _rewrite(mop, SHARDING_ATTR, per_value)
-
-
-#: The ops whose shardings are not only their ``sdy.sharding`` (the walk's ops
-#: are Operations: asked by name once, not in :func:`_transform_op_shardings`).
-_SPECIAL = (frozenset({"func.func"}) | COMPUTATION_OPS | DATA_FLOW_OPS | OWN_SHARDING_OPS
-            | COLLECTIVE_OPS)
 
 
 def any_sharding(module: Module, test: Callable[[TensorSharding], bool]) -> bool:
@@ -92,23 +86,31 @@ def _rewrite(mop, name: str, memo: _Memo) -> None:
             attrs[name] = new
 
 
-def _transform_op_shardings(mop, name: str, fn: ShardingFn, per_value: _Memo,
-                            own: _Memo) -> None:
-    """Apply ``fn`` to the shardings op ``mop`` (called ``name``) stores."""
-    if name == "func.func":
-        for kind in ("arg_attrs", "res_attrs"):
-            update_func_shardings(mop, kind, lambda _, s: fn(s))
-        return
-    if name in COMPUTATION_OPS:
-        _rewrite(mop, "in_shardings", per_value)
-        _rewrite(mop, "out_shardings", per_value)
-        return
-    if name in DATA_FLOW_OPS:
-        _rewrite(mop, SHARDING_ATTR, per_value)
-        return
-    attr = ("sharding" if name in OWN_SHARDING_OPS
-            else "out_sharding" if name in COLLECTIVE_OPS else None)
-    if attr is not None and len(mop.results) == 1:
-        _rewrite(mop, attr, own)
-        return
-    _rewrite(mop, SHARDING_ATTR, per_value)
+def _function(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -> None:
+    """A function's shardings: its arguments' and results' ``sdy.sharding``."""
+    for kind in ("arg_attrs", "res_attrs"):
+        update_func_shardings(mop, kind, lambda _, s: fn(s))
+
+
+def _computation(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -> None:
+    """A manual or named computation's: its ``in_shardings`` and ``out_shardings``."""
+    _rewrite(mop, "in_shardings", per_value)
+    _rewrite(mop, "out_shardings", per_value)
+
+
+def _own(attr: str):
+    """The visit of an op whose single result's sharding is its attribute ``attr``
+    (an op with more results keeps them in its ``sdy.sharding``)."""
+    def visit(mop, fn: ShardingFn, per_value: _Memo, own: _Memo) -> None:
+        if len(mop.results) == 1:
+            _rewrite(mop, attr, own)
+        else:
+            _rewrite(mop, SHARDING_ATTR, per_value)
+    return visit
+
+
+#: How the walk visits, by name, an op whose shardings are not only its
+#: ``sdy.sharding`` (the walk's ops are Operations: asked by name once).
+_VISITS = {"func.func": _function, **dict.fromkeys(COMPUTATION_OPS, _computation),
+           **dict.fromkeys(OWN_SHARDING_OPS, _own("sharding")),
+           **dict.fromkeys(COLLECTIVE_OPS, _own("out_sharding"))}
