@@ -190,7 +190,7 @@ class EditedOutput:
         made_at, erased_at = self._edit_places()
         if n is None:
             return len(made_at) - len(erased_at)
-        return bisect_right(made_at, n) - bisect_left(erased_at, n)
+        return _moves_by(made_at, erased_at, n)
 
     def _erased_before(self, n: int) -> int:
         """How many erased ops come before main's op ``n``."""
@@ -320,10 +320,11 @@ class EditedOutput:
 
         sa, table, edits = self.sa, self.sa.table, self.edits
         start = self.main_number
+        made_at, erased_at = self._edit_places()
 
         def place(n: int) -> int:
             """Op ``n``'s position in the edited output's main."""
-            return n + self._moved(n) - start - 1
+            return n - start - 1 + _moves_by(made_at, erased_at, n)
 
         def made_place(k: int) -> int:
             """Made op ``k``'s: before the op it precedes, after the ``k`` made before it."""
@@ -359,32 +360,19 @@ class EditedOutput:
                             users.append(place(n))
             last[value] = max(users) if users else None
         # (an entry's op is main's op i + start + 1, and its end the place of its last
-        # user, or i when it has none: the entries are in op order, so how far their
-        # ops move is counted as they go; their last users' by bisection)
+        # user, or i when it has none)
         entries = []
         gone = self.erased
-        made_at, erased_at = self._edit_places()
-        made_count, erased_count = len(made_at), len(erased_at)
-        mi = ei = previous = 0
         last_use = sa.last_use
         for i, end, value, value_type, r in intermediates:
-            n = i + start + 1
-            if n < previous:   # (out of order: counted again)
-                mi = ei = 0
-            previous = n
-            while mi < made_count and made_at[mi] <= n:
-                mi += 1
-            while ei < erased_count and erased_at[ei] < n:
-                ei += 1
             if value in gone:
                 continue
-            j = i + mi - ei
+            j = place(i + start + 1)
             if value in last:
                 end = j if last[value] is None else max(j, last[value])
             else:
                 used = end + start + 1 if end != i else last_use.get(value)
-                end = j if used is None else max(j, used - start - 1 + bisect_right(
-                    made_at, used) - bisect_left(erased_at, used))
+                end = j if used is None else max(j, place(used))
             entries.append((j, end, value, value_type, r))
         for k, (_, _, op) in enumerate(edits.made):
             value_type = op.results[0].type
@@ -395,6 +383,12 @@ class EditedOutput:
             entries.append((j, j if used is None else max(j, used), ("made", k), value_type, r))
         entries.sort(key=lambda e: e[0])
         return entries
+
+
+def _moves_by(made_at: list, erased_at: list, n: int) -> int:
+    """How far main's op ``n`` moves (:meth:`EditedOutput._moved`; ``made_at``,
+    ``erased_at``: :meth:`EditedOutput._edit_places`)."""
+    return bisect_right(made_at, n) - bisect_left(erased_at, n)
 
 
 #: A name MLIR numbers (``%12``, ``%12#1``): the number, the result's suffix.
