@@ -74,7 +74,31 @@ def test_why_not_follows_no_axis_through_values_without_dims():
     """The scan's per-layer sums are scalars stacked into a vector: no axis of the
     layers reaches them (the index operands and the scalar sums hold none)."""
     result = _result("scan_layers_cond")
-    for axis in ("data", "model"):
-        answer = result.why_not("%3#3", axis, 0)
+    for axis, dim in (("data", None), ("model", None), ("model", 0)):
+        answer = result.why_not("%3#3", axis, dim)
         assert answer.blocked == [], [(b.source, b.to) for b in answer.blocked]
-        assert "passes through values without dims (rank 0)" in answer.note
+        assert "values without dims (rank 0)" in answer.note
+
+
+def test_why_not_a_dim_follows_the_dims_that_map_onto_it():
+    """Asked about one dim, the walk follows the dims that map onto it: the
+    constraint's closed dim 1 is no reason for the call result's dim 0 (its dim 0
+    comes from the layer matmul's batch factor, whose input holds "model" on the
+    contracting factor only); the stacked weights' dim 1 (the layer weight's input
+    dim, factor k of the layer's matmul) meets the batch's "data" on factor i there,
+    which maps no dim of the weight."""
+    result = _result("scan_layers_cond")
+    answer = result.why_not("%14#0", "model", 0)
+    assert [(b.op, b.source) for b in answer.blocked] == [("stablehlo.dot_general",
+                                                            "@_layer:%arg0")]
+    assert answer.blocked[0].cause.startswith(
+        'factor k of "model" maps no dim of @_layer:%0 (a reduction factor)')
+    answer = result.why_not("%arg1", "data", 1)
+    assert answer.blocked and {b.op for b in answer.blocked} == {"stablehlo.dot_general"}
+    assert all(b.cause.startswith('factor i of "data" maps no dim of @_layer:%arg1')
+               for b in answer.blocked), [b.cause for b in answer.blocked]
+
+    result = _result("while_constraint")
+    answer = result.why_not("%arg0", "data", 1)
+    assert answer.blocked == [], [(b.op, b.cause) for b in answer.blocked]
+    assert "the factors holding it map dim 0 of %arg0" in answer.note

@@ -246,7 +246,7 @@ def test_each_cause_is_named_with_its_rule_and_literal(text, value, axis, dim, o
 
 @pytest.mark.parametrize("text, value, edge", [
     (AFTER_LOOP, "%3", "the data-flow edge of stablehlo.while"),
-    (AFTER_CALL, "%2", "the data-flow edge of sdy.named_computation"),
+    (AFTER_CALL, "%2", "the data-flow edge of func.call"),
     (AFTER_CASE, "%2", "the data-flow edge of stablehlo.case"),
 ])
 def test_the_walk_crosses_data_flow_edges(text, value, edge):

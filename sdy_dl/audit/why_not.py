@@ -217,9 +217,15 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
         answer.note, answer.why = _made_even(audit, out, given, sharding, axis, dims)
         return answer
     # Breadth first from the value's key over the data flow; keys holding more of
-    # the axis than the value end a path.
-    # A value without dims holds no axis: no axis passes through it.
+    # the axis than the value end a path.  A value without dims holds no axis: no
+    # axis passes through it.  With ``dim``, a key beyond the value's neighbours
+    # is walked with its dims that map onto ``dim`` (``onto``), and ends a path
+    # when it holds more of the axis there or on a dim the link maps onto no dim
+    # of the key it came from (its step says where the axis stopped); a key whose
+    # dims map none of them is not walked on.  A neighbour holding the axis ends a
+    # path whatever dims it maps (the answer names them).
     parent = {key: None}
+    onto = {key: None if dim is None else {dim}}
     queue = deque([key])
     found = []
     scalars = 0
@@ -231,13 +237,26 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
             for k2 in link.keys:
                 if k2 in parent:
                     continue
-                parent[k2] = (k, n)
+                dims2 = walk.dims_onto(link, k, onto[k], k2)
+                mapped = k == key or dims2 is None or bool(dims2)
+                where = (None if k == key or dims2 is None
+                         else dims2 | walk.dims_off(link, k, k2))
                 if k2 in link.dimless:
+                    parent[k2] = (k, n)
                     scalars += 1
-                elif _amount(tracer.final(k2), axis) > have:
+                elif _amount(tracer.final(k2), axis, where) > have:
+                    parent[k2], onto[k2] = (k, n), dims2
                     found.append(k2)
-                else:
+                elif mapped:
+                    parent[k2], onto[k2] = (k, n), dims2
                     queue.append(k2)
+    if not found and dim is not None:
+        answer.note += ("; " if answer.note else "") + (
+            f"no value holding \"{axis}\" reaches dim {dim} of {out.name} through the data "
+            f"flow propagation follows (the factors of the ops on the way map no dim holding "
+            f"\"{axis}\" onto it" + (", and values without dims (rank 0) hold no axis"
+                                      if scalars else "") + ")")
+        return answer
     if not found:
         answer.note = (f"no value holding \"{axis}\" reaches {out.name} through values with "
                        "dims: the data flow to it passes through values without dims (rank 0), "
@@ -255,8 +274,10 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
             break
         examined += 1
         nearer, n = parent[k2]
-        want = dim if nearer == key else None
-        b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, want, elsewhere, late)
+        if nearer == key:
+            b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, dim, elsewhere, late)
+        else:
+            b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, onto[nearer], None, late)
         if b is not None:
             at = parent[nearer]
             while at is not None:
@@ -265,13 +286,14 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
             answer.blocked.append(b)
     answer.unexamined = len(found) - examined
     if not answer.blocked:
-        onto = sorted(d for d in elsewhere if d is not None and d != dim)
+        other = sorted(d for d in elsewhere if d is not None and d != dim)
+        carried = examined - len(late)   # (those that carry the axis onto another dim)
         answer.note += ("; " if answer.note else "") + (
             f"no value holding \"{axis}\" next to it would put it on dim {dim}: the factors "
-            f"holding it map dim {', '.join(map(str, onto))} of {out.name} (--dim {onto[0]} says "
-            "what happened there)" if dim is not None and onto else
-            f"every value holding \"{axis}\" next to it carries it onto another dim"
-            if elsewhere else
+            f"holding it map dim {', '.join(map(str, other))} of {out.name} (--dim {other[0]} "
+            "says what happened there)" if dim is not None and other else
+            f"every value holding \"{axis}\" on the way to it carries it onto another dim"
+            if carried else
             f"no value next to it held \"{axis}\" when propagation last stepped between them "
             f"({', '.join(late)} got it then or later)")
     return answer
@@ -298,6 +320,43 @@ class StepWalk:
             if tag is not None:
                 self.last[tag] = cause
                 self.visits.setdefault(tag, []).append(cause)
+
+    def dims_onto(self, link, key, dims: set | None, other) -> set | None:
+        """The dims of ``other`` that ``link`` maps ``dims`` of ``key`` onto: an edge the
+        same dims, an op the dims of the factors of ``dims`` in the rule of its last
+        step.  None: any dim (``dims`` None, or the op never stepped)."""
+        if dims is None or link.owner:
+            return dims
+        found = self._dim_factors(link, key, other)
+        if found is None:
+            return None
+        mine, others = found
+        factors = {f for d, fs in mine if d in dims for f in fs}
+        return {d for d, fs in others if factors.intersection(fs)}
+
+    def dims_off(self, link, key, other) -> set:
+        """The dims of ``other`` with a factor that ``link`` (an op, by the rule of its
+        last step) maps onto no dim of ``key`` (an edge, or an op never stepped: none)."""
+        found = None if link.owner else self._dim_factors(link, key, other)
+        if found is None:
+            return set()
+        mine, others = found
+        factors = {f for _, fs in mine for f in fs}
+        return {d for d, fs in others if not factors.issuperset(fs)}
+
+    def _dim_factors(self, link, key, other) -> tuple | None:
+        """(dim, its factors) of every dim of ``key`` and of ``other`` in op ``link``'s
+        last step (each tensor the key is), or None: it never stepped."""
+        cause = self.last.get(link.tag)
+        if cause is None:
+            return None
+        rule = cause.step.rule
+        keys = [k for k, _ in cause.inputs]
+
+        def dims_of(k):
+            return [(d, fs) for t, kk in enumerate(keys) if kk == k
+                    for d, fs in enumerate(_rule_dims(rule, t))]
+        return dims_of(key), dims_of(other)
 
     def crossing(self, link, axis: str, engine) -> tuple | None:
         """Why propagation does not step across ``link`` with ``axis`` at all, as
@@ -350,7 +409,13 @@ def _crossing_cause(link, axis: str, place: str, why) -> str:
 
 
 def _link_name(link) -> str:
-    return f"the data-flow edge of {link.owner}" if link.owner else link.name
+    """A link as the output names its op (a call propagates as an
+    ``sdy.named_computation``, which the output prints as the ``func.call``)."""
+    from sdy_dl.audit.naming import EXPORT_RENAMES
+
+    if not link.owner:
+        return link.name
+    return f"the data-flow edge of {dict(EXPORT_RENAMES).get(link.owner, link.owner)}"
 
 
 def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object]:
@@ -432,7 +497,8 @@ def _rank(out):
 def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim,
              elsewhere: set | None = None, late: list | None = None) -> Blocked | None:
     """The step of ``link`` not carrying ``axis`` from ``src_key`` into ``near_key``
-    (onto ``dim`` of it, when given; None: it would carry it onto another dim,
+    (onto ``dim`` of it, a dim or a set of dims, when given; None: it would carry it
+    onto another dim,
     added to ``elsewhere``, or ``src_key`` did not hold the axis when the link last
     stepped, so it is no place where the axis stopped: named in ``late``)."""
     from sdy_dl.audit.naming import place_in
@@ -556,6 +622,12 @@ def _earlier(walk, explainer, link, cause, keys, t_src, axis, others, factor) ->
     return None
 
 
+def _rule_dims(rule, tensor: int) -> list:
+    """The factors of each dim of step tensor ``tensor`` under ``rule``."""
+    n = len(rule.operands)
+    return rule.operands[tensor] if tensor < n else rule.results[tensor - n]
+
+
 def _rule_text(rule) -> str:
     try:
         return rule.to_text()
@@ -582,8 +654,9 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None, else
     (``cand0``), the nearer tensor's within-factor checks keep it (``ag_within``),
     its across-factor checks keep it (``ag_across_J``), its record expands
     (``ag_exp_r_J``/``ag_exp_o_J``), and the final record holds it (``fin_axis``).
-    With ``dim``, only a factor of that dim of the nearer tensor counts (None: the
-    source's axis goes onto another dim, added to the set ``elsewhere``).  ``won(others)``: when another tensor's
+    With ``dim`` (a dim or a set of dims), only a factor of those dims of the nearer
+    tensor counts (None: the source's axis goes onto another dim, added to the set
+    ``elsewhere``).  ``won(others)``: when another tensor's
     axis on the factor (``others``: (tensor, axis) pairs) got there in an earlier
     user-priority round or op-priority band than the source's axis reached the
     step, that win phrased (None: it did not)."""
@@ -602,7 +675,8 @@ def cause_of(model, step, t_src, t_near, axis, blocked, dim=None, won=None, else
         return (f"\"{axis}\" of {blocked.source} is a sub-axis that does not fit the factors of its "
                 "dim: no factor's record holds it", why, None)
     if dim is not None:
-        on_dim = [r for r in held if tensor_dim(rule, t_near, r[2]) in (dim, None)]
+        dims = {dim} if isinstance(dim, int) else dim
+        on_dim = [r for r in held if tensor_dim(rule, t_near, r[2]) in dims | {None}]
         if not on_dim:
             if elsewhere is not None:
                 elsewhere.update(tensor_dim(rule, t_near, r[2]) for r in held)
