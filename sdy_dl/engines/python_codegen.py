@@ -33,30 +33,21 @@ def program_source(program: Program) -> str:
     (``off[cid]``), then directly.
 
     A scan whose key holds the key of another scan of the same relation looks
-    its tuples up in that one's index (:func:`_served_by_subsets`): the code is
-    made twice, first to learn the keys the scans use."""
-    used: dict[str, set] = {}
-    _program_source(program, {}, used)
-    return _program_source(program, _served_by_subsets(used), None)
-
-
-def _program_source(program: Program, served: dict, used: dict | None) -> str:
-    """:func:`program_source` with the indexes ``served`` gives (the keys each
-    scan looks up added to ``used``, when given)."""
+    its tuples up in that one's index (:func:`_served_by_subsets`): the rules'
+    code is made with those lookups left open (:class:`_Lookup`), and written
+    out once the keys every scan uses are known."""
     clauses = checked_clauses(program)
     rules = [c for c in clauses if c.body]
     edges = dependencies(clauses)
     comp = relation_components({(h, b) for h, b, _ in edges})
     for c in rules:   # a rule without relations in its body depends on nothing
         comp.setdefault(c.head[1], -1)
-    lines: list[str] = []
-    names: list[str] = []
-    keys: dict[str, str] = {}   # global -> the IndexKey it holds
+    functions: list[tuple[str, list[_Gen]]] = []   # (name, its rules' code)
+    used: dict[str, set] = {}   # relation -> the keys its scans look up
 
     def function(items: list[tuple[Clause, int | None]]) -> str:
-        name = f"r{len(names)}"
-        names.append(name)
-        lines.extend(_rules_lines(items, name, keys, served, used))
+        name = f"r{len(functions)}"
+        functions.append((name, _rules(items, used)))
         return name
 
     components = []
@@ -90,6 +81,11 @@ def _program_source(program: Program, served: dict, used: dict | None) -> str:
     for c in clauses:
         if not c.body:
             facts.setdefault(c.head[1], []).append(tuple(_constant(a) for a in c.head[2]))
+    served = _served_by_subsets(used)
+    lines: list[str] = []
+    keys: dict[str, str] = {}   # global -> the IndexKey it holds
+    for name, gens in functions:
+        lines += _rules_lines(name, gens, keys, served)
     lines += [f"{var} = {key}" for var, key in keys.items()]
     lines.append(f"FACTS = {list(facts.items())!r}")
     lines.append("COMPONENTS = [\n    " + ",\n    ".join(components) + "]")
@@ -146,18 +142,13 @@ def _constant(term):
 
 # -- code generation ---------------------------------------------------------
 
-def _rules_lines(items: list[tuple[Clause, int | None]], name: str, keys: dict[str, str],
-                 served: dict, used: dict | None) -> list[str]:
-    """The source of function ``name(rel, index, delta_index, out)`` evaluating the
-    rules ``items`` (each a clause, reading the delta at body position ``delta``
-    if given) one after the other, each adding its tuples to ``out[head]``; the
-    index keys it reads are added to ``keys`` (global -> its definition); scans
-    and tests use the indexes ``served`` gives (:func:`_served_by_subsets`), and
-    add the keys they scan by to ``used``."""
-    fetched: dict[str, str] = {}   # relation variable -> its fetch, once per call
-    blocks: list[str] = []
+def _rules(items: list[tuple[Clause, int | None]], used: dict) -> list[_Gen]:
+    """The code of the rules ``items`` (each a clause, reading the delta at body
+    position ``delta`` if given), each adding its tuples to ``out[head]``, its
+    lookups left open; the keys their scans look up are added to ``used``."""
+    gens = []
     for clause, delta in items:
-        gen = _Gen(clause, served, used)
+        gen = _Gen(clause, used)
         gen.depth = 2
         start = gen.once()
         literals = list(enumerate(clause.body))
@@ -167,27 +158,69 @@ def _rules_lines(items: list[tuple[Clause, int | None]], name: str, keys: dict[s
         head_args = ", ".join(gen.expr(a) for a in clause.head[2])
         gen.line(f"add(({head_args}{',' if len(clause.head[2]) == 1 else ''}))")
         gen.end_once(start)
+        gens.append(gen)
+    return gens
+
+
+def _rules_lines(name: str, gens: list[_Gen], keys: dict[str, str], served: dict) -> list[str]:
+    """The source of function ``name(rel, index, delta_index, out)`` running the
+    rules' code ``gens`` (:func:`_rules`) one after the other, their lookups in
+    the indexes ``served`` gives (:func:`_served_by_subsets`); the index keys it
+    reads are added to ``keys`` (global -> its definition)."""
+    fetched: dict[str, str] = {}   # relation variable -> its fetch, once per call
+    blocks: list[str] = []
+    for gen in gens:
+        lines = gen.written(served)
         fetched.update(gen.sets)
         keys.update(gen.keys)
         # Run the rule when no relation the body joins is empty; fetch the indexes
         # the loops read then (each once per call, not per tuple).
         test = " and ".join(sorted(gen.required)) or "True"
         blocks.append(f"    if {test}:")
-        blocks.append(f"        add = out[{clause.head[1]!r}].add")
+        blocks.append(f"        add = out[{gen.clause.head[1]!r}].add")
         blocks += [f"        {var} = {fetch}" for var, fetch in gen.indexes.items()]
-        blocks += gen.lines
+        blocks += lines
     header = [f"def {name}(rel, index, delta_index, out):"]
     header += [f"    {var} = {fetch}" for var, fetch in fetched.items()]
     return header + blocks + [""]
 
 
+class _Lookup:
+    """An atom looked up by some of its columns, written out by :meth:`_Gen.written`
+    once the indexes are known: a ``test`` (``negated`` or not) or a ``scan``
+    binding ``targets`` (``compared``: its tests of repeated variables)."""
+
+    __slots__ = ("kind", "depth", "name", "source", "keys", "key_exprs", "args", "negated",
+                 "targets", "compared")
+
+    def __init__(self, kind: str, depth: int, name: str, source: str, keys: list[int],
+                 key_exprs: list[str], args: list, negated: bool = False,
+                 targets: list[str] | None = None, compared: list[str] | None = None):
+        self.kind, self.depth, self.name, self.source = kind, depth, name, source
+        self.keys, self.key_exprs, self.args, self.negated = keys, key_exprs, args, negated
+        self.targets, self.compared = targets, compared
+
+
+def _continues(line, indent: str) -> bool:
+    """Whether ``line`` (a line or a :class:`_Lookup`) is at ``indent`` and ends in
+    ``continue`` (a lookup's test does)."""
+    if isinstance(line, _Lookup):
+        return line.kind == "test" and "    " * line.depth == indent
+    return line.startswith(indent) and line[len(indent)] != " " and line.endswith(": continue")
+
+
+def _target(targets: list[str]) -> str:
+    """A loop's target unpacking a tuple into ``targets`` (``_``: a column not read)."""
+    return f"({', '.join(targets)},)" if any(t != "_" for t in targets) else "_"
+
+
 class _Gen:
-    def __init__(self, clause: Clause, served: dict | None = None, used: dict | None = None):
+    def __init__(self, clause: Clause, used: dict):
         self.clause = clause
-        self.served = served or {}   # (relation, key) -> the key of the index it is looked up in
-        self.used = used             # relation -> the keys its scans use (collected)
+        self.served: dict = {}   # (relation, key) -> the key of the index it is looked up in
+        self.used = used         # relation -> the keys its scans use (collected)
         self.injected = injected_variables(clause)
-        self.lines: list[str] = []
+        self.lines: list = []    # lines and _Lookups
         self.depth = 0
         self.bound: set[str] = set()
         self.counter = 0
@@ -212,13 +245,29 @@ class _Gen:
 
     def end_once(self, start: int) -> None:
         """Close the loop :meth:`once` opened, leaving it out (its body one level
-        less deep) when nothing in its body leaves it."""
+        less deep) when nothing in its body leaves it (a test ends in ``continue``)."""
         opening = self.lines[start - 1]
         indent = opening[:len(opening) - len(opening.lstrip())] + "    "
         body = self.lines[start:]
-        if not any(line.startswith(indent) and line[len(indent)] != " "
-                   and line.endswith(": continue") for line in body):
-            self.lines[start - 1:] = [line[4:] for line in body]
+        if any(_continues(line, indent) for line in body):
+            return
+        for line in body:
+            if isinstance(line, _Lookup):
+                line.depth -= 1
+        self.lines[start - 1:] = [line if isinstance(line, _Lookup) else line[4:] for line in body]
+
+    def written(self, served: dict) -> list[str]:
+        """The code's lines, its lookups written out in the indexes ``served`` gives."""
+        self.served = served
+        out = []
+        for line in self.lines:
+            if not isinstance(line, _Lookup):
+                out.append(line)
+                continue
+            indent = "    " * line.depth
+            out += [indent + text for text in (self._test_lines(line) if line.kind == "test"
+                                               else self._scan_lines(line))]
+        return out
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -327,17 +376,10 @@ class _Gen:
                        and (not self.aggregates or len(keys) == len(args))):
             if len(keys) == len(args):
                 test = f"({', '.join(key_exprs)}{',' if len(keys) == 1 else ''}) in {relation}"
-            elif not negated and self._reuses(name, keys, args):
-                # Some tuple of the served index's bucket has the key's other values.
-                targets, compared, keys, key_exprs = self._served(name, len(args), keys,
-                                                                  key_exprs)
-                self.line(f"for ({', '.join(targets)},) in "
-                          f"{self._lookup(source, name, keys, key_exprs)}:")
-                self.line(f"    if {' and '.join(compared)}: break")
-                self.line("else: continue")
-                return
             elif keys:
-                test = f"{self._lookup(source, name, keys, key_exprs)}"
+                self.lines.append(_Lookup("test", self.depth, name, source, keys, key_exprs,
+                                          args, negated))
+                return
             else:
                 test = relation
             self.line(f"if {'' if negated else 'not '}{test}: continue")
@@ -347,24 +389,48 @@ class _Gen:
         # compared after).
         targets = ["_"] * len(args)
         compared = []
-        if keys:
-            if self.used is not None:
-                self.used.setdefault(name, set()).add(tuple(keys))
-            if self._reuses(name, keys, args):
-                targets, served, keys, key_exprs = self._served(name, len(args), keys, key_exprs)
-                compared = [f"if not ({test}): continue" for test in served]
         for var, p in binds:
             targets[p] = f"v_{var}"
         for p, q in checks:
             targets[p] = self.fresh("c")
             compared.append(f"if {targets[p]} != {targets[q]}: continue")
-        target = f"({', '.join(targets)},)" if any(t != "_" for t in targets) else "_"
-        source_expr = self._lookup(source, name, keys, key_exprs) if keys else relation
-        self.line(f"for {target} in {source_expr}:")
+        if keys:
+            self.used.setdefault(name, set()).add(tuple(keys))
+            self.lines.append(_Lookup("scan", self.depth, name, source, keys, key_exprs, args,
+                                      targets=targets, compared=compared))
+        else:
+            self.line(f"for {_target(targets)} in {relation}:")
+            self.lines += ["    " * (self.depth + 1) + text for text in compared]
         self.depth += 1
         self.bound.update(var for var, _ in binds)
-        for text in compared:
-            self.line(text)
+
+    def _test_lines(self, lookup: _Lookup) -> list[str]:
+        """The lines of a test, left when no tuple has the key's values (or, negated,
+        when one has)."""
+        name, keys, key_exprs = lookup.name, lookup.keys, lookup.key_exprs
+        if not lookup.negated and self._reuses(name, keys, lookup.args):
+            # Some tuple of the served index's bucket has the key's other values.
+            targets, compared, keys, key_exprs = self._served(name, len(lookup.args), keys,
+                                                              key_exprs)
+            return [f"for ({', '.join(targets)},) in "
+                    f"{self._lookup(lookup.source, name, keys, key_exprs)}:",
+                    f"    if {' and '.join(compared)}: break",
+                    "else: continue"]
+        return [f"if {'' if lookup.negated else 'not '}"
+                f"{self._lookup(lookup.source, name, keys, key_exprs)}: continue"]
+
+    def _scan_lines(self, lookup: _Lookup) -> list[str]:
+        """The lines of a scan: the loop over the tuples with the key's values, and
+        its tests."""
+        name, keys, key_exprs = lookup.name, lookup.keys, lookup.key_exprs
+        targets, compared = list(lookup.targets), []
+        if self._reuses(name, keys, lookup.args):
+            held, served, keys, key_exprs = self._served(name, len(targets), keys, key_exprs)
+            targets = [t if h == "_" else h for t, h in zip(targets, held)]
+            compared = [f"if not ({test}): continue" for test in served]
+        found = self._lookup(lookup.source, name, keys, key_exprs)
+        return [f"for {_target(targets)} in {found}:"] + [f"    {text}" for text in
+                                                          compared + lookup.compared]
 
     def _reuses(self, name: str, keys: list[int], args: list) -> bool:
         """Whether the scan of ``name`` by ``keys`` (its arguments ``args``) looks its
