@@ -102,3 +102,15 @@ def test_why_not_a_dim_follows_the_dims_that_map_onto_it():
     answer = result.why_not("%arg0", "data", 1)
     assert answer.blocked == [], [(b.op, b.cause) for b in answer.blocked]
     assert "the factors holding it map dim 0 of %arg0" in answer.note
+
+
+def test_whatif_edits_the_result_of_a_call():
+    """A call result is the input's func.call result (the call propagates as a named
+    computation): the edit lands on the call's sharding, and the what-if's output is a
+    full propagation's of the edited input."""
+    result = _result("scan_layers_cond")
+    after, changes = result.whatif(set={"%14#0": '<@mesh, [{"data"}, {"model"}]>'})
+    assert changes.lines()[0].startswith("edit --set %14#0=")
+    (call,) = [line for line in after.edited_input.splitlines() if "call @closed_call(" in line]
+    assert '{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"data"}, {"model"}]>' in call
+    assert after.text == sdy_dl.propagate(after.edited_input).text

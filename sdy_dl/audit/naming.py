@@ -69,6 +69,9 @@ _FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 #: Op renames the export passes make while keeping the op's location (and tag).
 EXPORT_RENAMES = {("sdy.named_computation", "func.call"),
                   ("sdy.sharding_constraint", "sdy.reshard")}
+#: Op renames the import passes make while keeping the op's location (and tag): a
+#: call propagates as a named computation.
+IMPORT_RENAMES = {("func.call", "sdy.named_computation")}
 
 
 def tags(loc, prefix: str) -> list[str]:
@@ -658,13 +661,14 @@ class InputIndex:
         return [self.get(k) for k in self._related.get(key, ())]
 
     def origin(self, value: Value) -> InputValue | None:
-        """The input value ``value`` descends from (same op kind), if any."""
+        """The input value ``value`` descends from (same op kind, or the call a named
+        computation was imported from), if any."""
         return self.origin_at(*_tag_site(value))
 
     def origin_at(self, loc, index: int, op_name: str) -> InputValue | None:
         """:meth:`origin` of the value at ``_tag_site``'s (``loc``, ``index``, ``op_name``)."""
-        return _tagged_record(loc, index, op_name, self, "in",
-                              lambda recorded, name: recorded == name)
+        return _tagged_record(loc, index, op_name, self, "in", lambda recorded, name: (
+            recorded == name or (recorded, name) in IMPORT_RENAMES))
 
 
 def _tag_site(value: Value) -> tuple:
