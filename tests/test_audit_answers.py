@@ -114,3 +114,20 @@ def test_whatif_edits_the_result_of_a_call():
     (call,) = [line for line in after.edited_input.splitlines() if "call @closed_call(" in line]
     assert '{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"data"}, {"model"}]>' in call
     assert after.text == sdy_dl.propagate(after.edited_input).text
+
+
+def test_a_call_result_the_callee_narrows_names_the_pass_that_did():
+    """The loop carry gave the call's first result "model" on dim 1; the callee's
+    constrained result has none: insert-func-call-reshards prints the callee's
+    sharding on the call and reshards to the propagated one after it (close-shardings
+    and the main function's boundary passes drop no axis)."""
+    result = _result("scan_layers_cond")
+    assert result.sharding("%14#0") == '#sdy.sharding<@mesh, [{"data"}, {}]>'
+    (reshard,) = [line for line in result.text.splitlines() if "sdy.reshard %14#0" in line]
+    assert '<@mesh, [{"data"}, {"model"}]>' in reshard
+    tree = result.explain("%14#0", 1)
+    assert tree.because.startswith('propagated as #sdy.sharding<@mesh, [{"data", ?}, {"model", ?}]>; '
+                                   "the export pass insert-func-call-reshards"), tree.because
+    answer = result.why_not("%14#0", "model", 1)
+    assert answer.note.startswith('propagation gave dim 1 {"model"}, which the callee\'s result '
+                                  "has not: the export pass insert-func-call-reshards"), answer.note

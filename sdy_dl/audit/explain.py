@@ -90,6 +90,18 @@ def shown_children(key, factors: list, children: list) -> list:
     return [child for child in children if child.key in wanted] or children
 
 
+#: What the export passes do to a call result whose propagated axes the callee's
+#: result sharding does not have.
+CALL_RESULT_EXPORT = ("the export pass insert-func-call-reshards prints the callee's result "
+                      "sharding on the call and reshards the result to the propagated one for "
+                      "its users (the sdy.reshard after the call)")
+
+
+def _axes(sharding) -> list:
+    """The axes of each dim of ``sharding`` (open or closed alike; None: no sharding)."""
+    return None if sharding is None else [d.axes for d in sharding.dims]
+
+
 def _has_axes(sharding) -> bool:
     return bool(sharding.replicated) or any(d.axes for d in sharding.dims)
 
@@ -240,8 +252,10 @@ class Explainer:
             reasons = [r for r in unsharded_reasons(self, out) if not r.startswith("no annotation")]
         propagated = _text(derivation.sharding)
         if propagated != printed:
-            node = Node(out.name, printed, f"propagated as {propagated}; the export passes "
-                        "(close-shardings and the input/output sharding passes) print it so",
+            passes = (CALL_RESULT_EXPORT if out.op == "func.call" and _axes(out.sharding)
+                      != _axes(derivation.sharding) else "the export passes (close-shardings "
+                      "and the input/output sharding passes) print it so")
+            node = Node(out.name, printed, f"propagated as {propagated}; {passes}",
                         kind="export", children=[node])
             node.children[0].what = out.name
         node.reasons = reasons

@@ -441,6 +441,11 @@ def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object
                 "§9.3)", None)
     had = ", ".join(a.to_text() for a in given.dims[d].axes)
     kept = ", ".join(a.to_text() for a in printed.dims[d].axes) if printed is not None else ""
+    if out.op == "func.call":
+        from sdy_dl.audit.explain import CALL_RESULT_EXPORT
+
+        return f"propagation gave dim {d} {{{had}}}, which the callee's result has not: " + \
+            CALL_RESULT_EXPORT, None
     value = out.value if out.value is not None else getattr(out.result_of, "value", None)
     with mlir_context():
         shape = tensor_info(value.type)[1] if value is not None else None
