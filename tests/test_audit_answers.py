@@ -131,3 +131,21 @@ def test_a_call_result_the_callee_narrows_names_the_pass_that_did():
     answer = result.why_not("%14#0", "model", 1)
     assert answer.note.startswith('propagation gave dim 1 {"model"}, which the callee\'s result '
                                   "has not: the export pass insert-func-call-reshards"), answer.note
+
+
+def test_collectives_name_what_needed_them():
+    """With explicit collectives: the all-slice of the loop body's returned value onto
+    the carry's sharding was needed by the loop (the carry's "model" came from the head
+    weight); the all-gather lowering the layer output's constraint was needed by the
+    constraint's own annotation (not by a function result 'the export passes made')."""
+    result = sdy_dl.propagate(audit_programs.lowered("scan_layers_cond"),
+                              explicit_collectives=True)
+    entries = result.collectives().entries
+    (carry,) = [e for e in entries if e.kind == "all_slice" and e.needed.op == "stablehlo.return"]
+    assert '%arg0 = #sdy.sharding<@mesh, [{"model"}, {}]> (func.func at input line 3)' in \
+        carry.needed.annotations, carry.needed.annotations
+    (gather,) = [e for e in entries if e.kind == "all_gather" and e.function == "@closed_call"]
+    assert any(a.startswith('@closed_call:%1 = #sdy.sharding<@mesh, [{"data"}, {}]> '
+                            "(sdy.sharding_constraint") for a in gather.needed.annotations)
+    assert not any("created by the export passes" in a for e in entries
+                   for a in e.needed.annotations), [e.needed.annotations for e in entries]

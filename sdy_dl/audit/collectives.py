@@ -19,7 +19,9 @@ tree of those values, :meth:`ProvenanceTracer.roots`):
   contracting or reduced dims are sharded), the producer's operands that
   carry the all-reduced axes;
 * **needed**: the sharding the chain ends with, which the consuming ops read
-  (their results' derivations; a function result's annotation), or for a
+  (their results' derivations; a loop body's or branch's returned value: its
+  op's result; a function result: the returned value; a sharding constraint
+  the chain lowers: the constraint), or for a
   reduction all-reduce, the producer's result sharding (what the all-reduce
   prints as its out_sharding; the derivation of the producer's result).
 
@@ -362,10 +364,14 @@ class _Builder:
                 v = self.outputs.by_value.get(self.chain_source(v))
                 if v is None:
                     continue
-            if v.key is None:
-                notes.append(f"{v.name}: created by the export passes, no derivation")
+            if v.key is None and v.result_of is not None:
+                v = v.result_of   # (a function result: the returned value's derivation)
+            key = v.key if v.key is not None else self.constraint_key(v.value)
+            if key is None:
+                if v.op not in COLLECTIVE_OPS:
+                    notes.append(f"{v.name}: created by the export passes, no derivation")
                 continue
-            bits |= tracer.root_bits(v.key)
+            bits |= tracer.root_bits(key)
         total = bits.bit_count() + len(notes)
         groups = [bits]
         if axes:
@@ -390,6 +396,18 @@ class _Builder:
         for a in axes:
             mask |= masks.get(a, 0)
         return mask
+
+    def constraint_key(self, value):
+        """The tracer key of the sharding constraint a collective's result ``value``
+        lowers (the collective keeps the constraint's location), or None."""
+        owner = getattr(getattr(value, "owner", None), "operation", None)
+        if owner is None or owner.name not in COLLECTIVE_OPS:
+            return None
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            record = self.audit.propagated.lookup_at(owner.location, 0, "sdy.sharding_constraint")
+        return record.key if record is not None and record.op == "sdy.sharding_constraint" else None
 
     @staticmethod
     def chain_source(value):
@@ -515,8 +533,13 @@ class _Builder:
             places.append(self.place(user)[0])
             if user.name == "func.return":
                 targets.append(self.function_result(user, index))
+            elif user.name in ("stablehlo.return", "sdy.return"):
+                # a loop body's or branch's returned value: its op's result reads it
+                results = user.parent.results
+                targets += [results[index]] if index < len(results) else []
             else:
                 targets += list(user.results)
+        targets.append(end)   # (a sharding constraint the chain lowers: its annotation)
         needed = Side([{"value": self.name_of(end), "sharding": _text(self.sharding_of(end))}],
                       ", ".join(dict.fromkeys(ops)) or "(unused)",
                       ", ".join(dict.fromkeys(places)) or "(unused)",
