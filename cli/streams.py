@@ -49,22 +49,11 @@ class CheckedOutput:
             if text:
                 raise SdyError("cannot write output: standard output is closed", file=STDOUT)
             return 0
-        try:
-            return self._stream.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            raise SdyError(f"cannot write output: {e.strerror or e}", file=STDOUT) from None
+        return _checked(self._stream.write, text)
 
     def flush(self) -> None:
-        if self._stream is None:
-            return
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            raise SdyError(f"cannot write output: {e.strerror or e}", file=STDOUT) from None
+        if self._stream is not None:
+            _checked(self._stream.flush)
 
     def isatty(self) -> bool:
         return self._stream is not None and self._stream.isatty()
@@ -76,6 +65,17 @@ class CheckedOutput:
         if self._stream is None:
             raise AttributeError(name)
         return getattr(self._stream, name)
+
+
+def _checked(call, *args):
+    """``call(*args)`` on standard output, a failure but a broken pipe raised as
+    :class:`SdyError`."""
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise SdyError(f"cannot write output: {e.strerror or e}", file=STDOUT) from None
 
 
 class ClosedInput:
