@@ -64,7 +64,8 @@ class Program(Frozen):
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "decls", {} if decls is None else decls)
         #: The compiler's cache key of the stage rendered into ``text`` (the text is a
-        #: function of it), None for a program made otherwise: see :attr:`cache_key`.
+        #: function of it; also a program of that text showing other relations), None
+        #: for a program made otherwise: see :attr:`cache_key`.
         object.__setattr__(self, "key", key)
 
     # (read on every engine call: computed once per program object)
