@@ -122,9 +122,21 @@ def split_reshapes() -> str:
         _f32(32, 32), _f32(32, 16)).as_text()
 
 
+def split_sub_axes() -> str:
+    """A dim sharded on ("data", "model") split by a reshape into two dims of 4: the
+    second half of "model" goes onto the new dim ("model":(1)2 and "model":(2)2),
+    then a matmul with a weight sharded on "model", a reduction and a reshape back."""
+    def f(x, w):
+        z = jnp.einsum("abd,de->abe", jnp.tanh(x).reshape(4, 4, 32), w)
+        return z.sum(axis=0), z.reshape(16, 8)
+    return jax.jit(f, in_shardings=(_ns(("data", "model"), None), _ns(None, "model"))).lower(
+        _f32(16, 32), _f32(32, 8)).as_text()
+
+
 PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
             "nested_scans": nested_scans, "while_constraint": while_constraint,
-            "partly_manual": partly_manual, "split_reshapes": split_reshapes}
+            "partly_manual": partly_manual, "split_reshapes": split_reshapes,
+            "split_sub_axes": split_sub_axes}
 
 
 def lowered(name: str) -> str:

@@ -149,3 +149,16 @@ def test_collectives_name_what_needed_them():
                             "(sdy.sharding_constraint") for a in gather.needed.annotations)
     assert not any("created by the export passes" in a for e in entries
                    for a in e.needed.annotations), [e.needed.annotations for e in entries]
+
+
+def test_the_sub_axes_a_reshape_splits_an_axis_into_are_no_conflict():
+    """The reshape puts "model":(1)2 and "model":(2)2 on two factors: disjoint parts of
+    "model", no conflict there nor at the ops after it; the matmul's weight holds all
+    of "model" on its output factor, which overlaps both: that one is a conflict."""
+    result = _result("split_sub_axes")
+    assert '[{"data", "model":(1)2}, {"model":(2)2}, {}]' in result.text
+    (c,) = result.conflicts()
+    assert (c.op, c.kind, c.axis, c.factors) == ("stablehlo.dot_general", "across-factor",
+                                                 "model", ["i", "j", "k"])
+    lost = [x for x in c.competitors if not x["won"]]
+    assert [(x["value"], x["factor"], x["axes"]) for x in lost] == [("%arg1", "k", ['"model"'])]

@@ -255,11 +255,15 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
     by_axis = defaultdict(set)
     for t in tensors:
         for f in range(len(rule.factors)):
-            for a, _, _ in recs.get((i, t, f), ()):
-                by_axis[a].add((t, f))
+            for a, p, size in recs.get((i, t, f), ()):
+                by_axis[a].add((t, f, p, size))
     for a, uses in sorted(by_axis.items()):
-        if len({f for _, f in uses}) > 1 and len({t for t, _ in uses}) > 1:
-            found.append(("across-factor", sorted({f for _, f in uses}), a))
+        # two tensors put overlapping parts of the axis on two factors (the disjoint
+        # sub-axes a reshape splits an axis into are no conflict)
+        contested = {f for t, f, p, size in uses for t2, f2, p2, size2 in uses
+                     if t != t2 and f != f2 and p < p2 * size2 and p2 < p * size}
+        if contested:
+            found.append(("across-factor", sorted(contested), a))
 
     def axes_of(t: int, f: int) -> list[str]:
         return [records.ref_text(i, r) for r in recs.get((i, t, f), [])]
