@@ -162,3 +162,15 @@ def test_the_sub_axes_a_reshape_splits_an_axis_into_are_no_conflict():
                                                  "model", ["i", "j", "k"])
     lost = [x for x in c.competitors if not x["won"]]
     assert [(x["value"], x["factor"], x["axes"]) for x in lost] == [("%arg1", "k", ['"model"'])]
+
+
+def test_memory_offers_no_manual_axis_inside_the_manual_computation():
+    """Inside the shard_map (manual over "model") a value is the body's local view:
+    "model" cannot shard it (the verifier refuses such a sharding); outside, on the
+    shard_map's result, it can."""
+    result = sdy_dl.propagate(audit_programs.lowered("partly_manual"), explicit_collectives=True)
+    top = {u.value.op: u for u in result.memory(top=20).top}
+    assert top["stablehlo.dot_general"].value.shape == (16, 8)   # (the local matmul)
+    for op in ("stablehlo.dot_general", "stablehlo.all_reduce"):
+        assert "model" not in top[op].shardable, (op, top[op].shardable)
+    assert "model" in top["sdy.manual_computation"].shardable

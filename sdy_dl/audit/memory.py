@@ -16,7 +16,8 @@
   (on fewer devices than their mesh has), each with why (the input
   annotations its sharding derives from and why propagation did not shard
   it further, or "no annotation reaches it") and which mesh axes could
-  shard it (a dim whose per-device size an axis it does not use divides).
+  shard it (a dim whose per-device size an axis it does not use divides; not
+  a manual axis of a manual computation around it).
 """
 
 from __future__ import annotations
@@ -295,7 +296,9 @@ class _Builder:
         except Exception:
             sharding = None
         mesh = (mesh_of(sharding, self.meshes) if sharding is not None else None) or self.only_mesh
-        return Unsharded(r, list(dict.fromkeys(why)), _shardable(r.shape, sharding, mesh))
+        manual = _manual_axes_around(out.value) if out.value is not None else set()
+        return Unsharded(r, list(dict.fromkeys(why)),
+                         _shardable(r.shape, sharding, mesh, manual))
 
 
 def _split(shape, sharding, mesh) -> int:
@@ -305,11 +308,31 @@ def _split(shape, sharding, mesh) -> int:
     return math.prod(shard_counts(sharding, mesh, len(shape)))
 
 
-def _shardable(shape, sharding, mesh) -> dict[str, list[int]]:
-    """Mesh axis (unused by ``sharding``) -> the dims whose per-device size it divides."""
+def _manual_axes_around(value) -> set[str]:
+    """The manual axes of the manual computations ``value`` is inside (it is their
+    body's local view: no sharding of it may use them)."""
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.manual_axes import manual_axes
+
+    axes = set()
+    with mlir_context():
+        op = getattr(value.owner, "owner", None)   # a block argument: its block's op
+        if op is None:
+            op = value.owner.parent                 # an op result: the op around it
+        while op is not None:
+            if op.name == "sdy.manual_computation":
+                axes.update(manual_axes(op))
+            op = op.parent
+    return axes
+
+
+def _shardable(shape, sharding, mesh, manual=frozenset()) -> dict[str, list[int]]:
+    """Mesh axis (unused by ``sharding``, not one of the ``manual`` axes around the
+    value) -> the dims whose per-device size it divides."""
     if mesh is None:
         return {}
     used = {a.name for a in sharding.axes_used()} if sharding is not None else set()
+    used |= set(manual)
     local = local_shape(shape, sharding, mesh)
     out = {}
     for axis in mesh.axes:
