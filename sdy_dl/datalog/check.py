@@ -191,22 +191,8 @@ class _Checker:
 
     def grounded(self, literals, bound: set[str]) -> set[str]:
         """The variables ``literals`` bind, given ``bound`` (aggregates bind values)."""
-        bound = set(bound)
-        for lit in literals:
-            if lit[0] == "atom" and not lit[3]:
-                bound |= {a[1] for a in lit[2] if a[0] == "var"}
-        changed = True
-        while changed:
-            changed = False
-            for lit in literals:
-                if lit[0] != "cmp" or lit[1] != "=":
-                    continue
-                for var, other in ((lit[2], lit[3]), (lit[3], lit[2])):
-                    if (var[0] == "var" and var[1] not in bound and var[1] not in variables(other)
-                            and (other[0] == "agg" or variables(other) <= bound)):
-                        bound.add(var[1])
-                        changed = True
-        return bound
+        return _bound_by(literals, bound,
+                         lambda other, lit, known: other[0] == "agg" or variables(other) <= known)
 
     def scope(self, literals, bound: set[str], outside: set[str]) -> tuple:
         """Check the scope ``literals`` (``bound``: variables fixed from outside;
@@ -569,20 +555,8 @@ def deferred(literals, outside: set[str] = frozenset()) -> list[bool]:
     if not any(late):
         return late
     early = [lit for lit, is_late in zip(literals, late) if not is_late]
-    bound = set(outside)
-    for lit in early:
-        if lit[0] == "atom" and not lit[3]:
-            bound |= {a[1] for a in lit[2] if a[0] == "var"}
-    changed = True
-    while changed:
-        changed = False
-        for lit in early:
-            if lit[0] == "cmp" and lit[1] == "=":
-                for var, other in ((lit[2], lit[3]), (lit[3], lit[2])):
-                    if (var[0] == "var" and var[1] not in bound
-                            and variables(other) & _around(other, lit, literals) <= bound):
-                        bound.add(var[1])
-                        changed = True
+    bound = _bound_by(early, outside, lambda other, lit, known:
+                      variables(other) & _around(other, lit, literals) <= known)
     out = []
     for lit, is_late in zip(literals, late):
         if is_late:
@@ -597,6 +571,29 @@ def deferred(literals, outside: set[str] = frozenset()) -> list[bool]:
                 need |= variables(side) & _around(side, lit, literals)
             out.append(not need <= bound)
     return out
+
+
+def _bound_by(literals, bound: set[str], known) -> set[str]:
+    """``bound`` and the variables ``literals`` bind: those of their positive atoms,
+    then, until none is added, the variable side ``X`` of an equality whose other
+    side does not hold ``X`` and is known (``known(other side, equality, bound so
+    far)``)."""
+    bound = set(bound)
+    for lit in literals:
+        if lit[0] == "atom" and not lit[3]:
+            bound |= {a[1] for a in lit[2] if a[0] == "var"}
+    changed = True
+    while changed:
+        changed = False
+        for lit in literals:
+            if lit[0] != "cmp" or lit[1] != "=":
+                continue
+            for var, other in ((lit[2], lit[3]), (lit[3], lit[2])):
+                if (var[0] == "var" and var[1] not in bound and var[1] not in variables(other)
+                        and known(other, lit, bound)):
+                    bound.add(var[1])
+                    changed = True
+    return bound
 
 
 def _around(side, lit, literals) -> set[str]:
