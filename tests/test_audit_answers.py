@@ -174,3 +174,17 @@ def test_memory_offers_no_manual_axis_inside_the_manual_computation():
     for op in ("stablehlo.dot_general", "stablehlo.all_reduce"):
         assert "model" not in top[op].shardable, (op, top[op].shardable)
     assert "model" in top["sdy.manual_computation"].shardable
+
+
+def test_a_sharding_the_import_passes_made_names_the_op_it_came_from():
+    """A shard_map's operand propagates through a sharding the import passes made from
+    the manual computation's in_shardings: the conflicts citing it and its derivation
+    name that manual computation."""
+    import naming_programs
+
+    result = sdy_dl.propagate(naming_programs.lowered("training_loop"))
+    cited = {a for c in result.conflicts() for comp in c.competitors
+             for o in comp["origins"] for a in o["from"] if "import passes" in a}
+    assert cited, "no origin set by the import passes"
+    assert all(re.fullmatch(r"\S+: set by the import passes from the sdy\.manual_computation at "
+                            r"input line \d+", a) for a in cited), cited

@@ -442,4 +442,7 @@ class Explainer:
                                 f"{rel.sharding} ({rel.op} at {rel.place}), moved onto "
                                 f"{record.origin.names[0]} by the import passes", kind="annotation")
         where = f" from {origin.names[0]} ({origin.op} at {origin.place})" if origin else ""
+        if origin is None:
+            made = next((m for r in records if (m := self.inputs.made_at(*r.tag_site[:2]))), None)
+            where = f" from the {made.op} at {made.place}" if made is not None else ""
         return Node(name, text, f"set by the import passes{where}", kind="import")

@@ -665,6 +665,11 @@ class InputIndex:
         computation was imported from), if any."""
         return self.origin_at(*_tag_site(value))
 
+    def made_at(self, loc, index: int) -> InputValue | None:
+        """The input value at ``_tag_site``'s (``loc``, ``index``) whatever its op: where
+        the import passes made a value of another op kind from it."""
+        return _tagged_record(loc, index, None, self, "in", lambda recorded, name: True)
+
     def origin_at(self, loc, index: int, op_name: str) -> InputValue | None:
         """:meth:`origin` of the value at ``_tag_site``'s (``loc``, ``index``, ``op_name``)."""
         return _tagged_record(loc, index, op_name, self, "in", lambda recorded, name: (
