@@ -64,7 +64,10 @@ def program_source(program: Program) -> str:
                     variants.setdefault(lit[1], []).append((c, k))
         by_source = ", ".join(f"{name!r}: {function(items)}" for name, items in variants.items())
         inputs = sorted({b for h, b, _ in edges if comp.get(h) == comp_id} - set(members))
-        components.append(f"({set(members)!r}, {compiled}, {{{by_source}}}, {tuple(inputs)!r})")
+        # (the members as a set display in sorted order, not a set's repr: the text,
+        # cached as code, is the same whatever the process's hash seed)
+        components.append(f"({{{', '.join(map(repr, members))}}}, {compiled}, {{{by_source}}}, "
+                          f"{tuple(inputs)!r})")
         guard = _guard(group, members, comp)
         indent = "    "
         if guard:   # (else every rule joins an empty relation: nothing to derive)
