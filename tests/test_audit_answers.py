@@ -188,3 +188,19 @@ def test_a_sharding_the_import_passes_made_names_the_op_it_came_from():
     assert cited, "no origin set by the import passes"
     assert all(re.fullmatch(r"\S+: set by the import passes from the sdy\.manual_computation at "
                             r"input line \d+", a) for a in cited), cited
+
+
+def test_a_whatif_the_verifier_refuses_once_propagated_is_located_at_the_edit():
+    """A constraint inside the shard_map set onto the manual axis passes the edited op's
+    own check; propagation carries it onto the matmul, which the verifier refuses: the
+    refusal is one located error naming the edit."""
+    from sdy_dl.errors import SdyError
+
+    result = _result("partly_manual")
+    assert result.audit.value("%6").op == "sdy.reshard"
+    with pytest.raises(SdyError) as refused:
+        result.whatif(set={"%6": '<@mesh, [{"model"}, {}]>'})
+    e = refused.value
+    assert e.line is not None and e.col is not None, str(e)
+    assert e.message.startswith('the edited input (--set %6=<@mesh, [{"model"}, {}]>) is invalid '
+                                "once propagated: "), e.message

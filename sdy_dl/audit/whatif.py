@@ -105,6 +105,7 @@ class Applied:
     place: str = "op"            # arg (main argument), result (main result), op (op result)
     op_name: str = ""            # the op defining the input value
     jax_line: str = ""           # for JAX programs: the line to write
+    position: tuple | None = None   # (line, column) of its op in the input file, if known
 
     def to_json(self) -> dict:
         return {"edit": self.edit.to_text(), "target": self.target, "before": self.before,
@@ -498,7 +499,7 @@ def edit_input(audit, edits: list[Edit]):
             before = target.current.to_text() if target.current is not None else None
             applied.append(Applied(edit, target.name, before,
                                    None if edit.kind != "set" else new.to_text(), target.where,
-                                   target.place, target.op_name))
+                                   target.place, target.op_name, position=target.position))
             if edit.kind == "drop":
                 drops.append(op_at(target.op))
             else:
@@ -600,10 +601,13 @@ def whatif(audit, edits: list[Edit]):
             copy = edited.mlir.operation
             imported = module_of_op(imported, audit.file)
             imported.cloned = True   # (of ``audit.imported``, as every what-if's from it)
-    after = Audit(edited, audit.options, step_memo=audit.step_memo,
-                  stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
-                  places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
-                  propagated=audit.propagated, exported=audit.exported)
+    try:
+        after = Audit(edited, audit.options, step_memo=audit.step_memo,
+                      stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
+                      places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
+                      propagated=audit.propagated, exported=audit.exported)
+    except SdyError as e:
+        raise _refused(e, applied) from None
     after.edited_input = copy
     after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()
@@ -860,6 +864,18 @@ def _key_json(key: tuple) -> dict:
 
 def _kept(c) -> tuple:
     return tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items()))
+
+
+def _refused(e: SdyError, applied: list[Applied]) -> SdyError:
+    """A propagation of the edited input that failed where the edited copy has no place
+    (the verifier, after the passes): the edits' error, at the first edited op."""
+    if e.line is not None:
+        return e
+    edits = "; ".join(a.edit.to_text() for a in applied)
+    at = next((a.position for a in applied if a.position is not None), None)
+    out = SdyError(f"the edited input ({edits}) is invalid once propagated: {e.message}",
+                   file=e.file)
+    return out.located(*((None,) + tuple(at) if at is not None else ()))
 
 
 def _jax_lines(audit, applied: list[Applied]) -> None:
