@@ -151,6 +151,22 @@ def test_collectives_name_what_needed_them():
                    for a in e.needed.annotations), [e.needed.annotations for e in entries]
 
 
+def test_a_collectives_needed_side_does_not_hold_its_had_sides_annotations():
+    """The needed side reads the chain's end, not its source: the layer's all-gather
+    feeds the matmul, whose result does not derive from the head weight %arg0 (which
+    only the had side's block argument does); the constraint's all-gather was needed
+    by the constraint alone."""
+    result = sdy_dl.propagate(audit_programs.lowered("scan_layers_cond"),
+                              explicit_collectives=True)
+    gathers = {e.function: e for e in result.collectives().entries if e.kind == "all_gather"}
+    head = '%arg0 = #sdy.sharding<@mesh, [{"model"}, {}]> (func.func at input line 3)'
+    assert head in gathers["@_layer"].had.annotations, gathers["@_layer"].had.annotations
+    assert head not in gathers["@_layer"].needed.annotations, gathers["@_layer"].needed
+    needed = gathers["@closed_call"].needed
+    assert [a.split(" (")[1] for a in needed.annotations] == \
+        ["sdy.sharding_constraint at input line 53)"], needed.annotations
+
+
 def test_the_sub_axes_a_reshape_splits_an_axis_into_are_no_conflict():
     """The reshape puts "model":(1)2 and "model":(2)2 on two factors: disjoint parts of
     "model", no conflict there nor at the ops after it; the matmul's weight holds all

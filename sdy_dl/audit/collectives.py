@@ -539,7 +539,8 @@ class _Builder:
                 targets += [results[index]] if index < len(results) else []
             else:
                 targets += list(user.results)
-        targets.append(end)   # (a sharding constraint the chain lowers: its annotation)
+        # (the chain's own output value, not its source: a sharding constraint it lowers)
+        targets.append(by_value.get(end))
         needed = Side([{"value": self.name_of(end), "sharding": _text(self.sharding_of(end))}],
                       ", ".join(dict.fromkeys(ops)) or "(unused)",
                       ", ".join(dict.fromkeys(places)) or "(unused)",
