@@ -456,8 +456,8 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
 
     table = signatures.table
     twins = signatures.twins if first is not None else {}
-    last_use, by_op, sites = signatures.last_use, signatures.by_op, signatures.sites
-    stored, op_names = signatures.stored, table.op_names
+    last_use = signatures.last_use
+    stored, op_names, counts = signatures.stored, table.op_names, table.result_counts
     first_layouts = {x.function: x for x in first or ()}
     first_rows = {key: (value_type, r) for x in first or ()
                   for *_, key, value_type, r in x.intermediates}
@@ -487,15 +487,18 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
                     if r is not None:
                         results.append((f"{prefix}result:{i}", t, r))
             intermediates = []
+            add = intermediates.append
+            # (a row depends on its value's type and sharding, its op's name and the
+            # function: made once per type, sharding attributes, op name and result)
+            made: dict = {}
             for n in range(start + 1, end):
-                values = by_op.get(n)
-                if values is None:
+                count = counts[n]
+                if not count:
                     continue
-                mop, m = ops[n], twins.get(n)
-                for value in values:
-                    _, index, kind = sites[value]
-                    if kind != "op":
-                        continue
+                name, m, tag = op_names[n], twins.get(n), f"o{n}"
+                shardings = stored.get(n)
+                for index in range(count):
+                    value = (tag, index)
                     value_type = places[value][1].type
                     r = None
                     if m is not None:
@@ -503,16 +506,21 @@ def signature_layouts(audit, signatures, first: list | None = None) -> list["_La
                         if found is not None and found[0] == value_type:
                             r = found[1]
                     if r is None:
-                        name = op_names[n]
-                        sharding = (own_sharding(mop) if name in COLLECTIVE_OPS
-                                    else stored_in(stored[n], name, index))
-                        r = rows.row(None, value_type, sharding, name, label)
+                        if name in COLLECTIVE_OPS:   # (its sharding is not among ``stored``'s)
+                            r = rows.row(None, value_type, own_sharding(ops[n]), name, label)
+                        else:
+                            at = (value_type, shardings, name, index)
+                            r = made.get(at, False)
+                            if r is False:
+                                r = made[at] = rows.row(None, value_type,
+                                                        stored_in(shardings, name, index),
+                                                        name, label)
                         if r is None:
                             continue
                     i = n - start - 1
                     last = last_use.get(value)
-                    intermediates.append((i, max(i, last - start - 1) if last is not None else i,
-                                          value, value_type, r))
+                    add((i, i if last is None or last - start - 1 < i else last - start - 1,
+                         value, value_type, r))
             out.append(_Layout(label, arguments, intermediates, results, names=signatures.name))
     return out
 
