@@ -180,10 +180,22 @@ class Signatures:
                         add(sig[k], k, n, mop, i, "arg")
 
     @functools.cached_property
-    def rank(self) -> dict:
-        """value -> its place in the order the diff pairs values in (by signature, each
-        signature where its first value is, then module order)."""
-        return {v: n for n, v in enumerate(v for vs in self.groups.values() for v in vs)}
+    def count(self) -> int:
+        """How many values the diff pairs (every value but reshards' results)."""
+        return sum(map(len, self.groups.values()))
+
+    def paired(self, value) -> bool:
+        """Whether the diff pairs ``value`` (a value but a reshard's result)."""
+        if isinstance(value, str):
+            return value in self.op_of
+        return value in self.sig and self.table.op_names[self.op_of[value]] != "sdy.reshard"
+
+    def order(self, value) -> tuple:
+        """Where paired ``value`` comes in the order the diff pairs values in: by
+        signature, each signature where its first value is, then module order (the
+        order ``groups`` lists them in, read for this value only)."""
+        first = value if isinstance(value, str) else self.groups[self.sig[value]][0]
+        return _place(first, self.op_of), _place(value, self.op_of)
 
     def name(self, value) -> str:
         """``value``'s name (a function result's is the value itself)."""
@@ -203,6 +215,19 @@ class Signatures:
         s = stored_at(*self.sites[value])
         text = self._texts[value] = None if s is None else sharding_text(s)
         return text
+
+
+def _place(value, op_of: dict) -> tuple:
+    """``value``'s place in module order, as :class:`Signatures` adds values: (its op's
+    number, then 0 for a result, 1 for a block argument (its key's numbers grow
+    block by block), 2 for a function result, then its number there)."""
+    if isinstance(value, str):
+        return op_of[value], 2, int(value.rsplit(":", 1)[1])
+    tag, index = value
+    if tag[0] == "o":
+        return int(tag[1:]), 0, index
+    n, k = tag[1:].split(".")
+    return int(n), 1, int(k)
 
 
 def aligned_attrs(mop) -> tuple:
@@ -348,9 +373,8 @@ def diff_edited(sa: Signatures, changes) -> tuple[int, list[Difference]]:
     :class:`~sdy_dl.audit.same_structure.ModuleShardingChanges` from ``a`` to it): every
     value pairs with itself, so the values that differ are those ``changes`` found,
     in the order the full comparison gives them, and a value keeps its name."""
-    rank = sa.rank
     diffs = [Difference("different", sa.name(v), sa.name(v), *changes.texts[v])
-             for v in sorted((v for v in changes.texts if v in rank), key=rank.__getitem__)]
+             for v in sorted(filter(sa.paired, changes.texts), key=sa.order)]
     matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
                                    sa, [(v, o, changes.b_text(sa, v)) for v, o in sa.reshards])
-    return len(rank) - len(diffs) + matched, diffs + more
+    return sa.count - len(diffs) + matched, diffs + more

@@ -265,17 +265,16 @@ class EditedOutput:
         from sdy_dl.audit.diff import Difference, match_reshards
 
         sa = self.sa
-        rank = sa.rank
         touched = {sa.sig[v] for v in self.erased} | set(self.made_sig)
-        entries, equal = [], len(rank)
+        entries, equal = [], sa.count
         for v, (ta, tb) in self.changes.texts.items():
-            if v in rank and (isinstance(v, str) or sa.sig[v] not in touched):
-                entries.append(((rank[v], 0), Difference("different", sa.name(v), self.name(v),
-                                                         ta, tb)))
+            if sa.paired(v) and (isinstance(v, str) or sa.sig[v] not in touched):
+                entries.append(((sa.order(v), 0), Difference("different", sa.name(v),
+                                                             self.name(v), ta, tb)))
                 equal -= 1
         for sig in touched:
             xs, ys = sa.groups[sig], self._group(sig)
-            start, k = rank[xs[0]], 0
+            start = sa.order(xs[0])
             equal -= len(xs)
             found = []
             for va, vb in zip(xs, ys):
@@ -316,7 +315,6 @@ class EditedOutput:
         output: positions shifted, made rows added, erased ones dropped, the last
         uses of the values whose users changed read again."""
         from sdy_dl.ir.storage import read_stored
-        from sdy_dl.ir.walk import key
 
         sa, table, edits = self.sa, self.sa.table, self.edits
         start = self.main_number
@@ -353,9 +351,8 @@ class EditedOutput:
                 if used is not None and all(n != used for n, _ in gone):
                     users.append(place(used))   # (its last user still is; places keep order)
                 elif used is not None:
-                    numbers = table.op_numbers
                     for use in table.places[value][1].uses:
-                        n = numbers[key(use.owner)]
+                        n = table.number_of(use.owner)
                         if (n, use.operand_number) not in gone:
                             users.append(place(n))
             last[value] = max(users) if users else None

@@ -441,6 +441,15 @@ class ValueTable:
         backwards)."""
         return {pointer_of(op): n for n, op in enumerate(self.ops)}
 
+    def number_of(self, op) -> int:
+        """The number of raw op ``op`` of the module: its first result's key's, when it
+        has results (no :attr:`op_numbers` is made for it)."""
+        op = getattr(op, "operation", op)
+        results = op.results
+        if len(results):
+            return int(self.keys[results[0]][0][1:])
+        return self.op_numbers[pointer_of(op)]
+
     def relations(self) -> dict[tuple, list[tuple]]:
         """value key -> the keys of the annotations moved onto it (see
         :attr:`InputValue.related`), in the order the import passes meet them."""
