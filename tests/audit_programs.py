@@ -1,6 +1,6 @@
 """Real JAX programs the audit's answers are checked on (``test_audit_answers``):
 loops over layers calling jitted functions, remat, nested scans, a while loop
-with a sharding constraint, a partly manual ``shard_map`` and reshapes of
+with a sharding constraint, a partly manual ``shard_map`` (with and without a call in its body) and reshapes of
 sharded dims.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
 ``lowered(name)`` caches them (``lowering``)."""
 
@@ -100,9 +100,10 @@ def while_constraint() -> str:
         _f32(16, 32), _f32(32, 32)).as_text()
 
 
-def partly_manual() -> str:
-    """A ``shard_map`` manual over "model" only, between automatically sharded ops."""
-    inner = jax.shard_map(lambda a, b: lax.psum(a @ b, "model"), mesh=mesh(),
+def partly_manual(matmul=lambda a, b: a @ b) -> str:
+    """A ``shard_map`` manual over "model" only (its body's matmul: ``matmul``),
+    between automatically sharded ops."""
+    inner = jax.shard_map(lambda a, b: lax.psum(matmul(a, b), "model"), mesh=mesh(),
                           in_specs=(P(None, "model"), P("model", None)), out_specs=P(),
                           axis_names={"model"})
 
@@ -110,6 +111,16 @@ def partly_manual() -> str:
         return jnp.tanh(inner(jnp.sin(a), b)) @ b.T
     return jax.jit(f, in_shardings=(_ns("data", "model"), _ns("model", None))).lower(
         _f32(16, 32), _f32(32, 8)).as_text()
+
+
+@jax.jit
+def _sin_matmul(a, b):
+    return jnp.sin(a @ b)
+
+
+def partly_manual_call() -> str:
+    """:func:`partly_manual` with the body's matmul in a jitted function it calls."""
+    return partly_manual(_sin_matmul)
 
 
 def split_reshapes() -> str:
@@ -135,7 +146,8 @@ def split_sub_axes() -> str:
 
 PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
             "nested_scans": nested_scans, "while_constraint": while_constraint,
-            "partly_manual": partly_manual, "split_reshapes": split_reshapes,
+            "partly_manual": partly_manual, "partly_manual_call": partly_manual_call,
+            "split_reshapes": split_reshapes,
             "split_sub_axes": split_sub_axes}
 
 

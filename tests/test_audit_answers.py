@@ -192,6 +192,20 @@ def test_memory_offers_no_manual_axis_inside_the_manual_computation():
     assert "model" in top["sdy.manual_computation"].shardable
 
 
+def test_memory_offers_no_manual_axis_in_a_function_the_manual_computation_calls():
+    """The shard_map's body calls a jitted function: its arguments and values are the
+    body's local view too ("model" is refused there); "data" still divides them."""
+    result = sdy_dl.propagate(audit_programs.lowered("partly_manual_call"),
+                              explicit_collectives=True)
+    top = {u.value.name: u for u in result.memory(top=20).top}
+    called = [n for n in top if n.startswith("@")]
+    assert len(called) >= 3, list(top)
+    for name in called:
+        assert "model" not in top[name].shardable, (name, top[name].shardable)
+    assert any("data" in top[n].shardable for n in called), {n: top[n].shardable for n in called}
+    assert "model" in top["%1"].shardable, top["%1"].shardable   # (the shard_map's result)
+
+
 def test_a_sharding_the_import_passes_made_names_the_op_it_came_from():
     """A shard_map's operand propagates through a sharding the import passes made from
     the manual computation's in_shardings: the conflicts citing it and its derivation

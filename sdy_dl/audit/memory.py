@@ -17,7 +17,7 @@
   annotations its sharding derives from and why propagation did not shard
   it further, or "no annotation reaches it") and which mesh axes could
   shard it (a dim whose per-device size an axis it does not use divides; not
-  a manual axis of a manual computation around it).
+  a manual axis of a manual computation around it or around a call of its function).
 """
 
 from __future__ import annotations
@@ -200,6 +200,13 @@ class _Builder:
         self._alone: dict = {}   # (type, sharding, op, function) -> its row without a value
 
     @functools.cached_property
+    def manual_axes_of_funcs(self) -> dict:
+        from sdy_dl.ir.context import mlir_context
+
+        with mlir_context():
+            return _manual_axes_of_funcs(self.audit.module)
+
+    @functools.cached_property
     def collectives(self):
         from sdy_dl.audit.collectives import _Builder as Collectives
 
@@ -296,7 +303,8 @@ class _Builder:
         except Exception:
             sharding = None
         mesh = (mesh_of(sharding, self.meshes) if sharding is not None else None) or self.only_mesh
-        manual = _manual_axes_around(out.value) if out.value is not None else set()
+        manual = (_manual_axes_around(out.value, self.manual_axes_of_funcs)
+                  if out.value is not None else set())
         return Unsharded(r, list(dict.fromkeys(why)),
                          _shardable(r.shape, sharding, mesh, manual))
 
@@ -308,21 +316,48 @@ def _split(shape, sharding, mesh) -> int:
     return math.prod(shard_counts(sharding, mesh, len(shape)))
 
 
-def _manual_axes_around(value) -> set[str]:
+def _manual_axes_around(value, of_funcs: dict) -> set[str]:
     """The manual axes of the manual computations ``value`` is inside (it is their
-    body's local view: no sharding of it may use them)."""
+    body's local view: no sharding of it may use them), in its function or around
+    the calls of it (``of_funcs``, :func:`_manual_axes_of_funcs`)."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.manual_axes import manual_axes
+    from sdy_dl.ir.mlir_ops import symbol_name
 
-    axes = set()
     with mlir_context():
         op = getattr(value.owner, "owner", None)   # a block argument: its block's op
         if op is None:
             op = value.owner.parent                 # an op result: the op around it
-        while op is not None:
-            if op.name == "sdy.manual_computation":
-                axes.update(manual_axes(op))
-            op = op.parent
+        axes, func = _manual_axes_in_func(op)
+        return axes | of_funcs.get(symbol_name(func), set()) if func is not None else axes
+
+
+def _manual_axes_in_func(op) -> tuple[set[str], object]:
+    """The manual axes of the manual computations around ``op`` (itself included) up
+    to its function, and that ``func.func`` (None: none)."""
+    from sdy_dl.ir.manual_axes import manual_axes
+
+    axes = set()
+    while op is not None and (op := op.operation).name != "func.func":
+        if op.name == "sdy.manual_computation":
+            axes.update(manual_axes(op))
+        op = op.parent
+    return axes, op
+
+
+def _manual_axes_of_funcs(module) -> dict[str, set[str]]:
+    """Function name -> the manual axes around its calls, through its callers (a
+    function called in a manual computation's body computes on the local view)."""
+    from sdy_dl.ir.mlir_ops import symbol_name
+    from sdy_dl.ir.walk import key
+    from sdy_dl.passes.call_graph import call_graph, callee_name
+
+    order, calls = call_graph(module)
+    axes: dict[str, set[str]] = {}
+    for func in reversed(order):   # (callers before their callees)
+        around = axes.get(symbol_name(func), set())
+        for call in calls[key(func)]:
+            axes.setdefault(callee_name(call), set()).update(
+                around | _manual_axes_in_func(call)[0])
     return axes
 
 
