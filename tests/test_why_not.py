@@ -319,6 +319,28 @@ def test_sub_axes_on_two_dims_hold_the_axis():
     assert not answer(SPLIT, "%0", "x", 1).has_axis
 
 
+def test_a_dim_reached_again_by_another_path_is_walked_with_it():
+    """%3 = add(%1, transpose(%1)) asking dim 0: the add reaches %1 with its dim 0,
+    the transpose with its dim 1, where %arg0 holds "x" (stopped at the tanh, whose
+    result the closed constraint keeps replicated): the answer finds it through the
+    transpose (not that no value holding "x" reaches dim 0)."""
+    text = MESH + """\
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> tensor<8x8xf32> {
+  %0 = stablehlo.tanh %arg0 : tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{}, {}]> : tensor<8x8xf32>
+  %2 = stablehlo.transpose %1, dims = [1, 0] : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = stablehlo.add %1, %2 : tensor<8x8xf32>
+  return %3 : tensor<8x8xf32>
+}
+"""
+    got = answer(text, "%3", "x", 0)
+    assert len(got.blocked) == 1, got.lines()
+    b = got.blocked[0]
+    assert (b.source, b.op, b.to, b.via) == (
+        "%arg0", "stablehlo.tanh", "%0",
+        ["sdy.sharding_constraint", "stablehlo.transpose", "stablehlo.add"]), got.lines()
+
+
 def test_an_op_without_a_rule_is_where_the_axis_stops():
     got = answer(NO_RULE, "%1", "x")
     assert len(got.blocked) == 1, got.lines()

@@ -219,37 +219,50 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     # Breadth first from the value's key over the data flow; keys holding more of
     # the axis than the value end a path.  A value without dims holds no axis: no
     # axis passes through it.  With ``dim``, a key beyond the value's neighbours
-    # is walked with its dims that map onto ``dim`` (``onto``), and ends a path
-    # when it holds more of the axis there or on a dim the link maps onto no dim
-    # of the key it came from (its step says where the axis stopped); a key whose
-    # dims map none of them is not walked on.  A neighbour holding the axis ends a
-    # path whatever dims it maps (the answer names them).
-    parent = {key: None}
-    onto = {key: None if dim is None else {dim}}
-    queue = deque([key])
+    # is walked with its dims that map onto ``dim`` (a visit is a key and those
+    # dims: a key reached again by a path mapping more of its dims onto ``dim`` is
+    # walked again with them), and ends a path when it holds more of the axis
+    # there or on a dim the link maps onto no dim of the key it came from (its
+    # step says where the axis stopped); a key whose dims map none of them is not
+    # walked on.  A neighbour holding the axis ends a path whatever dims it maps
+    # (the answer names them).  Dims None: any dim.
+    start = (key, None if dim is None else frozenset({dim}))
+    parent = {start: None}   # visit -> (the visit it was reached from, the link)
+    walked = {key: start[1]}   # key -> the dims of it walked so far (None: any)
+    ended: set = set()   # keys found or without dims: never walked on
+    queue = deque([start])
     found = []
     scalars = 0
     links, by_key = walk.links, walk.by_key
     while queue:
-        k = queue.popleft()
+        visit = queue.popleft()
+        k, onto = visit
         for n in by_key.get(k, ()):
             link = links[n]
             for k2 in link.keys:
-                if k2 in parent:
+                if k2 in ended or k2 == key:
                     continue
-                dims2 = walk.dims_onto(link, k, onto[k], k2)
+                dims2 = walk.dims_onto(link, k, onto, k2)
+                if k2 in walked and (walked[k2] is None
+                                     or dims2 is not None and dims2 <= walked[k2]):
+                    continue
                 mapped = k == key or dims2 is None or bool(dims2)
                 where = (None if k == key or dims2 is None
                          else dims2 | walk.dims_off(link, k, k2))
+                reached = (k2, None if dims2 is None else frozenset(dims2))
                 if k2 in link.dimless:
-                    parent[k2] = (k, n)
+                    parent[reached] = (visit, n)
+                    ended.add(k2)
                     scalars += 1
                 elif _amount(tracer.final(k2), axis, where) > have:
-                    parent[k2], onto[k2] = (k, n), dims2
-                    found.append(k2)
+                    parent[reached] = (visit, n)
+                    ended.add(k2)
+                    found.append(reached)
                 elif mapped:
-                    parent[k2], onto[k2] = (k, n), dims2
-                    queue.append(k2)
+                    parent[reached] = (visit, n)
+                    walked[k2] = (None if dims2 is None else
+                                  walked.get(k2, frozenset()) | reached[1])
+                    queue.append(reached)
     if not found and dim is not None:
         answer.note += ("; " if answer.note else "") + (
             f"no value holding \"{axis}\" reaches dim {dim} of {out.name} through the data "
@@ -269,15 +282,16 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     examined = 0
     elsewhere: set = set()   # with ``dim``: the other dims of the value the neighbours' factors map
     late: list = []   # the neighbours that got the axis when or after their link last stepped
-    for k2 in found:
+    for visit in found:
         if len(answer.blocked) >= limit or examined >= 4 * limit:
             break
         examined += 1
-        nearer, n = parent[k2]
-        if nearer == key:
-            b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, dim, elsewhere, late)
+        nearer, n = parent[visit]
+        k2, (k, onto) = visit[0], nearer
+        if k == key:
+            b = _blocked(audit, engine, walk, links[n], k2, k, axis, dim, elsewhere, late)
         else:
-            b = _blocked(audit, engine, walk, links[n], k2, nearer, axis, onto[nearer], None, late)
+            b = _blocked(audit, engine, walk, links[n], k2, k, axis, onto, None, late)
         if b is not None:
             at = parent[nearer]
             while at is not None:
