@@ -352,9 +352,12 @@ def test_an_op_without_a_rule_is_where_the_axis_stops():
 
 
 def test_unconnected_value():
-    got = answer(UNCONNECTED, "%1", "x")
-    assert got.blocked == [] and got.note.startswith('no op with a rule connects %1 to a value '
-                                                     'holding "x"')
+    """Asked with --dim too: no value holding the axis reaches it at all (no factor
+    mapping is to blame)."""
+    for dim in (None, 0):
+        got = answer(UNCONNECTED, "%1", "x", dim)
+        assert got.blocked == [] and got.note.startswith('no op with a rule connects %1 to a '
+                                                         'value holding "x"'), (dim, got.note)
 
 
 def test_value_that_has_the_axis_says_so():

@@ -216,54 +216,14 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     if have > _amount(sharding, axis, dims):
         answer.note, answer.why = _made_even(audit, out, given, sharding, axis, dims)
         return answer
-    # Breadth first from the value's key over the data flow; keys holding more of
-    # the axis than the value end a path.  A value without dims holds no axis: no
-    # axis passes through it.  With ``dim``, a key beyond the value's neighbours
-    # is walked with its dims that map onto ``dim`` (a visit is a key and those
-    # dims: a key reached again by a path mapping more of its dims onto ``dim`` is
-    # walked again with them), and ends a path when it holds more of the axis
-    # there or on a dim the link maps onto no dim of the key it came from (its
-    # step says where the axis stopped); a key whose dims map none of them is not
-    # walked on.  A neighbour holding the axis ends a path whatever dims it maps
-    # (the answer names them).  Dims None: any dim.
-    start = (key, None if dim is None else frozenset({dim}))
-    parent = {start: None}   # visit -> (the visit it was reached from, the link)
-    walked = {key: start[1]}   # key -> the dims of it walked so far (None: any)
-    ended: set = set()   # keys found or without dims: never walked on
-    queue = deque([start])
-    found = []
-    scalars = 0
-    links, by_key = walk.links, walk.by_key
-    while queue:
-        visit = queue.popleft()
-        k, onto = visit
-        for n in by_key.get(k, ()):
-            link = links[n]
-            for k2 in link.keys:
-                if k2 in ended or k2 == key:
-                    continue
-                dims2 = walk.dims_onto(link, k, onto, k2)
-                if k2 in walked and (walked[k2] is None
-                                     or dims2 is not None and dims2 <= walked[k2]):
-                    continue
-                mapped = k == key or dims2 is None or bool(dims2)
-                where = (None if k == key or dims2 is None
-                         else dims2 | walk.dims_off(link, k, k2))
-                reached = (k2, None if dims2 is None else frozenset(dims2))
-                if k2 in link.dimless:
-                    parent[reached] = (visit, n)
-                    ended.add(k2)
-                    scalars += 1
-                elif _amount(tracer.final(k2), axis, where) > have:
-                    parent[reached] = (visit, n)
-                    ended.add(k2)
-                    found.append(reached)
-                elif mapped:
-                    parent[reached] = (visit, n)
-                    walked[k2] = (None if dims2 is None else
-                                  walked.get(k2, frozenset()) | reached[1])
-                    queue.append(reached)
+    parent, found, scalars = _reach(walk, key, axis, dim, have)
     if not found and dim is not None:
+        # (no value holding the axis reaches it on any dim: the answer without --dim)
+        _, anywhere, scalars_anywhere = _reach(walk, key, axis, None, have)
+        if not anywhere:
+            answer.note += ("; " if answer.note else "") + _unreached(
+                axis, out.name, scalars_anywhere)
+            return answer
         answer.note += ("; " if answer.note else "") + (
             f"no value holding \"{axis}\" reaches dim {dim} of {out.name} through the data "
             f"flow propagation follows (the factors of the ops on the way map no dim holding "
@@ -271,13 +231,9 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
                                       if scalars else "") + ")")
         return answer
     if not found:
-        answer.note = (f"no value holding \"{axis}\" reaches {out.name} through values with "
-                       "dims: the data flow to it passes through values without dims (rank 0), "
-                       "which hold no axis" if scalars else
-                       f"no op with a rule connects {out.name} to a value holding \"{axis}\" "
-                       f"(no annotation holding \"{axis}\" reaches it through the data flow "
-                       "propagation follows)")
+        answer.note = _unreached(axis, out.name, scalars)
         return answer
+    links = walk.links
     engine = audit.options.context.make_engine()
     examined = 0
     elsewhere: set = set()   # with ``dim``: the other dims of the value the neighbours' factors map
@@ -500,6 +456,70 @@ def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object
     return (f"a sub-axis on an open dim of the main function's boundary: propagation gave dim {d} "
             f"{{{had}}}, and the export pass remove-sub-axes-in-input-output-shardings (§9.3) "
             f"keeps an open dim's axes before its first sub-axis, {{{left}}}", why)
+
+
+def _reach(walk, key, axis: str, dim: int | None, have: float) -> tuple[dict, list, int]:
+    """The walk from ``key`` to the keys holding more of ``axis`` (on ``dim``)
+    than ``have``: (each visit's parent, the visits found, how many values
+    without dims it met)."""
+    # Breadth first from the value's key over the data flow; keys holding more of
+    # the axis than the value end a path.  A value without dims holds no axis: no
+    # axis passes through it.  With ``dim``, a key beyond the value's neighbours
+    # is walked with its dims that map onto ``dim`` (a visit is a key and those
+    # dims: a key reached again by a path mapping more of its dims onto ``dim`` is
+    # walked again with them), and ends a path when it holds more of the axis
+    # there or on a dim the link maps onto no dim of the key it came from (its
+    # step says where the axis stopped); a key whose dims map none of them is not
+    # walked on.  A neighbour holding the axis ends a path whatever dims it maps
+    # (the answer names them).  Dims None: any dim.
+    start = (key, None if dim is None else frozenset({dim}))
+    parent = {start: None}   # visit -> (the visit it was reached from, the link)
+    walked = {key: start[1]}   # key -> the dims of it walked so far (None: any)
+    ended: set = set()   # keys found or without dims: never walked on
+    queue = deque([start])
+    found = []
+    scalars = 0
+    links, by_key, tracer = walk.links, walk.by_key, walk.tracer
+    while queue:
+        visit = queue.popleft()
+        k, onto = visit
+        for n in by_key.get(k, ()):
+            link = links[n]
+            for k2 in link.keys:
+                if k2 in ended or k2 == key:
+                    continue
+                dims2 = walk.dims_onto(link, k, onto, k2)
+                if k2 in walked and (walked[k2] is None
+                                     or dims2 is not None and dims2 <= walked[k2]):
+                    continue
+                mapped = k == key or dims2 is None or bool(dims2)
+                where = (None if k == key or dims2 is None
+                         else dims2 | walk.dims_off(link, k, k2))
+                reached = (k2, None if dims2 is None else frozenset(dims2))
+                if k2 in link.dimless:
+                    parent[reached] = (visit, n)
+                    ended.add(k2)
+                    scalars += 1
+                elif _amount(tracer.final(k2), axis, where) > have:
+                    parent[reached] = (visit, n)
+                    ended.add(k2)
+                    found.append(reached)
+                elif mapped:
+                    parent[reached] = (visit, n)
+                    walked[k2] = (None if dims2 is None else
+                                  walked.get(k2, frozenset()) | reached[1])
+                    queue.append(reached)
+    return parent, found, scalars
+
+
+def _unreached(axis: str, name: str, scalars: int) -> str:
+    """Why no value holding ``axis`` reaches ``name`` at all (``scalars``: how many
+    values without dims the walk met)."""
+    return (f"no value holding \"{axis}\" reaches {name} through values with dims: the "
+            "data flow to it passes through values without dims (rank 0), which hold no axis"
+            if scalars else
+            f"no op with a rule connects {name} to a value holding \"{axis}\" (no annotation "
+            f"holding \"{axis}\" reaches it through the data flow propagation follows)")
 
 
 def _rank(out):
