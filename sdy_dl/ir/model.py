@@ -11,6 +11,7 @@ shardings goes through :mod:`sdy_dl.ir.storage`, printing through
 from __future__ import annotations
 
 import re
+from itertools import islice
 from typing import Any
 
 from sdy_dl.errors import SdyError
@@ -46,7 +47,7 @@ class AsmNames:
 class Value:
     """An SSA value: a block argument or an op result."""
 
-    __slots__ = ("vid", "asm_state", "shape", "static", "defining_op", "block", "index", "mlir",
+    __slots__ = ("vid", "asm_state", "shape", "static", "defining_op", "block", "index", "_mlir",
                  "uses", "mlir_type", "pointer")
 
     def __init__(self, vid: int, asm_state: AsmNames, shape: tuple[int, ...] | None,
@@ -60,7 +61,7 @@ class Value:
         self.defining_op = defining_op   # None for block arguments
         self.block = block             # the owning block, for block arguments
         self.index = index             # result number, or argument number
-        self.mlir = mlir
+        self._mlir = mlir              # None: read from its owner when first asked for
         self.uses = [] if uses is None else uses   # (op, operand number), MLIR use-list order
         self.mlir_type = mlir_type     # the MLIR type (uniqued: compares as an object)
         #: its key (value_key): its C++ pointer once read, or the same value's key in the
@@ -70,6 +71,24 @@ class Value:
     def __repr__(self) -> str:
         return (f"Value(vid={self.vid!r}, shape={self.shape!r}, static={self.static!r}, "
                 f"index={self.index!r})")
+
+    @property
+    def mlir(self):
+        """The MLIR value (an index copied from another module's, :func:`index_like`,
+        reads it from its op or block when first asked for: a what-if's propagation
+        asks for few)."""
+        m = self._mlir
+        if m is None:
+            if self.defining_op is not None:
+                m = self.defining_op.mlir.results[self.index]
+            else:
+                block = self.block
+                region = block.region
+                owner = region.owner
+                m = owner.mlir.regions[owner.regions.index(region)] \
+                    .blocks[region.blocks.index(block)].arguments[self.index]
+            self._mlir = m
+        return m
 
     @property
     def type_text(self) -> str:
@@ -471,57 +490,57 @@ def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
     is a copy of that module's with other attributes (a what-if's module, copied
     from the first propagation's imported module with other argument shardings,
     :mod:`~sdy_dl.audit.whatif_import`): the same ops, values, types, meshes and
-    functions, with this module's MLIR handles from one walk of it.  The operands
-    are the first's; the uses are listed in program order and then in this
-    module's use-list order, as :func:`index_module` lists them (a copy's use
-    lists are ordered as it was built, not as the first's).
+    functions, with this module's op handles from one walk of it (a value's
+    handle is read from its op or block when first asked for, :attr:`Value.mlir`).
+    The operands are the first's; the uses are listed in program order and then
+    in this module's use-list order, as :func:`index_module` lists them (a copy's
+    use lists are ordered as it was built, not as the first's).
 
     ``cloned``: ``module`` is a clone, as made (a what-if's, of the first audit's
     imported module): a clone's use lists are in reverse program order, not
     read.  (MLIR's ``Region::cloneInto`` makes a region's ops first, then sets
     each op's operands in order and clones its regions, op by op: a clone's uses
     are made in program order, and a new use goes first in its value's list.)
-    False (``module`` left as it was): the op or value counts differ."""
+    False (``module`` left as it was): the op counts differ."""
     mlir_module = module.mlir
     first_ops, first_values = first["ops"], first["values"]
-    state = AsmNames(mlir_module.operation)
     mops = walk_pre(mlir_module.operation)   # (the module itself first)
     if len(mops) != len(first_ops) + 1:
         return False
+    state = AsmNames(mlir_module.operation)
     ops: list = [None] * len(first_ops)
     values: list = [None] * len(first_values)
     blocks: dict = {}   # id(first block) -> block
     new_value, new_op = Value, Op
-
-    try:   # (strict zips: a count that differs)
-        for fop, mop in zip(first_ops, mops[1:]):
-            fparent, fblock = fop.parent, fop.block
-            parent = None if fparent is None else ops[fparent.oid]
-            block = None if fblock is None else blocks[id(fblock)]
-            op = new_op(fop.oid, fop.name, [], [], [], parent, block, mop)
-            ops[fop.oid] = op
-            if fop.results:
-                out = op.results
-                for fv, mv in zip(fop.results, mop.results, strict=True):
-                    v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static, op, None,
-                                                   fv.index, mv, [], fv.mlir_type)
-                    out.append(v)
-            if block is not None:
-                block.ops.append(op)
-            if fop.regions:
-                op.regions = [Region(blocks=[], owner=op) for _ in fop.regions]
-                for fregion, region, mregion in zip(fop.regions, op.regions, mop.regions, strict=True):
-                    for fb, mblock in zip(fregion.blocks, mregion.blocks, strict=True):
-                        b = Block(args=[], ops=[], region=region)
-                        region.blocks.append(b)
-                        blocks[id(fb)] = b
-                        args = b.args
-                        for fv, mv in zip(fb.args, mblock.arguments, strict=True):
-                            v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static,
-                                                           None, b, fv.index, mv, [], fv.mlir_type)
-                            args.append(v)
-    except ValueError:
-        return False
+    for fop, mop in zip(first_ops, islice(mops, 1, None)):
+        fparent = fop.parent
+        if fparent is None:
+            parent = block = None
+        else:
+            parent, block = ops[fparent.oid], blocks[id(fop.block)]
+        op = ops[fop.oid] = new_op(fop.oid, fop.name, [], [], [], parent, block, mop)
+        if fop.results:
+            out = op.results
+            for fv in fop.results:
+                v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static, op, None,
+                                               fv.index, None, [], fv.mlir_type)
+                out.append(v)
+        if block is not None:
+            block.ops.append(op)
+        if fop.regions:
+            op.regions = regions = []
+            for fregion in fop.regions:
+                region = Region(blocks=[], owner=op)
+                regions.append(region)
+                for fb in fregion.blocks:
+                    b = Block(args=[], ops=[], region=region)
+                    region.blocks.append(b)
+                    blocks[id(fb)] = b
+                    args = b.args
+                    for fv in fb.args:
+                        v = values[fv.vid] = new_value(fv.vid, state, fv.shape, fv.static, None,
+                                                       b, fv.index, None, [], fv.mlir_type)
+                        args.append(v)
     if None in values:
         return False
     for fop, op in zip(first_ops, ops):
@@ -542,4 +561,3 @@ def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
         funcs={name: ops[op.oid] for name, op in first["funcs"].items()}, ops=ops,
         values=values)
     return True
-

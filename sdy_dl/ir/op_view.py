@@ -121,7 +121,7 @@ class ValueView(Value):
     """A :class:`~sdy_dl.ir.model.Value` read from its MLIR value on demand."""
 
     def __init__(self, views: OpViews, mv, vid: int):
-        self._views, self.mlir, self.vid, self.pointer = views, mv, vid, None
+        self._views, self._mlir, self.vid, self.pointer = views, mv, vid, None
         t = self.mlir_type = mv.type
         self.shape = tuple(t.shape) if isinstance(t, ir.RankedTensorType) else None
         self.static = self.shape is not None and all(d >= 0 for d in self.shape)
