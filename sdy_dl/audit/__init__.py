@@ -105,6 +105,9 @@ class Audit:
             if name == PROPAGATION_STAGE:
                 self.propagated = PropagationIndex(m, self.inputs,
                                                    propagated if imported is not None else None)
+                # (op N of the index as tagged is tagged oN: its steps' descriptions
+                # know their tags without reading locations)
+                self.tracer.describe_op.tagged_ops = self.propagated.index_model["ops"]
                 if step_memo is not None:   # (tagged: a what-if from it keeps the tags)
                     from sdy_dl.ir.context import mlir_context
 

@@ -111,29 +111,33 @@ def _is_prefix(a: list, b: list) -> bool:
 def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict:
     """The last step of each op the propagation visited: the op's ``px:`` tag (a
     step of an untagged op: the step's ``id``) -> its last step, in first-visit
-    order.  ``op_key``: the explainer's :func:`op_keys` when made already;
+    order.  ``op_key``: the explainer's :class:`OpKeys` when made already;
     ``visits``: a dict given empty, filled with each op key's number of visits.
 
     The steps are grouped by their op's description first (``id``, at C speed:
     ``dict(zip(...))`` keeps each key's first place and last value), each
-    description read once; when a step has no op, an op has no tag (each step its
-    own key) or two descriptions give one key, step by step."""
+    description's tag found once (:meth:`OpKeys.tags_of`); when a step has no
+    op, an op has no tag (each step its own key) or two descriptions give one
+    key, step by step."""
     from collections import Counter
     from operator import attrgetter
 
-    op_key = op_key or op_keys(explainer)
+    op_key = op_key or OpKeys(explainer)
     steps = explainer.tracer.steps
     ops = list(map(attrgetter("op"), steps))
     ids = list(map(id, ops))
     by_description = dict(zip(ids, steps))
     if id(None) not in by_description:
-        last = {op_key(cause): cause for cause in by_description.values()}
-        if len(last) == len(by_description) and not any(isinstance(k, int) for k in last):
-            if visits is not None:
-                counts = Counter(ids)
-                for k, cause in zip(last, by_description.values()):
-                    visits[k] = counts[id(cause.op)]
-            return last
+        causes = list(by_description.values())
+        keys = op_key.tags_of(list(by_description), causes)
+        if "" not in keys:
+            last = dict(zip(keys, causes))
+            if len(last) == len(causes):
+                if visits is not None:
+                    counts = Counter(ids)
+                    for k, cause in zip(last, causes):
+                        visits[k] = counts[id(cause.op)]
+                return last
     last = {}
     for cause in steps:
         k = op_key(cause)
@@ -143,33 +147,51 @@ def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict
     return last
 
 
-def op_keys(explainer, tags: dict | None = None):
-    """A function giving a step's op key: the ``px:`` tag of its op (``oN``), or the
-    step's ``id`` when its op has none.  A tag is read from the op's location as
-    :class:`~sdy_dl.audit.naming.PropagationIndex` made it when it is that
-    location (found by its pointer, without reading its text), else from its text;
-    once per op description (they live as long as the steps).  ``tags``: a dict
-    (id of an op description -> its tag, "" none) to read and fill: given filled,
-    by the op keys of a propagation with the same ``tags_made`` whose descriptions
-    are alive (a what-if's steps share the first's descriptions)."""
-    from sdy_dl.ir.walk import key as pointer_of
+class OpKeys:
+    """A step's op key (call it with the step): the ``px:`` tag of its op (``oN``),
+    or the step's ``id`` when its op has none.  An op description's tag is the one
+    it knows (:attr:`~sdy_dl.audit.steps.OpInfo.known_tag`), else read from its
+    location as :class:`~sdy_dl.audit.naming.PropagationIndex` made it when it is
+    that location (found by its pointer, without reading its text), else from its
+    text; once per op description (they live as long as the steps).  ``tags``: a
+    dict (id of an op description -> its tag, "" none) to read and fill: given
+    filled, by the op keys of a propagation with the same ``tags_made`` whose
+    descriptions are alive (a what-if's steps share the first's descriptions)."""
 
-    made = explainer.propagated.tags_made if explainer.propagated is not None else {}
-    tags = {} if tags is None else tags   # id(an op's description) -> its tag ("" none)
+    def __init__(self, explainer, tags: dict | None = None):
+        self._made = explainer.propagated.tags_made if explainer.propagated is not None else {}
+        self.tags = {} if tags is None else tags
 
-    def op_key(cause):
+    def __call__(self, cause):
         op = cause.op
         if op is None:
             return id(cause)
-        tag = tags.get(id(op))
+        tag = self.tags.get(id(op))
         if tag is None:
+            tag = self._tag(op)
+        return tag or id(cause)
+
+    def tags_of(self, ids: list, causes: list) -> list:
+        """The tags ("" none) of the ops of steps ``causes`` (each with an op, whose
+        description's id is in ``ids``)."""
+        tags = self.tags
+        found = list(map(tags.get, ids))
+        if None in found:
+            found = [tag if tag is not None else self._tag(cause.op)
+                     for tag, cause in zip(found, causes)]
+        return found
+
+    def _tag(self, op) -> str:
+        tag = getattr(op, "known_tag", None)
+        if tag is None:
+            from sdy_dl.ir.walk import key as pointer_of
+
             loc = getattr(op, "location", None)
-            tag = made.get(pointer_of(loc)) if loc is not None else None
+            tag = self._made.get(pointer_of(loc)) if loc is not None else None
             if tag is None:
                 tag = op.get("tag") or ""
-            tags[id(op)] = tag
-        return tag or id(cause)
-    return op_key
+        self.tags[id(op)] = tag
+        return tag
 
 
 def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
@@ -181,7 +203,7 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
     the whole propagation, not on which other conflicts are found)."""
     records = explainer.step_records()
     visits: dict = {}   # op key -> its visits
-    op_key = op_keys(explainer)
+    op_key = OpKeys(explainer)
     out = []
     for cause in last_visit_by_op(explainer, op_key, visits).values():
         if at is not None and (cause.op["name"], cause.op["place"]) not in at:

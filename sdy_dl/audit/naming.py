@@ -114,12 +114,12 @@ def place_in(loc: str, file: str) -> str:
     the module read, whose text the parser located it in), ``FILE:LINE`` (a
     location the module's text gives, of another file), else ``input (no line)``.
     ``file``: the module read (its name is not repeated in every place)."""
-    places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
-    for f, line in places:
+    places = _FILE_LOC_RE.findall(loc)
+    for f, line, _ in places:
         if f.endswith(".py"):
-            return f"python {f}:{line}"
-    for f, line in places:
-        return f"input line {line}" if f in ("-", file) else f"{f}:{line}"
+            return f"python {f}:{int(line)}"
+    for f, line, _ in places:
+        return f"input line {int(line)}" if f in ("-", file) else f"{f}:{int(line)}"
     return "input (no line)"
 
 
@@ -757,7 +757,8 @@ class PropagationIndex:
         with mlir_context():
             if first is not None and not module.is_indexed():
                 index_like(module, first.index_model, module.cloned)
-            #: ``module``'s model index as it stood (a what-if's is made from it)
+            #: ``module``'s model index as it stood (a what-if's is made from it; its
+            #: op N is the op tagged ``oN``)
             self.index_model = module.index_fields()
         self.meshes = dict(module.meshes)
         self._inputs = inputs

@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sdy_dl.audit.naming import first_tag, place_in
+from sdy_dl.ir.model import position_in
+from sdy_dl.ir.walk import key as pointer_of
 from sdy_dl.rules.instance import factor_name
 from sdy_dl.sharding import make_sub_axis
 
@@ -29,36 +32,40 @@ class OpInfo(Mapping):
     source), ``origin`` (of its rule) and ``tag`` (its ``px:`` tag, which links it
     to the output module), plus its ``line``.  The place, tag and line are read
     from the op's location when first asked for: a location outlives its op, so
-    this is safe after the op is erased, and most ops are never asked about."""
+    this is safe after the op is erased, and most ops are never asked about.  The
+    tag is known without reading the location when the op was described as one
+    the propagation index tagged (:attr:`known_tag`)."""
 
-    __slots__ = ("name", "origin", "_loc", "_file", "_read", "_places")
+    __slots__ = ("name", "origin", "_loc", "_file", "_read", "_places", "known_tag")
     _KEYS = ("name", "place", "origin", "tag")
 
-    def __init__(self, name: str, origin: str, loc, file: str, places: dict | None = None):
+    def __init__(self, name: str, origin: str, loc, file: str, places: dict | None = None,
+                 tag: str | None = None):
         """``places``: what :meth:`_from_location` read of other ops' locations in
-        ``file``, by location (see :class:`OpDescriber`)."""
+        ``file``, by location (see :class:`OpDescriber`); ``tag``: the op's ``px:``
+        tag, when known (None: read from the location when asked for)."""
         self.name, self.origin, self._loc, self._file = name, origin, loc, file
         self._read = None
         self._places = places
+        #: the op's ``px:`` tag as known when it was described (None: not known)
+        self.known_tag = tag
 
     def _from_location(self) -> tuple:
         """(place, tag, line), read once from the location (or taken from ``places``,
         when another op had this location: locations are uniqued, so an equal one is
         the same object, found by its pointer)."""
         if self._read is None:
-            from sdy_dl.ir.walk import key
-
             places, loc = self._places, self._loc
-            at = key(loc) if places is not None else None
-            found = places.get(at) if places is not None else None
-            if found is not None and found[0] == loc:
-                self._read = found[1]
-                return self._read
-            from sdy_dl.audit.naming import first_tag, place_in
-            from sdy_dl.ir.model import position_in
-
+            if places is not None:
+                at = pointer_of(loc)
+                found = places.get(at)
+                if found is not None and found[0] == loc:
+                    self._read = found[1]
+                    return self._read
             text = str(loc)
-            self._read = (place_in(text, self._file), first_tag(text, "px"),
+            tag = self.known_tag
+            self._read = (place_in(text, self._file),
+                          tag if tag is not None else first_tag(text, "px"),
                           position_in(text)[0])
             if places is not None:
                 places[at] = (loc, self._read)
@@ -82,7 +89,7 @@ class OpInfo(Mapping):
         if key == "place":
             return self._from_location()[0]
         if key == "tag":
-            return self._from_location()[1]
+            return self.known_tag if self.known_tag is not None else self._from_location()[1]
         raise KeyError(key)
 
     def __iter__(self):
@@ -108,6 +115,9 @@ class OpDescriber:
         self.db = load_rule_db(tuple(rule_files), conservative=conservative)
         self._described: dict[int, tuple] = {}   # id(op) -> (op, description)
         self._file_labels: dict[str, str] = {}   # rule file -> its label
+        #: the ops of the model index the propagation index tagged, by number (set
+        #: by the audit when it is made): op N of it is tagged ``oN``
+        self.tagged_ops: list | None = None
 
     def __call__(self, op) -> OpInfo:
         """The op's :class:`OpInfo` (made once per op; its rule origin read now, as the
@@ -115,8 +125,11 @@ class OpDescriber:
         cached = self._described.get(id(op))
         if cached is not None and cached[0] is op:
             return cached[1]
+        tagged = self.tagged_ops
+        tag = f"o{op.oid}" if tagged is not None and op.oid < len(tagged) \
+            and tagged[op.oid] is op else None
         described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.file,
-                           self.places)
+                           self.places, tag)
         self._described[id(op)] = (op, described)
         return described
 

@@ -644,7 +644,7 @@ class _Memo:
         self.steps = steps if steps is not None else {}
         self.ledger = None
         self.last_steps = None
-        self.tags = None     # its op keys' tag of each op description (conflicts.op_keys)
+        self.tags = None     # its op keys' tag of each op description (conflicts.OpKeys)
         self.totals = None   # each function's memory totals (its memory layouts')
         self.by_name = None  # op name -> the last steps of its ops (_last_steps_named)
 
@@ -664,15 +664,15 @@ def _last_steps(audit, like=None) -> dict:
     """Each op's last step by op (:func:`~sdy_dl.audit.conflicts.last_visit_by_op`),
     kept for later what-ifs.  ``like``: a propagation whose tags name the same ops
     (the same ``tags_made``) and whose last steps were found: the tags of the op
-    descriptions the two share are its (:func:`~sdy_dl.audit.conflicts.op_keys`),
+    descriptions the two share are its (:class:`~sdy_dl.audit.conflicts.OpKeys`),
     not read again."""
-    from sdy_dl.audit.conflicts import last_visit_by_op, op_keys
+    from sdy_dl.audit.conflicts import OpKeys, last_visit_by_op
 
     memo = _Memo.of(audit)
     if memo.last_steps is None:
         known = _Memo.of(like).tags if like is not None else None
         memo.tags = dict(known) if known is not None else {}
-        memo.last_steps = last_visit_by_op(audit.explainer, op_keys(audit.explainer, memo.tags))
+        memo.last_steps = last_visit_by_op(audit.explainer, OpKeys(audit.explainer, memo.tags))
     return memo.last_steps
 
 
@@ -707,12 +707,15 @@ def _changed_steps(before, after) -> tuple[list, list] | None:
     a = _last_steps(after, like=before)
 
     def differing(mine: dict, theirs: dict) -> list:
-        out = []
-        for op, cause in mine.items():
-            other = theirs.get(op) if isinstance(op, str) else None
-            if other is None or (other.step is not cause.step and other.step != cause.step):
-                out.append(cause)
-        return out
+        # (a replayed visit's step is the first's own cause: most are the same object)
+        keys = list(mine)
+        if set(map(type, keys)) == {str}:
+            others = map(theirs.get, keys)
+        else:   # (an untagged op's step, keyed by its id: differs)
+            others = (theirs.get(k) if isinstance(k, str) else None for k in keys)
+        return [cause for cause, other in zip(mine.values(), others)
+                if other is not cause and (other is None or (
+                    other.step is not cause.step and other.step != cause.step))]
     return differing(b, a), differing(a, b)
 
 
