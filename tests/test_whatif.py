@@ -405,6 +405,37 @@ def test_bad_edit_is_one_error_with_choices(edit, message):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("kind, index, sharding", [
+    ("arg_attrs", 1, '<@mesh, [{"data"}]>'), ("arg_attrs", 2, '<@mesh, [{"x"}, {}]>'),
+    ("arg_attrs", 2, '<@mesh, [{"data"}, {"data"}]>'), ("arg_attrs", 0, '<@mesh, [{}, {"model":(1)4}]>'),
+    ("res_attrs", 0, '<@mesh, [{}, {"y"}]>'), ("res_attrs", 0, '<@mesh, [{}]>'),
+])
+def test_bad_function_annotation_fails_as_verifying_the_edited_function(kind, index, sharding):
+    """An argument or result annotation is verified without the function's body:
+    the error is the first diagnostic verifying the whole edited function gives
+    (with its argument or result number)."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.context import mlir_context
+    from sdy_dl.ir.mlir_ops import main_of
+    from sdy_dl.ir.storage import write_func_attr
+    from sdy_dl.sharding import parse_tensor_sharding
+
+    before = propagate(program("constrained_mlp"), engine="python")
+    with mlir_context():
+        copy = before.audit.inputs.copy()
+        main = main_of([op.operation for op in copy.regions[0].blocks[0].operations
+                        if op.operation.name == "func.func"])
+        write_func_attr(main, kind, index, parse_tensor_sharding(sharding))
+        with pytest.raises(ir.MLIRError) as verified:
+            main.verify()
+    expected = verified.value.error_diagnostics[0].message.splitlines()[0]
+    value = f"arg:{index}" if kind == "arg_attrs" else f"result:{index}"
+    with pytest.raises(SdyError) as e:
+        before.whatif([Edit("set", value, sharding)])
+    assert f": {expected} (the value has rank" in str(e.value)
+
+
 @pytest.mark.parametrize("edit", [Edit("set", "%argg1", '<@mesh, [{}, {}]>'),
                                   Edit("unset", "%argg1"), Edit("drop", "%argg1")])
 def test_unknown_value_lists_the_closest_names(edit):

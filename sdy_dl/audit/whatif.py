@@ -365,14 +365,18 @@ def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
 
 
 def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
-    """The edited op ``op`` verified by MLIR; a failure is one error naming the value's
-    rank and the mesh's axes."""
+    """The edited op ``op`` verified by MLIR (a function's argument or result
+    annotation: :func:`_verify_signature`); a failure is one error naming the
+    value's rank and the mesh's axes."""
     from jaxlib.mlir import ir
 
     from sdy_dl.sharding import Mesh
 
     try:
-        op.verify()
+        if target.place in ("arg", "result"):
+            _verify_signature(op)
+        else:
+            op.verify()
     except ir.MLIRError as e:
         diags = list(getattr(e, "error_diagnostics", []) or [])
         message = diags[0].message.splitlines()[0] if diags else str(e).splitlines()[-1]
@@ -380,6 +384,27 @@ def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
         axes = ", ".join(a.to_text() for a in mesh.axes) if mesh is not None else ""
         raise SdyError(f"sharding of {target.name}: {message} (the value has rank {target.rank}; "
                        f"mesh {sharding.mesh_text()} has axes {axes or 'none'})", file=file) from None
+
+
+def _verify_signature(func) -> None:
+    """Verify function ``func``'s attributes as verifying ``func`` does, without its
+    body: on a copy declared without one (private, as a declaration must be) in a
+    module of the meshes of ``func``'s module.  An argument or result annotation is
+    verified from the function type and the meshes alone (the first failure, with
+    its argument or result number, is the one ``func.verify()`` gives: the
+    function's own attributes are verified before its body)."""
+    from jaxlib.mlir import ir
+
+    module = ir.Module.create(loc=func.location)
+    for top in func.parent.regions[0].blocks[0].operations:
+        if top.operation.name == "sdy.mesh":
+            module.body.append(top.operation.clone())
+    attributes = {name: func.attributes[name] for name in func.attributes}
+    attributes["sym_visibility"] = ir.StringAttr.get("private")
+    declared = ir.Operation.create("func.func", regions=1, attributes=attributes,
+                                   loc=func.location)
+    module.body.append(declared)
+    declared.verify()
 
 
 def _choices(meshes: dict) -> str:
