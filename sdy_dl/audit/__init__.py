@@ -53,7 +53,8 @@ class Audit:
     def __init__(self, module, options, step_memo: dict | None = None,
                  stage_memo: dict | None = None, imported=None, rule_memo: dict | None = None,
                  places: dict | None = None, fixpoints=None,
-                 propagated: PropagationIndex | None = None, exported=None):
+                 propagated: PropagationIndex | None = None, exported=None,
+                 imported_again=None):
         """``step_memo``: step outputs to reuse and keep (``RunContext.step_memo``;
         None: the steps are not kept after the propagation, nor the module
         propagation started from); ``stage_memo``: the same for the relations of
@@ -73,7 +74,9 @@ class Audit:
         of that audit (its ``self.exported``), from which the output of
         ``imported`` (a module of the same structure) is made by difference
         where provably the same
-        (:mod:`sdy_dl.passes.export.by_difference`)."""
+        (:mod:`sdy_dl.passes.export.by_difference`).  ``imported_again``: a function
+        making another copy of ``imported`` as given (kept as :attr:`imported` is,
+        and called when a what-if of this audit first asks for it)."""
         from sdy_dl.pipeline import propagate, stages_after_propagation
         from sdy_dl.propagation.replay import PassTrace, ReplayOf
 
@@ -86,9 +89,8 @@ class Audit:
                                                    options[CONSERVATIVE_PROPAGATION], places))
         self.propagated: PropagationIndex | None = None
 
-        #: A copy of the module propagation started from, as the stages before it
-        #: left it (raw ``builtin.module``; kept for what-ifs, with ``step_memo``).
-        self.imported = None
+        self._imported = None   # (see ``imported``)
+        self._imported_again = None
         #: Whether the stages before propagation were not run (``imported`` given).
         self.import_reused = imported is not None
 
@@ -108,11 +110,15 @@ class Audit:
                 # (op N of the index as tagged is tagged oN: its steps' descriptions
                 # know their tags without reading locations)
                 self.tracer.describe_op.tagged_ops = self.propagated.index_model["ops"]
-                if step_memo is not None:   # (tagged: a what-if from it keeps the tags)
+                if step_memo is not None and imported_again is not None \
+                        and self.propagated.tags_made is propagated.tags_made:
+                    # (not tagged again: ``imported`` is still as made)
+                    self._imported_again = imported_again
+                elif step_memo is not None:   # (tagged: a what-if from it keeps the tags)
                     from sdy_dl.ir.context import mlir_context
 
                     with mlir_context():
-                        self.imported = m.mlir.operation.clone()
+                        self._imported = m.mlir.operation.clone()
 
         self.step_memo, self.stage_memo = step_memo, stage_memo
         if imported is None or step_memo is None:
@@ -146,6 +152,16 @@ class Audit:
         self.like: Audit | None = None
         self.explainer = Explainer(self.tracer, self.inputs, self.propagated,
                                    lambda: self.outputs)
+
+    @property
+    def imported(self):
+        """A copy of the module propagation started from, as the stages before it
+        left it (raw ``builtin.module``; kept for what-ifs, with ``step_memo``; a
+        what-if's, when its module was made by ``imported_again``: made by it
+        when first asked for)."""
+        if self._imported is None and self._imported_again is not None:
+            self._imported, self._imported_again = self._imported_again(), None
+        return self._imported
 
     @staticmethod
     def _export_by_difference(exported, options, replay):

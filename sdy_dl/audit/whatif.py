@@ -484,10 +484,11 @@ def _located_at_main(audit):
 
 
 def edit_input(audit, edits: list[Edit]):
-    """(the edited copy of the input module as an MLIR op, the applied edits, the edited
-    copy of ``audit``'s imported module when the import stages would make exactly
-    it of the edited input, else None: :func:`~sdy_dl.audit.whatif_import.imported_edit`);
-    nothing is edited in ``audit``'s modules."""
+    """(the edited copy of the input module as an MLIR op, the applied edits, a
+    function making an edited copy of ``audit``'s imported module when the import
+    stages would make exactly it of the edited input, else None:
+    :func:`~sdy_dl.audit.whatif_import.imported_edit`); nothing is edited in
+    ``audit``'s modules."""
     from sdy_dl.audit.whatif_import import imported_edit
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.mlir_ops import main_of
@@ -533,11 +534,11 @@ def edit_input(audit, edits: list[Edit]):
                 if new is not None:
                     with _located_at(target):
                         _verified(op, target, new, meshes, audit.file)
-        imported = None if drops else imported_edit(audit, planned, op_at, main)
+        make_imported = None if drops else imported_edit(audit, planned, op_at, main)
         for op in drops:
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
-    return copy, applied, imported
+    return copy, applied, make_imported
 
 
 def _write(op, target: _Target, sharding) -> None:
@@ -617,7 +618,8 @@ def whatif(audit, edits: list[Edit]):
     from sdy_dl.ir.context import mlir_context
     from sdy_dl.ir.loader import module_of_op
 
-    copy, applied, imported = edit_input(audit, edits)
+    copy, applied, make_imported = edit_input(audit, edits)
+    imported = make_imported() if make_imported is not None else None
     with mlir_context():
         if imported is None:
             edited = module_of_op(copy.clone(), audit.file)   # (the pipeline edits its input)
@@ -630,7 +632,8 @@ def whatif(audit, edits: list[Edit]):
         after = Audit(edited, audit.options, step_memo=audit.step_memo,
                       stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
                       places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
-                      propagated=audit.propagated, exported=audit.exported)
+                      propagated=audit.propagated, exported=audit.exported,
+                      imported_again=make_imported)
     except SdyError as e:
         raise _refused(e, applied) from None
     after.edited_input = copy

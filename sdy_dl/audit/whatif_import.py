@@ -30,13 +30,14 @@ from __future__ import annotations
 
 
 def imported_edit(audit, planned: list, op_at, main):
-    """A new copy of ``audit``'s imported module with the ``planned`` edits ((edit,
-    target, new sharding), :func:`sdy_dl.audit.whatif.edit_input`'s) written, as
-    the import stages would make it of the edited input; None when that is not
-    known to hold (see the module docstring).  ``op_at``: the edited copy's op N
-    (its pre-order number, ``_Target.op``), ``main``: its main function."""
+    """A function making a new copy of ``audit``'s imported module with the
+    ``planned`` edits ((edit, target, new sharding),
+    :func:`sdy_dl.audit.whatif.edit_input`'s) written, as the import stages would
+    make it of the edited input; None when that is not known to hold (see the
+    module docstring).  ``op_at``: the edited copy's op N (its pre-order number,
+    ``_Target.op``), ``main``: its main function."""
     from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import main_of, symbol_name
+    from sdy_dl.ir.mlir_ops import symbol_name
     from sdy_dl.ir.storage import read_func_attr, write_func_attrs
 
     if audit.imported is None or main is None or not planned:
@@ -55,14 +56,26 @@ def imported_edit(audit, planned: list, op_at, main):
     if audit.inputs.calls(name):   # (the edits change no call)
         return None
     with mlir_context():
-        copy = audit.imported.clone()
-        imported_main = main_of([op.operation for op in copy.regions[0].blocks[0].operations
-                                 if op.operation.name == "func.func"])
-        if imported_main is None or symbol_name(imported_main) != name:
+        imported_main = _main_named(audit.imported, name)
+        if imported_main is None:
             return None
         for _, target, _ in planned:
             if read_func_attr(imported_main, "arg_attrs", target.index) != target.current:
                 return None
-        write_func_attrs(imported_main, "arg_attrs",
-                         {target.index: new for _, target, new in planned})
-    return copy
+    shardings = {target.index: new for _, target, new in planned}
+
+    def make():
+        with mlir_context():
+            copy = audit.imported.clone()
+            write_func_attrs(_main_named(copy, name), "arg_attrs", shardings)
+        return copy
+    return make
+
+
+def _main_named(module, name: str):
+    """The main function of raw module ``module`` when it is named ``name`` (else None)."""
+    from sdy_dl.ir.mlir_ops import main_of, symbol_name
+
+    main = main_of([op.operation for op in module.regions[0].blocks[0].operations
+                    if op.operation.name == "func.func"])
+    return main if main is not None and symbol_name(main) == name else None
