@@ -144,11 +144,20 @@ def split_sub_axes() -> str:
         _f32(16, 32), _f32(32, 8)).as_text()
 
 
+def loop_constraint_clash() -> str:
+    """A loop whose carry enters sharded on "data" and whose body constrains it onto
+    "model" on the same dim: the two meet at the loop's data-flow edge."""
+    def f(x):
+        return lax.fori_loop(0, 3, lambda i, c: lax.with_sharding_constraint(
+            jnp.tanh(c), _ns("model", None)), x)
+    return jax.jit(f, in_shardings=_ns("data", None)).lower(_f32(16, 32)).as_text()
+
+
 PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
             "nested_scans": nested_scans, "while_constraint": while_constraint,
             "partly_manual": partly_manual, "partly_manual_call": partly_manual_call,
-            "split_reshapes": split_reshapes,
-            "split_sub_axes": split_sub_axes}
+            "split_reshapes": split_reshapes, "split_sub_axes": split_sub_axes,
+            "loop_constraint_clash": loop_constraint_clash}
 
 
 def lowered(name: str) -> str:

@@ -41,7 +41,9 @@ def test_conflict_origins_are_annotations_reaching_the_value(name):
                     m = ANNOTATION.match(annotation)
                     assert m, annotation
                     assert m[1] in values and m[1] in tree, (comp["value"], annotation)
-                    assert f'"{origin["axis"]}"' in m[2], (comp["value"], annotation)
+                    axis = origin["axis"]   # (an axis, or a within-factor axis ref's text)
+                    name = axis.split('"')[1] if axis.startswith('"') else axis
+                    assert f'"{name}"' in m[2], (comp["value"], annotation)
 
 
 def test_an_axis_reaching_a_loop_carry_backwards_is_traced_to_its_annotation():
@@ -234,3 +236,27 @@ def test_a_whatif_the_verifier_refuses_once_propagated_is_located_at_the_edit():
     assert e.line is not None and e.col is not None, str(e)
     assert e.message.startswith('the edited input (--set %6=<@mesh, [{"model"}, {}]>) is invalid '
                                 "once propagated: "), e.message
+
+
+def test_a_conflict_at_a_loop_edge_is_found_and_compared_by_whatif():
+    """The loop's operand holds "data" where the constrained body returns "model": a
+    within-factor conflict at the while's data-flow edge, with both origins and the
+    resharding of the loop's operand; a what-if that annotates the operand with
+    "model" makes it disappear, as the edited input's own conflicts say."""
+    result = _result("loop_constraint_clash")
+    (c,) = result.conflicts()
+    assert (c.op, c.kind, c.factors) == ("the data-flow edge of stablehlo.while",
+                                         "within-factor", ["i"])
+    assert c.place.startswith("input line ")
+    origins = {comp["value"]: comp["origins"] for comp in c.competitors}
+    assert origins["%arg0"] == [{"axis": '"data"', "from": [
+        '%arg0 = #sdy.sharding<@mesh, [{"data"}, {}]>']}]
+    body = [x for x in c.competitors if x["tensor"] == "operand 1"][0]
+    assert body["origins"] == [{"axis": '"model"', "from": [
+        '@closed_call:%1 = #sdy.sharding<@mesh, [{"model"}, {}]>']}]   # (the constraint)
+    assert result.audit.value("@closed_call:%1").op == "sdy.reshard"
+    assert c.output and c.output[0]["tensor"].startswith("operand ")
+    after, changes = result.whatif(set={"%arg0": '<@mesh, [{"model"}, {}]>'})
+    assert after.conflicts() == []
+    assert [k[0] for k in changes.conflict_keys[1]] == ["the data-flow edge of stablehlo.while"]
+    assert changes.conflict_keys[0] == []

@@ -171,6 +171,19 @@ def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
     assert first <= {c.step for c in changed_before} | {
         c.step for c in last.values() if (c.op["name"], c.op["place"]) in at}
     assert first < {c.step for c in last.values()}
+    # The data-flow edges: only those whose last step differs are evaluated (and, for a
+    # key found there, the other edges of its name and place).
+    from sdy_dl.audit.conflicts import last_edge_visits
+
+    edges_b = {e.cause.op["tag"]: e for e in last_edge_visits(before.audit.explainer)}
+    edges_a = {e.cause.op["tag"]: e for e in last_edge_visits(after.audit.explainer)}
+    differ = {e.cause.step for t, e in edges_b.items() if edges_a[t].cause.step != e.cause.step}
+    assert differ and len(differ) < len({e.cause.step for e in edges_b.values()})
+    edge_steps = {e.cause.step for e in edges_b.values()} | {e.cause.step for e in edges_a.values()}
+    evaluated_b = {s for step_list in evaluated[1:] for s in step_list
+                   if s in edge_steps and s in {e.cause.step for e in edges_b.values()}}
+    assert evaluated_b <= differ | {e.cause.step for e in edges_b.values()
+                                    if (e.name, e.place) in at}
     monkeypatch.setattr(steps, "StepRecords", real)
     whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
     whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}

@@ -76,13 +76,22 @@ class OpCommunication:
                 return mop
         return None
 
-    def at(self, tag: str | None, name: str) -> list[dict]:
+    def at(self, tag: str | None, name: str, returns: bool = False) -> list[dict]:
         """The moves on the operands (the chain feeding each) and results (the chains
         each feeds) of the op tagged ``tag``: ``{"tensor": "operand 1", "ops": [...]}``,
-        ops in data-flow order; [] when there are none (or the op is gone)."""
+        ops in data-flow order; [] when there are none (or the op is gone).
+        ``returns``: also those on the values its regions return (``"region 1
+        return 0"``: where a data-flow edge of the op meets its sources)."""
         from jaxlib.mlir import ir
 
         from sdy_dl.ir.context import mlir_context
+
+        def feeding(v) -> list:
+            chain = []
+            while isinstance(v, ir.OpResult) and v.owner.name in MOVES:
+                chain.append(describe(v.owner))
+                v = v.owner.operands[0]
+            return chain[::-1]
 
         out = []
         with mlir_context():
@@ -90,13 +99,16 @@ class OpCommunication:
             if mop is None:
                 return []
             for k, operand in enumerate(mop.operands):
-                chain = []
-                v = operand
-                while isinstance(v, ir.OpResult) and v.owner.name in MOVES:
-                    chain.append(describe(v.owner))
-                    v = v.owner.operands[0]
+                chain = feeding(operand)
                 if chain:
-                    out.append({"tensor": f"operand {k}", "ops": chain[::-1]})
+                    out.append({"tensor": f"operand {k}", "ops": chain})
+            for r, region in enumerate(mop.regions if returns else ()):
+                for block in region.blocks:
+                    ops = list(block.operations)
+                    for k, operand in enumerate(ops[-1].operands if ops else ()):
+                        chain = feeding(operand)
+                        if chain:
+                            out.append({"tensor": f"region {r} return {k}", "ops": chain})
             for k, result in enumerate(mop.results):
                 chain = []
                 frontier = [result]

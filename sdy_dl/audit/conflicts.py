@@ -3,8 +3,12 @@
 Every op step of the propagation (changed anything or not) is evaluated once
 more with the ``step`` program's factor records visible (``rec_axis``: what
 each tensor's sharding says about each factor; ``fin_axis``: the records after
-the strategy; ``ag_src``: the aggressive strategy's source tensor).  At the
-last visit of each op (earlier visits saw older shardings) there is a conflict
+the strategy; ``ag_src``: the aggressive strategy's source tensor), and so is
+the last visit of every data-flow edge (a loop's carry, a branch's result, a
+call's argument or result, named after the op owning it: "the data-flow edge
+of stablehlo.while"; what the output does there is what it does at that op).
+At the last visit of each op (earlier visits saw older shardings) there is a
+conflict
 
 * *within-factor* on a factor: two tensors give it axes of which neither list
   is a prefix of the other;
@@ -33,6 +37,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.rules.instance import factor_name
@@ -59,6 +64,7 @@ class Conflict:
     predicted: bool = True         # output moves learnt from an explicit copy (not printed)
     tag: str | None = field(default=None, repr=False)
     tensors: list[int] = field(default_factory=list, repr=False)   # the competitors' step tensors
+    edge_of: tuple | None = field(default=None, repr=False)   # an edge's: its owner's (tag, name)
 
     @property
     def factor(self) -> str:
@@ -83,6 +89,7 @@ class Conflict:
         out = asdict(self)
         out.pop("tag")
         out.pop("tensors")
+        out.pop("edge_of")
         out["decided_text"] = self.decided_text
         out["output_text"] = self.output_text
         return out
@@ -209,6 +216,7 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
         if at is not None and (cause.op["name"], cause.op["place"]) not in at:
             continue
         out += [(c, cause) for c in step_conflicts(explainer, cause, records)]
+    out += _edge_conflicts(explainer, visits, at)
     if not out:
         return out
     if callable(communication):
@@ -225,14 +233,80 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
                                                             replicated=a in comp["replicated"])}
                                for a in axes] if key is not None else []
         tag = (cause.op or {}).get("tag")
-        n = visits[op_key(cause)]
-        c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the op "
-                              f"(step {position[id(cause)] + 1} of {total}); "
+        n = visits[op_key(cause) if cause.kind == "step" else ("edge", tag)]
+        step = (f"step {position[id(cause)] + 1} of {total}" if cause.kind == "step"
+                else f"after {sum(1 for x in explainer.tracer.steps if x.index < cause.index)} "
+                f"of the {total} op steps")
+        c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the "
+                              f"{'op' if cause.kind == 'step' else 'edge'} ({step}); "
                               "it saw the shardings earlier steps had written")
         if communication is not None:
-            c.output = communication.at(tag, cause.op["name"])
+            c.output = (communication.at(*c.edge_of, returns=True) if c.edge_of
+                        else communication.at(tag, cause.op["name"]))
             c.predicted = communication.predicted
     return [c for c, _ in out]
+
+
+def _edge_conflicts(explainer, visits: dict, at=None) -> list:
+    """(conflict, cause) of the last visit of every data-flow edge (see
+    :func:`last_edge_visits`); ``visits`` gets each edge's visits under
+    ``("edge", its tag)``."""
+    from sdy_dl.audit.steps import StepRecords
+
+    edges = [e for e in last_edge_visits(explainer, visits)
+             if at is None or (e.name, e.place) in at]
+    if not edges:
+        return []
+    records = StepRecords([e.cause.step for e in edges], explainer.propagated.meshes)
+    out = []
+    for e in edges:
+        for c in step_conflicts(explainer, e.cause, records):
+            c.op, c.place, c.edge_of = e.name, e.place, e.owner
+            out.append((c, e.cause))
+    return out
+
+
+class EdgeVisit(NamedTuple):
+    """The last visit of a data-flow edge, named after the op owning it."""
+
+    cause: object
+    name: str       # "the data-flow edge of stablehlo.while"
+    place: str      # the owner's place
+    owner: tuple    # the owner's (tag, op name)
+
+
+def last_edge_visits(explainer, visits: dict | None = None) -> list[EdgeVisit]:
+    """The last visit of every data-flow edge (a loop's carry, a branch's result, a
+    call's argument or result: where the values it ties meet), in first-visit order;
+    ``visits``: a dict filled with each edge's visits under ``("edge", its tag)``."""
+    from sdy_dl.audit.naming import place_in
+    from sdy_dl.ir.context import mlir_context
+
+    last = {}
+    for cause in explainer.tracer.edge_steps:
+        tag = (cause.op or {}).get("tag")
+        if cause.kind == "edge" and cause.step is not None and tag is not None:
+            last[tag] = cause
+            if visits is not None:
+                visits[("edge", tag)] = visits.get(("edge", tag), 0) + 1
+    links = {link.tag: link for link in explainer.propagated.links if link.owner}
+    out = []
+    with mlir_context():
+        for tag, cause in last.items():
+            link = links.get(tag)
+            if link is not None:
+                out.append(EdgeVisit(cause, edge_name(link.owner),
+                                     place_in(str(link.owner_loc), explainer.inputs.file),
+                                     (link.owner_tag, link.owner)))
+    return out
+
+
+def edge_name(owner: str) -> str:
+    """A data-flow edge named after the op owning it, as the output prints that op (a
+    call propagates as an ``sdy.named_computation``, printed as the ``func.call``)."""
+    from sdy_dl.audit.naming import EXPORT_RENAMES
+
+    return f"the data-flow edge of {dict(EXPORT_RENAMES).get(owner, owner)}"
 
 
 def step_conflicts(explainer, cause, records, named: bool = True) -> list[Conflict]:

@@ -36,6 +36,7 @@ class Link:
     owner_loc: object = None
     manual: tuple = ()  # an edge of a manual computation: its manual axes
     dimless: frozenset = frozenset()   # the keys of its values without dims (rank 0, tokens)
+    owner_tag: str = ""  # an edge: the tag of the op owning it
 
 
 def flow_links(module, edges, slots: dict) -> list[Link]:
@@ -65,7 +66,7 @@ def flow_links(module, edges, slots: dict) -> list[Link]:
                       else ())
             links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in edge.sources)
                               + (key(edge.result),), owner.name, owner.mlir.location, manual,
-                              dimless(list(edge.sources) + [edge.result])))
+                              dimless(list(edge.sources) + [edge.result]), f"o{owner.oid}"))
             continue
         if name == "sdy.func_data_flow_edge":
             if func_edges is None:

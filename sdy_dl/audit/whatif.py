@@ -752,12 +752,14 @@ def _conflict_changes(before, after) -> tuple[list, list]:
     steps differ (:func:`_changed_steps`; all ops when that is not known) on each
     side, compared.  A key one side has there is also the other's when an op of
     the same name and place whose last step is the same on both sides has it: those
-    ops' keys are found at the places of such keys only."""
+    ops' keys are found at the places of such keys only.  The data-flow edges'
+    conflicts likewise (:func:`_edge_conflict_changes`)."""
     changed = _changed_steps(before, after)
     if changed is None:
         b = _conflicts_by_key(before, list(_last_steps(before).values()))
         a = _conflicts_by_key(after, list(_last_steps(after).values()))
-        return [k for k in a if k not in b], [k for k in b if k not in a]
+        edges = _edge_conflict_changes(before, after, False)
+        return [k for k in a if k not in b] + edges[0], [k for k in b if k not in a] + edges[1]
     b = _conflicts_by_key(before, changed[0])
     a = _conflicts_by_key(after, changed[1])
     appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
@@ -770,15 +772,17 @@ def _conflict_changes(before, after) -> tuple[list, list]:
             if id(c) not in differ and (name, c.op["place"]) in at])
         appeared = [k for k in appeared if k not in same]
         disappeared = [k for k in disappeared if k not in same]
-    return appeared, disappeared
+    edges = _edge_conflict_changes(before, after, True)
+    return appeared + edges[0], disappeared + edges[1]
 
 
-def _conflicts_by_key(audit, causes: list) -> dict:
+def _conflicts_by_key(audit, causes: list, by_step: bool = False) -> dict:
     """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds at the
     last steps ``causes`` (in their order), without their origins, order or
     communication: each step's conflicts, looked up by step input (and meshes)
     first; only steps no propagation of the what-ifs evaluated before are
-    evaluated for their factor records."""
+    evaluated for their factor records.  ``by_step``: instead, each step input ->
+    its conflicts' key parts (factors, axis, kind, kept axes)."""
     from sdy_dl.audit.conflicts import step_conflicts
     from sdy_dl.audit.steps import StepRecords
     from sdy_dl.passes.propagation.basic_propagation import mesh_key
@@ -796,6 +800,8 @@ def _conflicts_by_key(audit, causes: list) -> dict:
         for step, cause in missing.items():
             known[step] = [(c.factor, c.axis, c.kind, _kept(c))
                            for c in step_conflicts(explainer, cause, records, named=False)]
+    if by_step:
+        return {cause.step: known[cause.step] for cause in causes}
     out = {}
     for cause in causes:
         parts = known[cause.step]
@@ -804,6 +810,40 @@ def _conflicts_by_key(audit, causes: list) -> dict:
             for part in parts:
                 out[op + part] = None
     return out
+
+
+def _edge_conflict_changes(before, after, compare: bool) -> tuple[list, list]:
+    """The keys of the conflicts at data-flow edges (their last visits,
+    :func:`~sdy_dl.audit.conflicts.last_edge_visits`) that appeared and disappeared;
+    ``compare``: the two propagations' tags name the same edges, so only the edges
+    whose last step differs are compared (and, for a key found there, the other
+    edges of its name and place), as :func:`_conflict_changes` does for ops."""
+    from sdy_dl.audit.conflicts import last_edge_visits
+
+    b = {e.cause.op["tag"]: e for e in last_edge_visits(before.explainer)}
+    a = {e.cause.op["tag"]: e for e in last_edge_visits(after.explainer)}
+
+    def differing(mine: dict, theirs: dict) -> list:
+        return [e for tag, e in mine.items() if not compare or tag not in theirs
+                or theirs[tag].cause.step != e.cause.step]
+    changed_b, changed_a = differing(b, a), differing(a, b)
+    kb, ka = _edge_conflicts_by_key(before, changed_b), _edge_conflicts_by_key(after, changed_a)
+    appeared, disappeared = [k for k in ka if k not in kb], [k for k in kb if k not in ka]
+    if appeared or disappeared:
+        at = {k[:2] for k in appeared + disappeared}
+        same = _edge_conflicts_by_key(before, [e for e in b.values() if e not in changed_b
+                                               and (e.name, e.place) in at])
+        appeared = [k for k in appeared if k not in same]
+        disappeared = [k for k in disappeared if k not in same]
+    return appeared, disappeared
+
+
+def _edge_conflicts_by_key(audit, edges: list) -> dict:
+    """:func:`_conflict_key` of every conflict at the edge visits ``edges``
+    (:class:`~sdy_dl.audit.conflicts.EdgeVisit`), each step's looked up by step input
+    first, as :func:`_conflicts_by_key` does."""
+    found = _conflicts_by_key(audit, [e.cause for e in edges], by_step=True)
+    return {(e.name, e.place) + part: None for e in edges for part in found.get(e.cause.step, ())}
 
 
 def _conflicts_with(audit, keys: list) -> list:

@@ -379,13 +379,10 @@ def _crossing_cause(link, axis: str, place: str, why) -> str:
 
 
 def _link_name(link) -> str:
-    """A link as the output names its op (a call propagates as an
-    ``sdy.named_computation``, which the output prints as the ``func.call``)."""
-    from sdy_dl.audit.naming import EXPORT_RENAMES
+    """A link as the output names its op (an edge: :func:`~sdy_dl.audit.conflicts.edge_name`)."""
+    from sdy_dl.audit.conflicts import edge_name
 
-    if not link.owner:
-        return link.name
-    return f"the data-flow edge of {dict(EXPORT_RENAMES).get(link.owner, link.owner)}"
+    return edge_name(link.owner) if link.owner else link.name
 
 
 def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object]:
