@@ -314,6 +314,32 @@ def test_a_boundary_made_evenly_sharded_keeps_a_sub_axis():
                         'prefix that divides it evenly, {"x":(1)2}')
 
 
+def test_an_uneven_call_result_names_the_pass_that_made_it_even():
+    """The callee returns its value with "x" on a dim of 6: the call prints the
+    callee's result sharding, which has "x" (no reshard after the call);
+    update-non-divisible-input-output-shardings keeps "x":(1)2 of both."""
+    text = MESH + """\
+func.func @main(%arg0: tensor<6x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<6x8xf32> {
+  %0 = func.call @f(%arg0) : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  %1 = stablehlo.tanh %0 : tensor<6x8xf32>
+  return %1 : tensor<6x8xf32>
+}
+func.func private @f(%arg0: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %0 = stablehlo.sine %arg0 : tensor<6x8xf32>
+  return %0 : tensor<6x8xf32>
+}
+"""
+    result = propagate(text, engine="python")
+    assert result.sharding("%0") == '#sdy.sharding<@mesh, [{"x":(1)2}, {}]>'
+    assert "sdy.reshard" not in result.text
+    got = result.why_not("%0", "x")
+    assert got.note.startswith("a sub-axis that does not fit: propagation gave dim 0 "
+                               '{"x"}, but dim 0 has size 6'), got.note
+    assert "update-non-divisible-input-output-shardings" in got.note, got.note
+    because = result.explain("%0").because
+    assert "insert-func-call-reshards" not in because, because
+
+
 def test_sub_axes_on_two_dims_hold_the_axis():
     assert answer(SPLIT, "%0", "x").has_axis
     assert not answer(SPLIT, "%0", "x", 1).has_axis

@@ -148,6 +148,36 @@ class Explainer:
             self._outputs = self._outputs()
         return self._outputs
 
+    def callee_returned(self, out: OutputValue):
+        """The tracer key of the value the callee of the ``func.call`` result ``out``
+        returns for it (its result sharding, which insert-func-call-reshards prints
+        on the call), or None: not known."""
+        from sdy_dl.errors import SdyError
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.passes.call_graph import callee_name
+
+        if out.value is None:
+            return None
+        with mlir_context():
+            name = callee_name(out.value.owner)
+            index = out.value.maybe_downcast().result_number
+        try:
+            returned = self.outputs.find(f"@{name}:result:{index}").result_of
+        except SdyError:
+            return None
+        return returned.key if returned is not None else None
+
+    def call_resharded(self, out: OutputValue, given) -> bool:
+        """Whether the callee's result sharding that insert-func-call-reshards prints
+        on the call result ``out`` has other axes than ``given`` (its propagated
+        sharding; False: not known)."""
+        key = self.callee_returned(out)
+        if key is None:
+            return False
+        callee = self.tracer.final(key)
+        return _axes(given) != (_axes(callee) if callee is not None
+                                else [() for _ in given.dims])
+
     # -- names ------------------------------------------------------------
 
     def key_name(self, key) -> str:
@@ -252,9 +282,9 @@ class Explainer:
             reasons = [r for r in unsharded_reasons(self, out) if not r.startswith("no annotation")]
         propagated = _text(derivation.sharding)
         if propagated != printed:
-            passes = (CALL_RESULT_EXPORT if out.op == "func.call" and _axes(out.sharding)
-                      != _axes(derivation.sharding) else "the export passes (close-shardings "
-                      "and the input/output sharding passes) print it so")
+            passes = (CALL_RESULT_EXPORT if out.op == "func.call"
+                      and self.call_resharded(out, derivation.sharding) else "the export passes "
+                      "(close-shardings and the input/output sharding passes) print it so")
             node = Node(out.name, printed, f"propagated as {propagated}; {passes}",
                         kind="export", children=[node])
             node.children[0].what = out.name

@@ -393,7 +393,9 @@ def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object
     shardings; on main's arguments and results remove-sub-axes-in-input-output-
     shardings).  The first that takes some of the axis off the dim is the cause,
     when the stages end where the output does; else another export pass
-    narrowed it (named without a Datalog question)."""
+    narrowed it (named without a Datalog question).  A call result whose callee
+    returns a value without that much of the axis: insert-func-call-reshards
+    printed the callee's result sharding on the call (before those stages)."""
     from sdy_dl.audit.negation import Model
     from sdy_dl.datalog.compiler import compile_stage
     from sdy_dl.ir.context import mlir_context
@@ -409,10 +411,13 @@ def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object
     had = ", ".join(a.to_text() for a in given.dims[d].axes)
     kept = ", ".join(a.to_text() for a in printed.dims[d].axes) if printed is not None else ""
     if out.op == "func.call":
-        from sdy_dl.audit.explain import CALL_RESULT_EXPORT
+        callee = audit.explainer.callee_returned(out)
+        if callee is not None and (_amount(audit.explainer.tracer.final(callee), axis, {d})
+                                   < _amount(given, axis, {d})):
+            from sdy_dl.audit.explain import CALL_RESULT_EXPORT
 
-        return f"propagation gave dim {d} {{{had}}}, which the callee's result has not: " + \
-            CALL_RESULT_EXPORT, None
+            return f"propagation gave dim {d} {{{had}}}, which the callee's result has not: " + \
+                CALL_RESULT_EXPORT, None
     value = out.value if out.value is not None else getattr(out.result_of, "value", None)
     with mlir_context():
         shape = tensor_info(value.type)[1] if value is not None else None
