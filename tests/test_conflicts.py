@@ -217,3 +217,19 @@ def test_within_factor_origins_follow_propagated_axes():
     origins = {comp["value"]: comp["origins"] for comp in c.competitors}
     assert origins["%0"] == [{"axis": '"a"', "from": ['%arg0 = #sdy.sharding<@mesh, [{"a"}, {}]>']}]
     assert origins["%arg1"] == [{"axis": '"b"', "from": ['%arg1 = #sdy.sharding<@mesh, [{"b"}, {}]>']}]
+
+
+def test_an_origin_trace_stops_where_the_value_did_not_hold_the_axis():
+    """Asked for an axis a value's last write did not put on the dim (%0 holds "a"
+    on dim 0, not 1), the trace stops there and says so, naming the write; it
+    does not go on through the value's earlier shardings or the tensors it read."""
+    from sdy_dl.audit.conflicts import AxisOrigins
+
+    audit = Audit(parse_module_text(WITHIN_PROPAGATED), make_options())
+    explainer = audit.explainer
+    origins = AxisOrigins(explainer, explainer.step_records())
+    key, writes = audit.value("%0").key, len(explainer.tracer.writes)
+    assert origins.of(key, 0, "a", writes) == ['%arg0 = #sdy.sharding<@mesh, [{"a"}, {}]>']
+    (stop,) = origins.of(key, 1, "a", writes)
+    assert stop.startswith('not traced: %0 had no "a" on dim 1 after '), stop
+    assert stop.endswith(" wrote it"), stop

@@ -444,7 +444,8 @@ class AxisOrigins:
         the key's own earlier sharding when that held the axis already, else, for a
         cause that maps dims one to one (a data-flow edge, barrier, group copy or
         result sync), to the tensors it read that held the axis on that dim; where
-        none of these holds, the answer says so in words.  ``axis``: an axis name or
+        none of these holds, or the key's sharding then did not hold the axis, the
+        answer says so in words (not traced).  ``axis``: an axis name or
         an axis ref's text (``"data":(1)2``)."""
         axis = _axis_name(axis)
         out: dict[str, None] = {}
@@ -460,12 +461,13 @@ class AxisOrigins:
                 if _holds(self.tracer.initial.get(k), d, axis, replicated):
                     out[self._leaf(k)] = None
                 else:
-                    where = "replicated" if replicated else f"on dim {d}"
-                    out[f"not traced: {self.explainer.key_name(k)} had no \"{axis}\" {where} "
-                        "when propagation began"] = None
+                    out[self._not_held(k, d, axis, replicated, "when propagation began")] = None
                 continue
             write = self.tracer.writes[w]
             cause = write.cause
+            if not _holds(write.sharding, d, axis, replicated):
+                out[self._not_held(k, d, axis, replicated, f"after {cause.label} wrote it")] = None
+                continue
             step = cause.step
             i = self.records.index.get(step) if step is not None else None
             inputs = [kk for kk, _ in cause.inputs]
@@ -491,6 +493,12 @@ class AxisOrigins:
                 out[f"not traced: {cause.label} wrote it, moved from none of the tensors "
                     "it read"] = None
         return sorted(out)
+
+    def _not_held(self, key, dim, axis: str, replicated: bool, when: str) -> str:
+        """Where a trace stops: ``key`` did not hold ``axis`` on ``dim`` (or replicated)
+        ``when``."""
+        where = "replicated" if replicated else f"on dim {dim}"
+        return f"not traced: {self.explainer.key_name(key)} had no \"{axis}\" {where} {when}"
 
     def _before(self, key, at: int):
         """``key``'s sharding before write number ``at`` (its first one: none written)."""
