@@ -260,3 +260,19 @@ def test_a_conflict_at_a_loop_edge_is_found_and_compared_by_whatif():
     assert after.conflicts() == []
     assert [k[0] for k in changes.conflict_keys[1]] == ["the data-flow edge of stablehlo.while"]
     assert changes.conflict_keys[0] == []
+
+
+def test_a_derivation_is_shown_where_its_first_occurrence_is_not():
+    """The backward layer's matmul takes "model" from the weight's argument, whose
+    derivation the tree met first under a branch it does not show (a step that took
+    no axis from it): the shown occurrence is expanded down to the weight's
+    annotation, not cut as "derived above"."""
+    import naming_programs
+
+    result = sdy_dl.propagate(naming_programs.lowered("training_loop"))
+    tree = result.explain("@dense_1:%5", 100)
+    (arg,) = [n for n in _nodes(tree) if n.what == "@dense_1:%arg0"]
+    assert arg.children and not arg.children[0].truncated
+    assert "%arg1" in {n.what for n in _nodes(arg) if n.kind == "annotation"}
+    text = str(tree)
+    assert "derived above in this tree" not in text.split("@dense_1:%arg0 =", 1)[1]

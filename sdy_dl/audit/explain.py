@@ -365,7 +365,28 @@ class Explainer:
         self._all_prepared = True
 
     def _node(self, d: Derivation) -> Node:
-        """The named node of ``d`` and its subtree."""
+        """The named node of ``d`` and its subtree.  The tracer expands each write once
+        in a tree (later: "seen"); a node shows only the children its step took axes
+        from (:func:`shown_children`), so where the expanded occurrence is not shown,
+        the first shown one is expanded instead."""
+        expanded = {}
+        stack = [d]
+        while stack:
+            x = stack.pop()
+            if x.write is not None and not x.truncated:
+                expanded.setdefault((x.key, id(x.write)), x)
+            stack.extend(x.children)
+        return self._shown_node(d, expanded, set())
+
+    def _shown_node(self, d: Derivation, expanded: dict, shown: set) -> Node:
+        """:meth:`_node` of ``d``; ``expanded``: the expanded derivation of each write
+        (by key and write), ``shown``: the writes shown expanded so far."""
+        if d.write is not None:
+            marker = (d.key, id(d.write))
+            if d.truncated == "seen" and marker not in shown and marker in expanded:
+                d = expanded[marker]
+            if not d.truncated:
+                shown.add(marker)
         name = self.key_name(d.key)
         if d.write is None:
             return self.leaf(d, name)
@@ -381,8 +402,8 @@ class Explainer:
             node.factors, plain = self._factor_pair(c, d.key)
         if d.truncated == "seen":
             node.because += " (derived above)"
-        node.children = [self._node(child) for child in shown_children(d.key, node.factors,
-                                                                       d.children)]
+        node.children = [self._shown_node(child, expanded, shown)
+                         for child in shown_children(d.key, node.factors, d.children)]
         node.factors = plain
         return node
 
