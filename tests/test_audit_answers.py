@@ -276,3 +276,17 @@ def test_a_derivation_is_shown_where_its_first_occurrence_is_not():
     assert "%arg1" in {n.what for n in _nodes(arg) if n.kind == "annotation"}
     text = str(tree)
     assert "derived above in this tree" not in text.split("@dense_1:%arg0 =", 1)[1]
+
+
+def test_a_conflict_in_a_second_call_of_a_function_names_the_printed_function():
+    """A jitted helper called twice propagates on a copy per call, and the output prints
+    one function: the second copy's conflict names that function's values (not input
+    values "erased by the pipeline") and does not claim the output moves no data there."""
+    import naming_programs
+
+    result = sdy_dl.propagate(naming_programs.lowered("nested_jit_loops"))
+    first, second = result.conflicts()
+    assert (first.op, first.place) == (second.op, second.place)
+    assert [x["value"] for x in second.competitors] == [
+        f"{x['value']} (in another call of its function)" for x in first.competitors]
+    assert first.output and "moves no data" not in second.output_text

@@ -76,10 +76,11 @@ class OpCommunication:
                 return mop
         return None
 
-    def at(self, tag: str | None, name: str, returns: bool = False) -> list[dict]:
+    def at(self, tag: str | None, name: str, returns: bool = False) -> list[dict] | None:
         """The moves on the operands (the chain feeding each) and results (the chains
         each feeds) of the op tagged ``tag``: ``{"tensor": "operand 1", "ops": [...]}``,
-        ops in data-flow order; [] when there are none (or the op is gone).
+        ops in data-flow order; [] when there are none, None when the output has no
+        such op.
         ``returns``: also those on the values its regions return (``"region 1
         return 0"``: where a data-flow edge of the op meets its sources)."""
         from jaxlib.mlir import ir
@@ -97,7 +98,7 @@ class OpCommunication:
         with mlir_context():
             mop = self.op(tag, name)
             if mop is None:
-                return []
+                return None
             for k, operand in enumerate(mop.operands):
                 chain = feeding(operand)
                 if chain:

@@ -60,7 +60,8 @@ class Conflict:
     kept: dict = field(default_factory=dict)
     # factor -> the axes every tensor of the factor has after the step (the agreed prefix)
     decided: dict = field(default_factory=dict)       # user_priority_band, strategy, source, order
-    output: list[dict] = field(default_factory=list)  # moves at the op: tensor, ops
+    output: list[dict] | None = field(default_factory=list)  # moves at the op: tensor, ops
+    # (None: the output has no such op)
     predicted: bool = True         # output moves learnt from an explicit copy (not printed)
     tag: str | None = field(default=None, repr=False)
     tensors: list[int] = field(default_factory=list, repr=False)   # the competitors' step tensors
@@ -77,6 +78,10 @@ class Conflict:
     @property
     def output_text(self) -> str:
         """What the output does at the op, as one sentence."""
+        if self.output is None:
+            return ("not known here: the output has no such op for this step (its function is "
+                    "printed once for the calls whose shardings agree, or the export passes "
+                    "erased the op); a conflict at the same place may say it")
         if not self.output:
             return ("nothing: the output moves no data at this op (the kept shardings need "
                     "no communication here)")
@@ -558,7 +563,7 @@ def pattern(c: Conflict) -> tuple:
                    x["won"], tuple(_unnumbered(a) for o in x.get("origins", ()) for a in o["from"]))
                   for x in c.competitors),
             tuple(sorted((k, tuple(v)) for k, v in c.kept.items())),
-            tuple((m["tensor"], tuple(m["ops"])) for m in c.output))
+            None if c.output is None else tuple((m["tensor"], tuple(m["ops"])) for m in c.output))
 
 
 def group_conflicts(conflicts: list[Conflict]) -> list[ConflictGroup]:

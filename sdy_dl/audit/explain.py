@@ -90,6 +90,10 @@ def shown_children(key, factors: list, children: list) -> list:
     return [child for child in children if child.key in wanted] or children
 
 
+#: How a value of another call's copy of a function is named after the output's value
+#: (the output prints one function for the calls whose shardings agree).
+ANOTHER_CALL = " (in another call of its function)"
+
 #: What the export passes do to a call result whose propagated axes the callee's
 #: result sharding does not have.
 CALL_RESULT_EXPORT = ("the export pass insert-func-call-reshards prints the callee's result "
@@ -196,8 +200,25 @@ class Explainer:
             return outs[0].name
         for record in self.propagated.by_key.get(key, ()):
             if record.origin is not None and not record.is_edge:
+                printed = self._printed_origins().get(record.origin.key)
+                if printed is not None:
+                    return printed + ANOTHER_CALL
                 return f"input {record.origin.names[0]} (erased by the pipeline)"
         return "(a value the pipeline created and erased)"
+
+    def _printed_origins(self) -> dict:
+        """Input value (by key) -> the output's name of a value propagated from it: a
+        function called twice propagates on a copy per call, and the output prints
+        one function for the copies that agree."""
+        if not hasattr(self, "_printed"):
+            self._printed = {}
+            for key, records in self.propagated.by_key.items():
+                outs = self.outputs.by_key.get(key)
+                if outs:
+                    for record in records:
+                        if record.origin is not None and not record.is_edge:
+                            self._printed.setdefault(record.origin.key, outs[0].name)
+        return self._printed
 
     def steps_reading(self, key) -> list:
         """The op steps (tracer causes, in order) that read tracer key ``key``: one

@@ -359,7 +359,10 @@ def _annotation_edits(audit, name: str, sharding: str) -> list[Edit]:
     from sdy_dl.audit.whatif import resolve
     from sdy_dl.sharding import parse_tensor_sharding
 
-    name = name.removesuffix(" (erased by the pipeline)")
+    from sdy_dl.audit.explain import ANOTHER_CALL
+
+    # (another call's copy of a function: the same input value as the printed one's)
+    name = name.removesuffix(" (erased by the pipeline)").removesuffix(ANOTHER_CALL)
     try:
         target = resolve(audit, Edit("unset", name))
     except SdyError:
