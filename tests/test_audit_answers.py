@@ -24,7 +24,7 @@ def _nodes(node) -> list:
     return out
 
 
-ANNOTATION = re.compile(r"(.*?) = (#sdy\.sharding<.*>)$")
+ANNOTATION = re.compile(r"(\S+) = (#sdy\.sharding<[^>]*>)(?: \(annotation in the input: .*\))?$")
 
 
 @pytest.mark.parametrize("name", sorted(audit_programs.PROGRAMS))
@@ -290,3 +290,15 @@ def test_a_conflict_in_a_second_call_of_a_function_names_the_printed_function():
     assert [x["value"] for x in second.competitors] == [
         f"{x['value']} (in another call of its function)" for x in first.competitors]
     assert first.output and "moves no data" not in second.output_text
+
+
+def test_an_origin_cites_the_input_annotation_when_the_output_names_it_otherwise():
+    """The loop body's constraint becomes a reshard in the output and the import
+    passes moved its annotation onto the tanh before it: the origins of the matmul's
+    "model" cite the constraint as the input names it, with its place."""
+    result = _result("while_constraint")
+    cited = [a for c in result.conflicts() for comp in c.competitors for o in comp["origins"]
+             for a in o["from"] if "sdy.sharding_constraint" in a]
+    assert cited and all(re.search(r" \(annotation in the input: %\d+ = #sdy\.sharding<[^>]*> "
+                                   r"\(sdy\.sharding_constraint at input line \d+\)", a)
+                         for a in cited), cited

@@ -524,7 +524,11 @@ class AxisOrigins:
             return "(no sharding)"
         leaf = self.explainer.leaf(Derivation(key, initial, None), self.explainer.key_name(key))
         if leaf.kind == "annotation":
-            return f"{leaf.what} = {leaf.sharding}"
+            # (the input's own name and place, when the output names the value otherwise or
+            # the import passes moved the annotation onto it)
+            own = f"{leaf.what} = {leaf.sharding}"
+            cited = leaf.because.removeprefix("annotation in the input: ")
+            return own if cited.startswith(f"{leaf.what} = ") else f"{own} ({leaf.because})"
         return f"{leaf.what}: {leaf.because}"
 
 
