@@ -302,3 +302,10 @@ def test_an_origin_cites_the_input_annotation_when_the_output_names_it_otherwise
     assert cited and all(re.search(r" \(annotation in the input: %\d+ = #sdy\.sharding<[^>]*> "
                                    r"\(sdy\.sharding_constraint at input line \d+\)", a)
                          for a in cited), cited
+
+
+def test_an_unsharded_function_result_gives_each_reason_once():
+    result = _result("scan_layers_cond")
+    tree = result.explain("@dynamic_update_index_in_dim:result:0")
+    assert tree.because.startswith("function result: the returned value ")
+    assert tree.reasons and len(tree.reasons) == len(set(tree.reasons)), tree.reasons
