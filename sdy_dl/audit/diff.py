@@ -328,25 +328,42 @@ def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, t
         twins = sb.twins if sb.like is sa else {}
         a_op, b_op = sa.op_of, sb.op_of
         a_sites, b_sites = sa.sites, sb.sites
+
+        def stored_alike(va, vb) -> bool:
+            return twins.get(b_op[vb], -1) == a_op[va] and a_sites[va][1:] == b_sites[vb][1:]
+
         equal, diffs = 0, []
         for key in list(sa.groups) + [k for k in sb.groups if k not in sa.groups]:
-            xs, ys = sa.groups.get(key, []), sb.groups.get(key, [])
-            for va, vb in zip(xs, ys):
-                if twins.get(b_op[vb], -1) == a_op[va] and a_sites[va][1:] == b_sites[vb][1:]:
-                    equal += 1
-                    continue
-                ta, tb = sa.text(va), sb.text(vb)
-                if ta == tb:
-                    equal += 1
-                else:
-                    diffs.append(Difference("different", sa.name(va), sb.name(vb), ta, tb))
-            for va in xs[len(ys):]:
-                diffs.append(Difference("only in A", sa.name(va), None, sa.text(va), None))
-            for vb in ys[len(xs):]:
-                diffs.append(Difference("only in B", None, sb.name(vb), None, sb.text(vb)))
+            same, found = pair_group(sa, sa.groups.get(key, []), sb, sb.groups.get(key, []),
+                                     stored_alike if twins else None)
+            equal += same
+            diffs += found
         matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
                                        sb, [(v, o, sb.text(v)) for v, o in sb.reshards])
     return equal + matched, diffs + more
+
+
+def pair_group(sa, xs: list, sb, ys: list, alike=None) -> tuple[int, list[Difference]]:
+    """Pair the values of one signature in A (``xs``, named and read by ``sa``) and in
+    B (``ys``, by ``sb``) in order: (how many pairs have equal shardings, the
+    differences: the pairs that differ, then the values only in A, then those only
+    in B).  ``alike(va, vb)``, when given: True for a pair known equal without
+    reading its texts."""
+    equal, diffs = 0, []
+    for va, vb in zip(xs, ys):
+        if alike is not None and alike(va, vb):
+            equal += 1
+            continue
+        ta, tb = sa.text(va), sb.text(vb)
+        if ta == tb:
+            equal += 1
+        else:
+            diffs.append(Difference("different", sa.name(va), sb.name(vb), ta, tb))
+    diffs += [Difference("only in A", sa.name(va), None, sa.text(va), None)
+              for va in xs[len(ys):]]
+    diffs += [Difference("only in B", None, sb.name(vb), None, sb.text(vb))
+              for vb in ys[len(xs):]]
+    return equal, diffs
 
 
 def match_reshards(sa: Signatures, ra: list, sb: Signatures, rb: list) -> tuple[int, list]:

@@ -262,7 +262,7 @@ class EditedOutput:
             return None
 
     def _diff(self) -> tuple[int, list]:
-        from sdy_dl.audit.diff import Difference, match_reshards
+        from sdy_dl.audit.diff import Difference, match_reshards, pair_group
 
         sa = self.sa
         touched = {sa.sig[v] for v in self.erased} | set(self.made_sig)
@@ -275,18 +275,8 @@ class EditedOutput:
         for sig in touched:
             xs, ys = sa.groups[sig], self._group(sig)
             start = sa.order(xs[0])
-            equal -= len(xs)
-            found = []
-            for va, vb in zip(xs, ys):
-                ta, tb = sa.text(va), self.text(vb)
-                if ta == tb:
-                    equal += 1
-                else:
-                    found.append(Difference("different", sa.name(va), self.name(vb), ta, tb))
-            found += [Difference("only in A", sa.name(va), None, sa.text(va), None)
-                      for va in xs[len(ys):]]
-            found += [Difference("only in B", None, self.name(vb), None, self.text(vb))
-                      for vb in ys[len(xs):]]
+            same, found = pair_group(sa, xs, self, ys)
+            equal += same - len(xs)
             entries += [((start, k + 1), d) for k, d in enumerate(found)]
         entries.sort(key=lambda e: e[0])
         matched, more = match_reshards(sa, [(v, o, sa.text(v)) for v, o in sa.reshards],
