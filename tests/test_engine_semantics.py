@@ -89,6 +89,40 @@ def test_a_division_runs_only_for_the_bindings_the_rest_of_the_body_admits(engin
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_filter_on_an_aggregate_of_outer_variables_runs_before_a_division(engine):
+    # The count needs only X (bound by e), so the filter N != 0 is not deferred and
+    # the division, written before both, runs only where it holds: X = 3 counts no Y > 3.
+    text = HEADER + out("q").replace("(v: number)", "(x: number, m: number)") + (
+        "q(X, M) :- e(X, _), M = X / N, N = count : { e(X, Y), Y > X }, N != 0.\n")
+    assert run(engine, text) == {"q": {(1, 0), (2, 2), (4, 4)}}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_aggregate_dividing_by_an_outer_variable_runs_after_the_outer_filters(engine):
+    # The count's body divides by X - 4, so the count runs after X != 4, written after it.
+    text = HEADER + out("q").replace("(v: number)", "(x: number, n: number)") + (
+        "q(X, N) :- e(X, _), N = count : { e(Z, _), Z / (X - 4) != 0 }, X != 4.\n")
+    # the tuples of e whose first column Z has |Z| >= 4 - X: 2 for X = 1, 4 for 2, 6 for 3
+    assert run(engine, text) == {"q": {(1, 2), (2, 4), (3, 6)}}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_aggregate_over_a_variable_only_a_division_binds_runs_after_it(engine):
+    # T is bound only by the division, so the count over Z > T, and the filter on
+    # it, run after the division (the rule is safe, in either order written).
+    head = HEADER + out("q").replace("(v: number)", "(x: number, n: number)")
+    # T = X / Y: 0 for (1,2) (2,3) (1,3) (4,5), 3 for (3,1), 2 for (2,1); e has
+    # six tuples, their first column 1 2 3 1 2 4.
+    expected = {"q": {(1, 6), (2, 6), (2, 2), (3, 1), (4, 6)}}
+    for body in ("e(X, Y), T = X / Y, N = count : { e(Z, _), Z > T }, N > 0",
+                 "N > 0, N = count : { e(Z, _), Z > T }, T = X / Y, e(X, Y)"):
+        assert run(engine, head + f"q(X, N) :- {body}.\n") == expected, body
+    # compared with a constant: the count binds nothing, and still waits for T
+    text = HEADER + out("r") + "r(X) :- e(X, Y), T = X / Y, count : { e(Z, _), Z > T } > 1.\n"
+    assert run(engine, text) == {"r": {(1,), (2,), (4,)}}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_nested_aggregate_sees_the_outer_variables(engine):
     text = HEADER + decls(".decl n(x: number, c: number)") + ".output n\n" + (
         "n(X, N) :- e(X, _), N = count : { e(X, Y), C = count : { e(Y, X) }, C > 0 }.\n")
