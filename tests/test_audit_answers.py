@@ -309,3 +309,17 @@ def test_an_unsharded_function_result_gives_each_reason_once():
     tree = result.explain("@dynamic_update_index_in_dim:result:0")
     assert tree.because.startswith("function result: the returned value ")
     assert tree.reasons and len(tree.reasons) == len(set(tree.reasons)), tree.reasons
+
+
+@pytest.mark.parametrize("name", sorted(audit_programs.PROGRAMS))
+def test_every_derived_above_marker_has_its_derivation_above(name):
+    """A tree cut at a write it expanded earlier ("derived above") shows that write
+    expanded earlier in the same tree."""
+    result = _result(name)
+    for value in result.values():
+        expanded = set()
+        for node in _nodes(result.explain(value, 100)):   # (depth first, in display order)
+            if node.truncated == "seen":
+                assert (node.key, node.cause) in expanded, (value, node.what)
+            elif node.cause is not None:
+                expanded.add((node.key, node.cause))
