@@ -121,7 +121,7 @@ class Propagator:
         #: Ops whose operands lost a use since the last :meth:`take_uses_changed`
         #: (one set for the propagator's life: a reader may keep it and test it).
         self.uses_changed: set[int] = set()
-        self.live_uses = {v.vid: list(v.uses) for v in module.values}
+        self.live_uses = _LiveUses(module.values)
         self._memo: dict[StepInput, StepOutput] = {}
         self.steps_evaluated = 0
         self.engine_calls = 0
@@ -308,8 +308,9 @@ class Propagator:
         """value id -> its live uses as (op number, operand number), in the order the
         notifications follow, of the values with more than one (the others' order
         cannot differ)."""
-        return {vid: tuple([(op.oid, k) for op, k in uses])
-                for vid, uses in self.live_uses.items() if len(uses) > 1}
+        live = self.live_uses
+        return {v.vid: tuple([(op.oid, k) for op, k in uses]) for v in self.module.values
+                if len(uses := live.get(v.vid, v.uses)) > 1}
 
     def func_edge_sources(self) -> dict[int, list[Value]]:
         """op number -> the sources of each ``sdy.func_data_flow_edge`` (``edges.func_edge_sources``)."""
@@ -735,6 +736,20 @@ def manual_edge_transforms(op: Op, owner: Value):
     strip = lambda s: None if s is None else erase_manual_axes(s, manual)  # noqa: E731
     add = lambda s: None if s is None else add_free_axes(outer, s, manual)  # noqa: E731
     return (add, strip) if owner.is_block_arg else (strip, add)
+
+
+class _LiveUses(dict):
+    """Value id -> its live uses: a copy of the model value's uses, made when first
+    asked for (``live[vid]``; most values of a replayed propagation are never
+    asked), then kept as the pass erases users."""
+
+    def __init__(self, values: list[Value]):
+        super().__init__()
+        self._values = values
+
+    def __missing__(self, vid: int) -> list:
+        uses = self[vid] = list(self._values[vid].uses)
+        return uses
 
 
 def _unused(results: list[Value], live_uses: dict) -> bool:
