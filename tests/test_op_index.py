@@ -133,10 +133,19 @@ def test_the_model_gives_the_index_of_the_propagated_module():
     """User-priority propagation erases the dead negate: the index it builds from
     its model is the walks of what is left."""
     module = get_pass("user-priority-propagate").run(parse_module_text(NESTED), PassOptions())
+    with mlir_context():
+        tops = module_ops(module)
+        # (made from the model when first asked for)
+        assert not module.walks._walks and all(module.walks.known(top, post)
+                                               for top in tops for post in (False, True))
+        for top in tops:
+            module.walks.walk(top, True)
     assert module.walks._walks and stale_walks(module) == []
     with mlir_context():
         assert "stablehlo.negate" not in {op.name for op in walk_pre(module.mlir.operation)}
         fresh = OpIndex.from_model(module, set())   # (re-indexed: nothing erased since)
+        for top in tops:
+            fresh.walk(top)
     assert fresh._walks.keys() == module.walks._walks.keys()
     assert all([key(op) for op in fresh._walks[k][0]] == [key(op) for op in w[0]]
                for k, w in module.walks._walks.items())
@@ -220,4 +229,7 @@ def test_the_index_from_the_model_is_its_walk_without_the_erased_ops(program):
                     (pre if entering else post).append(op)
             expected[(key(top.mlir), False)] = ([o.mlir for o in pre], [o.name for o in pre])
             expected[(key(top.mlir), True)] = ([o.mlir for o in post], [o.name for o in post])
-        assert index._walks == expected
+        tops = {key(top.mlir): top.mlir for top in ops if top.parent is None}
+        with mlir_context():
+            found = {k: index.walk(tops[k[0]], k[1]) for k in expected}
+        assert found == expected and index._walks == expected

@@ -37,13 +37,18 @@ class OpIndex:
     def __init__(self, names: frozenset[str] | None = None):
         #: (key of a top-level op, post-order) -> (its walk, their names)
         self._walks: dict[tuple[int, bool], tuple[list, list[str]]] = {}
+        #: key of a top-level op -> the model ops of its subtree, in pre-order, whose
+        #: walks are made when first asked for (:meth:`from_model`)
+        self._model: dict[int, list] = {}
         #: The names of the module's ops, once read (:func:`op_names`; maybe more,
         #: see there).
         self.names = names
 
     @classmethod
     def from_model(cls, module, erased: set[int]) -> "OpIndex":
-        """The op index of ``module`` read from its model ops instead of the MLIR;
+        """The op index of ``module`` read from its model ops instead of the MLIR
+        (each top-level op's walks made from them when first asked for: a what-if's
+        propagated module, whose output is made by difference, is not walked);
         the ops of ``erased`` (oids) were erased from the MLIR since the model
         was read, with what they held."""
         index = cls()
@@ -55,27 +60,33 @@ class OpIndex:
                     gone.add(op.oid)
         tops = [op.oid for op in ops if op.parent is None] + [len(ops)]
         for start, end in zip(tops, tops[1:]):
-            top = ops[start]
             if start in gone:
                 continue
             # (a top-level op's subtree is its run of the model's pre-order)
             pre = [op for op in ops[start:end] if op.oid not in gone] if gone else ops[start:end]
-            post, open_ops = [], [top]
-            for op in pre[1:]:
-                while open_ops[-1] is not op.parent:
-                    post.append(open_ops.pop())
-                open_ops.append(op)
-            post.extend(reversed(open_ops))
-            k = key(top.mlir)
-            index._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
-            index._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
+            index._model[key(ops[start].mlir)] = pre
         return index
+
+    def _read_model(self, k: int) -> None:
+        """Make both walks of top-level op ``k`` from its model ops (:meth:`from_model`)."""
+        pre = self._model.pop(k)
+        post, open_ops = [], [pre[0]]
+        for op in pre[1:]:
+            while open_ops[-1] is not op.parent:
+                post.append(open_ops.pop())
+            open_ops.append(op)
+        post.extend(reversed(open_ops))
+        self._walks[(k, False)] = ([op.mlir for op in pre], [op.name for op in pre])
+        self._walks[(k, True)] = ([op.mlir for op in post], [op.name for op in post])
 
     def walk(self, top, post: bool = False) -> tuple[list, list[str]]:
         """(ops, their names) of ``top``'s subtree, ``top`` included, in pre-order
         (``post``: post-order).  The lists are shared: do not change them."""
         k = (key(top), post)
         found = self._walks.get(k)
+        if found is None and k[0] in self._model:
+            self._read_model(k[0])
+            found = self._walks[k]
         if found is None:
             ops = walk_post(top) if post else walk_pre(top)
             found = self._walks[k] = (ops, [op.name for op in ops])
@@ -86,11 +97,14 @@ class OpIndex:
         for k in keys:
             self._walks.pop((k, False), None)
             self._walks.pop((k, True), None)
+            self._model.pop(k, None)
 
     def drop_erased(self, ops, post: bool) -> None:
         """The ops ``ops``, without regions and taken from this index's walks in
         that order, were erased: they leave those walks, and the walks of the
         other order (other objects for the same ops) are dropped."""
+        for k in list(self._model):
+            self._read_model(k)
         gone = {id(op) for op in ops}
         for k, (walk, names) in list(self._walks.items()):
             if k[1] != post:
@@ -104,6 +118,8 @@ class OpIndex:
         pre-order walk, without regions, were replaced in place by those ops,
         called ``name``: the walk is changed alike, the post-order one dropped."""
         k = key(top)
+        if k in self._model:
+            self._read_model(k)
         ops, names = (list(w) for w in self._walks[(k, False)])
         for n, op in new_ops.items():
             ops[n], names[n] = op, name
@@ -112,8 +128,10 @@ class OpIndex:
         self.names = None   # (read again when asked for)
 
     def known(self, top, post: bool) -> bool:
-        """Whether ``top``'s walk in that order has been read."""
-        return (key(top), post) in self._walks
+        """Whether ``top``'s walk in that order has been read (or is made from the
+        model when asked for)."""
+        k = key(top)
+        return (k, post) in self._walks or k in self._model
 
     def walk_read(self, top) -> tuple[list, list[str]]:
         """:meth:`walk` of ``top`` in the order already read (pre-order when both
