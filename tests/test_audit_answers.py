@@ -323,3 +323,22 @@ def test_every_derived_above_marker_has_its_derivation_above(name):
                 assert (node.key, node.cause) in expanded, (value, node.what)
             elif node.cause is not None:
                 expanded.add((node.key, node.cause))
+
+
+@pytest.mark.parametrize("name", sorted(audit_programs.PROGRAMS))
+def test_a_whatif_is_a_full_propagation_of_the_edited_input(name):
+    """Re-sharding the first argument (replicated; all of "model" on its first dim)
+    gives the output, and the conflicts, a propagation of the edited input gives."""
+    from sdy_dl.audit.whatif import _conflict_key
+
+    result = _result(name)
+    rank = len(result.audit.value("%arg0").sharding.dims)
+    for sharding in ("<@mesh, [%s]>" % ", ".join(["{}"] * rank),
+                     "<@mesh, [%s]>" % ", ".join(['{"model"}'] + ["{}"] * (rank - 1))):
+        after, changes = result.whatif(set={"%arg0": sharding})
+        full = sdy_dl.propagate(after.edited_input)
+        assert after.text == full.text, sharding
+        before = list(dict.fromkeys(_conflict_key(c) for c in result.conflicts()))
+        again = list(dict.fromkeys(_conflict_key(c) for c in full.conflicts()))
+        assert changes.conflict_keys == ([k for k in again if k not in before],
+                                         [k for k in before if k not in again]), sharding
