@@ -24,42 +24,12 @@ from operator import itemgetter
 
 from sdy_dl.datalog.facts import Facts, checked_relations
 from sdy_dl.datalog.program import Program
+from sdy_dl.engines.arithmetic import c_div, c_mod, wrap
 from sdy_dl.engines.base import Relations
-from sdy_dl.errors import SdyError
-
-
-def _w(v: int) -> int:
-    """``v`` wrapped to a 32-bit signed number (Soufflé's ``number``)."""
-    return v if -2147483648 <= v <= 2147483647 else ((v + 2147483648) & 0xFFFFFFFF) - 2147483648
-
-
-def _arith_error(message: str, line: int, col: int) -> SdyError:
-    return SdyError(f"{message} (Soufflé stops with an arithmetic exception)",
-                    file="<program>", line=line, col=col)
-
-
-def _div(a: int, b: int, line: int, col: int) -> int:
-    """C's truncating ``a / b`` on 32-bit numbers."""
-    if b == 0:
-        raise _arith_error("division by zero", line, col)
-    if a == -2147483648 and b == -1:
-        raise _arith_error("overflow in -2147483648 / -1", line, col)
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _mod(a: int, b: int, line: int, col: int) -> int:
-    """C's ``a % b`` (the sign of ``a``) on 32-bit numbers."""
-    if b == 0:
-        raise _arith_error("modulo by zero", line, col)
-    if a == -2147483648 and b == -1:
-        raise _arith_error("overflow in -2147483648 % -1", line, col)
-    r = abs(a) % abs(b)
-    return -r if a < 0 else r
 
 
 #: What the generated code calls.
-_RUNTIME = {"_w": _w, "_div": _div, "_mod": _mod}
+_RUNTIME = {"_w": wrap, "_div": c_div, "_mod": c_mod}
 
 
 class PythonEngine:

@@ -35,12 +35,12 @@ import clingo
 from sdy_dl.datalog.check import checked_clauses, deferred, injected_variables, materialized
 from sdy_dl.datalog.clauses import Clause, variables
 from sdy_dl.datalog.program import Program
+from sdy_dl.engines.arithmetic import c_div, c_mod
 from sdy_dl.errors import SdyError
 
 _OPS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
         "+": "+", "-": "-", "*": "*"}
 _STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
-INT_MIN = -2147483648
 
 
 class Context:
@@ -50,29 +50,19 @@ class Context:
     def __init__(self):
         self.error: SdyError | None = None
 
-    def _fail(self, message: str, line, col):
-        if self.error is None:
-            self.error = SdyError(f"{message} (Soufflé stops with an arithmetic exception)",
-                                  file="<program>", line=line.number, col=col.number)
-        return clingo.Number(0)
+    def _call(self, f, a, b, line, col):
+        try:
+            return clingo.Number(f(a.number, b.number, line.number, col.number))
+        except SdyError as e:
+            if self.error is None:
+                self.error = e
+            return clingo.Number(0)
 
     def sdy_div(self, a, b, line, col):
-        a, b = a.number, b.number
-        if b == 0:
-            return self._fail("division by zero", line, col)
-        if a == INT_MIN and b == -1:
-            return self._fail("overflow in -2147483648 / -1", line, col)
-        q = abs(a) // abs(b)
-        return clingo.Number(q if (a < 0) == (b < 0) else -q)
+        return self._call(c_div, a, b, line, col)
 
     def sdy_mod(self, a, b, line, col):
-        a, b = a.number, b.number
-        if b == 0:
-            return self._fail("modulo by zero", line, col)
-        if a == INT_MIN and b == -1:
-            return self._fail("overflow in -2147483648 % -1", line, col)
-        r = abs(a) % abs(b)
-        return clingo.Number(-r if a < 0 else r)
+        return self._call(c_mod, a, b, line, col)
 
 
 def translate(program: Program) -> str:
