@@ -106,10 +106,17 @@ def cached(kind: str, key: str, compute, load):
         return load(path.read_bytes())
     except (OSError, ValueError):
         pass
+    data = compute()
+    write_cache_file(path, data)
+    return load(data)
+
+
+def write_cache_file(path: Path, data: bytes) -> None:
+    """Replace the cache file at ``path`` by ``data`` whole (a reader never sees
+    part of it); an unwritable cache writes nothing."""
     import os
     import tempfile
 
-    data = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -118,4 +125,3 @@ def cached(kind: str, key: str, compute, load):
         os.replace(tmp, path)
     except OSError:
         pass
-    return load(data)

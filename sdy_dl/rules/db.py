@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.ir.walk import walk_model
-from sdy_dl.resources import rules_dir
+from sdy_dl.resources import rules_dir, write_cache_file
 from sdy_dl.rules.instance import RuleInstance
 
 if TYPE_CHECKING:
@@ -294,9 +294,7 @@ class InstanceStore:
         """Write the kept instances, those this process used first and at most
         :data:`LIMIT` (the file is replaced whole: an unwritable cache only costs
         the instantiations)."""
-        import os
         import pickle
-        import tempfile
 
         if not self._new:
             return
@@ -304,15 +302,7 @@ class InstanceStore:
             used = [text for text in self._kept if text in self._used]
             others = [text for text in self._kept if text not in self._used]
             self._kept = {text: self._kept[text] for text in (used + others)[:self.LIMIT]}
-        path = self._path()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(self._kept, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        write_cache_file(self._path(), pickle.dumps(self._kept, protocol=pickle.HIGHEST_PROTOCOL))
         self._new = False
 
 
