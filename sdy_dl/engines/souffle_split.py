@@ -38,13 +38,20 @@ class Split:
     pieces: list[str]  #: the definitions, in order, cut into about equal parts
 
 
+def runtime_lines(lines: list[str]) -> int:
+    """How many of ``lines`` (``souffle -g`` output) are the ``#define``/``#include``
+    lines of the runtime it starts with."""
+    start = 0
+    while start < len(lines) and lines[start].startswith(("#define", "#include")):
+        start += 1
+    return start
+
+
 def split(text: str, pieces: int) -> Split | None:
     """``text`` (``souffle -g`` output) cut into at most ``pieces`` definition
     pieces, or None when its layout is not the one described above."""
     lines = text.splitlines(keepends=True)
-    start = 0
-    while start < len(lines) and lines[start].startswith(("#define", "#include")):
-        start += 1
+    start = runtime_lines(lines)
     runtime = "".join(lines[:start])
     if not runtime or "#include" not in runtime:
         return None

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from sdy_dl.engines.souffle_split import runtime_lines
+
 _ADD_INTERNAL = re.compile(r'addRelation\("[^"\n]*", (wrapper_rel_\w+), false, false\);$')
 _MEMBER = re.compile(r"souffle::RelationWrapper<[\w:]+> (wrapper_rel_\w+);$")
 _INITIALISER = re.compile(r"(wrapper_rel_\w+)\(\d+, \*rel_\w+, \*this, .*\),$")
@@ -73,8 +75,6 @@ def call_io_through_server(text: str) -> str:
     if IO_CALL not in text:
         return text
     lines = text.splitlines(keepends=True)
-    start = 0
-    while start < len(lines) and lines[start].startswith(("#define", "#include")):
-        start += 1
+    start = runtime_lines(lines)
     body = "".join(lines[start:]).replace(IO_CALL, IO_THROUGH_SERVER)
     return "".join(lines[:start]) + IO_DECLARATION + body
