@@ -215,11 +215,10 @@ def _precompiled(conf: dict, cache: str, text: str, build: bool = True) -> str |
     if not build:
         return None
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "build.lock"), "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None
+    lock = _try_lock(os.path.join(directory, "build.lock"))
+    if lock is None:
+        return None
+    with lock:
         if os.path.exists(header + ".gch"):
             return header
         with open(header, "w", encoding="utf-8") as f:
