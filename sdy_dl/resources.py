@@ -99,15 +99,16 @@ def cached_value(kind: str, key: str, compute, dumps, loads):
 
 def cached(kind: str, key: str, compute, load):
     """``load(data)`` of the bytes ``compute()`` gives, kept in the cache under
-    ``kind/key``.  A cached entry that ``load`` rejects with ValueError (a damaged
-    file) is computed again; an unwritable cache only costs the computation."""
+    ``kind/key``.  A cached entry that is damaged (:func:`unseal` or ``load``
+    rejects it with ValueError) is computed again and replaced; an unwritable
+    cache only costs the computation."""
     path = cache_root() / kind / key
     try:
-        return load(path.read_bytes())
+        return load(unseal(path.read_bytes()))
     except (OSError, ValueError):
         pass
     data = compute()
-    write_cache_file(path, data)
+    write_cache_file(path, seal(data))
     return load(data)
 
 
@@ -125,3 +126,22 @@ def write_cache_file(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def seal(data: bytes) -> bytes:
+    """``data`` as a cache file holds it: followed by its CRC-32, so that a file
+    cut short, emptied or overwritten is known as damaged (:func:`unseal`)."""
+    import zlib
+
+    return data + zlib.crc32(data).to_bytes(4, "big")
+
+
+def unseal(entry: bytes) -> bytes:
+    """The data of the cache file contents ``entry`` (:func:`seal`); ValueError
+    when it is damaged."""
+    import zlib
+
+    data, check = entry[:-4], entry[-4:]
+    if len(entry) < 4 or zlib.crc32(data).to_bytes(4, "big") != check:
+        raise ValueError("damaged cache entry")
+    return data

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.ir.walk import walk_model
-from sdy_dl.resources import rules_dir, write_cache_file
+from sdy_dl.resources import rules_dir, seal, unseal, write_cache_file
 from sdy_dl.rules.instance import RuleInstance
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ class InstanceStore:
         import pickle
 
         try:
-            kept = pickle.loads(self._path().read_bytes())
+            kept = pickle.loads(unseal(self._path().read_bytes()))
         except Exception:   # (no entry yet, or a damaged one: made again)
             return {}
         return kept if isinstance(kept, dict) else {}
@@ -302,7 +302,8 @@ class InstanceStore:
             used = [text for text in self._kept if text in self._used]
             others = [text for text in self._kept if text not in self._used]
             self._kept = {text: self._kept[text] for text in (used + others)[:self.LIMIT]}
-        write_cache_file(self._path(), pickle.dumps(self._kept, protocol=pickle.HIGHEST_PROTOCOL))
+        write_cache_file(self._path(),
+                         seal(pickle.dumps(self._kept, protocol=pickle.HIGHEST_PROTOCOL)))
         self._new = False
 
 
