@@ -293,7 +293,10 @@ def test_cost_model_times(tmp_path):
      3, 21, "unknown unit 'GB/h'"),
     ("default: {bandwidth: 1 GB/s, latency: 1 us}\nspeed: 3\n", 2, 1, "unknown key 'speed'"),
     ("default: [1, 2\n", 2, 1, "invalid YAML"),
-    ("default: {bandwidth: 0, latency: 1 us}\n", 1, 22, "bandwidth must be positive"),
+    ("default: {bandwidth: 0, latency: 1 us}\n", 1, 22, "bandwidth must be at least 1 B/s"),
+    ("default: {bandwidth: 1e-320, latency: 1 us}\n", 1, 22, "bandwidth must be at least 1 B/s"),
+    ("default: {bandwidth: 1" + "0" * 400 + ", latency: 1 us}\n", 1, 22, "finite"),
+    ("default: {bandwidth: 1 GB/s, latency: 1e300}\n", 1, 39, "latency must be at most 1 hour"),
 ])
 def test_invalid_cost_model_is_one_located_line(tmp_path, text, line, col, what):
     path = tmp_path / "bad.yaml"

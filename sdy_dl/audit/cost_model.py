@@ -37,7 +37,9 @@ step count (n-1 for all-gather, reduce-scatter and all-to-all, 2(n-1) for
 all-reduce, 1 for collective-permute) and, for a collective over several
 axes, the lowest bandwidth and the highest latency among them.  Bandwidth and
 latency per mesh axis are data: ``rules/cost/cost_model.yaml`` (shipped,
-placeholder numbers to edit), or the file given with ``--cost-model``.
+placeholder numbers to edit), or the file given with ``--cost-model``; a
+bandwidth is at least 1 B/s and a latency at most an hour, so that every
+estimate is a finite number.
 """
 
 from __future__ import annotations
@@ -248,9 +250,12 @@ def _link(parent, key: str) -> Link:
         if k not in entry:
             raise entry.loc.error(f"'{key}' has no '{k}'")
     bandwidth = _quantity(entry, "bandwidth", _UNITS_BW, "B/s")
-    if bandwidth <= 0:
-        raise entry.value_at("bandwidth").error("bandwidth must be positive")
-    return Link(bandwidth, _quantity(entry, "latency", _UNITS_T, "s"))
+    if bandwidth < 1:
+        raise entry.value_at("bandwidth").error("bandwidth must be at least 1 B/s")
+    latency = _quantity(entry, "latency", _UNITS_T, "s")
+    if latency > 3600:
+        raise entry.value_at("latency").error("latency must be at most 1 hour (3600 s)")
+    return Link(bandwidth, latency)
 
 
 def _quantity(entry, key: str, units: dict, base: str) -> float:
@@ -259,7 +264,7 @@ def _quantity(entry, key: str, units: dict, base: str) -> float:
     if isinstance(value, bool):
         raise loc.error(f"{key} must be a number or a quantity like '25 GB/s' or '5 us'")
     if isinstance(value, (int, float)):
-        number, unit = float(value), ""
+        number, unit = (float(value) if abs(value) < 1e308 else math.inf), ""
     elif isinstance(value, str) and (m := _QUANTITY.match(value)):
         number, unit = float(m.group(1)), m.group(2)
     else:
