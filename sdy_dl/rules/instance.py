@@ -95,7 +95,8 @@ def _factor_list(label: str, indices: list[int]) -> str:
 
 
 def factor_name(i: int) -> str:
-    """Shardy's printed name of factor ``i``: ``i`` .. ``z``, then ``z_1``, ``z_2``, ..."""
+    """Shardy's printed name of factor ``i`` (``factorSymbolString``): ``i`` .. ``z``, then
+    ``z_1``, ``z_2``, ..."""
     if i < 0:
         raise ValueError("factor index must be >= 0")
     if i < len(_LETTERS):

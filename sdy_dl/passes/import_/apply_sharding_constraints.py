@@ -27,16 +27,11 @@ from sdy_dl.ir.value_sharding import (get_sharding, lookup_data_flow_edge, set_s
 from sdy_dl.ir.walk import BLOCK, OP, key, walk_numbered
 from sdy_dl.passes import PassOptions, Stage, register
 from sdy_dl.passes.options import Option
+from sdy_dl.rules.instance import factor_name
 from sdy_dl.sharding import TensorSharding
 
 #: The Datalog stage this pass runs (``datalog/apply_sharding_constraints/``).
 STAGE = Stage("apply_sharding_constraints")
-
-
-def factor_name(i: int) -> str:
-    """Shardy's ``factorSymbolString``: i, j, ..., z, z_1, z_2, ..."""
-    start_at_z = ord("z") - ord("i")
-    return chr(ord("i") + i) if i <= start_at_z else f"z_{i - start_at_z}"
 
 
 def pointwise_rule(type_) -> str:
