@@ -185,6 +185,12 @@ CASES = [
      {"m": CUSTOM_CALL, "r": RULE_WITH.format(
          expr="len([i for i in range(60000) for j in range(60000) if i == j])")}, None, 1,
      ["{r}:8:", "comprehension steps"]),
+    ("rule-factor-size-beyond-int64", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="99999999999999999999")}, None, 1,
+     ["{r}:8:15:", "factor size 100000000000000000007 does not fit in 64 bits"]),
+    ("rule-factor-size-below-int64", ["propagate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="-99999999999999999999")}, None, 1,
+     ["{r}:8:15:", "does not fit in 64 bits"]),
     ("rule-expression-nested", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
      {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="+".join(["1"] * 5000))}, None, 1,
      ["{r}:", "nested too deeply"]),

@@ -41,8 +41,9 @@ class RuleBuilder:
     def _new(self, size: int, kind: str, blocked: bool) -> int:
         if kind not in FACTOR_KINDS:
             raise SdyError(f"bad factor kind {kind!r} (expected one of {', '.join(FACTOR_KINDS)})")
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise SdyError(f"factor size must be an integer, got {size!r}")
+        problem = factor_size_problem(size)
+        if problem:
+            raise SdyError(problem)
         self.factors.append(Factor(size, kind, bool(blocked)))
         return len(self.factors) - 1
 
@@ -100,6 +101,16 @@ class RuleBuilder:
         operands = finish(self.operands)
         results = finish(self.results)
         return RuleInstance(tuple(factors), operands, results, is_custom)
+
+
+def factor_size_problem(size) -> str | None:
+    """What is wrong with the factor size ``size`` (None: nothing): a size is an
+    integer of 64 bits, as a tensor dim's size is."""
+    if not isinstance(size, int) or isinstance(size, bool):
+        return f"factor size must be an integer, got {size!r}"
+    if not -2 ** 63 <= size < 2 ** 63:
+        return f"factor size {size} does not fit in 64 bits"
+    return None
 
 
 def _check_dim(dim, rank: int, label: str, t: int) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sdy_dl.errors import SdyError
-from sdy_dl.rules.builder import RuleBuilder
+from sdy_dl.rules.builder import RuleBuilder, factor_size_problem
 from sdy_dl.rules.expr import Expr, Scope, bind
 from sdy_dl.rules.instance import FACTOR_KINDS, RuleInstance
 from sdy_dl.rules.schema import (Body, Entry, FactorAction, GenerateAction, Selector, Stmt,
@@ -148,8 +148,9 @@ def _add_factor(f: FactorAction, scope: Scope, ctx: Context) -> None:
     if kind not in FACTOR_KINDS:
         raise f.locs["kind"].error(f"bad kind {kind!r} (expected one of: "
                                    f"{', '.join(FACTOR_KINDS)})")
-    if not isinstance(size, int) or isinstance(size, bool):
-        raise f.locs["size"].error(f"factor size must be an integer, got {size!r}")
+    problem = factor_size_problem(size)
+    if problem:
+        raise f.locs["size"].error(problem)
     builder = ctx.builder
     dims = [(sel, _eval(e, scope, f.locs.get(f"dims.{sel.name}", sel.loc)))
             for sel, e in f.dims]
