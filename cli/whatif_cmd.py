@@ -12,7 +12,7 @@ from sdy_dl.cli import main
 from sdy_dl.cli.options import (errors_in, format_option, make_pass_options, pass_options,
                                 unregistered_dialect_option)
 from sdy_dl.ir import load_module
-from sdy_dl.output import write_atomic
+from sdy_dl.output import write_all
 
 
 @main.command("whatif")
@@ -52,11 +52,9 @@ def whatif_cmd(module: str, sets, unsets, drops, output, save_input, fmt, explic
         options = make_pass_options(explicit_collectives=explicit_collectives, **opts)
         before = Audit(load_module(module), options, step_memo={}, stage_memo={})
         after, changes = whatif(before, edits)
-        outputs = [(save_input, print_input(after.edited_input)) if save_input else None,
-                   (output, after.text) if output else None]
-    for item in outputs:
-        if item is not None:
-            write_atomic(*item)
+        outputs = [(save_input, print_input(after.edited_input))] if save_input is not None else []
+        outputs += [(output, after.text)] if output is not None else []
+    write_all(outputs)
     if fmt == "json":
         click.echo(json.dumps(changes.to_json(), indent=2))
     else:

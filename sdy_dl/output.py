@@ -10,6 +10,7 @@
   regular file or does not exist yet); the link itself stays.
 * Anything else that exists (a FIFO, a device such as ``/dev/stdout``) is
   opened and written through; renaming over it would replace it.
+* A command's several outputs (:func:`write_all`) are written all or none.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from sdy_dl.errors import SdyError, UsageError
 
@@ -36,11 +37,54 @@ def write_atomic(path: str, text: str | bytes | Iterable[str]) -> None:
     """Write ``text`` to ``path`` (``-`` is stdout) as described above; ``text`` may
     come in pieces (written as they come: a piece that fails leaves no file), or as
     its UTF-8 bytes."""
-    if path == "-":
-        _write_stdout(text)
-        return
-    if not path:
+    write_all([(path, text)])
+
+
+def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> None:
+    """Write each ``(path, text)`` of ``outputs`` as :func:`write_atomic` does, and
+    the files all or none: every file that is replaced is written to its
+    temporary file before the first is renamed over its target; FIFOs, devices
+    and standard output, which cannot be taken back, are written last.  Two
+    outputs naming the same file are a usage error."""
+    if any(not path for path, _ in outputs):
         raise UsageError("the output file name is empty (-o '')")
+    seen = {}
+    staged, later = [], []
+    try:
+        for path, text in outputs:
+            target = _target(path)
+            if target is None:
+                later.append((path, text))
+                continue
+            real = os.path.realpath(target[0])
+            if real in seen:
+                raise UsageError(f"two outputs name the same file: {seen[real]} and {path}")
+            seen[real] = path
+            staged.append((_stage(path, target[0], text, target[1]), target[0], path))
+        for i, (tmp, target, path) in enumerate(staged):
+            try:
+                os.replace(tmp, target)
+            except OSError as e:
+                raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+            staged[i] = (None, target, path)
+    except BaseException:
+        for tmp, _, _ in staged:
+            if tmp is not None:
+                os.unlink(tmp)
+        raise
+    for path, text in later:
+        if path == "-":
+            _write_stdout(text)
+        else:
+            _write_through(path, text)
+
+
+def _target(path: str) -> tuple[str, int | None] | None:
+    """Where a file written whole goes for ``path``: the file to rename over and the
+    permissions to keep (None: a new file); None for standard output and what
+    exists and is not a regular file (written through)."""
+    if path == "-":
+        return None
     try:
         st = os.stat(path)  # follows symlinks
     except FileNotFoundError:
@@ -50,10 +94,9 @@ def write_atomic(path: str, text: str | bytes | Iterable[str]) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise SdyError("cannot write output: is a directory", file=path)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_through(path, text)
-        return
+        return None
     target = os.path.realpath(path) if os.path.islink(path) else path
-    _replace(path, target, text, None if st is None else stat.S_IMODE(st.st_mode))
+    return target, None if st is None else stat.S_IMODE(st.st_mode)
 
 
 def _pieces(text: str | bytes | Iterable[str]) -> Iterable[str | bytes]:
@@ -102,7 +145,9 @@ def _write_through(path: str, text: str | bytes | Iterable[str]) -> None:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
 
 
-def _replace(path: str, target: str, text: str | bytes | Iterable[str], mode: int | None) -> None:
+def _stage(path: str, target: str, text: str | bytes | Iterable[str], mode: int | None) -> str:
+    """A new temporary file beside ``target`` holding ``text``, with permissions
+    ``mode`` (None: the umask's), ready to be renamed over ``target``."""
     directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = _new_file(directory)
@@ -113,13 +158,13 @@ def _replace(path: str, target: str, text: str | bytes | Iterable[str], mode: in
             for piece in _pieces(text):
                 f.write(_utf8(piece))
         os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-        os.replace(tmp, target)
     except OSError as e:
         os.unlink(tmp)
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
     except BaseException:
         os.unlink(tmp)
         raise
+    return tmp
 
 
 def _new_file(directory: str) -> tuple[int, str]:
