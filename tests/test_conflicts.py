@@ -88,6 +88,39 @@ def test_conflict_says_what_the_output_does_there():
     assert all(any(m["tensor"] == "result 0" for m in c.output) for c in adds)
 
 
+AT_CONSTRAINT = """sdy.mesh @mesh = <["data"=2, "model"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = call @f(%arg0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{"data"}, {}]> : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+func.func private @f(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = sdy.sharding_constraint %arg0 <@mesh, [{"model"}, {}]> : tensor<8x8xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+"""
+
+
+def test_a_conflict_at_a_constraint_names_the_collective_it_became():
+    """A constraint becomes a reshard, then the collective carrying its tag: its
+    conflict (in main and in a called function) names that collective."""
+    main1 = """sdy.mesh @mesh = <["data"=2, "model"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}) -> tensor<8x8xf32> {
+  %0 = sdy.sharding_constraint %arg0 <@mesh, [{"model"}, {}]> : tensor<8x8xf32>
+  %1 = stablehlo.tanh %0 : tensor<8x8xf32>
+  return %1 : tensor<8x8xf32>
+}
+"""
+    for text in (main1, AT_CONSTRAINT):
+        got = [c for c in Audit(parse_module_text(text), CLINGO).conflicts()
+               if c.op == "sdy.sharding_constraint"]
+        assert got, text
+        for c in got:
+            assert c.output and c.output[0]["tensor"] == "result 0", c.output_text
+            assert c.output[0]["ops"][0].startswith(("sdy.collective_permute", "sdy.all_")), c.output
+
+
 # -- conflicts of a real model: what the output does, grouping, axis origins ----------------
 
 EXPLICIT = make_options({"enable-insert-explicit-collectives": True})

@@ -70,17 +70,35 @@ class OpCommunication:
         return cls(copy, predicted=True)
 
     def op(self, tag: str | None, name: str):
-        """The op tagged ``tag`` named ``name`` (or as the export passes renamed it)."""
-        for mop in self._by_tag.get(tag, ()) if tag else ():
+        """The op tagged ``tag`` named ``name`` (or as the export passes renamed it).
+        A sharding constraint became a reshard, which the explicit stages lower to
+        collectives carrying its tag: the first of those in data-flow order."""
+        ops = self._by_tag.get(tag, ()) if tag else ()
+        for mop in ops:
             if mop.name == name or (name, mop.name) in EXPORT_RENAMES:
                 return mop
+        if name == "sdy.sharding_constraint":
+            moves = [mop for mop in ops if mop.name in MOVES]
+            for mop in moves:
+                if not any(mop.operands[0] == other.result for other in moves):
+                    return mop
         return None
+
+    def absent(self, tag: str | None) -> str:
+        """Why the output has no op for the one tagged ``tag`` (see :meth:`op`)."""
+        ops = self._by_tag.get(tag, ()) if tag else ()
+        if ops:
+            return ("the output's ops from this one (" + ", ".join(m.name for m in ops)
+                    + ") are not the op asked for")
+        return ("no op of the output carries its tag (its function is printed once for the "
+                "calls whose shardings agree, or the export passes erased the op)")
 
     def at(self, tag: str | None, name: str, returns: bool = False) -> list[dict] | None:
         """The moves on the operands (the chain feeding each) and results (the chains
         each feeds) of the op tagged ``tag``: ``{"tensor": "operand 1", "ops": [...]}``,
         ops in data-flow order; [] when there are none, None when the output has no
-        such op.
+        such op (:meth:`absent` says why).  A constraint lowered to moves: those moves
+        are its ``result 0`` chain.
         ``returns``: also those on the values its regions return (``"region 1
         return 0"``: where a data-flow edge of the op meets its sources)."""
         from jaxlib.mlir import ir
@@ -110,8 +128,9 @@ class OpCommunication:
                         chain = feeding(operand)
                         if chain:
                             out.append({"tensor": f"region {r} return {k}", "ops": chain})
+            own = [describe(mop)] if mop.name in MOVES and mop.name != name else []
             for k, result in enumerate(mop.results):
-                chain = []
+                chain = list(own) if k == 0 else []
                 frontier = [result]
                 while frontier:
                     v = frontier.pop(0)

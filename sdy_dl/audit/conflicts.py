@@ -61,7 +61,8 @@ class Conflict:
     # factor -> the axes every tensor of the factor has after the step (the agreed prefix)
     decided: dict = field(default_factory=dict)       # user_priority_band, strategy, source, order
     output: list[dict] | None = field(default_factory=list)  # moves at the op: tensor, ops
-    # (None: the output has no such op)
+    # (None: the output has no such op; ``absent`` says why)
+    absent: str = field(default="", repr=False)
     predicted: bool = True         # output moves learnt from an explicit copy (not printed)
     tag: str | None = field(default=None, repr=False)
     tensors: list[int] = field(default_factory=list, repr=False)   # the competitors' step tensors
@@ -79,9 +80,8 @@ class Conflict:
     def output_text(self) -> str:
         """What the output does at the op, as one sentence."""
         if self.output is None:
-            return ("not known here: the output has no such op for this step (its function is "
-                    "printed once for the calls whose shardings agree, or the export passes "
-                    "erased the op); a conflict at the same place may say it")
+            return (f"not known here: {self.absent or 'the output has no such op'}; "
+                    "a conflict at the same place may say it")
         if not self.output:
             return ("nothing: the output moves no data at this op (the kept shardings need "
                     "no communication here)")
@@ -95,6 +95,7 @@ class Conflict:
         out.pop("tag")
         out.pop("tensors")
         out.pop("edge_of")
+        out.pop("absent")
         out["decided_text"] = self.decided_text
         out["output_text"] = self.output_text
         return out
@@ -249,6 +250,8 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
             c.output = (communication.at(*c.edge_of, returns=True) if c.edge_of
                         else communication.at(tag, cause.op["name"]))
             c.predicted = communication.predicted
+            if c.output is None:
+                c.absent = communication.absent(c.edge_of[0] if c.edge_of else tag)
     return [c for c, _ in out]
 
 
