@@ -18,9 +18,14 @@ from sdy_dl.errors import SdyError
 
 
 def _usage_error(e: click.UsageError):
-    """A usage error as one line and exit status 2."""
+    """A usage error as one line and exit status 2 (a group given no command: the
+    commands it has, not its help)."""
     hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-    message = " ".join(e.format_message().split())
+    if isinstance(e, click.exceptions.NoArgsIsHelpError) and isinstance(e.ctx.command,
+                                                                        click.Group):
+        message = f"missing command (one of: {', '.join(e.ctx.command.list_commands(e.ctx))})"
+    else:
+        message = " ".join(e.format_message().split())
     click.echo(f"sdy-dl: error: {message}{hint}", err=True)
     sys.exit(2)
 
@@ -28,7 +33,8 @@ def _usage_error(e: click.UsageError):
 class SdyGroup(click.Group):
     """A click group whose commands are imported when first asked for, and that
     turns :class:`SdyError` into a one-line error and exit 1,
-    a usage error into a one-line error and exit 2, and, as a last resort, any
+    a usage error into a one-line error and exit 2, an interrupt (Ctrl-C) into a
+    one-line error and exit 130, and, as a last resort, any
     other exception (a bug) into a one-line "internal error" and exit 1
     (``SDY_DL_TRACEBACK=1`` re-raises it)."""
 
@@ -64,6 +70,9 @@ class SdyGroup(click.Group):
             _usage_error(e)
         except (click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt:   # Ctrl-C: what was written so far is removed (``output``)
+            click.echo("sdy-dl: error: interrupted", err=True)
+            sys.exit(130)
         except BrokenPipeError:   # the reader went away (`sdy-dl ... | head`): stop quietly
             sys.stdout = open(os.devnull, "w")
             sys.exit(1)

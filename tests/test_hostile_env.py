@@ -1,8 +1,7 @@
 """A hostile environment never changes an answer: damaged cache entries are made
-again.
-
-Each case runs the ``sdy-dl`` process (the cache is read from disk only in a
-fresh process) and compares its output with a run on a sound cache.
+again (each case runs the ``sdy-dl`` process, as the cache is read from disk
+only in a fresh process, and compares its output with a run on a sound cache);
+an interrupt and a group given no command are one error line.
 """
 
 from __future__ import annotations
@@ -74,3 +73,39 @@ def test_damaged_cache_entries_are_made_again(sound, tmp_path, how):
         done = sdy_dl(args, tmp_path / "cache", module)
         assert (done.returncode, done.stderr) == (0, ""), args
         assert done.stdout == expected, args
+
+
+def test_interrupt_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    """Ctrl-C while the output is being written: one line, exit 130, no output file
+    and no temporary file."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main, propagate_cmd
+
+    class Interrupted:
+        def print(self, binary=False):
+            yield "module {\n"
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(propagate_cmd, "propagate", lambda module, options: Interrupted())
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    result = CliRunner().invoke(main, ["propagate", str(module), "-o", str(tmp_path / "out.mlir"),
+                                       "--quiet"])
+    assert (result.exit_code, result.stderr) == (130, "sdy-dl: error: interrupted\n")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
+@pytest.mark.parametrize("args, commands", [
+    ([], "cache, comms, conflicts, diff, emit, explain, memory, pass, passes, propagate, report, "
+         "rules, show, suggest, whatif"),
+    (["rules"], "annotate, check, list, show"), (["cache"], "clear, list, verify")])
+def test_a_group_without_its_command_lists_the_commands_in_one_line(args, commands):
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    result = CliRunner().invoke(main, args, prog_name="sdy-dl")
+    path = " ".join(["sdy-dl", *args])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2, "", f"sdy-dl: error: missing command (one of: {commands}) (see '{path} --help')\n")
