@@ -220,6 +220,12 @@ CASES = [
     ("whatif-outputs-same-file", ["whatif", "{m}", "--unset", "%arg0", "--save-input", "{out}",
                                   "-o", "{tmp}/./out.mlir", "--quiet"],
      {"m": SHARDED}, None, 2, ["two outputs name the same file: {out} and {tmp}/./out.mlir"]),
+    ("why-not-axes-as-mlir-strings", ["explain", "{m}", "%0", "--why-not", "a", "--quiet"],
+     {"m": SHARDED.replace('"a"', '"a\\0Ab"').replace('=2]', '=2, ""=2]')}, None, 1,
+     ["{m}:", 'no axis "a" in the module\'s meshes; axes: "", "a\\0Ab"']),
+    ("whatif-mesh-names-as-symbols", ["whatif", "{m}", "--set", "%arg0=<@mesh, [{{}}]>", "--quiet"],
+     {"m": SHARDED.replace("@mesh", '@"m\\22). x(1"')}, None, 1,
+     ["{m}:", 'unknown mesh @mesh; meshes: @"m\\22). x(1" = <["a"=2]>']),
     ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
      2, ["is a directory"]),
 ]

@@ -395,7 +395,7 @@ def test_value_that_has_the_axis_says_so():
 
 def test_bad_axis_or_dim_is_one_error():
     result = propagate(CONFLICT, engine="python")
-    with pytest.raises(SdyError, match="no axis 'z' in the module's meshes; axes: x, y"):
+    with pytest.raises(SdyError, match='no axis "z" in the module\'s meshes; axes: "x", "y"'):
         result.why_not("%0", "z")
     with pytest.raises(SdyError, match="%0 has rank 2: --dim is 0..1"):
         result.why_not("%0", "x", 2)

@@ -347,7 +347,7 @@ def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
     """The sharding an edit gives (sdy or ``P(...)`` text), read and bound to a mesh of
     the module; whether it fits the value (rank, axes) is the MLIR verifier's
     question once it is written (:func:`_verified`)."""
-    from sdy_dl.sharding import Mesh, parse_tensor_sharding
+    from sdy_dl.sharding import Mesh, format_symbol_ref, parse_tensor_sharding
 
     if text.lstrip().startswith(("P(", "PartitionSpec(")):
         from sdy_dl.audit.partition_spec import spec_to_sdy
@@ -359,7 +359,8 @@ def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
         raise SdyError(f"sharding {text!r} for {target.name}: {e.message} (write sdy syntax, "
                        f"e.g. <@mesh, [{{\"data\"}}, {{}}]>, or P('data', None))", file=file) from None
     if not isinstance(sharding.mesh, Mesh) and sharding.mesh not in meshes:
-        raise SdyError(f"sharding of {target.name}: unknown mesh @{sharding.mesh}; meshes: "
+        raise SdyError(f"sharding of {target.name}: unknown mesh "
+                       f"{format_symbol_ref(sharding.mesh)}; meshes: "
                        f"{_choices(meshes)}", file=file)
     return sharding
 
@@ -408,7 +409,10 @@ def _verify_signature(func) -> None:
 
 
 def _choices(meshes: dict) -> str:
-    return "; ".join(f"@{n} = {m.to_text()}" for n, m in sorted(meshes.items())) or "none"
+    from sdy_dl.sharding import format_symbol_ref
+
+    return "; ".join(f"{format_symbol_ref(n)} = {m.to_text()}"
+                     for n, m in sorted(meshes.items())) or "none"
 
 
 def _mesh_for(target: _Target, meshes: dict, file: str) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.errors import SdyError
 from sdy_dl.rules.instance import factor_name
+from sdy_dl.sharding import quote_string
 
 
 @dataclass
@@ -179,8 +180,8 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     meshes = audit.propagated.meshes
     axes = sorted({a for m in meshes.values() for a in m.axis_names})
     if axis not in axes:
-        raise SdyError(f"no axis {axis!r} in the module's meshes; axes: "
-                       f"{', '.join(axes) or 'none'}", file=audit.file)
+        raise SdyError(f"no axis {quote_string(axis)} in the module's meshes; axes: "
+                       f"{', '.join(map(quote_string, axes)) or 'none'}", file=audit.file)
     sharding = out.sharding
     if dim is not None:
         rank = sharding.rank if sharding is not None else _rank(out)
