@@ -20,6 +20,8 @@ from sdy_dl.ir import load_module
 def diff(a: str, b: str, fmt: str) -> None:
     """Compare the shardings of modules A and B value by value, aligned by dataflow
     (an inserted reshard does not misalign the rest).  Exit status 1 when they differ."""
+    if a == b == "-":
+        raise click.UsageError("A and B cannot both be standard input (-)")
     equal, diffs = diff_modules(load_module(a), load_module(b))
     if fmt == "json":
         click.echo(json.dumps({"equal": equal, "differences": [d.to_json() for d in diffs]},

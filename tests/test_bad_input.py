@@ -226,6 +226,8 @@ CASES = [
     ("whatif-mesh-names-as-symbols", ["whatif", "{m}", "--set", "%arg0=<@mesh, [{{}}]>", "--quiet"],
      {"m": SHARDED.replace("@mesh", '@"m\\22). x(1"')}, None, 1,
      ["{m}:", 'unknown mesh @mesh; meshes: @"m\\22). x(1" = <["a"=2]>']),
+    ("diff-stdin-twice", ["diff", "-", "-"], {}, PLAIN.encode(), 2,
+     ["A and B cannot both be standard input"]),
     ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
      2, ["is a directory"]),
 ]
