@@ -121,6 +121,19 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d
             assert c.output[0]["ops"][0].startswith(("sdy.collective_permute", "sdy.all_")), c.output
 
 
+def test_a_function_data_flow_edge_conflict_names_its_function_argument_and_place():
+    """With dedup-functions-fully, the conflict at @f's argument edge is named after the
+    function and argument, placed at the function, and says what the output does there
+    (the call's operand is permuted)."""
+    options = make_options({"dedup-functions-fully": True}, engine="clingo")
+    got = [c for c in Audit(parse_module_text(AT_CONSTRAINT), options).conflicts()
+           if c.edge_of]
+    assert [(c.op, c.place) for c in got] == [
+        ("the data-flow edge of func.func @f argument 0", "input line 7")]
+    moves = {m["tensor"]: m["ops"] for m in got[0].output or ()}
+    assert moves.get("argument 0", [""])[0].startswith("sdy.collective_permute"), moves
+
+
 # -- conflicts of a real model: what the output does, grouping, axis origins ----------------
 
 EXPLICIT = make_options({"enable-insert-explicit-collectives": True})

@@ -44,6 +44,7 @@ class OpCommunication:
         self.predicted = predicted
         self._module = module
         self._by_tag: dict[str, list] = {}
+        self._calls: dict[str, list] | None = None    # callee -> its calls, when first asked
         with mlir_context():
             for mop in walk_pre(module.mlir.operation)[1:]:
                 t = first_tag(mop.location, "px")
@@ -84,6 +85,19 @@ class OpCommunication:
                     return mop
         return None
 
+    def _calls_of(self, func) -> list:
+        """The ``func.call`` ops of the module calling ``func``."""
+        from jaxlib.mlir import ir
+
+        if self._calls is None:
+            self._calls = {}
+            for ops in self._by_tag.values():
+                for mop in ops:
+                    if mop.name == "func.call":
+                        callee = ir.FlatSymbolRefAttr(mop.attributes["callee"]).value
+                        self._calls.setdefault(callee, []).append(mop)
+        return self._calls.get(ir.StringAttr(func.attributes["sym_name"]).value, [])
+
     def absent(self, tag: str | None) -> str:
         """Why the output has no op for the one tagged ``tag`` (see :meth:`op`)."""
         ops = self._by_tag.get(tag, ()) if tag else ()
@@ -100,7 +114,9 @@ class OpCommunication:
         such op (:meth:`absent` says why).  A constraint lowered to moves: those moves
         are its ``result 0`` chain.
         ``returns``: also those on the values its regions return (``"region 1
-        return 0"``: where a data-flow edge of the op meets its sources)."""
+        return 0"``: where a data-flow edge of the op meets its sources), and of a
+        function, per argument the chains feeding it at its calls and those it feeds
+        (``"argument 0"``: its function data-flow edges)."""
         from jaxlib.mlir import ir
 
         from sdy_dl.ir.context import mlir_context
@@ -111,6 +127,18 @@ class OpCommunication:
                 chain.append(describe(v.owner))
                 v = v.owner.operands[0]
             return chain[::-1]
+
+        def following(v) -> list:
+            chain = []
+            frontier = [v]
+            while frontier:
+                v = frontier.pop(0)
+                for use in v.uses:
+                    user = use.owner
+                    if user.name in MOVES:
+                        chain.append(describe(user))
+                        frontier.extend(user.results)
+            return chain
 
         out = []
         with mlir_context():
@@ -128,17 +156,16 @@ class OpCommunication:
                         chain = feeding(operand)
                         if chain:
                             out.append({"tensor": f"region {r} return {k}", "ops": chain})
+            if returns and mop.name == "func.func" and mop.regions[0].blocks:
+                calls = self._calls_of(mop)
+                for k, arg in enumerate(mop.regions[0].blocks[0].arguments):
+                    chain = [op for call in calls for op in feeding(call.operands[k])]
+                    chain += following(arg)
+                    if chain:
+                        out.append({"tensor": f"argument {k}", "ops": chain})
             own = [describe(mop)] if mop.name in MOVES and mop.name != name else []
             for k, result in enumerate(mop.results):
-                chain = list(own) if k == 0 else []
-                frontier = [result]
-                while frontier:
-                    v = frontier.pop(0)
-                    for use in v.uses:
-                        user = use.owner
-                        if user.name in MOVES:
-                            chain.append(describe(user))
-                            frontier.extend(user.results)
+                chain = (list(own) if k == 0 else []) + following(result)
                 if chain:
                     out.append({"tensor": f"result {k}", "ops": chain})
         return out

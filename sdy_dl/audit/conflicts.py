@@ -303,18 +303,19 @@ def last_edge_visits(explainer, visits: dict | None = None) -> list[EdgeVisit]:
         for tag, cause in last.items():
             link = links.get(tag)
             if link is not None:
-                out.append(EdgeVisit(cause, edge_name(link.owner),
+                out.append(EdgeVisit(cause, edge_name(link.owner, link.edge),
                                      place_in(str(link.owner_loc), explainer.inputs.file),
                                      (link.owner_tag, link.owner)))
     return out
 
 
-def edge_name(owner: str) -> str:
+def edge_name(owner: str, edge: str = "") -> str:
     """A data-flow edge named after the op owning it, as the output prints that op (a
-    call propagates as an ``sdy.named_computation``, printed as the ``func.call``)."""
+    call propagates as an ``sdy.named_computation``, printed as the ``func.call``);
+    ``edge``: which edge of it (a function data-flow edge: ``@f argument 0``)."""
     from sdy_dl.audit.naming import EXPORT_RENAMES
 
-    return f"the data-flow edge of {dict(EXPORT_RENAMES).get(owner, owner)}"
+    return f"the data-flow edge of {dict(EXPORT_RENAMES).get(owner, owner)}{' ' * bool(edge)}{edge}"
 
 
 def step_conflicts(explainer, cause, records, named: bool = True) -> list[Conflict]:

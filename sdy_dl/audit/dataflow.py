@@ -37,6 +37,7 @@ class Link:
     manual: tuple = ()  # an edge of a manual computation: its manual axes
     dimless: frozenset = frozenset()   # the keys of its values without dims (rank 0, tokens)
     owner_tag: str = ""  # an edge: the tag of the op owning it
+    edge: str = ""      # a function data-flow edge: which ("@f argument 0", "@f result 0")
 
 
 def flow_links(module, edges, slots: dict) -> list[Link]:
@@ -71,12 +72,33 @@ def flow_links(module, edges, slots: dict) -> list[Link]:
         if name == "sdy.func_data_flow_edge":
             if func_edges is None:
                 func_edges = func_edge_sources(module, call_sites(module))
-            links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in func_edges.get(op.oid, ()))
-                              + (key(op.results[0]),), "func.func",
-                              dimless=dimless(list(func_edges.get(op.oid, ())) + op.results)))
+            sources = list(func_edges.get(op.oid, ()))
+            links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in sources)
+                              + (key(op.results[0]),), **_func_edge_owner(op),
+                              dimless=dimless(sources + op.results)))
             continue
         tensors = op.operands + op.results
         if tensors:
             links.append(Link(f"o{op.oid}", name, tuple(key(v) for v in tensors),
                               dimless=dimless(tensors)))
     return links
+
+
+def _func_edge_owner(op) -> dict:
+    """A function data-flow edge's owner (the function of the argument it wraps, or
+    the call of the result), its location (the edge's own: the function's or the
+    call's), tag and which edge it is (``@f argument 0``,
+    ``@f result 0``)."""
+    from jaxlib.mlir import ir
+
+    wrapped = op.operands[0]
+    if wrapped.is_block_arg:
+        owner = wrapped.block.region.owner
+        callee, which = owner.attr("sym_name"), f"argument {wrapped.index}"
+    else:
+        owner = wrapped.defining_op
+        callee, which = owner.attr("callee"), f"result {wrapped.index}"
+    callee = (ir.StringAttr(callee).value if isinstance(callee, ir.StringAttr) or
+              owner.name == "func.func" else ir.FlatSymbolRefAttr(callee).value)
+    return {"owner": owner.name, "owner_loc": op.mlir.location, "owner_tag": f"o{owner.oid}",
+            "edge": f"@{callee} {which}"}

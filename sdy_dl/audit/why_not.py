@@ -383,7 +383,7 @@ def _link_name(link) -> str:
     """A link as the output names its op (an edge: :func:`~sdy_dl.audit.conflicts.edge_name`)."""
     from sdy_dl.audit.conflicts import edge_name
 
-    return edge_name(link.owner) if link.owner else link.name
+    return edge_name(link.owner, link.edge) if link.owner else link.name
 
 
 def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object]:
