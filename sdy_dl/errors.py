@@ -38,6 +38,10 @@ class SdyError(Exception):
         return f"{where}: {one_line}" if where else one_line
 
 
+class InvalidModule(SdyError):
+    """A module the MLIR verifier refuses (``verify_module``, after the passes)."""
+
+
 class UsageError(SdyError):
     """A command-line usage error (an unknown or badly typed option): exit status 2."""
 

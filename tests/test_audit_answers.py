@@ -342,3 +342,20 @@ def test_a_whatif_is_a_full_propagation_of_the_edited_input(name):
         again = list(dict.fromkeys(_conflict_key(c) for c in full.conflicts()))
         assert changes.conflict_keys == ([k for k in again if k not in before],
                                          [k for k in before if k not in again]), sharding
+
+
+def test_a_whatif_failure_other_than_the_verifiers_is_not_pinned_on_the_edit(monkeypatch):
+    """A propagation of the edited input failing otherwise (an engine's failure, no
+    line) keeps its own message: only the verifier's refusal is the edit's."""
+    import sdy_dl.audit as audit_module
+    from sdy_dl.errors import SdyError
+
+    result = _result("partly_manual")
+
+    def failing(*args, **kwargs):
+        raise SdyError("the engine failed", file="engine")
+
+    monkeypatch.setattr(audit_module.Audit, "__init__", failing)
+    with pytest.raises(SdyError) as refused:
+        result.whatif(set={"%6": '<@mesh, [{}, {}]>'})
+    assert refused.value.message == "the engine failed", refused.value.message

@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass, field
 
 from sdy_dl.audit.naming import input_position
-from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.errors import InvalidModule, SdyError, UsageError
 
 #: Edit kinds, as the command line spells their options.
 KINDS = {"set": "--set", "unset": "--unset", "drop": "--drop-constraint"}
@@ -638,7 +638,7 @@ def whatif(audit, edits: list[Edit]):
                       places=audit.tracer.describe_op.places, fixpoints=audit.fixpoints,
                       propagated=audit.propagated, exported=audit.exported,
                       imported_again=make_imported)
-    except SdyError as e:
+    except InvalidModule as e:
         raise _refused(e, applied) from None
     after.edited_input = copy
     after.like = audit
@@ -941,7 +941,7 @@ def _kept(c) -> tuple:
     return tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items()))
 
 
-def _refused(e: SdyError, applied: list[Applied]) -> SdyError:
+def _refused(e: InvalidModule, applied: list[Applied]) -> SdyError:
     """A propagation of the edited input that failed where the edited copy has no place
     (the verifier, after the passes): the edits' error, at the first edited op."""
     if e.line is not None:

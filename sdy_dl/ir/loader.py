@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.errors import InvalidModule, SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, check_top_level
 
@@ -89,16 +89,17 @@ def verify_module(module: Module) -> None:
         try:
             module.mlir.operation.verify()
         except ir.MLIRError as e:
-            raise mlir_error(e, module.file) from None
+            raise mlir_error(e, module.file, InvalidModule) from None
     module.verified = True
 
 
-def mlir_error(e, file: str) -> SdyError:
-    """The first diagnostic of an MLIR parse/verify failure, with its place."""
+def mlir_error(e, file: str, kind: type = SdyError) -> SdyError:
+    """The first diagnostic of an MLIR parse/verify failure, with its place, as a
+    ``kind`` (:class:`~sdy_dl.errors.InvalidModule`: the verifier's)."""
     diags = list(getattr(e, "error_diagnostics", []) or [])
     if not diags:
-        return SdyError(str(e).splitlines()[-1], file=file)
+        return kind(str(e).splitlines()[-1], file=file)
     d = diags[0]
     m = _DIAG_LOC_RE.search(str(d.location))
     line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-    return SdyError(d.message.splitlines()[0], file=file, line=line, col=col)
+    return kind(d.message.splitlines()[0], file=file, line=line, col=col)
