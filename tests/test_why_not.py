@@ -314,11 +314,7 @@ def test_a_boundary_made_evenly_sharded_keeps_a_sub_axis():
                         'prefix that divides it evenly, {"x":(1)2}')
 
 
-def test_an_uneven_call_result_names_the_pass_that_made_it_even():
-    """The callee returns its value with "x" on a dim of 6: the call prints the
-    callee's result sharding, which has "x" (no reshard after the call);
-    update-non-divisible-input-output-shardings keeps "x":(1)2 of both."""
-    text = MESH + """\
+UNEVEN_CALL = MESH + """\
 func.func @main(%arg0: tensor<6x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<6x8xf32> {
   %0 = func.call @f(%arg0) : (tensor<6x8xf32>) -> tensor<6x8xf32>
   %1 = stablehlo.tanh %0 : tensor<6x8xf32>
@@ -329,7 +325,13 @@ func.func private @f(%arg0: tensor<6x8xf32>) -> tensor<6x8xf32> {
   return %0 : tensor<6x8xf32>
 }
 """
-    result = propagate(text, engine="python")
+
+
+def test_an_uneven_call_result_names_the_pass_that_made_it_even():
+    """The callee returns its value with "x" on a dim of 6: the call prints the
+    callee's result sharding, which has "x" (no reshard after the call);
+    update-non-divisible-input-output-shardings keeps "x":(1)2 of both."""
+    result = propagate(UNEVEN_CALL, engine="python")
     assert result.sharding("%0") == '#sdy.sharding<@mesh, [{"x":(1)2}, {}]>'
     assert "sdy.reshard" not in result.text
     got = result.why_not("%0", "x")
@@ -339,6 +341,16 @@ func.func private @f(%arg0: tensor<6x8xf32>) -> tensor<6x8xf32> {
     because = result.explain("%0").because
     assert "insert-func-call-reshards" not in because, because
 
+
+def test_a_call_result_whose_callee_result_is_not_found_names_no_pass_as_fact(monkeypatch):
+    """When the callee's returned value is not found, explain cannot tell the call
+    reshard from the other export passes: it names both and says which is not known."""
+    from sdy_dl.audit.explain import Explainer
+
+    result = propagate(UNEVEN_CALL, engine="python")
+    monkeypatch.setattr(Explainer, "callee_returned", lambda self, out: None)
+    because = result.explain("%0").because
+    assert "not known here" in because and "insert-func-call-reshards" in because, because
 
 def test_sub_axes_on_two_dims_hold_the_axis():
     assert answer(SPLIT, "%0", "x").has_axis

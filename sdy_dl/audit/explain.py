@@ -99,6 +99,9 @@ ANOTHER_CALL = " (in another call of its function)"
 CALL_RESULT_EXPORT = ("the export pass insert-func-call-reshards prints the callee's result "
                       "sharding on the call and reshards the result to the propagated one for "
                       "its users (the sdy.reshard after the call)")
+#: Why a value prints other than propagated when no call reshard is the cause.
+EXPORT_PASSES = ("the export passes (close-shardings and the input/output sharding passes) "
+                 "print it so")
 
 
 def _axes(sharding) -> list:
@@ -171,13 +174,13 @@ class Explainer:
             return None
         return returned.key if returned is not None else None
 
-    def call_resharded(self, out: OutputValue, given) -> bool:
+    def call_resharded(self, out: OutputValue, given) -> bool | None:
         """Whether the callee's result sharding that insert-func-call-reshards prints
         on the call result ``out`` has other axes than ``given`` (its propagated
-        sharding; False: not known)."""
+        sharding; None: not known)."""
         key = self.callee_returned(out)
         if key is None:
-            return False
+            return None
         callee = self.tracer.final(key)
         return _axes(given) != (_axes(callee) if callee is not None
                                 else [() for _ in given.dims])
@@ -303,9 +306,13 @@ class Explainer:
             reasons = [r for r in unsharded_reasons(self, out) if not r.startswith("no annotation")]
         propagated = _text(derivation.sharding)
         if propagated != printed:
-            passes = (CALL_RESULT_EXPORT if out.op == "func.call"
-                      and self.call_resharded(out, derivation.sharding) else "the export passes "
-                      "(close-shardings and the input/output sharding passes) print it so")
+            resharded = (self.call_resharded(out, derivation.sharding) if out.op == "func.call"
+                         else False)
+            passes = (CALL_RESULT_EXPORT if resharded else EXPORT_PASSES if resharded is False
+                      else "the export passes print it so (insert-func-call-reshards, which "
+                      "prints the callee's result sharding on the call, or close-shardings and "
+                      "the input/output sharding passes: which, not known here, the callee's "
+                      "result not being found)")
             node = Node(out.name, printed, f"propagated as {propagated}; {passes}",
                         kind="export", children=[node])
             node.children[0].what = out.name
