@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sdy_dl.datalog.clauses import Clause, parse_clauses, variables
+from sdy_dl.datalog.clauses import Clause, map_leaves, parse_clauses, variables
 from sdy_dl.datalog.lexer import is_directive, split_statements, tokenize
 from sdy_dl.datalog.program import Program
 from sdy_dl.datalog.stratify import check_stratification
@@ -606,18 +606,6 @@ def _around(side, lit, literals) -> set[str]:
 
 
 def _rename(term, names: dict[str, str]):
-    kind = term[0]
-    if kind == "var":
-        return ("var", names.get(term[1], term[1]))
-    if kind == "bin":
-        return ("bin", term[1], _rename(term[2], names), _rename(term[3], names))
-    if kind == "atom":
-        return ("atom", term[1], tuple(_rename(a, names) for a in term[2]), term[3], term[4])
-    if kind == "cmp":
-        return ("cmp", term[1], _rename(term[2], names), _rename(term[3], names), term[4])
-    if kind == "agg":
-        return ("agg", term[1], _rename(term[2], names) if term[2] is not None else None,
-                tuple(_rename(b, names) for b in term[3]), term[4])
-    return term
+    return map_leaves(term, lambda t: ("var", names.get(t[1], t[1])) if t[0] == "var" else t)
 
 

@@ -65,6 +65,22 @@ def variables(term) -> set[str]:
     return set()
 
 
+def map_leaves(term, leaf):
+    """``term`` (a term or literal, aggregates included) with every leaf term ``t``
+    (a variable, ``_``, a number or a string) written ``leaf(t)``."""
+    kind = term[0]
+    if kind == "bin":
+        return ("bin", term[1], map_leaves(term[2], leaf), map_leaves(term[3], leaf))
+    if kind == "atom":
+        return ("atom", term[1], tuple(map_leaves(a, leaf) for a in term[2]), term[3], term[4])
+    if kind == "cmp":
+        return ("cmp", term[1], map_leaves(term[2], leaf), map_leaves(term[3], leaf), term[4])
+    if kind == "agg":
+        return ("agg", term[1], map_leaves(term[2], leaf) if term[2] is not None else None,
+                tuple(map_leaves(b, leaf) for b in term[3]), term[4])
+    return leaf(term)
+
+
 def aggregates(literals) -> list[tuple]:
     """The aggregates that are sides of the comparisons among ``literals`` (not
     those nested inside them)."""
