@@ -17,6 +17,7 @@ printed output module:
 | `report`     | the HTML report: named sections, the values' data, derivations as a DAG |
 | `proofs`     | Datalog derivations of a step's derived tuples (proof search) |
 | `souffle_proofs` | the same from Soufflé's provenance (souffle engine) |
+| `souffle_rules` | which program clause a rule number of Soufflé's provenance names |
 | `step_proofs` | proofs for the step nodes of trees, from the engine the audit ran |
 | `decision_proofs` | proofs for the rewrite nodes a Datalog stage decided (user priorities, group syncs) |
 | `diff`       | two annotated modules compared value by value, aligned by dataflow |

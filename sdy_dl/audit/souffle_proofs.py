@@ -7,16 +7,19 @@ body tuples, their truncated subproofs) and every derived body tuple is
 explained by its own command, once: Soufflé prints a proof as a tree, so a
 deep ``setdepth`` repeats shared subproofs and grows exponentially, while one
 level per tuple gives the same proof as a DAG.  Soufflé's rule numbers
-``(Rk)`` (the k-th clause of the head relation in the program text) are
-mapped to the rules of ``proofs.parse_rules`` and so to their template lines
-in ``datalog/`` (``proofs.rule_origin``).
+``(Rk)`` name the clauses as Soufflé keeps them (``souffle_rules``: matched by
+the clause text each answer lists) and so the rules of ``proofs.parse_rules``
+and their template lines in ``datalog/`` (``proofs.rule_origin``); a tuple of
+a relation Soufflé replaced by the one it copies is put back through the copy
+clause.
 
 Soufflé lists negated atoms (``!rel(..)``), comparisons and an
 aggregate's result (``1 = 1``) as leaves; like the proof search, a
 proof keeps only the positive body atoms.  Tuples Soufflé cannot explain
-(its provenance answers ``Tuple not found`` or names no rule) are proved by
-``ProofSearch`` when one is given; ``Proof.rule`` then ends with
-``(proof search)``.
+(its provenance answers ``Tuple not found`` or names no rule, its rule
+number's text matches no clause or several, or its body tuples are not the
+clause's atoms) are proved by ``ProofSearch`` when one is given;
+``Proof.rule`` then ends with ``(proof search)``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import shutil
 import subprocess
 import tempfile
 
-from sdy_dl.audit.proofs import Proof, Rule, parse_rules, rule_origin
+from sdy_dl.audit.proofs import Proof, parse_rules, rule_origin
+from sdy_dl.audit.souffle_rules import SouffleRuleNumbers, copied
 from sdy_dl.datalog.facts import (escape_symbol, read_relation_file, unescape_symbol,
                                   write_facts_dir)
 from sdy_dl.datalog.program import Program
@@ -57,12 +61,10 @@ class SouffleProvenance:
         self.binary = binary or shutil.which("souffle")
         if self.binary is None:
             raise SdyError("engine souffle: no 'souffle' on PATH")
-        self.rules = parse_rules(program)
-        self.by_head: dict[str, list[Rule]] = {}
-        for r in self.rules:
-            if ":-" in r.text:
-                self.by_head.setdefault(r.head[0], []).append(r)
+        self.numbers = SouffleRuleNumbers(parse_rules(program),
+                                          {d.name for d in program.inputs + program.outputs})
         self.inputs = {(name, tuple(row)) for name, rows in facts.items() for row in rows}
+        self._given = {name for name, _ in self.inputs}
         self.fallback = fallback
         self._proofs: dict[tuple, Proof | None] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="sdy-dl-explain-")
@@ -111,10 +113,9 @@ class SouffleProvenance:
             lines.append(line)
             if line.rstrip("\n") == "}" and lines[-2:-1] == ["]\n"]:
                 break
-        text = "".join(lines)
-        cut = text.index('"rules"')
-        head = text[:cut].rstrip().rstrip(",") + "}"
-        return json.loads(head.replace("\t", " "))["proof"]
+        answer = json.loads("".join(lines).replace("\t", " "))
+        self.numbers.add(answer.get("rules", ()))
+        return answer["proof"]
 
     def rows(self, relation: str) -> list[tuple]:
         """The tuples of output relation ``relation``, sorted."""
@@ -138,23 +139,39 @@ class SouffleProvenance:
                 return Proof(relation, args, "", 0)
             return self._fallback(key)
         number = re.fullmatch(r"\(R(\d+)\)", answer.get("rule-number", ""))
-        clauses = self.by_head.get(relation, [])
-        if number is None or not 0 < int(number.group(1)) <= len(clauses):
+        rule = self.numbers.rule(relation, int(number.group(1))) if number else None
+        if rule is None:
             return self._fallback(key)
-        rule = clauses[int(number.group(1)) - 1]
         children = []
         for child in answer.get("children", ()):
             text = child.get("premises") or child.get("axiom", "")
             m = _ATOM.match(text)
-            if m is None or m.group(1) not in self.by_head and m.group(1) not in \
-                    {n for n, _ in self.inputs}:
+            if m is None or not self._shown(m.group(1)):
                 continue   # a negation, comparison, aggregate constraint or Soufflé's own relation
             sub = self.proof(m.group(1), _parse_args(m.group(2)))
             if sub is None:
                 return self._fallback(key)
             children.append(sub)
+        wanted = [name for name, _ in rule.atoms
+                  if self._shown(copied(name, self.numbers.copies))]
+        if [copied(name, self.numbers.copies) for name in wanted] != [c.relation for c in children]:
+            return self._fallback(key)   # Soufflé's body tuples are not the clause's atoms
+        children = [self._copy(name, c) for name, c in zip(wanted, children)]
         height = 1 + max((c.height for c in children), default=0)
         return Proof(relation, args, rule_origin(rule), height, children)
+
+    def _shown(self, relation: str) -> bool:
+        """Whether a proof lists tuples of ``relation`` (derived, or given facts)."""
+        return relation in self.numbers.by_head or relation in self._given
+
+    def _copy(self, relation: str, proof: Proof) -> Proof:
+        """``proof``'s tuple as one of ``relation``, a relation Soufflé replaced by the
+        relation it copies (through the copy clauses; ``proof`` itself when none)."""
+        if relation == proof.relation:
+            return proof
+        rule = self.numbers.copies[relation]
+        inner = self._copy(rule.atoms[0][0], proof)
+        return Proof(relation, proof.args, rule_origin(rule), inner.height + 1, [inner])
 
     def _fallback(self, key) -> Proof | None:
         if self.fallback is None:
