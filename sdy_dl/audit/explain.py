@@ -276,7 +276,7 @@ class Explainer:
                 node = self.explain(out.result_of, depth)
                 node = Node(out.name, printed, f"function result: the returned value "
                             f"{out.result_of.name} has no axes", kind="unsharded",
-                            reasons=list(dict.fromkeys([node.because] + node.reasons)))
+                            reasons=node.reasons or [node.because])
                 return node
             inner = self._tree(out.key, depth)
             node = Node(out.name, printed, "function result: propagate-to-func-results gives it "
