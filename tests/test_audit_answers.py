@@ -248,6 +248,10 @@ def test_a_conflict_at_a_loop_edge_is_found_and_compared_by_whatif():
     assert (c.op, c.kind, c.factors) == ("the data-flow edge of stablehlo.while",
                                          "within-factor", ["i"])
     assert c.place.startswith("input line ")
+    steps = result.audit.explainer.tracer.steps
+    edge = result.audit.explainer.tracer.edge_steps[-1]
+    before = sum(1 for x in steps if x.index < edge.index)
+    assert f"(after {before} of the {len(steps)} op steps)" in c.decided["order"], c.decided
     origins = {comp["value"]: comp["origins"] for comp in c.competitors}
     assert origins["%arg0"] == [{"axis": '"data"', "from": [
         '%arg0 = #sdy.sharding<@mesh, [{"data"}, {}]>']}]

@@ -35,7 +35,9 @@ many groups as one of two.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
+from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
@@ -133,7 +135,6 @@ def last_visit_by_op(explainer, op_key=None, visits: dict | None = None) -> dict
     op, an op has no tag (each step its own key) or two descriptions give one
     key, step by step."""
     from collections import Counter
-    from operator import attrgetter
 
     op_key = op_key or OpKeys(explainer)
     steps = explainer.tracer.steps
@@ -229,7 +230,8 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
         communication = communication()
     origins = AxisOrigins(explainer, records)
     total = len(explainer.tracer.steps)
-    position = {id(cause): n for n, cause in enumerate(explainer.tracer.steps)}
+    steps, index = explainer.tracer.steps, attrgetter("index")    # (in index order)
+    position = {id(cause): n for n, cause in enumerate(steps)}
     for c, cause in out:
         keys = [k for k, _ in cause.inputs]
         for comp, t in zip(c.competitors, c.tensors):
@@ -241,8 +243,7 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
         tag = (cause.op or {}).get("tag")
         n = visits[op_key(cause) if cause.kind == "step" else ("edge", tag)]
         step = (f"step {position[id(cause)] + 1} of {total}" if cause.kind == "step"
-                else f"after {sum(1 for x in explainer.tracer.steps if x.index < cause.index)} "
-                f"of the {total} op steps")
+                else f"after {bisect_left(steps, cause.index, key=index)} of the {total} op steps")
         c.decided["order"] = (f"processing order: the last of {n} visit{'s' * (n != 1)} of the "
                               f"{'op' if cause.kind == 'step' else 'edge'} ({step}); "
                               "it saw the shardings earlier steps had written")

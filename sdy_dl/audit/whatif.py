@@ -666,8 +666,8 @@ def whatif(audit, edits: list[Edit]):
 
 class _Memo:
     """What a propagation's what-ifs reuse besides its signatures and memory layouts
-    (the Audit's): its collective ledger, each op's last step and each function's
-    memory totals, and, shared by
+    (the Audit's): its collective ledger, each op's and data-flow edge's last step and
+    each function's memory totals, and, shared by
     the what-ifs made from it, the conflicts of each step input (``steps``:
     meshes' text -> {StepInput: the conflicts' (factors, axis, kind, kept
     axes)}; a step's conflicts depend only on its input and the meshes)."""
@@ -679,6 +679,7 @@ class _Memo:
         self.tags = None     # its op keys' tag of each op description (conflicts.OpKeys)
         self.totals = None   # each function's memory totals (its memory layouts')
         self.by_name = None  # op name -> the last steps of its ops (_last_steps_named)
+        self.last_edges = None   # edge tag -> its last visit (_last_edges)
 
     @staticmethod
     def of(audit) -> "_Memo":
@@ -816,16 +817,24 @@ def _conflicts_by_key(audit, causes: list, by_step: bool = False) -> dict:
     return out
 
 
+def _last_edges(audit) -> dict:
+    """Each data-flow edge's last visit by tag
+    (:func:`~sdy_dl.audit.conflicts.last_edge_visits`), kept for later what-ifs."""
+    from sdy_dl.audit.conflicts import last_edge_visits
+
+    memo = _Memo.of(audit)
+    if memo.last_edges is None:
+        memo.last_edges = {e.cause.op["tag"]: e for e in last_edge_visits(audit.explainer)}
+    return memo.last_edges
+
+
 def _edge_conflict_changes(before, after, compare: bool) -> tuple[list, list]:
     """The keys of the conflicts at data-flow edges (their last visits,
     :func:`~sdy_dl.audit.conflicts.last_edge_visits`) that appeared and disappeared;
     ``compare``: the two propagations' tags name the same edges, so only the edges
     whose last step differs are compared (and, for a key found there, the other
     edges of its name and place), as :func:`_conflict_changes` does for ops."""
-    from sdy_dl.audit.conflicts import last_edge_visits
-
-    b = {e.cause.op["tag"]: e for e in last_edge_visits(before.explainer)}
-    a = {e.cause.op["tag"]: e for e in last_edge_visits(after.explainer)}
+    b, a = _last_edges(before), _last_edges(after)
 
     def differing(mine: dict, theirs: dict) -> list:
         return [e for tag, e in mine.items() if not compare or tag not in theirs
@@ -835,7 +844,8 @@ def _edge_conflict_changes(before, after, compare: bool) -> tuple[list, list]:
     appeared, disappeared = [k for k in ka if k not in kb], [k for k in kb if k not in ka]
     if appeared or disappeared:
         at = {k[:2] for k in appeared + disappeared}
-        same = _edge_conflicts_by_key(before, [e for e in b.values() if e not in changed_b
+        differ = {id(e) for e in changed_b}
+        same = _edge_conflicts_by_key(before, [e for e in b.values() if id(e) not in differ
                                                and (e.name, e.place) in at])
         appeared = [k for k in appeared if k not in same]
         disappeared = [k for k in disappeared if k not in same]
