@@ -493,11 +493,8 @@ class InputIndex:
         that starts from the imported module, which has its tags already): then it
         is its own snapshot."""
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.mlir_ops import main_func
-        from sdy_dl.ir.storage import read_func_attr
 
         self.file = module.file
-        self.results: dict[int, str | None] = {}
         self._records: dict[tuple, InputValue | None] = {}
         self._table: ValueTable | None = None
         self._related: dict[tuple, list[tuple]] | None = None
@@ -506,17 +503,27 @@ class InputIndex:
         with mlir_context():
             top = module.mlir.operation
             self._snapshot = top.clone() if tag else top   # (untagged: never edited)
-            main = main_func(module)
-            if main is not None:
-                for i in range(len(main.attributes["function_type"].value.results)):
-                    s = read_func_attr(main, "res_attrs", i)
-                    self.results[i] = s.to_text() if s is not None else None
             if tag:
                 self._top_level, self._calls = _tag_input(top)
 
     def copy(self):
         """A new copy of the input module as read (a raw ``builtin.module`` op), to edit."""
         return self._snapshot.clone()
+
+    @functools.cached_property
+    def results(self) -> dict[int, str | None]:
+        """The main function's result annotations (sdy text; None: none) by result
+        number, read from the snapshot when first asked for."""
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.ir.storage import read_func_attr
+
+        main, out = self.main, {}
+        if main is not None:
+            with mlir_context():
+                for i in range(len(main.attributes["function_type"].value.results)):
+                    s = read_func_attr(main, "res_attrs", i)
+                    out[i] = s.to_text() if s is not None else None
+        return out
 
     @property
     def annotations(self) -> set[str]:
