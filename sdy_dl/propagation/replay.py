@@ -106,6 +106,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import compress
+from operator import itemgetter
 
 from sdy_dl.ir.storage import is_shardable, stored_result_sharding, stored_sharding
 from sdy_dl.propagation.state import results_share_a_slot
@@ -303,19 +304,19 @@ class PassTrace:
         """The sharding of ``vid`` when the write log had ``at`` entries (``_STORED``:
         not read or written by then)."""
         if self._writes is None:
-            writes: dict[int, tuple[list, list]] = {}
-            for n, (v, s) in enumerate(self.log):
+            writes: dict[int, list[int]] = {}
+            for n, v in enumerate(map(itemgetter(0), self.log)):
                 found = writes.get(v)
                 if found is None:
-                    found = writes[v] = ([], [])
-                found[0].append(n)
-                found[1].append(s)
+                    writes[v] = [n]
+                else:
+                    found.append(n)
             self._writes = writes
         found = self._writes.get(vid)
         if found is not None:
-            k = bisect_left(found[0], at)
+            k = bisect_left(found, at)
             if k:
-                return found[1][k - 1]
+                return self.log[found[k - 1]][1]
         return self.read0.get(vid, _STORED)
 
     def fixpoint(self, propagator, worklist, directions, applied: set):
