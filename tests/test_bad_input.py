@@ -228,6 +228,8 @@ CASES = [
      ["{m}:", 'unknown mesh @mesh; meshes: @"m\\22). x(1" = <["a"=2]>']),
     ("diff-stdin-twice", ["diff", "-", "-"], {}, PLAIN.encode(), 2,
      ["A and B cannot both be standard input"]),
+    ("whatif-module-without-functions", ["whatif", "{m}", "--unset", "%arg0", "--quiet"],
+     {"m": MESH}, None, 1, ["{m}: no value '%arg0' in the output; close matches: none"]),
     ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
      2, ["is a directory"]),
 ]
@@ -272,6 +274,14 @@ def check_works_as_shardy(tmp_path, text):
     assert result.exit_code == 0, result.stderr
     with open(paths["out"]) as f:
         assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(f.read()))
+
+
+@pytest.mark.parametrize("command", [["memory"], ["report"], ["suggest", "--jobs", "1"]])
+def test_functions_in_a_nested_module(tmp_path, command):
+    """A module whose functions are in a module inside it has no main function."""
+    text = "module {\n  module {\n    func.func @main() {\n      return\n    }\n  }\n}\n"
+    result, _ = run([command[0], "{m}", *command[1:], "--quiet"], {"m": text}, tmp_path)
+    assert (result.exit_code, result.stderr) == (0, ""), result.stderr
 
 
 # -- malformed --relations directories ------------------------------------------------------------

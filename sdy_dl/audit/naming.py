@@ -1134,4 +1134,4 @@ def func_label(func, main) -> str:
     """``main``, ``@name`` or nothing: how the output index names the raw function ``func``."""
     if func is None:
         return ""
-    return "main" if func == main else "@" + symbol_name(func)
+    return "main" if main is not None and func == main else "@" + symbol_name(func)

@@ -477,11 +477,12 @@ def _located_at_main(audit):
     try:
         yield
     except SdyError as e:
-        if e.line is None and not isinstance(e, UsageError):
+        main = audit.inputs.main
+        if e.line is None and not isinstance(e, UsageError) and main is not None:
             from sdy_dl.ir.context import mlir_context
 
             with mlir_context():
-                at = input_position((audit.inputs.main.location, audit.file))
+                at = input_position((main.location, audit.file))
             if at is not None:
                 e.located(line=at[0], col=at[1])
         raise
