@@ -230,6 +230,11 @@ CASES = [
      ["A and B cannot both be standard input"]),
     ("whatif-module-without-functions", ["whatif", "{m}", "--unset", "%arg0", "--quiet"],
      {"m": MESH}, None, 1, ["{m}: no value '%arg0' in the output; close matches: none"]),
+    ("error-at-an-op-located-elsewhere", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace(f"%0 = stablehlo.negate %arg0 : {T}",
+                           f'%0 = stablehlo.negate %arg0 {{sdy.sharding = #sdy.sharding_per_value'
+                           f'<[<@mesh, [{{"zz"}}]>]>}} : {T} loc("model.py":99:7)')},
+     None, 1, ["{m}: 'stablehlo.negate' op result - unknown axis name"]),
     ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
      2, ["is a directory"]),
 ]

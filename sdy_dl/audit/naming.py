@@ -127,13 +127,9 @@ def input_position(where) -> tuple[int, int] | None:
     """(line, column) in the module read of a place given as (location, file), as its
     parser located it; None for a place given as text or located elsewhere (a JAX
     program's Python lines)."""
-    if isinstance(where, str):
-        return None
-    loc, file = where
-    for f, line, col in _FILE_LOC_RE.findall(str(loc)):
-        if f in ("-", file):
-            return int(line), int(col)
-    return None
+    from sdy_dl.ir.loader import text_position
+
+    return None if isinstance(where, str) else text_position(*where)
 
 
 def op_of_key(key: tuple) -> int:

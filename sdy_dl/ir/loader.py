@@ -9,7 +9,7 @@ from sdy_dl.errors import InvalidModule, SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, check_top_level
 
-_DIAG_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)\)')
+_FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 
 def read_text(path: str) -> str:
@@ -100,6 +100,16 @@ def mlir_error(e, file: str, kind: type = SdyError) -> SdyError:
     if not diags:
         return kind(str(e).splitlines()[-1], file=file)
     d = diags[0]
-    m = _DIAG_LOC_RE.search(str(d.location))
-    line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    line, col = text_position(d.location, file) or (None, None)
     return kind(d.message.splitlines()[0], file=file, line=line, col=col)
+
+
+def text_position(loc, file: str) -> tuple[int, int] | None:
+    """(line, column) in the text of the module read from ``file`` of the MLIR
+    location ``loc``, as the parser located its op; None for a location the
+    module gave the op itself (``loc("model.py":12:3)``: a JAX program's Python
+    lines, not this file's)."""
+    for f, line, col in _FILE_LOC_RE.findall(str(loc)):
+        if f in ("-", file):
+            return int(line), int(col)
+    return None
