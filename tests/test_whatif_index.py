@@ -85,6 +85,47 @@ def test_a_module_of_another_structure_is_not_indexed_from_the_first():
         assert not module.is_indexed()
 
 
+BARRIER = """func.func @main(%a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
+  %0:2 = stablehlo.optimization_barrier %a, %b : tensor<8xf32>, tensor<8xf32>
+  %1 = stablehlo.add %0#0, %0#1 : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
+"""
+ONE_RESULT = BARRIER.replace("%0:2 = stablehlo.optimization_barrier %a, %b : tensor<8xf32>, "
+                             "tensor<8xf32>", "%0 = stablehlo.optimization_barrier %a : "
+                             "tensor<8xf32>").replace("%0#0, %0#1", "%0, %b")
+
+
+def test_a_module_whose_blocks_have_other_arguments_is_not_indexed_from_the_first():
+    """As many ops and results, but the function has two arguments where the first's
+    has one."""
+    from sdy_dl.ir import parse_module_text
+
+    one = "func.func @main(%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %a : tensor<8xf32>\n}\n"
+    two = one.replace("%a: tensor<8xf32>)", "%a: tensor<8xf32>, %b: tensor<8xf32>)")
+    first, other = parse_module_text(one, "a"), parse_module_text(two, "b")
+    assert len(parse_module_text(two, "c").ops) == len(first.ops)
+    with mlir_context():
+        assert not index_like(other, first.index_fields())
+        assert not other.is_indexed()
+
+
+def test_a_module_whose_ops_have_other_result_counts_is_not_indexed_from_the_first():
+    """As many ops, but one has one result where the first's has two: refused, and a
+    propagation index given the first's indexes the module as its own."""
+    from sdy_dl.audit.naming import InputIndex, PropagationIndex
+    from sdy_dl.ir import parse_module_text
+
+    assert ONE_RESULT != BARRIER
+    first, other = parse_module_text(BARRIER, "a"), parse_module_text(ONE_RESULT, "b")
+    with mlir_context():
+        first_index = PropagationIndex(first, InputIndex(first))
+        assert not index_like(other, first_index.index_model)
+        assert not other.is_indexed()
+        got = PropagationIndex(other, InputIndex(other), first=first_index)
+        assert len(got.keys) == len(other.values) == len(Module(other.mlir, "b").values)
+
+
 @pytest.mark.parametrize("program, nested", [("training_step", False),
                                              ("grad_scan_helpers", True)])
 def test_a_clone_lists_its_uses_in_reverse_program_order(program, nested):

@@ -758,8 +758,9 @@ class PropagationIndex:
         from sdy_dl.propagation.state import value_key
 
         with mlir_context():
-            if first is not None and not module.is_indexed():
-                index_like(module, first.index_model, module.cloned)
+            if (first is not None and not module.is_indexed()
+                    and not index_like(module, first.index_model, module.cloned)):
+                first = None    # (not a copy of the first's: indexed as any module)
             #: ``module``'s model index as it stood (a what-if's is made from it; its
             #: op N is the op tagged ``oN``)
             self.index_model = module.index_fields()

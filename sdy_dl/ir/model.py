@@ -484,6 +484,19 @@ def _shape_and_static(t) -> tuple[tuple[int, ...] | None, bool]:
     return shape, shape is not None and all(d >= 0 for d in shape)
 
 
+def _same_blocks(fop: Op, mop) -> bool:
+    """Whether MLIR op ``mop`` has as many regions, blocks and block arguments as ``fop``."""
+    mregions = mop.regions
+    if len(mregions) != len(fop.regions):
+        return False
+    for fregion, mregion in zip(fop.regions, mregions):
+        mblocks = list(mregion.blocks)
+        if len(mblocks) != len(fregion.blocks) or any(
+                len(mb.arguments) != len(fb.args) for fb, mb in zip(fregion.blocks, mblocks)):
+            return False
+    return True
+
+
 def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
     """Give ``module`` the index :func:`index_module` would read, made from
     ``first`` (:meth:`Module.index_fields` of another module) when ``module``'s MLIR
@@ -501,7 +514,10 @@ def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
     read.  (MLIR's ``Region::cloneInto`` makes a region's ops first, then sets
     each op's operands in order and clones its regions, op by op: a clone's uses
     are made in program order, and a new use goes first in its value's list.)
-    False (``module`` left as it was): the op counts differ."""
+    False (``module`` left as it was): the op counts differ, or an op's result count,
+    or the regions, blocks or block arguments of an op with regions (an op with none
+    there holds no values here: a block it had would hold ops, and the op counts
+    would differ), so every value is the first's value at the same place."""
     mlir_module = module.mlir
     first_ops, first_values = first["ops"], first["values"]
     mops = walk_pre(mlir_module.operation)   # (the module itself first)
@@ -513,6 +529,8 @@ def index_like(module: Module, first: dict, cloned: bool = False) -> bool:
     blocks: dict = {}   # id(first block) -> block
     new_value, new_op = Value, Op
     for fop, mop in zip(first_ops, islice(mops, 1, None)):
+        if len(mop.results) != len(fop.results) or fop.regions and not _same_blocks(fop, mop):
+            return False
         fparent = fop.parent
         if fparent is None:
             parent = block = None
