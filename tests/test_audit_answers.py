@@ -296,6 +296,20 @@ def test_a_conflict_in_a_second_call_of_a_function_names_the_printed_function():
     assert first.output and "moves no data" not in second.output_text
 
 
+def test_an_erased_value_of_the_printed_call_copy_is_not_named_as_another_calls(monkeypatch):
+    """A value is named as in another call of its function only when its call copy
+    differs from the printed value's: with every value in one copy, the second
+    conflict's values are input values erased by the pipeline."""
+    import naming_programs
+    from sdy_dl.audit.naming import PropagationIndex
+
+    monkeypatch.setattr(PropagationIndex, "call_copy", lambda self, record: 1)
+    result = sdy_dl.propagate(naming_programs.lowered("nested_jit_loops"))
+    first, second = result.conflicts()
+    names = [x["value"] for x in second.competitors]
+    assert names and all(n.endswith(" (erased by the pipeline)") for n in names), names
+
+
 def test_an_origin_cites_the_input_annotation_when_the_output_names_it_otherwise():
     """The loop body's constraint becomes a reshard in the output and the import
     passes moved its annotation onto the tanh before it: the origins of the matmul's

@@ -203,24 +203,29 @@ class Explainer:
             return outs[0].name
         for record in self.propagated.by_key.get(key, ()):
             if record.origin is not None and not record.is_edge:
-                printed = self._printed_origins().get(record.origin.key)
-                if printed is not None:
-                    return printed + ANOTHER_CALL
+                name, copies = self._printed_origins().get(record.origin.key, (None, ()))
+                copy = self.propagated.call_copy(record)
+                if copy is not None and any(c is not None and c != copy for c in copies):
+                    return name + ANOTHER_CALL
                 return f"input {record.origin.names[0]} (erased by the pipeline)"
         return "(a value the pipeline created and erased)"
 
     def _printed_origins(self) -> dict:
-        """Input value (by key) -> the output's name of a value propagated from it: a
-        function called twice propagates on a copy per call, and the output prints
+        """Input value (by key) -> (the output's name of a value propagated from it,
+        the call copies those printed values are in, :meth:`PropagationIndex.call_copy`):
+        a function called twice propagates on a copy per call, and the output prints
         one function for the copies that agree."""
         if not hasattr(self, "_printed"):
             self._printed = {}
+            call_copy = self.propagated.call_copy
             for key, records in self.propagated.by_key.items():
                 outs = self.outputs.by_key.get(key)
                 if outs:
                     for record in records:
                         if record.origin is not None and not record.is_edge:
-                            self._printed.setdefault(record.origin.key, outs[0].name)
+                            found = self._printed.setdefault(record.origin.key,
+                                                             (outs[0].name, set()))
+                            found[1].add(call_copy(record))
         return self._printed
 
     def steps_reading(self, key) -> list:

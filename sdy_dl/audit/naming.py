@@ -773,6 +773,7 @@ class PropagationIndex:
         self._by_tag: dict[tuple[str, int], PropagatedValue] | None = None
         self._by_key: dict[int, list[PropagatedValue]] | None = None
         self._links: list | None = None
+        self._copies: dict | None = None     # id(record) -> call_copy's answer
         with mlir_context():
             values = module.values
             if first is not None and len(values) == len(first._values):
@@ -832,6 +833,36 @@ class PropagationIndex:
             record = PropagatedValue(key, r.op, r.is_edge, r.owner, inputs, r.tag_site, r.where)
             self._by_key.setdefault(key, []).append(record)
             self._by_tag[tag] = record
+
+    def call_copy(self, record: PropagatedValue) -> int | None:
+        """The op number of the ``sdy.named_computation`` (a call's copy of its
+        function) innermost around ``record``'s value, or None: in none."""
+        if self._copies is None:
+            ops, values = self.index_model["ops"], self.index_model["values"]
+            around: dict = {}   # op number -> its innermost named computation's (or None)
+
+            def innermost(op):   # (``op`` or the op around it nearest, inclusive)
+                seen, found = [], None
+                while op is not None:
+                    if op.oid in around:
+                        found = around[op.oid]
+                        break
+                    seen.append(op.oid)
+                    if op.name == "sdy.named_computation":
+                        found = op.oid
+                        break
+                    op = op.parent
+                for oid in seen:
+                    around[oid] = found
+                return found
+
+            self._copies = {}
+            for (tag, index), rec in self.by_tag.items():
+                if index < 0:
+                    self._copies[id(rec)] = innermost(values[int(tag[1:])].block.region.owner)
+                else:
+                    self._copies[id(rec)] = innermost(ops[int(tag[1:])].parent)
+        return self._copies.get(id(record))
 
     @property
     def tags_made(self) -> dict:
