@@ -83,9 +83,16 @@ def make_pass_options(pass_name: str | None = None, *, explicit_collectives: boo
     values are checked against the options it reads, and ``--conservative`` /
     ``--keep-sharding-rules`` are those options set to true.  ``explicit_collectives``
     (the pipeline only): enable-insert-explicit-collectives set to true, whatever
-    was given (the commands that audit collectives, and ``--explicit-collectives``)."""
+    was given (the commands that audit collectives, and ``--explicit-collectives``).
+    ``--compiled`` without ``--engine souffle``, and ``--wait-for-compile``
+    without ``--compiled``, would change nothing: usage errors."""
     from sdy_dl.pipeline import ENABLE_INSERT_EXPLICIT_COLLECTIVES, make_options
 
+    if opts["compiled"] and opts["engine"] != "souffle":
+        raise UsageError(f"--compiled applies to --engine souffle, not {opts['engine']} (auto "
+                         "runs the binaries a compiled run left in the cache)")
+    if opts["wait_for_compile"] and not opts["compiled"]:
+        raise UsageError("--wait-for-compile applies with --compiled")
     given = list(opts["pass_option"])
     given += [f"{name}=true" for name, flag in (("conservative-propagation", "conservative"),
                                                 ("keep-sharding-rules", "keep_sharding_rules"))

@@ -235,6 +235,11 @@ CASES = [
                            f'%0 = stablehlo.negate %arg0 {{sdy.sharding = #sdy.sharding_per_value'
                            f'<[<@mesh, [{{"zz"}}]>]>}} : {T} loc("model.py":99:7)')},
      None, 1, ["{m}: 'stablehlo.negate' op result - unknown axis name"]),
+    ("compiled-without-souffle", ["propagate", "{m}", "--compiled", "-o", "{out}"],
+     {"m": PLAIN}, None, 2, ["--compiled applies to --engine souffle, not auto"]),
+    ("wait-without-compiled", ["whatif", "{m}", "--unset", "%arg0", "--engine", "souffle",
+                               "--wait-for-compile", "-o", "{out}"],
+     {"m": SHARDED}, None, 2, ["--wait-for-compile applies with --compiled"]),
     ("output-is-a-directory", ["propagate", "{m}", "-o", "{tmp}", "--quiet"], {"m": PLAIN}, None,
      2, ["is a directory"]),
 ]
