@@ -953,14 +953,13 @@ def _kept(c) -> tuple:
 
 
 def _refused(e: InvalidModule, applied: list[Applied]) -> SdyError:
-    """A propagation of the edited input that failed where the edited copy has no place
-    (the verifier, after the passes): the edits' error, at the first edited op."""
-    if e.line is not None:
-        return e
+    """A propagation of the edited input the verifier refused (after the passes): the
+    edits' error, at the op the verifier names when it is a line of the input, else
+    at the first edited op."""
     edits = "; ".join(a.edit.to_text() for a in applied)
     at = next((a.position for a in applied if a.position is not None), None)
     out = SdyError(f"the edited input ({edits}) is invalid once propagated: {e.message}",
-                   file=e.file)
+                   file=e.file, line=e.line, col=e.col)
     return out.located(*((None,) + tuple(at) if at is not None else ()))
 
 
