@@ -490,10 +490,12 @@ def _same_blocks(fop: Op, mop) -> bool:
     if len(mregions) != len(fop.regions):
         return False
     for fregion, mregion in zip(fop.regions, mregions):
-        mblocks = list(mregion.blocks)
-        if len(mblocks) != len(fregion.blocks) or any(
-                len(mb.arguments) != len(fb.args) for fb, mb in zip(fregion.blocks, mblocks)):
+        fblocks, mblocks = fregion.blocks, mregion.blocks
+        if len(mblocks) != len(fblocks):
             return False
+        for fb, mb in zip(fblocks, mblocks):
+            if len(mb.arguments) != len(fb.args):
+                return False
     return True
 
 
