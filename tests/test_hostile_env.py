@@ -27,9 +27,15 @@ COMMANDS = [["propagate", "{m}", "--engine", "python"], ["explain", "{m}", "%1",
             ["conflicts", "{m}", "--format", "json"]]
 
 
+#: the installed console script (``python -m sdy_dl.cli`` from the source root would
+#: import the source tree's sdy_dl, which has no cli package: cli/ maps into it only
+#: when installed)
+SDY_DL = shutil.which("sdy-dl", path=os.path.dirname(sys.executable)) or shutil.which("sdy-dl")
+
+
 def sdy_dl(args, cache, module, **kwargs):
     env = {**os.environ, "SDY_DL_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "sdy_dl.cli",
+    return subprocess.run([SDY_DL,
                            *[a.format(m=module) for a in args], "--quiet"],
                           env=env, capture_output=True, text=True, timeout=300, **kwargs)
 
