@@ -70,3 +70,15 @@ def test_a_rule_number_whose_text_matches_no_clause_or_several_names_none():
     assert numbers.rule("w", 2).index == 4
     assert numbers.rule("w", 3).index == 3
     assert numbers.rule("w", 4) is None          # Soufflé listed no (R4)
+
+
+def test_two_rule_numbers_naming_one_clause_name_none():
+    """A mapping that is not one-to-one is refused for every number it joins (one of
+    them names another clause, which the comparison failed to tell apart)."""
+    numbers = SouffleRuleNumbers(parse_rules(_program(TEXT)), {"s", "w"})
+    numbers.add([{"rule-number": "(R2)", "rule": "w(N,(Q+1)) :- \n   pair(N,Q)."},
+                 {"rule-number": "(R4)", "rule": "w(N,(Q+1)) :- \n   pair(N,Q)."},
+                 {"rule-number": "(R3)", "rule": "w(N,5) :- \n   s(N),\n   s( _tmp_0),\n"
+                                                 "    _tmp_0 = (N+1)."}])
+    assert numbers.rule("w", 2) is None and numbers.rule("w", 4) is None
+    assert numbers.rule("w", 3).index == 3

@@ -73,13 +73,20 @@ class SouffleRuleNumbers:
                 self.printed.setdefault((head.group(1), int(number.group(1))), entry["rule"])
 
     def rule(self, relation: str, number: int) -> Rule | None:
-        """The one clause of ``relation`` that Soufflé's ``(R<number>)`` is, or None."""
+        """The one clause of ``relation`` that Soufflé's ``(R<number>)`` is, or None
+        (also when another rule number of ``relation`` Soufflé listed names the same
+        clause: a mapping that is not one-to-one names none)."""
         key = (relation, number)
         if key not in self._found:
-            theirs = self._canonical_printed(key)
-            matches = [] if theirs is None else \
-                [r for r in self.by_head.get(relation, ()) if self._canonical_ours(r) == theirs]
-            self._found[key] = matches[0] if len(matches) == 1 else None
+            found = {}
+            for k in [k for k in self.printed if k[0] == relation] + [key]:
+                theirs = self._canonical_printed(k)
+                matches = [] if theirs is None else \
+                    [r for r in self.by_head.get(relation, ()) if self._canonical_ours(r) == theirs]
+                found[k] = matches[0] if len(matches) == 1 else None
+            named = [id(r) for r in found.values() if r is not None]
+            self._found[key] = found[key] if found[key] is not None and \
+                named.count(id(found[key])) == 1 else None
         return self._found[key]
 
     def _canonical_ours(self, rule: Rule):
