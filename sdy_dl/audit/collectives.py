@@ -433,10 +433,10 @@ class _Builder:
 
     def place(self, mop) -> tuple[str, str | None]:
         """(input place, python place) of an op from its location."""
-        from sdy_dl.audit.naming import _FILE_LOC_RE
+        from sdy_dl.ir.loader import FILE_LOC_RE
 
         loc = str(mop.location)
-        places = [(f, int(line)) for f, line, _ in _FILE_LOC_RE.findall(loc)]
+        places = [(f, int(line)) for f, line, _ in FILE_LOC_RE.findall(loc)]
         python = next((f"{f}:{line}" for f, line in places if f.endswith(".py")), None)
         module = next((f"input line {line}" for f, line in places if not f.endswith(".py")), None)
         return module or (f"python {python}" if python else "(unknown)"), python

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Value
+from sdy_dl.ir.loader import FILE_LOC_RE
 from sdy_dl.ir.mlir_ops import main_of, symbol_name
 from sdy_dl.ir.walk import BLOCK, OP, key as pointer_of, walk_numbered
 from sdy_dl.sharding import TensorSharding
@@ -64,7 +65,6 @@ from sdy_dl.sharding import TensorSharding
 #: The tags of each prefix in a printed location.
 _TAG_RES = {prefix: re.compile(rf'loc\("sdy-dl\.{prefix}:([ao]\d+(?:\.\d+)?)"')
             for prefix in ("in", "px")}
-_FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 #: Op renames the export passes make while keeping the op's location (and tag).
 EXPORT_RENAMES = {("sdy.named_computation", "func.call"),
@@ -114,7 +114,7 @@ def place_in(loc: str, file: str) -> str:
     the module read, whose text the parser located it in), ``FILE:LINE`` (a
     location the module's text gives, of another file), else ``input (no line)``.
     ``file``: the module read (its name is not repeated in every place)."""
-    places = _FILE_LOC_RE.findall(loc)
+    places = FILE_LOC_RE.findall(loc)
     for f, line, _ in places:
         if f.endswith(".py"):
             return f"python {f}:{int(line)}"

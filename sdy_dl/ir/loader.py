@@ -9,7 +9,8 @@ from sdy_dl.errors import InvalidModule, SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, check_top_level
 
-_FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
+#: A file location in a printed MLIR location: ("file", line, column).
+FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 
 def read_text(path: str) -> str:
@@ -109,7 +110,7 @@ def text_position(loc, file: str) -> tuple[int, int] | None:
     location ``loc``, as the parser located its op; None for a location the
     module gave the op itself (``loc("model.py":12:3)``: a JAX program's Python
     lines, not this file's)."""
-    for f, line, col in _FILE_LOC_RE.findall(str(loc)):
+    for f, line, col in FILE_LOC_RE.findall(str(loc)):
         if f in ("-", file):
             return int(line), int(col)
     return None
