@@ -62,6 +62,7 @@ class SouffleRuleNumbers:
         self.copies = copies(rules, io)
         self.printed: dict[tuple[str, int], str] = {}
         self._found: dict[tuple[str, int], Rule | None] = {}
+        self._matches: dict[tuple[str, int], Rule | None] = {}
         self._ours: dict[int, tuple | None] = {}
 
     def add(self, listed: list[dict]) -> None:
@@ -78,16 +79,21 @@ class SouffleRuleNumbers:
         clause: a mapping that is not one-to-one names none)."""
         key = (relation, number)
         if key not in self._found:
-            found = {}
-            for k in [k for k in self.printed if k[0] == relation] + [key]:
-                theirs = self._canonical_printed(k)
-                matches = [] if theirs is None else \
-                    [r for r in self.by_head.get(relation, ()) if self._canonical_ours(r) == theirs]
-                found[k] = matches[0] if len(matches) == 1 else None
-            named = [id(r) for r in found.values() if r is not None]
-            self._found[key] = found[key] if found[key] is not None and \
-                named.count(id(found[key])) == 1 else None
+            clause = self._match(key)
+            others = [k for k in self.printed if k[0] == relation and k != key]
+            self._found[key] = None if clause is None or any(
+                self._match(k) is clause for k in others) else clause
         return self._found[key]
+
+    def _match(self, key) -> Rule | None:
+        """The one clause of ``key``'s relation whose text Soufflé's text for ``key``
+        is (None: none or several), compared once per rule number."""
+        if key not in self._matches:
+            theirs = self._canonical_printed(key)
+            matches = [] if theirs is None else \
+                [r for r in self.by_head.get(key[0], ()) if self._canonical_ours(r) == theirs]
+            self._matches[key] = matches[0] if len(matches) == 1 else None
+        return self._matches[key]
 
     def _canonical_ours(self, rule: Rule):
         if rule.index not in self._ours:
