@@ -87,16 +87,16 @@ class OpCommunication:
 
     def _calls_of(self, func) -> list:
         """The ``func.call`` ops of the module calling ``func``."""
-        from jaxlib.mlir import ir
+        from sdy_dl.ir.mlir_ops import symbol_name
+        from sdy_dl.passes.call_graph import callee_name
 
         if self._calls is None:
             self._calls = {}
             for ops in self._by_tag.values():
                 for mop in ops:
                     if mop.name == "func.call":
-                        callee = ir.FlatSymbolRefAttr(mop.attributes["callee"]).value
-                        self._calls.setdefault(callee, []).append(mop)
-        return self._calls.get(ir.StringAttr(func.attributes["sym_name"]).value, [])
+                        self._calls.setdefault(callee_name(mop), []).append(mop)
+        return self._calls.get(symbol_name(func), [])
 
     def absent(self, tag: str | None) -> str:
         """Why the output has no op for the one tagged ``tag`` (see :meth:`op`)."""

@@ -94,11 +94,11 @@ def _func_edge_owner(op) -> dict:
     wrapped = op.operands[0]
     if wrapped.is_block_arg:
         owner = wrapped.block.region.owner
-        callee, which = owner.attr("sym_name"), f"argument {wrapped.index}"
+        callee = ir.StringAttr(owner.attr("sym_name")).value
+        which = f"argument {wrapped.index}"
     else:
         owner = wrapped.defining_op
-        callee, which = owner.attr("callee"), f"result {wrapped.index}"
-    callee = (ir.StringAttr(callee).value if isinstance(callee, ir.StringAttr) or
-              owner.name == "func.func" else ir.FlatSymbolRefAttr(callee).value)
+        callee = ir.FlatSymbolRefAttr(owner.attr("callee")).value
+        which = f"result {wrapped.index}"
     return {"owner": owner.name, "owner_loc": op.mlir.location, "owner_tag": f"o{owner.oid}",
             "edge": f"@{callee} {which}"}
