@@ -180,11 +180,15 @@ def tensor_name(tensor: int, operands: int) -> str:
     return f"operand {tensor}" if tensor < operands else f"result {tensor - operands}"
 
 
+def tensor_dims(rule, tensor: int) -> list:
+    """The factors of each dim of step tensor ``tensor`` under ``rule``."""
+    n = len(rule.operands)
+    return rule.operands[tensor] if tensor < n else rule.results[tensor - n]
+
+
 def tensor_dim(rule, tensor: int, factor: int) -> int | None:
     """The dim of step tensor ``tensor`` that ``factor`` maps to (None: it has none)."""
-    n = len(rule.operands)
-    dims = rule.operands[tensor] if tensor < n else rule.results[tensor - n]
-    for d, factors in enumerate(dims):
+    for d, factors in enumerate(tensor_dims(rule, tensor)):
         if factor in factors:
             return d
     return None

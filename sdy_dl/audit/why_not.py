@@ -29,7 +29,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from sdy_dl.audit.steps import tensor_dim, tensor_name
+from sdy_dl.audit.steps import tensor_dim, tensor_dims, tensor_name
 from sdy_dl.errors import SdyError
 from sdy_dl.rules.instance import factor_name
 from sdy_dl.sharding import quote_string
@@ -326,7 +326,7 @@ class StepWalk:
 
         def dims_of(k):
             return [(d, fs) for t, kk in enumerate(keys) if kk == k
-                    for d, fs in enumerate(_rule_dims(rule, t))]
+                    for d, fs in enumerate(tensor_dims(rule, t))]
         return dims_of(key), dims_of(other)
 
     def crossing(self, link, axis: str, engine) -> tuple | None:
@@ -662,12 +662,6 @@ def _earlier(walk, explainer, link, cause, keys, t_src, axis, others, factor) ->
                 + f", and \"{axis}\" of {src} reached this step only {_phase_text(reached)}"
                 + (" (the priority of its dim)" if got[0] < reached[0] else ""))
     return None
-
-
-def _rule_dims(rule, tensor: int) -> list:
-    """The factors of each dim of step tensor ``tensor`` under ``rule``."""
-    n = len(rule.operands)
-    return rule.operands[tensor] if tensor < n else rule.results[tensor - n]
 
 
 def _rule_text(rule) -> str:
