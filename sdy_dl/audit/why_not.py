@@ -286,6 +286,7 @@ class StepWalk:
         self.last = {}
         self.visits: dict[str, list] = {}   # every visit, in order
         self.models: dict = {}   # (step, nearer tensor) -> its negation Model (steps repeat)
+        self._factors: dict = {}   # (op tag, key, other) -> _dim_factors' answer
         for cause in sorted(self.tracer.steps + self.tracer.edge_steps, key=lambda c: c.index):
             tag = (cause.op or {}).get("tag")
             if tag is not None:
@@ -317,17 +318,24 @@ class StepWalk:
 
     def _dim_factors(self, link, key, other) -> tuple | None:
         """(dim, its factors) of every dim of ``key`` and of ``other`` in op ``link``'s
-        last step (each tensor the key is), or None: it never stepped."""
+        last step (each tensor the key is), or None: it never stepped (found once
+        per link and pair: the walk and ``dims_off`` ask again)."""
+        at = (link.tag, key, other)
+        if at in self._factors:
+            return self._factors[at]
         cause = self.last.get(link.tag)
         if cause is None:
-            return None
-        rule = cause.step.rule
-        keys = [k for k, _ in cause.inputs]
+            found = None
+        else:
+            rule = cause.step.rule
+            keys = [k for k, _ in cause.inputs]
 
-        def dims_of(k):
-            return [(d, fs) for t, kk in enumerate(keys) if kk == k
-                    for d, fs in enumerate(tensor_dims(rule, t))]
-        return dims_of(key), dims_of(other)
+            def dims_of(k):
+                return [(d, fs) for t, kk in enumerate(keys) if kk == k
+                        for d, fs in enumerate(tensor_dims(rule, t))]
+            found = dims_of(key), dims_of(other)
+        self._factors[at] = found
+        return found
 
     def crossing(self, link, axis: str, engine) -> tuple | None:
         """Why propagation does not step across ``link`` with ``axis`` at all, as
