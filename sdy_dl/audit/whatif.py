@@ -766,18 +766,15 @@ def _conflict_changes(before, after) -> tuple[list, list]:
         a = _conflicts_by_key(after, list(_last_steps(after).values()))
         edges = _edge_conflict_changes(before, after, False)
         return [k for k in a if k not in b] + edges[0], [k for k in b if k not in a] + edges[1]
-    b = _conflicts_by_key(before, changed[0])
-    a = _conflicts_by_key(after, changed[1])
-    appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
-    if appeared or disappeared:
-        at = {k[:2] for k in appeared + disappeared}
-        differ = {id(c) for c in changed[0]}
+    differ = {id(c) for c in changed[0]}
+
+    def same(at: set) -> dict:
         named = _last_steps_named(before)
-        same = _conflicts_by_key(before, [
+        return _conflicts_by_key(before, [
             c for name in sorted({name for name, _ in at}) for c in named.get(name, ())
             if id(c) not in differ and (name, c.op["place"]) in at])
-        appeared = [k for k in appeared if k not in same]
-        disappeared = [k for k in disappeared if k not in same]
+    appeared, disappeared = _compared(_conflicts_by_key(before, changed[0]),
+                                      _conflicts_by_key(after, changed[1]), same)
     edges = _edge_conflict_changes(before, after, True)
     return appeared + edges[0], disappeared + edges[1]
 
@@ -841,15 +838,24 @@ def _edge_conflict_changes(before, after, compare: bool) -> tuple[list, list]:
         return [e for tag, e in mine.items() if not compare or tag not in theirs
                 or theirs[tag].cause.step != e.cause.step]
     changed_b, changed_a = differing(b, a), differing(a, b)
-    kb, ka = _edge_conflicts_by_key(before, changed_b), _edge_conflicts_by_key(after, changed_a)
-    appeared, disappeared = [k for k in ka if k not in kb], [k for k in kb if k not in ka]
-    if appeared or disappeared:
-        at = {k[:2] for k in appeared + disappeared}
-        differ = {id(e) for e in changed_b}
-        same = _edge_conflicts_by_key(before, [e for e in b.values() if id(e) not in differ
+    differ = {id(e) for e in changed_b}
+
+    def same(at: set) -> dict:
+        return _edge_conflicts_by_key(before, [e for e in b.values() if id(e) not in differ
                                                and (e.name, e.place) in at])
-        appeared = [k for k in appeared if k not in same]
-        disappeared = [k for k in disappeared if k not in same]
+    return _compared(_edge_conflicts_by_key(before, changed_b),
+                     _edge_conflicts_by_key(after, changed_a), same)
+
+
+def _compared(b: dict, a: dict, same) -> tuple[list, list]:
+    """(the keys of ``a`` not in ``b``, those of ``b`` not in ``a``), less the keys
+    ``same(at)`` gives: the first propagation's at the other places (name, place) of
+    ``at``, those of such keys, whose last step is the same on both sides."""
+    appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
+    if appeared or disappeared:
+        known = same({k[:2] for k in appeared + disappeared})
+        appeared = [k for k in appeared if k not in known]
+        disappeared = [k for k in disappeared if k not in known]
     return appeared, disappeared
 
 
