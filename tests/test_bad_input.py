@@ -160,6 +160,16 @@ CASES = [
      ["<stdin>:3:2:", "not UTF-8"]),
     ("non-utf8-file", ["propagate", "{m}", "-o", "{out}"], {"m": b"\xfe\xff"}, None, 1,
      ["{m}:1:1:", "not UTF-8"]),
+    ("nul-byte-file", ["show", "{m}"], {"m": b"func.func @main() {\n  re\0turn\n}\n"}, None, 1,
+     ["{m}:2:5: a NUL byte (inputs are text)"]),
+    ("nul-byte-stdin", ["propagate", "-", "-o", "{out}", "--quiet"], {},
+     SHARDED.encode().replace(b"negate", b"negate\0"), 1, ["<stdin>:3:22: a NUL byte"]),
+    ("nul-byte-rule-file", ["propagate", "{m}", "--rules", "{r}", "-o", "{out}", "--quiet"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="1").encode() + b"\0"}, None, 1,
+     ["{r}:10:1: a NUL byte"]),
+    ("nul-byte-cost-model", ["comms", "{m}", "--cost-model", "{c}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED, "c": b"default: {bandwidth: 1, latency: 0}\0\n"}, None, 1,
+     ["{c}:1:36: a NUL byte"]),
     ("mesh-2^33", ["propagate", "{m}", "-o", "{out}", "--quiet"],
      {"m": SHARDED.replace('"a"=2]', '"a"=8589934592]')}, None, 1,
      ["{m}:1:1:", "8589934592 devices; at most 2147483647"]),
@@ -420,3 +430,18 @@ def test_failed_run_leaves_existing_target_untouched(tmp_path):
                     tmp_path)
     assert result.exit_code == 1 and out.read_text() == "precious"
     assert sorted(os.listdir(tmp_path)) == ["m", "out.mlir"]
+
+
+def test_input_beyond_the_limit_is_refused(tmp_path, monkeypatch):
+    """An input longer than the limit (a stream that never ends) is refused, not
+    read until memory runs out."""
+    from sdy_dl import text_input
+
+    monkeypatch.setattr(text_input, "CHUNK", 64)
+    monkeypatch.setattr(text_input, "MAX_INPUT_BYTES", 1000)
+    result, paths = run(["propagate", "-", "-o", "{out}", "--quiet"], {}, tmp_path,
+                        b"// x\n" * 201)
+    assert_error(result, 1, "<stdin>: more than 1000 bytes (the largest input read)")
+    assert not os.path.exists(paths["out"])
+    result, _ = run(["show", "-"], {}, tmp_path, SHARDED.encode())
+    assert result.exit_code == 0, result.stderr

@@ -115,3 +115,15 @@ def test_a_group_without_its_command_lists_the_commands_in_one_line(args, comman
     path = " ".join(["sdy-dl", *args])
     assert (result.exit_code, result.stdout, result.stderr) == (
         2, "", f"sdy-dl: error: missing command (one of: {commands}) (see '{path} --help')\n")
+
+
+@pytest.mark.parametrize("args", [["propagate", "/dev/zero"], ["explain", "-", "%0"]])
+def test_an_endless_device_is_refused_at_once(tmp_path, args):
+    """/dev/zero (as a file or as standard input) is refused at its first NUL byte,
+    not read until the process is killed."""
+    with open("/dev/zero", "rb") as zero:
+        done = sdy_dl(args, tmp_path / "cache", "", stdin=zero)
+    name = "<stdin>" if "-" in args else "/dev/zero"
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"sdy-dl: error: {name}:1:1: a NUL byte (inputs are text)\n")
+

@@ -207,15 +207,10 @@ def load_cost_model(path: str | None = None) -> CostModel:
     """The cost model of ``path`` (None: the shipped one); an invalid file is an
     :class:`SdyError` at its ``file:line:col``."""
     from sdy_dl.rules.yamlsrc import YMap, load_yaml
+    from sdy_dl.text_input import read_input
 
     path = path or shipped_path()
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SdyError(f"cannot read the cost model: {getattr(e, 'strerror', None) or e}",
-                       path) from None
-    data = load_yaml(text, path)
+    data = load_yaml(read_input(path, "the cost model"), path)
     if not isinstance(data, YMap):
         raise SdyError("a cost model is a mapping with the keys 'default' and 'axes'", path, 1, 1)
     for key in data:

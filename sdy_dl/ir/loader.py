@@ -3,35 +3,22 @@
 from __future__ import annotations
 
 import re
-import sys
 
 from sdy_dl.errors import InvalidModule, SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.model import Module, check_top_level
+from sdy_dl.text_input import read_input
 
 #: A file location in a printed MLIR location: ("file", line, column).
 FILE_LOC_RE = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 
 def read_text(path: str) -> str:
-    """The text of ``path`` (``-`` reads standard input)."""
-    name = "<stdin>" if path == "-" else path
+    """The text of the module file ``path`` (``-`` reads standard input), as
+    :func:`~sdy_dl.text_input.read_input` reads it."""
     if not path:
         raise UsageError("the module file name is empty ('')")
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
-    except OSError as e:
-        raise SdyError(f"cannot read module: {e.strerror}", file=name) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise SdyError("not UTF-8 text", file=name, line=line, col=col) from None
+    return read_input(path, "module", stdin=path == "-")
 
 
 def load_module(path: str) -> Module:

@@ -23,6 +23,7 @@ from sdy_dl.ir.traits import CUSTOM_CALL_OP
 from sdy_dl.ir.walk import walk_model
 from sdy_dl.resources import rules_dir, seal, unseal, write_cache_file
 from sdy_dl.rules.instance import RuleInstance
+from sdy_dl.text_input import read_input
 
 if TYPE_CHECKING:
     from sdy_dl.rules.schema import Entry, RuleFile, Template
@@ -383,12 +384,7 @@ def rule_files_in(path: str | Path) -> list[Path]:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SdyError(f"cannot read rule file: {e.strerror}", str(path)) from None
-    except UnicodeDecodeError:
-        raise SdyError("rule file is not UTF-8 text", str(path)) from None
+    return read_input(str(path), "rule file")
 
 
 def rule_sources(extra_files: Sequence[str] = ()) -> list[Path]:
