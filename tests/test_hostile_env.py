@@ -127,3 +127,14 @@ def test_an_endless_device_is_refused_at_once(tmp_path, args):
     assert (done.returncode, done.stdout, done.stderr) == (
         1, "", f"sdy-dl: error: {name}:1:1: a NUL byte (inputs are text)\n")
 
+
+def test_standard_input_that_is_a_directory_stops_python_itself(tmp_path):
+    """As the README says: Python stops before sdy-dl runs (no output, exit 1); were
+    this to change, the CLI would have to give its one error line."""
+    directory = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        done = sdy_dl(["propagate", "-"], tmp_path / "cache", "", stdin=directory)
+    finally:
+        os.close(directory)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "<stdin> is a directory" in done.stderr
