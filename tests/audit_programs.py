@@ -1,7 +1,12 @@
 """Real JAX programs the audit's answers are checked on (``test_audit_answers``):
 loops over layers calling jitted functions, remat, nested scans, a while loop
-with a sharding constraint, a partly manual ``shard_map`` (with and without a call in its body) and reshapes of
-sharded dims.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
+with a sharding constraint, a partly manual ``shard_map`` (with and without a call in its body), reshapes of
+sharded dims, a mixture-of-experts layer, attention with heads split out of the hidden
+dim, an embedding lookup with its scatter-add gradient, ``vmap`` of a per-example
+gradient, a ``custom_vjp``, a convolution's gradient, ``top_k`` and ``sort``,
+``cumsum`` along sharded dims, donated arguments with ``P(None)`` and
+``P(("data", "model"))``, and a ``shard_map`` pipeline passing activations on with
+``ppermute``.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
 ``lowered(name)`` caches them (``lowering``)."""
 
 from __future__ import annotations
@@ -153,11 +158,162 @@ def loop_constraint_clash() -> str:
     return jax.jit(f, in_shardings=_ns("data", None)).lower(_f32(16, 32)).as_text()
 
 
+def moe() -> str:
+    """A top-1 mixture-of-experts layer: router, ``top_k``, one-hot dispatch and
+    combine einsums (``cumsum`` gives each token its slot), the expert activations
+    constrained onto "model" on the expert dim, expert weights sharded on it."""
+    experts, capacity = 4, 4
+
+    def f(x, router, w1, w2):
+        probs = jax.nn.softmax(x @ router, axis=-1)
+        gate, idx = lax.top_k(probs, 1)
+        mask = jax.nn.one_hot(idx[:, 0], experts)
+        slot = (jnp.cumsum(mask, axis=0) * mask - 1).astype(jnp.int32)
+        dispatch = mask[:, :, None] * jax.nn.one_hot(slot, capacity)
+        xe = lax.with_sharding_constraint(jnp.einsum("tec,td->ecd", dispatch, x),
+                                          _ns("model", None, None))
+        h = jax.nn.gelu(jnp.einsum("ecd,edf->ecf", xe, w1))
+        return jnp.einsum("tec,ecd->td", dispatch * gate[:, :, None],
+                          jnp.einsum("ecf,efd->ecd", h, w2))
+    return jax.jit(f, in_shardings=(_ns("data", None), _ns(None, None), _ns("model", None, None),
+                                    _ns("model", None, None))).lower(
+        _f32(16, 32), _f32(32, experts), _f32(experts, 32, 64), _f32(experts, 64, 32)).as_text()
+
+
+def attention_heads() -> str:
+    """Self-attention whose fused QKV projection is reshaped into (3, heads, head_dim)
+    out of the hidden dim sharded on "model"; the queries constrained with heads on
+    "model"."""
+    def f(x, wqkv, wo):
+        b, s, d = x.shape
+        qkv = (x @ wqkv).reshape(b, s, 3, 4, d // 4)
+        q = lax.with_sharding_constraint(qkv[:, :, 0], _ns("data", None, "model", None))
+        w = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, qkv[:, :, 1]) / 4.0, axis=-1)
+        return jnp.einsum("bhqk,bkhd->bqhd", w, qkv[:, :, 2]).reshape(b, s, d) @ wo
+    return jax.jit(f, in_shardings=(_ns("data", None, None), _ns(None, "model"), _ns("model", None))
+                   ).lower(_f32(4, 8, 32), _f32(32, 96), _f32(32, 32)).as_text()
+
+
+def embed_scatter() -> str:
+    """An embedding table sharded on "model" over its vocabulary: ``jnp.take`` of
+    token ids sharded on "data", its gradient (a scatter-add) and a count of each
+    token (``.at[].add``)."""
+    def loss(table, ids, y):
+        return jnp.mean((jnp.take(table, ids, axis=0).sum(axis=1) - y) ** 2)
+
+    def step(table, ids, y):
+        counts = jnp.zeros((table.shape[0],), jnp.float32).at[ids.reshape(-1)].add(1.0)
+        return table - 0.1 * jax.grad(loss)(table, ids, y), counts
+    return jax.jit(step, in_shardings=(_ns("model", None), _ns("data", None), _ns("data", None))
+                   ).lower(_f32(64, 16), jax.ShapeDtypeStruct((8, 4), jnp.int32),
+                           _f32(8, 16)).as_text()
+
+
+def vmap_grad() -> str:
+    """``vmap`` of a per-example weight gradient over a batch sharded on "data"."""
+    def per_example(x, w):
+        return jnp.tanh(w @ x).sum()
+    return jax.jit(jax.vmap(jax.grad(per_example, argnums=1), in_axes=(0, None)),
+                   in_shardings=(_ns("data", None), _ns("model", None))).lower(
+        _f32(8, 32), _f32(16, 32)).as_text()
+
+
+@jax.custom_vjp
+def _clipped_matmul(x, w):
+    return x @ w
+
+
+def _clipped_matmul_fwd(x, w):
+    return x @ w, (x, w)
+
+
+def _clipped_matmul_bwd(saved, g):
+    x, w = saved
+    g = jnp.clip(g, -1.0, 1.0)
+    return g @ w.T, x.T @ g
+
+
+_clipped_matmul.defvjp(_clipped_matmul_fwd, _clipped_matmul_bwd)
+
+
+def custom_vjp() -> str:
+    """The value and gradient of a loss through a ``custom_vjp`` matmul whose
+    backward pass clips the cotangent."""
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(_clipped_matmul(x, w)) ** 2)
+    return jax.jit(jax.value_and_grad(loss), in_shardings=(_ns(None, "model"), _ns("data", None))
+                   ).lower(_f32(32, 64), _f32(16, 32)).as_text()
+
+
+def conv_grad() -> str:
+    """The kernel gradient of a convolution: batch on "data", output features on
+    "model"."""
+    def loss(k, x):
+        y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.mean(jax.nn.relu(y) ** 2)
+    return jax.jit(jax.grad(loss), in_shardings=(_ns(None, None, None, "model"),
+                                                 _ns("data", None, None, None))).lower(
+        _f32(3, 3, 8, 16), _f32(4, 8, 8, 8)).as_text()
+
+
+def topk_sort() -> str:
+    """``top_k`` (``chlo.top_k``, which has no sharding rule) and a ``sort`` along
+    the dim sharded on "data"."""
+    def f(x):
+        values, indices = lax.top_k(x, 4)
+        return values, indices, jnp.sort(x, axis=0)[:2]
+    return jax.jit(f, in_shardings=_ns("data", "model")).lower(_f32(16, 32)).as_text()
+
+
+def cumsum_axes() -> str:
+    """``cumsum`` along each of two sharded dims (a ``reduce_window`` whose window
+    spans the dim)."""
+    def f(x):
+        return jnp.cumsum(x, axis=1), jnp.cumsum(x, axis=0)[-1]
+    return jax.jit(f, in_shardings=_ns("data", "model")).lower(_f32(16, 32)).as_text()
+
+
+def donated_specs() -> str:
+    """A donated weight given as ``P(None)`` (replicated, its dims closed), the
+    activations as ``P(("data", "model"))`` (both axes on one dim), out_shardings
+    given."""
+    def f(x, w, b):
+        return x @ w + b, w * 0.9
+    return jax.jit(f, in_shardings=(_ns(("data", "model"), None), _ns(None), _ns(None)),
+                   out_shardings=(_ns(("data", "model"), None), _ns(None)),
+                   donate_argnums=(1,)).lower(_f32(32, 16), _f32(16, 16), _f32(16)).as_text()
+
+
+def ppermute_pipeline() -> str:
+    """A pipeline over "model" in a partly manual ``shard_map``: a loop whose body
+    calls the stage (a jitted matmul) and passes its activation on with
+    ``ppermute``; outside, a matmul with the first stage's weight."""
+    stages = 4
+
+    def stage(w, x):
+        def body(i, carry):
+            h = jnp.tanh(carry @ w[0])
+            return lax.ppermute(h, "model", perm=[(j, (j + 1) % stages) for j in range(stages)])
+        return lax.fori_loop(0, stages, body, x)
+    pipeline = jax.shard_map(stage, mesh=mesh(), in_specs=(P("model"), P()), out_specs=P(),
+                             axis_names={"model"}, check_vma=False)
+
+    def f(w, x):
+        return jnp.sin(pipeline(w, jnp.cos(x))) @ w[0]
+    return jax.jit(f, in_shardings=(_ns("model"), _ns("data", None))).lower(
+        _f32(stages, 32, 32), _f32(16, 32)).as_text()
+
+
 PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
             "nested_scans": nested_scans, "while_constraint": while_constraint,
             "partly_manual": partly_manual, "partly_manual_call": partly_manual_call,
             "split_reshapes": split_reshapes, "split_sub_axes": split_sub_axes,
-            "loop_constraint_clash": loop_constraint_clash}
+            "loop_constraint_clash": loop_constraint_clash, "moe": moe,
+            "attention_heads": attention_heads, "embed_scatter": embed_scatter,
+            "vmap_grad": vmap_grad, "custom_vjp": custom_vjp, "conv_grad": conv_grad,
+            "topk_sort": topk_sort, "cumsum_axes": cumsum_axes, "donated_specs": donated_specs,
+            "ppermute_pipeline": ppermute_pipeline}
+
 
 
 def lowered(name: str) -> str:
