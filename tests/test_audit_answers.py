@@ -377,3 +377,16 @@ def test_a_whatif_failure_other_than_the_verifiers_is_not_pinned_on_the_edit(mon
     with pytest.raises(SdyError) as refused:
         result.whatif(set={"%6": '<@mesh, [{}, {}]>'})
     assert refused.value.message == "the engine failed", refused.value.message
+
+
+def test_memory_prints_a_scalars_type_as_mlir_does():
+    """The sort's comparator compares scalars: the memory table's largest replicated
+    values list them with their type as MLIR prints it (tensor<f32>)."""
+    table = sdy_dl.propagate(audit_programs.lowered("topk_sort"), explicit_collectives=True
+                             ).memory(top=10)
+    scalars = [u.value for u in table.top if not u.value.shape]
+    assert scalars, [u.value.name for u in table.top]
+    lines = str(table).splitlines()
+    for v in scalars:
+        (line,) = [x for x in lines if x.split("] ", 1)[-1].startswith(f"{v.name} in ")]
+        assert f"({v.op}): tensor<{v.element_type}> " in line, line

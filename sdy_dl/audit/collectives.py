@@ -129,7 +129,7 @@ class Collective:
 
     @property
     def type_text(self) -> str:
-        return f"tensor<{'x'.join(map(str, self.shape))}{'x' if self.shape else ''}{self.element_type}>"
+        return tensor_type_text(self.shape, self.element_type)
 
     def pattern(self) -> tuple:
         """What collectives of one pattern across layers share."""
@@ -279,6 +279,11 @@ def text_lines(ledger: "Ledger") -> list[str]:
             shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
             lines.append(f"    all: {shown}")
     return lines
+
+
+def tensor_type_text(shape, element_type: str) -> str:
+    """A ranked tensor type as MLIR prints it (``tensor<4x8xf32>``, ``tensor<f32>``)."""
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{element_type}>"
 
 
 def dims_text(sharding: str) -> str:

@@ -133,7 +133,7 @@ class MemoryTable:
 
 def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
     """The table as ``sdy-dl memory`` prints it (``all_values``: every value too)."""
-    from sdy_dl.audit.collectives import dims_text
+    from sdy_dl.audit.collectives import dims_text, tensor_type_text
     from sdy_dl.audit.cost_model import human_bytes
 
     lines = [f"{table.file}: bytes per device"]
@@ -148,7 +148,7 @@ def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
         v = u.value
         state = "replicated" if v.replicated else f"split over {v.devices} of {v.mesh_devices} devices"
         lines.append(f"[{i}] {v.name} in {v.function} ({v.op}): "
-                     f"tensor<{'x'.join(map(str, v.shape))}x{v.element_type}> "
+                     f"{tensor_type_text(v.shape, v.element_type)} "
                      f"{dims_text(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
         for w in u.why:
             lines.append(f"    why: {w}")
