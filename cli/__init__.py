@@ -2,7 +2,7 @@
 
 Commands are thin: parse options, call the library, format, exit.  A user
 error is one line ``sdy-dl: error: <file>:<line>:<col>: <what>`` and exit
-status 1; usage errors exit 2 (click's convention).
+status 1 (``diff``: 2, as diff(1)); usage errors exit 2 (click's convention).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class SdyGroup(click.Group):
             return super().invoke(ctx)
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
-            sys.exit(getattr(e, "exit_code", 1))
+            sys.exit(getattr(e, "exit_code", _error_status(ctx)))
         except click.UsageError as e:
             _usage_error(e)
         except (click.exceptions.Exit, click.Abort):
@@ -75,14 +75,28 @@ class SdyGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:   # the reader went away (`sdy-dl ... | head`): stop quietly
             sys.stdout = open(os.devnull, "w")
-            sys.exit(1)
+            sys.exit(_error_status(ctx))
         except Exception as e:
             if os.environ.get("SDY_DL_TRACEBACK"):
                 raise
             message = " ".join(str(e).split())[:200]
             click.echo(f"sdy-dl: error: internal error ({type(e).__name__}: {message}); "
                        "please report it with the input", err=True)
-            sys.exit(1)
+            sys.exit(_error_status(ctx))
+
+
+#: The key of a command's exit status for an error in the context's ``meta``.
+_ERROR_STATUS = "sdy_dl.error_status"
+
+
+def set_error_status(code: int) -> None:
+    """The running command exits with ``code`` on an error (not a usage error, 2, nor an
+    interrupt, 130), not 1: ``diff`` keeps 1 for "the modules differ"."""
+    click.get_current_context().meta[_ERROR_STATUS] = code
+
+
+def _error_status(ctx) -> int:
+    return ctx.meta.get(_ERROR_STATUS, 1)
 
 
 @click.group(cls=SdyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,5 @@
-"""``sdy-dl diff A B``: two annotated modules compared value by value (exit 1 when they differ)."""
+"""``sdy-dl diff A B``: two annotated modules compared value by value; as diff(1), exit
+status 0 when they are the same, 1 when they differ, 2 on an error."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import click
 
 from sdy_dl.audit.diff import diff_modules
-from sdy_dl.cli import main
+from sdy_dl.cli import main, set_error_status
 from sdy_dl.cli.options import format_option
 from sdy_dl.ir import load_module
 
@@ -19,7 +20,9 @@ from sdy_dl.ir import load_module
 @format_option()
 def diff(a: str, b: str, fmt: str) -> None:
     """Compare the shardings of modules A and B value by value, aligned by dataflow
-    (an inserted reshard does not misalign the rest).  Exit status 1 when they differ."""
+    (an inserted reshard does not misalign the rest).  Exit status, as diff's: 0 when
+    they are the same, 1 when they differ, 2 on an error."""
+    set_error_status(2)
     if a == b == "-":
         raise click.UsageError("A and B cannot both be standard input (-)")
     equal, diffs = diff_modules(load_module(a), load_module(b))
@@ -35,5 +38,6 @@ def diff(a: str, b: str, fmt: str) -> None:
             else:
                 click.echo(f"{d.kind}: {d.b} = {d.b_sharding or '(none)'}")
         click.echo(f"{equal} values equal, {len(diffs)} different")
+    sys.stdout.flush()   # (a write that fails is an error, exit status 2, not 1 at exit)
     if diffs:
         sys.exit(1)

@@ -239,6 +239,26 @@ def test_diff_different_and_inserted_reshard(tmp_path):
     assert [d["kind"] for d in data["differences"]] == ["reshard in B"]
 
 
+def test_diff_exits_as_diff_does(tmp_path, monkeypatch):
+    """0 the same, 1 different, 2 an error: an error of diff is never taken for
+    "the modules differ" (a bug in the comparison neither)."""
+    from sdy_dl.cli import diff_cmd
+
+    assert _diff(tmp_path, PROPAGATED, PROPAGATED).exit_code == 0
+    assert _diff(tmp_path, PROPAGATED, DIFFERENT).exit_code == 1
+    result = _diff(tmp_path, PROPAGATED, "func.func @main(")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith("sdy-dl: error: ") and result.stderr.count("\n") == 1
+
+    def broken(a, b):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(diff_cmd, "diff_modules", broken)
+    result = _diff(tmp_path, PROPAGATED, PROPAGATED)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert "internal error (RuntimeError: a bug)" in result.stderr
+
+
 def test_communication_and_memory_sections(tmp_path):
     """The report's Communication section is the collective ledger of an explicit
     propagation (its count and total bytes), and says how to get one otherwise;
