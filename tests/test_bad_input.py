@@ -201,6 +201,14 @@ CASES = [
     ("rule-factor-size-below-int64", ["propagate", "{m}", "--rules", "{r}", "-o", "{out}"],
      {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="-99999999999999999999")}, None, 1,
      ["{r}:8:15:", "does not fit in 64 bits"]),
+    ("rule-factor-size-negative", ["propagate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="-11")}, None, 1,
+     ["{r}:8:15: factor size -3 is negative (while building the rule of "
+      "stablehlo.custom_call at line 2)"]),
+    ("rule-factor-size-zero", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+     {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="-8")}, None, 1,
+     ["{r}:8:15: factor size 0 on operand 0 dim 0 of size 8 (a factor of size 0 maps only "
+      "dims of size 0)"]),
     ("rule-expression-nested", ["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
      {"m": CUSTOM_CALL, "r": RULE_WITH.format(expr="+".join(["1"] * 5000))}, None, 1,
      ["{r}:", "nested too deeply"]),
@@ -298,6 +306,16 @@ def check_works_as_shardy(tmp_path, text):
     assert result.exit_code == 0, result.stderr
     with open(paths["out"]) as f:
         assert_same(shardy(text, "sdy-propagation-pipeline"), normalize(f.read()))
+
+
+def test_a_factor_of_size_0_on_an_empty_dim(tmp_path):
+    """A rule's factor of size 0 on a dim of size 0 (an empty tensor) is a factor."""
+    empty = CUSTOM_CALL.replace("8xf32", "0xf32")
+    result, paths = run(["rules", "annotate", "{m}", "--rules", "{r}", "-o", "{out}"],
+                        {"m": empty, "r": RULE_WITH.format(expr="0")}, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    with open(paths["out"]) as f:
+        assert "#sdy.op_sharding_rule<([i])->([i]) {i=0}>" in f.read()
 
 
 @pytest.mark.parametrize("command", [["memory"], ["report"], ["suggest", "--jobs", "1"]])

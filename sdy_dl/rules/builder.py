@@ -103,13 +103,35 @@ class RuleBuilder:
         return RuleInstance(tuple(factors), operands, results, is_custom)
 
 
+#: The size MLIR gives a dynamic dim (``ShapedType::kDynamic``): a rule built on it
+#: has it as a factor size, as Shardy's, whose verifier then refuses the op.
+DYNAMIC_SIZE = -2 ** 63
+
+
 def factor_size_problem(size) -> str | None:
     """What is wrong with the factor size ``size`` (None: nothing): a size is an
-    integer of 64 bits, as a tensor dim's size is."""
+    integer of 64 bits, as a tensor dim's size is, so >= 0 or a dynamic dim's."""
     if not isinstance(size, int) or isinstance(size, bool):
         return f"factor size must be an integer, got {size!r}"
     if not -2 ** 63 <= size < 2 ** 63:
         return f"factor size {size} does not fit in 64 bits"
+    if size < 0 and size != DYNAMIC_SIZE:
+        return f"factor size {size} is negative"
+    return None
+
+
+def empty_factor_problem(builder: RuleBuilder, index: int, operand_shapes, result_shapes
+                         ) -> str | None:
+    """What is wrong with factor ``index`` of ``builder``, of size 0, on tensors of
+    these shapes (None: nothing): a factor of size 0 maps only dims of size 0 (an
+    empty tensor's)."""
+    for label, shapes, side in (("operand", operand_shapes, builder.operands),
+                                ("result", result_shapes, builder.results)):
+        for t, (shape, dims) in enumerate(zip(shapes, side)):
+            for d, factors in enumerate(dims):
+                if index in factors and shape[d] != 0:
+                    return (f"factor size 0 on {label} {t} dim {d} of size {shape[d]} (a factor "
+                            "of size 0 maps only dims of size 0)")
     return None
 
 

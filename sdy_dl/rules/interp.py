@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sdy_dl.errors import SdyError
-from sdy_dl.rules.builder import RuleBuilder, factor_size_problem
+from sdy_dl.rules.builder import RuleBuilder, empty_factor_problem, factor_size_problem
 from sdy_dl.rules.expr import Expr, Scope, bind
 from sdy_dl.rules.instance import FACTOR_KINDS, RuleInstance
 from sdy_dl.rules.schema import (Body, Entry, FactorAction, GenerateAction, Selector, Stmt,
@@ -162,22 +162,27 @@ def _add_factor(f: FactorAction, scope: Scope, ctx: Context) -> None:
                     operand_dim = dim
                 if sel.kind in ("all", "all_results"):
                     result_dim = dim
-            builder.add_on_all(operand_dim, result_dim, size, kind, bool(blocked))
-            return
-        operand_dims = [None] * len(builder.operands)
-        result_dims = [None] * len(builder.results)
-        for sel, dim in dims:
-            side, indices = _select(sel, scope, ctx)
-            target = operand_dims if side == "operands" else result_dims
-            for i in indices:
-                if target[i] is not None and dim is not None and target[i] != dim:
-                    raise sel.loc.error(f"{side[:-1]} {i} is given two dims ({target[i]} and "
-                                        f"{dim}) for one factor")
-                if dim is not None:
-                    target[i] = dim
-        builder.add(operand_dims, result_dims, size, kind, bool(blocked))
+            index = builder.add_on_all(operand_dim, result_dim, size, kind, bool(blocked))
+        else:
+            operand_dims = [None] * len(builder.operands)
+            result_dims = [None] * len(builder.results)
+            for sel, dim in dims:
+                side, indices = _select(sel, scope, ctx)
+                target = operand_dims if side == "operands" else result_dims
+                for i in indices:
+                    if target[i] is not None and dim is not None and target[i] != dim:
+                        raise sel.loc.error(f"{side[:-1]} {i} is given two dims ({target[i]} "
+                                            f"and {dim}) for one factor")
+                    if dim is not None:
+                        target[i] = dim
+            index = builder.add(operand_dims, result_dims, size, kind, bool(blocked))
     except SdyError as e:
         raise f.locs["dims"].locate(e) from None
+    if size == 0:
+        problem = empty_factor_problem(builder, index, [v.shape for v in ctx.op.operands],
+                                       [v.shape for v in ctx.op.results])
+        if problem:
+            raise f.locs["size"].error(problem)
 
 
 def _select(sel: Selector, scope: Scope, ctx: Context) -> tuple[str, list[int]]:
