@@ -4,7 +4,8 @@
   made.  An empty name is a usage error.
 * A new file, or an existing regular file, is written to a temporary file in
   the same directory and renamed over the target: a failure leaves no partial
-  file.  A new file gets the permissions the umask gives (like ``open``); a
+  file (a directory that takes no new file, ``/proc``, is an error about the
+  target naming its directory).  A new file gets the permissions the umask gives (like ``open``); a
   replaced file keeps its own.
 * A symlink is followed: its target is written (atomically when it is a
   regular file or does not exist yet); the link itself stays.
@@ -151,8 +152,9 @@ def _stage(path: str, target: str, text: str | bytes | Iterable[str], mode: int 
     directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = _new_file(directory)
-    except OSError as e:
-        raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+    except OSError as e:   # (the error is the directory's, not the target's: say so)
+        raise SdyError(f"cannot write output: no new file can be made in its directory "
+                       f"{directory} ({e.strerror})", file=path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             for piece in _pieces(text):

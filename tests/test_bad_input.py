@@ -445,6 +445,16 @@ def test_device_is_written_through(tmp_path):
     assert result.exit_code == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
+@pytest.mark.skipif(not os.path.isfile("/proc/version"), reason="needs Linux's /proc")
+def test_target_in_a_directory_that_takes_no_file(tmp_path):
+    """A regular file whose directory takes no new file: the error is about the file
+    given, saying its directory refused (not the temporary file's error alone)."""
+    result, _ = run(["propagate", "{m}", "-o", "/proc/version", "--quiet"], {"m": SHARDED},
+                    tmp_path)
+    assert_error(result, 1, "sdy-dl: error: /proc/version: cannot write output: no new file "
+                            "can be made in its directory /proc (")
+
+
 def test_failed_run_leaves_existing_target_untouched(tmp_path):
     out = tmp_path / "out.mlir"
     out.write_text("precious")
