@@ -5,17 +5,20 @@
 * A new file, or an existing regular file, is written to a temporary file in
   the same directory and renamed over the target: a failure leaves no partial
   file (a directory that takes no new file, ``/proc``, is an error about the
-  target naming its directory).  A new file gets the permissions the umask gives (like ``open``); a
-  replaced file keeps its own.
+  target naming its directory).  A new file gets the permissions the umask
+  gives (like ``open``); a replaced file keeps its own.
 * A symlink is followed: its target is written (atomically when it is a
   regular file or does not exist yet); the link itself stays.
 * Anything else that exists (a FIFO, a device such as ``/dev/stdout``) is
   opened and written through; renaming over it would replace it.
-* A command's several outputs (:func:`write_all`) are written all or none.
+* A command's several outputs (:func:`write_all`) are written all or none,
+  as far as an output can be taken back: a failure leaves no file written or
+  replaced, but what standard output, a FIFO or a device took before it stays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -43,41 +46,85 @@ def write_atomic(path: str, text: str | bytes | Iterable[str]) -> None:
 
 def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> None:
     """Write each ``(path, text)`` of ``outputs`` as :func:`write_atomic` does, and
-    the files all or none: every file that is replaced is written to its
-    temporary file before the first is renamed over its target; FIFOs, devices
-    and standard output, which cannot be taken back, are written last.  Two
-    outputs naming the same file are a usage error."""
+    the files all or none.  In order, a failure at a step leaving no file written:
+    every text is made and every file that is replaced is written to its
+    temporary file; every FIFO and device is opened; standard output, the FIFOs
+    and devices are written (a failure there cannot take back what they took);
+    the temporary files are renamed over their targets (:func:`_replace_all`: a
+    rename that fails puts back the files renamed before it).  Two outputs
+    naming the same file are a usage error."""
     if any(not path for path, _ in outputs):
         raise UsageError("the output file name is empty (-o '')")
     seen = {}
-    staged, later = [], []
+    staged, streams, opened = [], [], []
     try:
         for path, text in outputs:
             target = _target(path)
             if target is None:
-                later.append((path, text))
+                streams.append((path, list(_pieces(text))))
                 continue
             real = os.path.realpath(target[0])
             if real in seen:
                 raise UsageError(f"two outputs name the same file: {seen[real]} and {path}")
             seen[real] = path
             staged.append((_stage(path, target[0], text, target[1]), target[0], path))
-        for i, (tmp, target, path) in enumerate(staged):
+        for path, pieces in streams:
+            if path != "-":
+                opened.append((_open_through(path), path, pieces))
+        if any(path == "-" for path, _ in streams):
+            _write_stdout([piece for path, pieces in streams if path == "-" for piece in pieces])
+        for f, path, pieces in opened:
+            _write_through(f, path, pieces)
+        _replace_all(staged)
+    except BaseException:
+        for tmp, _, _ in staged:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        raise
+    finally:
+        for f, _, _ in opened:
+            with contextlib.suppress(OSError):
+                f.close()
+
+
+def _replace_all(staged: Sequence[tuple[str, str, str]]) -> None:
+    """Rename each temporary file of ``staged`` (``(tmp, target, path)``) over its
+    target, all or none: a rename that fails puts back the targets renamed
+    before it (removes the new ones; an existing one is kept as a hard link
+    beside it until the last rename, unless its file system has no hard links)."""
+    done = []   # (target, its kept copy or None, whether it existed)
+    try:
+        for n, (tmp, target, path) in enumerate(staged):
+            existed = os.path.lexists(target)
+            kept = _keep(target) if existed and n + 1 < len(staged) else None
             try:
                 os.replace(tmp, target)
             except OSError as e:
+                if kept is not None:
+                    os.unlink(kept)
                 raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
-            staged[i] = (None, target, path)
+            done.append((target, kept, existed))
     except BaseException:
-        for tmp, _, _ in staged:
-            if tmp is not None:
-                os.unlink(tmp)
+        for target, kept, existed in reversed(done):
+            with contextlib.suppress(OSError):
+                if kept is not None:
+                    os.replace(kept, target)
+                elif not existed:
+                    os.unlink(target)
         raise
-    for path, text in later:
-        if path == "-":
-            _write_stdout(text)
-        else:
-            _write_through(path, text)
+    for _, kept, _ in done:
+        if kept is not None:
+            os.unlink(kept)
+
+
+def _keep(target: str) -> str | None:
+    """A hard link to ``target`` beside it, under a name no other file has (None:
+    the file system makes none)."""
+    try:
+        return _made_beside(os.path.dirname(os.path.abspath(target)), "kept-",
+                            lambda path: os.link(target, path))[1]
+    except OSError:
+        return None
 
 
 def _target(path: str) -> tuple[str, int | None] | None:
@@ -137,10 +184,19 @@ def _write_stdout(text: str | bytes | Iterable[str]) -> None:
         raise SdyError(f"cannot write output: {e.strerror or e}", file="<stdout>") from None
 
 
-def _write_through(path: str, text: str | bytes | Iterable[str]) -> None:
+def _open_through(path: str):
+    """``path``, a FIFO or a device, opened to be written through."""
     try:
-        with open(path, "wb") as f:
-            for piece in _pieces(text):
+        return open(path, "wb")
+    except OSError as e:
+        raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+
+
+def _write_through(f, path: str, pieces: Iterable[str | bytes]) -> None:
+    """Write ``pieces`` to ``f``, opened on ``path``, and close it."""
+    try:
+        with f:
+            for piece in pieces:
                 f.write(_utf8(piece))
     except OSError as e:
         raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
@@ -174,10 +230,17 @@ def _new_file(directory: str) -> tuple[int, str]:
     writing), and its path; as ``tempfile.mkstemp`` makes it, without importing
     ``tempfile`` (with ``shutil`` and ``random``, a measurable share of a
     command's start)."""
+    return _made_beside(directory, "", lambda path: os.open(
+        path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
+def _made_beside(directory: str, prefix: str, make: Callable[[str], object]):
+    """``(make(path), path)`` for the first ``path`` in ``directory`` of this
+    process's names (``prefix`` and a number) that ``make`` does not find taken."""
     for n in range(10000):
-        path = os.path.join(directory, f".sdy-dl-{os.getpid()}-{n}")
+        path = os.path.join(directory, f".sdy-dl-{os.getpid()}-{prefix}{n}")
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
+            return make(path), path
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary file name")

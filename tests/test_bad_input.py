@@ -477,3 +477,41 @@ def test_input_beyond_the_limit_is_refused(tmp_path, monkeypatch):
     assert not os.path.exists(paths["out"])
     result, _ = run(["show", "-"], {}, tmp_path, SHARDED.encode())
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_failed_stream_leaves_no_file(tmp_path):
+    """whatif's outputs are all or none: a device that fails (a full disk) leaves
+    the other output unwritten."""
+    result, paths = run(["whatif", "{m}", "--unset", "%arg0", "--save-input", "{out}",
+                         "-o", "/dev/full", "--quiet"], {"m": SHARDED}, tmp_path)
+    assert_error(result, 1, "/dev/full: cannot write output: No space left on device")
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+
+
+@pytest.mark.parametrize("first_existed", [True, False])
+def test_a_failed_rename_puts_back_the_files_renamed_before(tmp_path, monkeypatch, first_existed):
+    """The second output's rename fails: the first, already renamed into place, is
+    put back as it was (removed when it is new), and no temporary file stays."""
+    from sdy_dl import output
+
+    first, second = tmp_path / "input.mlir", tmp_path / "out.mlir"
+    if first_existed:
+        first.write_text("first, as it was")
+    second.write_text("second, as it was")
+    replace = os.replace
+
+    def failing_replace(src, dst):
+        if os.fspath(dst) == str(second):
+            raise PermissionError(1, "Operation not permitted")
+        return replace(src, dst)
+
+    monkeypatch.setattr(output.os, "replace", failing_replace)
+    result, _ = run(["whatif", "{m}", "--unset", "%arg0", "--save-input", str(first),
+                     "-o", str(second), "--quiet"], {"m": SHARDED}, tmp_path)
+    monkeypatch.undo()
+    assert_error(result, 1, f"{second}: cannot write output: Operation not permitted")
+    assert second.read_text() == "second, as it was"
+    assert (first.read_text() if first.exists() else None) == (
+        "first, as it was" if first_existed else None)
+    assert sorted(os.listdir(tmp_path)) == sorted(["m", "out.mlir"]
+                                                  + (["input.mlir"] if first_existed else []))
