@@ -238,7 +238,7 @@ def test_op_places_taken_from_the_first_propagation_are_the_locations_own():
     from sdy_dl.audit.naming import tags
 
     for op in ops.values():
-        fresh = OpInfo(op.name, op.origin, op._loc, op._file)
+        fresh = OpInfo(op.name, op.origin, op._loc)
         assert (op["place"], op["tag"], op.line) == (fresh["place"], fresh["tag"], fresh.line)
         assert fresh["tag"] == (tags(op._loc, "px") or [None])[0]   # (the outermost)
 

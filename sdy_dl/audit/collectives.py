@@ -74,7 +74,7 @@ class Side:
 
     values: list[dict]            # [{"value": name, "sharding": text}]
     op: str                       # the producing op (had) or the consuming ops (needed)
-    place: str                    # where that op is (input line or python line)
+    place: str                    # where that op is (input line, python line or foreign location)
     annotations: list[str] = field(default_factory=list)   # at most MOST_ANNOTATIONS
     annotation_count: int = 0     # how many annotations it derives from in all
 
@@ -437,14 +437,18 @@ class _Builder:
         return note
 
     def place(self, mop) -> tuple[str, str | None]:
-        """(input place, python place) of an op from its location."""
-        from sdy_dl.ir.loader import FILE_LOC_RE
+        """(place, python place) of an op from its location: its place is its line of
+        the module read where the parser located it, else its Python line, else a
+        foreign location the module's text gives it (``location FILE:LINE``, see
+        :mod:`~sdy_dl.ir.locations`), else ``(unknown)``."""
+        from sdy_dl.audit.naming import located
 
-        loc = str(mop.location)
-        places = [(f, int(line)) for f, line, _ in FILE_LOC_RE.findall(loc)]
-        python = next((f"{f}:{line}" for f, line in places if f.endswith(".py")), None)
-        module = next((f"input line {line}" for f, line in places if not f.endswith(".py")), None)
-        return module or (f"python {python}" if python else "(unknown)"), python
+        line, python, foreign = located(mop.location)
+        if line is not None:
+            return f"input line {line}", python
+        if python is not None:
+            return f"python {python}", python
+        return (f"location {foreign}" if foreign is not None else "(unknown)"), python
 
     # -- the ledger --------------------------------------------------------
 

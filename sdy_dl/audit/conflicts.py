@@ -51,7 +51,7 @@ class Conflict:
     (across-factor, replicated)."""
 
     op: str                        # the op's name
-    place: str                     # its source place (input line or python line)
+    place: str                     # its source place (input line, python line or foreign location)
     factors: list[str]
     axis: str                      # the contested axis ("" for within-factor)
     kind: str                      # within-factor, across-factor, replicated
@@ -305,7 +305,7 @@ def last_edge_visits(explainer, visits: dict | None = None) -> list[EdgeVisit]:
             link = links.get(tag)
             if link is not None:
                 out.append(EdgeVisit(cause, edge_name(link.owner, link.edge),
-                                     place_in(str(link.owner_loc), explainer.inputs.file),
+                                     place_in(link.owner_loc),
                                      (link.owner_tag, link.owner)))
     return out
 

@@ -57,7 +57,6 @@ from dataclasses import dataclass, field
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir import Module, Value
-from sdy_dl.ir.loader import FILE_LOC_RE
 from sdy_dl.ir.mlir_ops import main_of, symbol_name
 from sdy_dl.ir.walk import BLOCK, OP, key as pointer_of, walk_numbered
 from sdy_dl.sharding import TensorSharding
@@ -108,28 +107,42 @@ def _tag_all(module: Module, prefix: str) -> dict[int, str]:
     return made
 
 
-def place_in(loc: str, file: str) -> str:
-    """Where an op whose location prints as ``loc`` comes from, saying whose line it
-    is: ``python FILE.py:LINE`` (JAX debug info), ``input line LINE`` (a line of
-    the module read, whose text the parser located it in), ``FILE:LINE`` (a
-    location the module's text gives, of another file), else ``input (no line)``.
-    ``file``: the module read (its name is not repeated in every place)."""
-    places = FILE_LOC_RE.findall(loc)
-    for f, line, _ in places:
-        if f.endswith(".py"):
-            return f"python {f}:{int(line)}"
-    for f, line, _ in places:
-        return f"input line {int(line)}" if f in ("-", file) else f"{f}:{int(line)}"
-    return "input (no line)"
+def place_in(loc) -> str:
+    """Where an op whose location is ``loc`` (or prints as it) comes from, saying
+    whose line it is: ``python FILE.py:LINE`` (JAX debug info), ``input line
+    LINE`` (a line of the module read, where its parser located the op),
+    ``location FILE:LINE`` (a foreign location the module's text gives, see
+    :mod:`~sdy_dl.ir.locations`: even naming the module's own file, it is not
+    known to be a line of the module), else ``input (no line)``."""
+    line, python, foreign = located(loc)
+    if python is not None:
+        return f"python {python}"
+    if line is not None:
+        return f"input line {line}"
+    return f"location {foreign}" if foreign is not None else "input (no line)"
+
+
+def located(loc) -> tuple[int | None, str | None, str | None]:
+    """(the line of the module read, the first Python place ``FILE.py:LINE``, the
+    first other foreign place ``FILE:LINE``) of the location ``loc`` (or its
+    printed form); None where it has none."""
+    from sdy_dl.ir.locations import foreign_places, text_position
+
+    text = str(loc)
+    at = text_position(text)
+    foreign = foreign_places(text)
+    python = next((f"{f}:{line}" for f, line in foreign if f.endswith(".py")), None)
+    other = next((f"{f}:{line}" for f, line in foreign if not f.endswith(".py")), None)
+    return (at[0] if at is not None else None), python, other
 
 
 def input_position(where) -> tuple[int, int] | None:
-    """(line, column) in the module read of a place given as (location, file), as its
+    """(line, column) in the module read of a place given as a location, as its
     parser located it; None for a place given as text or located elsewhere (a JAX
     program's Python lines)."""
-    from sdy_dl.ir.loader import text_position
+    from sdy_dl.ir.locations import text_position
 
-    return None if isinstance(where, str) else text_position(*where)
+    return None if isinstance(where, str) else text_position(where)
 
 
 def op_of_key(key: tuple) -> int:
@@ -260,7 +273,7 @@ class InputValue(_Named):
     _names: list[str]
     sharding: str | None
     op: str               # defining op name, or the owner of the block argument
-    where: object = field(repr=False)   # its place, or the owner's location and the file
+    where: object = field(repr=False)   # its place, or the owner's location
     ssa: "SsaNames | None" = field(default=None, repr=False)   # set while the name is pending
     index: "InputIndex | None" = field(default=None, repr=False)
     key: tuple | None = field(default=None, repr=False)        # its key in the index
@@ -277,9 +290,9 @@ class InputValue(_Named):
 
 
 def _place(where) -> str:
-    """A place given as text, or as (location, file): read from the location when asked
+    """A place given as text, or as a location: read from the location when asked
     (locations are never freed, so this is safe after the op is erased)."""
-    return where if isinstance(where, str) else place_in(str(where[0]), where[1])
+    return where if isinstance(where, str) else place_in(where)
 
 
 def _tag_input(top) -> tuple[dict[int, int], set[str]]:
@@ -552,7 +565,7 @@ class InputIndex:
                 owner, value, index, is_arg = place
                 stored = read_stored(owner, index, is_arg)
                 paths = _arg_paths(value.location) if is_arg and owner == self.main else []
-                where = f"argument {paths[0]}" if paths else (owner.location, self.file)
+                where = f"argument {paths[0]}" if paths else owner.location
                 record = InputValue(self._names_of(key, place),
                                     stored.to_text() if stored is not None else None,
                                     owner.name, where, index=self, key=key)
@@ -794,7 +807,7 @@ class PropagationIndex:
                 slot = slots.get(v.vid, v)
                 record = PropagatedValue(value_key(slot), owner.name,
                                          owner.name == "sdy.data_flow_edge", slot is v, inputs,
-                                         _tag_site(v), (owner.mlir.location, module.file))
+                                         _tag_site(v), owner.mlir.location)
                 self._by_key.setdefault(record.key, []).append(record)
                 tag = (f"a{v.vid}", -1) if v.is_block_arg else (f"o{owner.oid}", v.index)
                 self._by_tag[tag] = record
@@ -945,7 +958,7 @@ class OutputIndex:
             table = ValueTable(module.mlir.operation, text if text is not None else module.print)
         self._table = table
         self._ssa = ssa = table.names
-        names, pending, file, main = ssa.names, ssa.pending, module.file, table.main
+        names, pending, main = ssa.names, ssa.pending, table.main
         self.by_value: dict = {}   # MLIR value -> its OutputValue
         by_value = self.by_value
         op_number = {mop: n for n, mop in enumerate(table.ops)}
@@ -965,7 +978,7 @@ class OutputIndex:
                     else None
                 # (None: no place for one; a while's block argument: its result's, §1.5)
                 sharding = read_stored(mop, index, is_arg and held_by is None)
-                out = OutputValue(names[key], sharding, name, (loc, file),
+                out = OutputValue(names[key], sharding, name, loc,
                                   record.key if record is not None else None, value,
                                   func=label, ssa=ssa if key in pending else None,
                                   table_key=key, lines=ssa, held_by=held_by)
@@ -987,7 +1000,7 @@ class OutputIndex:
                     if is_main:
                         result_names += _result_info(func, i)
                     out = OutputValue(result_names, read_func_attr(func, "res_attrs", i),
-                                      "func.func", (func.location, file), key,
+                                      "func.func", func.location, key,
                                       func=func_label(func, main), result_of=returned,
                                       table_key=(f"o{op_number[func]}", -2), lines=ssa)
                     self._add(out)

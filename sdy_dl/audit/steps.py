@@ -36,15 +36,15 @@ class OpInfo(Mapping):
     tag is known without reading the location when the op was described as one
     the propagation index tagged (:attr:`known_tag`)."""
 
-    __slots__ = ("name", "origin", "_loc", "_file", "_read", "_places", "known_tag")
+    __slots__ = ("name", "origin", "_loc", "_read", "_places", "known_tag")
     _KEYS = ("name", "place", "origin", "tag")
 
-    def __init__(self, name: str, origin: str, loc, file: str, places: dict | None = None,
+    def __init__(self, name: str, origin: str, loc, places: dict | None = None,
                  tag: str | None = None):
         """``places``: what :meth:`_from_location` read of other ops' locations in
-        ``file``, by location (see :class:`OpDescriber`); ``tag``: the op's ``px:``
+        the module, by location (see :class:`OpDescriber`); ``tag``: the op's ``px:``
         tag, when known (None: read from the location when asked for)."""
-        self.name, self.origin, self._loc, self._file = name, origin, loc, file
+        self.name, self.origin, self._loc = name, origin, loc
         self._read = None
         self._places = places
         #: the op's ``px:`` tag as known when it was described (None: not known)
@@ -64,7 +64,7 @@ class OpInfo(Mapping):
                     return self._read
             text = str(loc)
             tag = self.known_tag
-            self._read = (place_in(text, self._file),
+            self._read = (place_in(text),
                           tag if tag is not None else first_tag(text, "px"),
                           position_in(text)[0])
             if places is not None:
@@ -128,8 +128,7 @@ class OpDescriber:
         tagged = self.tagged_ops
         tag = f"o{op.oid}" if tagged is not None and op.oid < len(tagged) \
             and tagged[op.oid] is op else None
-        described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.file,
-                           self.places, tag)
+        described = OpInfo(op.name, self.rule_origin(op), op.mlir.location, self.places, tag)
         self._described[id(op)] = (op, described)
         return described
 

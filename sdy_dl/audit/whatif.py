@@ -482,7 +482,7 @@ def _located_at_main(audit):
             from sdy_dl.ir.context import mlir_context
 
             with mlir_context():
-                at = input_position((main.location, audit.file))
+                at = input_position(main.location)
             if at is not None:
                 e.located(line=at[0], col=at[1])
         raise

@@ -354,7 +354,7 @@ class StepWalk:
         found = None
         if not model.has("carries", (link.tag, axis)):
             why = model.why_not("carries", (link.tag, axis))
-            place = (place_in(str(link.owner_loc), self.audit.file) if link.owner else "")
+            place = (place_in(link.owner_loc) if link.owner else "")
             found = (_crossing_cause(link, axis, place, why), why)
         self._crossings[(link.tag, axis)] = found
         return found
@@ -561,7 +561,7 @@ def _blocked(audit, engine, walk, link, src_key, near_key, axis, dim,
     src_sharding = tracer.final(src_key)
     near_sharding = tracer.final(near_key)
     if link.owner:
-        place = place_in(str(link.owner_loc), audit.file)
+        place = place_in(link.owner_loc)
     elif cause is not None:
         place = cause.op["place"]
     else:   # (the op was never stepped: its first result's record has its place)

@@ -10,17 +10,15 @@ shardings goes through :mod:`sdy_dl.ir.storage`, printing through
 
 from __future__ import annotations
 
-import re
 from itertools import islice
 from typing import Any
 
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.context import mlir_context
+from sdy_dl.ir.locations import text_position
 from sdy_dl.ir.op_index import OpIndex
 from sdy_dl.ir.traits import TERMINATORS
 from sdy_dl.ir.walk import BLOCK, OP, walk_numbered, walk_pre
-
-_LOC_RE = re.compile(r':(\d+):(\d+)')
 
 
 class AsmNames:
@@ -322,14 +320,14 @@ class Module:
 
 
 def op_position(op_mlir) -> tuple[int | None, int | None]:
-    """(line, column) of an MLIR operation's location, when it has one."""
+    """(line, column) in the module's text of an MLIR operation, when its location
+    is one (see :mod:`~sdy_dl.ir.locations`)."""
     return position_in(str(op_mlir.location))
 
 
 def position_in(location: str) -> tuple[int | None, int | None]:
-    """(line, column) of a printed location, when it has one."""
-    m = _LOC_RE.search(location)
-    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    """(line, column) in the module's text of a printed location, when it is one."""
+    return text_position(location) or (None, None)
 
 
 def check_top_level(mlir_module, file: str) -> None:
