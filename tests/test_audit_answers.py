@@ -390,3 +390,17 @@ def test_memory_prints_a_scalars_type_as_mlir_does():
     for v in scalars:
         (line,) = [x for x in lines if x.split("] ", 1)[-1].startswith(f"{v.name} in ")]
         assert f"({v.op}): tensor<{v.element_type}> " in line, line
+
+
+def test_a_manual_computations_body_argument_is_its_local_view():
+    """A shard_map's body sees its arguments without the manual axis: "model" is on
+    no dim of them (the manual computation's in_shardings hold it, with the other
+    axes); their trees and answers start from that view."""
+    result = _result("ppermute_pipeline")
+    assert "in_shardings=[<@mesh, [{\"model\"}, {}, {}]>" in result.text
+    assert result.sharding("%arg2") == "#sdy.sharding<@mesh, [{}, {}, {}]>"
+    assert result.explain("%arg2").sharding == "#sdy.sharding<@mesh, [{}, {}, {}]>"
+    assert not result.why_not("%arg2", "model").has_axis
+    result = _result("partly_manual")
+    assert "in_shardings=[<@mesh, [{\"data\"}, {\"model\"}]>" in result.text
+    assert result.sharding("%arg2") == "#sdy.sharding<@mesh, [{\"data\"}, {}]>"

@@ -99,9 +99,11 @@ def _printed_in_order(text: str) -> list[tuple[list[str], str]]:
     main_func = module.main_func()
     out = []
     for v in module.values:
-        if v.is_block_arg and v.block.region.owner.name == "stablehlo.while":
+        if v.is_block_arg and v.block.region.owner.name in ("stablehlo.while",
+                                                             "sdy.manual_computation"):
             with mlir_context():
-                s = get_sharding(v.mlir)   # the matching while result's (§1.5)
+                # the matching while result's (§1.5); a manual computation's local view (§8.6)
+                s = get_sharding(v.mlir)
         else:
             s = stored_sharding(v) if is_shardable(v) else None
         out.append((_model_names(module, v, main_func), "(none)" if s is None else s.to_text()))

@@ -946,7 +946,8 @@ class OutputIndex:
         The module is read straight from its MLIR (``table``: its :class:`ValueTable`,
         when one is at hand)."""
         from sdy_dl.ir.context import mlir_context
-        from sdy_dl.ir.storage import read_func_attr, read_stored
+        from sdy_dl.ir.storage import read_func_attr
+        from sdy_dl.ir.value_sharding import local_sharding
 
         self.module = module
         self.values: list[OutputValue] = []
@@ -976,8 +977,9 @@ class OutputIndex:
                           else propagated.lookup_at(loc, index, name))
                 held_by = by_value[mop.results[index]] if is_arg and name == "stablehlo.while" \
                     else None
-                # (None: no place for one; a while's block argument: its result's, §1.5)
-                sharding = read_stored(mop, index, is_arg and held_by is None)
+                # (None: no place for one; a while's block argument: its result's, §1.5;
+                # a manual computation's: its local view, §8.6)
+                sharding = local_sharding(mop, index, is_arg and held_by is None)
                 out = OutputValue(names[key], sharding, name, loc,
                                   record.key if record is not None else None, value,
                                   func=label, ssa=ssa if key in pending else None,

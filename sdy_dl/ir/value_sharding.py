@@ -72,16 +72,19 @@ def shardable_value(value):
 def get_sharding(value) -> TensorSharding | None:
     """Shardy's ``getSharding(value)``."""
     place = _shardable_place(value)
-    return None if place is None else _stored_sharding(*place)
+    return None if place is None else local_sharding(*place)
 
 
 def get_edge_owner_sharding(op, owner) -> TensorSharding | None:
     """The sharding stored for ``owner`` (a result or body argument of ``op``), a
     manual computation's body argument in its local view."""
-    return _stored_sharding(op, value_index(owner), is_block_arg(owner))
+    return local_sharding(op, value_index(owner), is_block_arg(owner))
 
 
-def _stored_sharding(op, index: int, block_arg: bool) -> TensorSharding | None:
+def local_sharding(op, index: int, block_arg: bool) -> TensorSharding | None:
+    """The sharding stored for result (``block_arg``: body argument) ``index`` of the
+    raw op ``op``, a manual computation's body argument in its local view (the
+    body's values hold no manual axis)."""
     sharding = read_stored(op, index, block_arg)
     if block_arg and sharding is not None and op.name == "sdy.manual_computation":
         return erase_manual_axes(sharding, manual_axes(op))
