@@ -404,3 +404,25 @@ def test_a_manual_computations_body_argument_is_its_local_view():
     result = _result("partly_manual")
     assert "in_shardings=[<@mesh, [{\"data\"}, {\"model\"}]>" in result.text
     assert result.sharding("%arg2") == "#sdy.sharding<@mesh, [{\"data\"}, {}]>"
+
+
+def test_why_not_names_no_path_across_a_link_the_axis_never_crosses():
+    """The router's probabilities reach the one-hot dispatch mask (which holds "model"
+    on the expert dim) only through top_k, which has no sharding rule: that path's
+    "model" stopped there, not at an op beyond it (no path is said to reach the value
+    through top_k).  In the shard_map "model" is manual: every place where it stopped
+    is an edge of the manual computation, and no path crosses one."""
+    result = _result("moe")
+    answer = result.why_not("%13", "model")
+    (top_k,) = [b for b in answer.blocked if b.op == "chlo.top_k"]
+    assert top_k.cause.startswith("chlo.top_k has no sharding rule"), top_k.cause
+    assert top_k.to == "%13"
+    assert all("chlo.top_k" not in b.via for b in answer.blocked), [b.via for b in answer.blocked]
+    result = _result("ppermute_pipeline")
+    for value in ("%arg2", "%arg3", "@closed_call:%2"):
+        answer = result.why_not(value, "model")
+        assert answer.blocked, value
+        for b in answer.blocked:
+            assert b.op == "the data-flow edge of sdy.manual_computation", (value, b.op)
+            assert b.cause.startswith('"model" is manual in the sdy.manual_computation'), b.cause
+            assert "the data-flow edge of sdy.manual_computation" not in b.via, (value, b.via)

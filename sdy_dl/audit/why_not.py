@@ -217,10 +217,12 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
     if have > _amount(sharding, axis, dims):
         answer.note, answer.why = _made_even(audit, out, given, sharding, axis, dims)
         return answer
-    parent, found, scalars = _reach(walk, key, axis, dim, have)
+    engine = audit.options.context.make_engine()
+    follows = walk.follows(axis, engine)
+    parent, found, scalars, barrier = _reach(walk, key, axis, dim, have, follows)
     if not found and dim is not None:
         # (no value holding the axis reaches it on any dim: the answer without --dim)
-        _, anywhere, scalars_anywhere = _reach(walk, key, axis, None, have)
+        _, anywhere, scalars_anywhere, _ = _reach(walk, key, axis, None, have, follows)
         if not anywhere:
             answer.note += ("; " if answer.note else "") + _unreached(
                 axis, out.name, scalars_anywhere)
@@ -235,15 +237,19 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
         answer.note = _unreached(axis, out.name, scalars)
         return answer
     links = walk.links
-    engine = audit.options.context.make_engine()
     examined = 0
     elsewhere: set = set()   # with ``dim``: the other dims of the value the neighbours' factors map
     late: list = []   # the neighbours that got the axis when or after their link last stepped
+    stops: set = set()   # the links not followed named so far, by (visit nearer, link)
     for visit in found:
         if len(answer.blocked) >= limit or examined >= 4 * limit:
             break
         examined += 1
-        nearer, n = parent[visit]
+        nearer, n = barrier.get(visit) or parent[visit]
+        if visit in barrier:   # (the link not followed is where it stopped: named once)
+            if (nearer, n) in stops:
+                continue
+            stops.add((nearer, n))
         k2, (k, onto) = visit[0], nearer
         if k == key:
             b = _blocked(audit, engine, walk, links[n], k2, k, axis, dim, elsewhere, late)
@@ -278,6 +284,7 @@ class StepWalk:
         self.tracer = audit.explainer.tracer
         self.audit = audit
         self._crossings: dict = {}   # (link tag, axis) -> the why_not stage's answer
+        self._follows: dict = {}   # axis -> the tags of the links a walk follows with it
         self.links = audit.propagated.links
         self.by_key: dict = {}
         for n, link in enumerate(self.links):
@@ -337,6 +344,29 @@ class StepWalk:
         self._factors[at] = found
         return found
 
+    def follows(self, axis: str, engine) -> frozenset:
+        """The tags of the links a walk follows with ``axis`` (stage ``why_not``'s
+        ``follows``, asked of every link at once; found once per axis)."""
+        from sdy_dl.datalog.compiler import compile_stage
+
+        found = self._follows.get(axis)
+        if found is None:
+            rows = engine.run(compile_stage("why_not"), self._link_facts(self.links, axis))
+            found = self._follows[axis] = frozenset(
+                tag for tag, a in rows.get("follows", ()) if a == axis)
+        return found
+
+    def _link_facts(self, links, axis: str) -> dict[str, list[tuple]]:
+        """The facts of stage ``why_not`` about ``links`` and ``axis``: what
+        propagation knew of each link (its kind, rule, steps and manual axes)."""
+        no_rule, last = self.tracer.no_rule, self.last
+        return {"in_link": [(link.tag, "edge" if link.owner else "op") for link in links],
+                "in_rule": [(link.tag,) for link in links
+                            if link.owner or link.tag not in no_rule],
+                "in_stepped": [(link.tag,) for link in links if link.tag in last],
+                "in_manual_axis": [(link.tag, a) for link in links for a in link.manual],
+                "in_axis": [(axis,)]}
+
     def crossing(self, link, axis: str, engine) -> tuple | None:
         """Why propagation does not step across ``link`` with ``axis`` at all, as
         (the cause phrased, the negation answer of stage ``why_not``); None when
@@ -348,9 +378,7 @@ class StepWalk:
         found = self._crossings.get((link.tag, axis), False)
         if found is not False:
             return found
-        facts = _crossing_facts(link, axis, link.tag in self.last,
-                                not link.owner and link.tag in self.tracer.no_rule)
-        model = Model(compile_stage("why_not"), facts, engine.run)
+        model = Model(compile_stage("why_not"), self._link_facts([link], axis), engine.run)
         found = None
         if not model.has("carries", (link.tag, axis)):
             why = model.why_not("carries", (link.tag, axis))
@@ -360,14 +388,6 @@ class StepWalk:
         return found
 
 
-def _crossing_facts(link, axis: str, stepped: bool, no_rule: bool) -> dict[str, list[tuple]]:
-    """The facts of stage ``why_not`` about ``link`` and ``axis``: what
-    propagation knew of the link (its kind, rule, steps and manual axes)."""
-    return {"in_link": [(link.tag, "edge" if link.owner else "op")],
-            "in_rule": [] if no_rule else [(link.tag,)],
-            "in_stepped": [(link.tag,)] if stepped else [],
-            "in_manual_axis": [(link.tag, a) for a in link.manual],
-            "in_axis": [(axis,)]}
 
 
 def _crossing_cause(link, axis: str, place: str, why) -> str:
@@ -469,10 +489,13 @@ def _made_even(audit, out, given, printed, axis: str, dims) -> tuple[str, object
             f"keeps an open dim's axes before its first sub-axis, {{{left}}}", why)
 
 
-def _reach(walk, key, axis: str, dim: int | None, have: float) -> tuple[dict, list, int]:
+def _reach(walk, key, axis: str, dim: int | None, have: float,
+           follows: frozenset) -> tuple[dict, list, int, dict]:
     """The walk from ``key`` to the keys holding more of ``axis`` (on ``dim``)
     than ``have``: (each visit's parent, the visits found, how many values
-    without dims it met)."""
+    without dims it met, the visits found beyond a link not in ``follows``,
+    each with the farthest such link on its path from the value as (the visit
+    nearer the value, the link))."""
     # Breadth first from the value's key over the data flow; keys holding more of
     # the axis than the value end a path.  A value without dims holds no axis: no
     # axis passes through it.  With ``dim``, a key beyond the value's neighbours
@@ -482,45 +505,69 @@ def _reach(walk, key, axis: str, dim: int | None, have: float) -> tuple[dict, li
     # there or on a dim the link maps onto no dim of the key it came from (its
     # step says where the axis stopped); a key whose dims map none of them is not
     # walked on.  A neighbour holding the axis ends a path whatever dims it maps
-    # (the answer names them).  Dims None: any dim.
+    # (the answer names them).  Dims None: any dim.  No propagation of the axis
+    # crosses a link it does not follow (no rule, a manual axis): the walk goes
+    # beyond such links only once every key it reaches without crossing one is
+    # walked, and a key found beyond some stopped at the first of them on its way.
     start = (key, None if dim is None else frozenset({dim}))
     parent = {start: None}   # visit -> (the visit it was reached from, the link)
     walked = {key: start[1]}   # key -> the dims of it walked so far (None: any)
     ended: set = set()   # keys found or without dims: never walked on
     queue = deque([start])
+    behind: deque = deque()   # visits beyond a link not followed
+    crossings: list = []   # (visit, link, key) of the links not followed, met before them
+    barrier: dict = {}   # a visit beyond a link not followed -> (visit nearer, the link)
     found = []
     scalars = 0
     links, by_key, tracer = walk.links, walk.by_key, walk.tracer
-    while queue:
-        visit = queue.popleft()
+
+    def reach(visit, n, k2, across):
+        nonlocal scalars
         k, onto = visit
-        for n in by_key.get(k, ()):
-            link = links[n]
-            for k2 in link.keys:
-                if k2 in ended or k2 == key:
-                    continue
-                dims2 = walk.dims_onto(link, k, onto, k2)
-                if k2 in walked and (walked[k2] is None
-                                     or dims2 is not None and dims2 <= walked[k2]):
-                    continue
-                mapped = k == key or dims2 is None or bool(dims2)
-                where = (None if k == key or dims2 is None
-                         else dims2 | walk.dims_off(link, k, k2))
-                reached = (k2, None if dims2 is None else frozenset(dims2))
-                if k2 in link.dimless:
-                    parent[reached] = (visit, n)
-                    ended.add(k2)
-                    scalars += 1
-                elif _amount(tracer.final(k2), axis, where) > have:
-                    parent[reached] = (visit, n)
-                    ended.add(k2)
-                    found.append(reached)
-                elif mapped:
-                    parent[reached] = (visit, n)
-                    walked[k2] = (None if dims2 is None else
-                                  walked.get(k2, frozenset()) | reached[1])
-                    queue.append(reached)
-    return parent, found, scalars
+        link = links[n]
+        dims2 = walk.dims_onto(link, k, onto, k2)
+        if k2 in walked and (walked[k2] is None or dims2 is not None and dims2 <= walked[k2]):
+            return
+        mapped = k == key or dims2 is None or bool(dims2)
+        where = None if k == key or dims2 is None else dims2 | walk.dims_off(link, k, k2)
+        reached = (k2, None if dims2 is None else frozenset(dims2))
+        if k2 in link.dimless:
+            parent[reached] = (visit, n)
+            ended.add(k2)
+            scalars += 1
+        elif _amount(tracer.final(k2), axis, where) > have:
+            parent[reached] = (visit, n)
+            ended.add(k2)
+            found.append(reached)
+            if across is not None:
+                barrier[reached] = across
+        elif mapped and (across is not None or link.tag in follows):
+            parent[reached] = (visit, n)
+            walked[k2] = None if dims2 is None else walked.get(k2, frozenset()) | reached[1]
+            if across is None:
+                queue.append(reached)
+            else:
+                barrier[reached] = across
+                behind.append(reached)
+        elif mapped:
+            crossings.append((visit, n, k2))
+
+    while queue or crossings or behind:
+        if not queue and crossings:
+            for visit, n, k2 in crossings:
+                if k2 not in ended and k2 != key:
+                    reach(visit, n, k2, (visit, n))
+            crossings.clear()
+            continue
+        visit = queue.popleft() if queue else behind.popleft()
+        across = barrier.get(visit)
+        for n in by_key.get(visit[0], ()):
+            # (beyond a link not followed, the next one on the path is where it stopped first)
+            here = across if across is None or links[n].tag in follows else (visit, n)
+            for k2 in links[n].keys:
+                if k2 not in ended and k2 != key:
+                    reach(visit, n, k2, here)
+    return parent, found, scalars, barrier
 
 
 def _unreached(axis: str, name: str, scalars: int) -> str:
