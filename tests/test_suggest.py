@@ -166,6 +166,40 @@ def test_bad_input_is_one_line(tmp_path, args, text, code):
     assert done.stdout == "" and not out.exists()
 
 
+#: ``sdy-dl suggest`` whose candidate-evaluating children end by signal sys.argv[1].
+DYING_WORKER = """
+import os, signal, sys
+from sdy_dl.audit import suggest
+from sdy_dl.cli import run
+
+parent, evaluate = os.getpid(), suggest.evaluate
+
+def dying(audit, candidate):
+    if os.getpid() != parent:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return evaluate(audit, candidate)
+
+suggest.evaluate = dying
+run(args=sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSEGV"])
+def test_a_worker_that_dies_is_one_error_line(tmp_path, how):
+    """A candidate-evaluating process killed or crashed: one line, exit 1, no output
+    file (never a wait for the lost candidate)."""
+    module, out = tmp_path / "m.mlir", tmp_path / "out.txt"
+    module.write_text(CONSTRAINED)
+    done = subprocess.run([sys.executable, "-c", DYING_WORKER, how, "suggest", str(module),
+                           "--jobs", "2", "-o", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)   # (the installed sdy_dl, not the source tree's)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"sdy-dl: error: {module}: a process evaluating the candidate edits ended "
+               "abruptly (killed or crashed)\n")
+    assert not out.exists()
+
+
 def test_api_refusals():
     plain = sdy_dl.propagate(CONSTRAINED)
     with pytest.raises(SdyError, match="explicit collectives"):

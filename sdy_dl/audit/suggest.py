@@ -55,8 +55,9 @@ edit first and the others as its ``equivalent`` (``same effect:`` lines), in
 rank order; ``top`` counts entries.
 
 Candidates are evaluated in ``jobs`` processes forked from this one (each
-starts with the first propagation already made); the output does not depend
-on ``jobs``.
+starts with the first propagation already made, at most one per candidate);
+the output does not depend on ``jobs``.  A process that dies (killed, crashed)
+is an error, not a wait for its candidate.
 """
 
 from __future__ import annotations
@@ -484,18 +485,26 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     if jobs <= 1:
         return [evaluate(audit, c) for c in cands]
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     from sdy_dl.ir.context import mlir_context
 
     # A forked child has none of the parent's threads: MLIR's thread pool must have
     # none while forking (a child would wait for them).  Each child starts with the
-    # first propagation and its step memo.
+    # first propagation and its step memo.  A child that dies (killed, crashed)
+    # breaks the pool, an error (a multiprocessing.Pool would wait for its task
+    # for ever).
     mlir_context().enable_multithreading(False)
     _WORK = (audit, cands)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            return pool.map(_evaluate_at, range(len(cands)), chunksize=1)
+        return list(pool.map(_evaluate_at, range(len(cands))))
+    except BrokenProcessPool:
+        raise SdyError("a process evaluating the candidate edits ended abruptly (killed or "
+                       "crashed)") from None
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
         mlir_context().enable_multithreading(True)
 
