@@ -110,6 +110,39 @@ def test_a_module_whose_blocks_have_other_arguments_is_not_indexed_from_the_firs
         assert not other.is_indexed()
 
 
+def test_a_module_whose_ops_have_other_names_is_not_indexed_from_the_first():
+    """As many ops, results, regions, blocks and block arguments, but an op of
+    another name."""
+    from sdy_dl.ir import parse_module_text
+
+    other_text = BARRIER.replace("stablehlo.add", "stablehlo.subtract")
+    first, other = parse_module_text(BARRIER, "a"), parse_module_text(other_text, "b")
+    again = parse_module_text(other_text, "c")
+    assert [len(o.results) for o in again.ops] == [len(o.results) for o in first.ops]
+    with mlir_context():
+        assert not index_like(other, first.index_fields())
+        assert not other.is_indexed()
+
+
+def test_a_whatifs_clone_of_the_imported_module_is_indexed_without_reading_names(monkeypatch):
+    """Its ops are the first's by construction (``Module.clone_of``), in a what-if of a
+    what-if too; a module not known to be a clone has its names compared."""
+    import sdy_dl.ir.model as model
+
+    compared = []
+    same_names = model._same_names
+    monkeypatch.setattr(model, "_same_names", lambda *a: compared.append(1) or same_names(*a))
+    before = propagate(jax_programs.lowered("mlp"), engine="python")
+    after, _ = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    again, _ = after.whatif(set={"arg:0": '<@mesh, [{}, {"model"}]>'})
+    assert after.audit.import_reused and again.audit.import_reused and compared == []
+    assert after.audit.propagated._first is before.audit.propagated
+    assert again.audit.propagated._first is after.audit.propagated
+    with mlir_context():
+        derived = module_of_op(before.audit.imported.clone(), before.audit.file)
+        assert index_like(derived, before.audit.propagated.index_model) and compared == [1]
+
+
 def test_a_module_whose_ops_have_other_result_counts_is_not_indexed_from_the_first():
     """As many ops, but one has one result where the first's has two: refused, and a
     propagation index given the first's indexes the module as its own."""

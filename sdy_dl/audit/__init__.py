@@ -92,6 +92,10 @@ class Audit:
 
         self._imported = None   # (see ``imported``)
         self._imported_again = None
+        #: The index fields of the module :attr:`imported` is a clone of: the module
+        #: propagation starts from, as indexed then (``imported_again``'s clones are of
+        #: a module of the same ops)
+        self.imported_index: dict | None = None
         #: Whether the stages before propagation were not run (``imported`` given).
         self.import_reused = imported is not None
 
@@ -111,6 +115,7 @@ class Audit:
                 # (op N of the index as tagged is tagged oN: its steps' descriptions
                 # know their tags without reading locations)
                 self.tracer.describe_op.tagged_ops = self.propagated.index_model["ops"]
+                self.imported_index = self.propagated.index_model
                 if step_memo is not None and imported_again is not None \
                         and self.propagated.tags_made is propagated.tags_made:
                     # (not tagged again: ``imported`` is still as made)

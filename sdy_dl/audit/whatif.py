@@ -633,6 +633,7 @@ def whatif(audit, edits: list[Edit]):
             copy = edited.mlir.operation
             imported = module_of_op(imported, audit.file)
             imported.cloned = True   # (of ``audit.imported``, as every what-if's from it)
+            imported.clone_of = audit.imported_index
     try:
         after = Audit(edited, audit.options, step_memo=audit.step_memo,
                       stage_memo=audit.stage_memo, imported=imported, rule_memo=audit.rule_memo,
