@@ -73,9 +73,24 @@ def lm_head():
         jax.ShapeDtypeStruct((8,), jnp.int32), _f32(512, 64), _f32(1024, 64))
 
 
+def manual_collectives():
+    """A shard_map over both axes whose body writes its own collectives: a psum over
+    "model", a ppermute over "data" and an all_gather over "model"."""
+    from jax import lax
+
+    def body(x, w):
+        h = lax.psum(jnp.tanh(x @ w), "model")
+        h = lax.ppermute(h, "data", perm=[(0, 1), (1, 0)])
+        return lax.all_gather(h, "model", axis=1, tiled=True)
+    sm = jax.shard_map(body, mesh=jax_programs.mesh(), in_specs=(P("data", "model"), P("model", None)),
+                       out_specs=P("data", None), check_vma=False)
+    return jax.jit(sm, in_shardings=(_ns("data", "model"), _ns("model", None))).lower(
+        _f32(16, 32), _f32(32, 8))
+
+
 PROGRAMS = {"fsdp_gather": fsdp_gather, "dp_gradient": dp_gradient,
             "megatron_mlp": megatron_mlp, "resharding_constraint": resharding_constraint,
-            "lm_head": lm_head}
+            "lm_head": lm_head, "manual_collectives": manual_collectives}
 
 
 def lowered_text(name: str) -> str:

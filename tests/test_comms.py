@@ -31,6 +31,11 @@ _COLLECTIVE = re.compile(r"^\s*(%[\w#@.]+) = sdy\.(all_gather|all_slice|all_to_a
                          r"reshard) .*?(?:out_sharding=|sharding=#sdy\.sharding)(<@\w+, \[.*?\]>) :")
 
 
+#: A collective the program wrote (a shard_map body's psum, ppermute, ...): its name.
+_WRITTEN = re.compile(r'^\s*(%[\w#@.]+)(?::\d+)? = "stablehlo\.(all_reduce|all_gather|all_to_all|'
+                      r'reduce_scatter|collective_permute)"\(')
+
+
 def _inner(text: str) -> str:
     """``#sdy.sharding<@mesh, [..]>`` or ``<@mesh, [..]>`` -> ``<@mesh, [..]>``."""
     return text.removeprefix("#sdy.sharding")
@@ -87,14 +92,24 @@ PROGRAMS = list(_programs())
 def test_every_collective_once_with_the_printed_shardings(where, name, text):
     result = sdy_dl.propagate(text(), explicit_collectives=True)
     out = result.text
-    printed = {}
+    printed, written = {}, {}
     for number, line in enumerate(out.splitlines(), 1):
         m = _COLLECTIVE.match(line)
         if m:
             printed[number] = (m.group(1), m.group(2), m.group(3))
+        m = _WRITTEN.match(line)
+        if m:
+            written[number] = (m.group(1), m.group(2))
     ledger = result.collectives()
-    assert sorted(e.output_line for e in ledger) == sorted(printed), name
+    assert sorted(e.output_line for e in ledger if not e.written) == sorted(printed), name
+    assert sorted(e.output_line for e in ledger if e.written) == sorted(written), name
     for e in ledger:
+        if e.written:
+            value, kind = written[e.output_line]
+            prefix = "" if e.function == "main" else f"{e.function}:"
+            assert e.name in (prefix + value, f"{prefix}{value}@L{e.output_line}")
+            assert e.kind == kind
+            continue
         value, kind, out_sharding = printed[e.output_line]
         # a name sibling regions share is qualified by its output line
         # (and by its function outside main)
@@ -111,7 +126,7 @@ def test_every_collective_once_with_the_printed_shardings(where, name, text):
             # the chain's target: what its user reads
             assert e.needed.values[0]["value"].split("@L")[0] in {p[0] for p in printed.values()}
     total = ledger.totals()["all"]
-    assert total["count"] == len(printed)
+    assert total["count"] == len(printed) + len(written)
     assert total["bytes_per_device"] == sum(e.bytes or 0 for e in ledger)
     assert [e.bytes or 0 for e in ledger] == sorted((e.bytes or 0 for e in ledger), reverse=True)
 
@@ -220,6 +235,21 @@ def test_same_collectives_as_xla(name, kind, devices):
            for c in comms_programs.xla_collectives(comms_programs.compiled(name).as_text())]
     assert moving == xla
     assert moving[0][:2] == (kind, devices)
+
+
+def test_the_collectives_a_program_writes_are_xlas():
+    """A shard_map body's own psum, ppermute and all_gather are in the ledger, named
+    by the mesh axes their device groups span, with XLA's bytes (a collective-permute
+    sends its operand once: XLA's n is 2, the ledger's the axis it moves along)."""
+    ledger = sdy_dl.propagate(comms_programs.lowered_text("manual_collectives"),
+                              explicit_collectives=True).collectives()
+    ours = sorted((e.kind, e.axes, e.devices, e.bytes) for e in ledger)
+    assert ours == [("all_gather", ['"model"'], 4, 768), ("all_reduce", ['"model"'], 4, 384),
+                    ("collective_permute", ['"data"'], 2, 256)]
+    assert all(e.written for e in ledger)
+    xla = comms_programs.xla_collectives(comms_programs.compiled("manual_collectives").as_text())
+    assert sorted((c["kind"], c["bytes"]) for c in xla) == [(k, b) for k, _, _, b in ours]
+    assert "written in the program" in str(ledger)
 
 
 def test_fsdp_gather_cause_names_the_weight_annotation():

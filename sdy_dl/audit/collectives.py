@@ -7,7 +7,10 @@ full version, then ``reshard-to-collectives``) and makes one
 :class:`Collective` per ``sdy.all_gather``, ``all_slice``, ``all_to_all``,
 ``collective_permute``, ``all_reduce``, ``reduce_scatter``,
 ``sharded_to_unreduced``, ``replicated_to_unreduced`` and left-over
-``sdy.reshard`` op.  Bytes follow :mod:`sdy_dl.audit.cost_model`.
+``sdy.reshard`` op, and per collective the program wrote itself
+(:mod:`~sdy_dl.audit.program_collectives`: a ``shard_map`` body's ``psum``,
+``ppermute``, ...; ``written``, its two sides its operands and results).
+Bytes follow :mod:`sdy_dl.audit.cost_model`.
 
 Its **cause** is the two shardings it reconciles, each with the input
 annotations its derivation starts from (the leaves of ``sdy-dl explain``'s
@@ -39,8 +42,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from math import prod
 
 from sdy_dl.audit.cost_model import CostModel, collective_bytes, local_bytes
+from sdy_dl.audit.program_collectives import (PROGRAM_COLLECTIVES, device_count, group_axes,
+                                              groups_of)
 from sdy_dl.errors import SdyError
 from sdy_dl.ir.sdy_attrs import axis_refs_in
 from sdy_dl.sharding import AxisRef, TensorSharding, parse_axis_ref
@@ -121,6 +127,7 @@ class Collective:
     needed: Side
     reduction: bool = False       # an all-reduce of a reduction factor
     seconds: float | None = None  # estimated (with a cost model)
+    written: bool = False         # written in the program (had: its operands; needed: results)
 
     @property
     def axis_names(self) -> list[str]:
@@ -144,7 +151,7 @@ class Collective:
                "devices": self.devices, "bytes_per_device": self.bytes,
                "in_sharding": self.in_sharding, "out_sharding": self.out_sharding,
                "cause": {"had": self.had.to_json(), "needed": self.needed.to_json(),
-                         "reduction": self.reduction}}
+                         "reduction": self.reduction, "written": self.written}}
         if self.seconds is not None:
             out["estimated_seconds"] = self.seconds
         return out
@@ -271,9 +278,14 @@ def text_lines(ledger: "Ledger") -> list[str]:
         src = f"; {e.input_place}" + (f"; python {e.python}" if e.python else "")
         lines.append(f"    {e.name} at {where}{src}: {e.type_text} {dims_text(e.in_sharding)} -> "
                      f"{dims_text(e.out_sharding)}")
-        what = "reduced over the axes: " if e.reduction else ""
-        lines.append(f"    had:    {what}{e.had.text()}")
-        lines.append(f"    needed: {e.needed.text()}")
+        if e.written:
+            lines.append("    written in the program, not made for a sharding:")
+            lines.append(f"    operand: {e.had.text()}")
+            lines.append(f"    result:  {e.needed.text()}")
+        else:
+            what = "reduced over the axes: " if e.reduction else ""
+            lines.append(f"    had:    {what}{e.had.text()}")
+            lines.append(f"    needed: {e.needed.text()}")
         if len(g.members) > 1:
             names = [m.name for m in g.members]
             shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
@@ -460,7 +472,9 @@ class _Builder:
             ops = walk_pre(self.audit.module.mlir.operation)
             by_value = self.outputs.by_value
             return [self.entry(op, by_value[op.results[0]].line or None)
-                    for op in ops if op.name in COLLECTIVE_OPS]
+                    if op.name in COLLECTIVE_OPS else
+                    self.written(op, by_value[op.results[0]].line or None)
+                    for op in ops if op.name in COLLECTIVE_OPS or op.name in PROGRAM_COLLECTIVES]
 
     def entry(self, mop, output_line: int | None) -> Collective:
         from sdy_dl.ir.meshes import mesh_of
@@ -500,6 +514,58 @@ class _Builder:
                           output_line, input_place, python, tuple(shape), element,
                           out_sharding.mesh_text(), axis_names, n, sent, _text(in_sharding),
                           _text(out_sharding), had, needed, reduction, seconds)
+
+    def written(self, mop, output_line: int | None) -> Collective:
+        """The entry of a collective the program wrote (:mod:`program_collectives`):
+        its operands and results, as the output shows them (a manual computation's
+        body in its local view), are its two sides; bytes by the same formulas."""
+        from sdy_dl.ir.meshes import mesh_of
+        from sdy_dl.ir.mlir_ops import tensor_info
+
+        kind = PROGRAM_COLLECTIVES[mop.name]
+        operands, results = list(mop.operands), list(mop.results)
+        in_s = [self.sharding_of(v) for v in operands]
+        out_s = [self.sharding_of(v) for v in results]
+        given = next((x for x in in_s + out_s if x is not None), None)
+        mesh = (mesh_of(given, self.meshes) if given is not None else
+                next(iter(self.meshes.values())) if len(self.meshes) == 1 else None)
+        groups = groups_of(mop)
+        axes = group_axes(groups, mesh, mop.name == "stablehlo.collective_permute")
+        n = prod(a.ref_size(mesh) for a in axes) if axes else device_count(mop, groups)
+        shapes = [tensor_info(v.type)[1] for v in operands + results]
+        if any(shape is None for shape in shapes):
+            raise SdyError(f"{mop.name} at output line {output_line}: not a statically shaped "
+                           "tensor")
+
+        def local(values, shardings, shapes) -> int:
+            return sum(local_bytes(shape, str(v.type.maybe_downcast().element_type), sh, mesh)
+                       for v, sh, shape in zip(values, shardings, shapes))
+        in_local = local(operands, in_s, shapes[:len(operands)])
+        out_local = local(results, out_s, shapes[len(operands):])
+        sent = collective_bytes(kind, n, in_local, out_local)
+        input_place, python = self.place(mop)
+        names = [a.name for a in axes]
+
+        def side(values, shardings, op, place) -> Side:
+            return Side([{"value": self.name_of(v), "sharding": _text(x)}
+                         for v, x in zip(values, shardings)], op, place,
+                        *self.annotations(values, names))
+        consumers = [u.owner for v in results for u in v.uses]
+        producer = getattr(operands[0].owner, "operation", None) if operands else None
+        had = (side(operands, in_s, producer.name, self.place(producer)[0]) if producer is not None
+               else side(operands, in_s, "block argument", self.outputs.by_value[results[0]].func))
+        needed = side(results, out_s, ", ".join(dict.fromkeys(o.name for o in consumers))
+                      or "(unused)", ", ".join(dict.fromkeys(self.place(o)[0] for o in consumers))
+                      or "(unused)")
+        seconds = (self.cost_model.seconds(kind, n, sent, names)
+                   if self.cost_model is not None else None)
+        mesh_text = (given.mesh_text() if given is not None else
+                     f"@{next(iter(self.meshes))}" if len(self.meshes) == 1 else "")
+        return Collective(kind, self.outputs.by_value[results[0]].func, self.name_of(results[0]),
+                          output_line, input_place, python, tuple(shapes[len(operands)]),
+                          str(results[0].type.maybe_downcast().element_type), mesh_text,
+                          [a.to_text() for a in axes], n, sent, _text(in_s[0]), _text(out_s[0]),
+                          had, needed, False, seconds, written=True)
 
     # -- causes ------------------------------------------------------------
 

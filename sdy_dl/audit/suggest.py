@@ -241,7 +241,8 @@ def candidates(audit, ledger, table) -> list[Candidate]:
     from sdy_dl.audit.cost_model import human_bytes
 
     made: list[Candidate] = []
-    for g in ledger.groups()[:MOST_GROUPS]:
+    # (a collective the program wrote is there whatever the shardings: no edit of them)
+    for g in [g for g in ledger.groups() if not g.first.written][:MOST_GROUPS]:
         if not g.bytes:
             continue
         c = g.first
