@@ -117,3 +117,31 @@ def test_block_arguments_of_a_whiles_cond_and_do_are_two_values():
     for n in names:
         out = result.audit.value(n)
         assert out.value.owner.owner.name == "stablehlo.while"
+
+
+#: main's second argument has the JAX argument path ``arg0``, which is also how the
+#: first prints (``%arg0``, read from the bare ``arg0``); its second result has JAX's
+#: result name ``result:0``, the first result's own name.
+ALIASES = """module {
+  sdy.mesh @mesh = <["a"=2]>
+  func.func @main(%arg0: tensor<8xf32> loc("y"), %arg1: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>} loc("arg0")) -> (tensor<8xf32> {jax.result_info = "x"}, tensor<8xf32> {jax.result_info = "result:0"}) {
+    %0 = stablehlo.add %arg0, %arg1 : tensor<8xf32>
+    %1 = stablehlo.negate %arg1 : tensor<8xf32>
+    return %1, %0 : tensor<8xf32>, tensor<8xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("name, candidates", [("arg0", ["%arg1", "%arg0"]),
+                                              ("result:0", ["result:0", "result:1"])])
+def test_a_name_that_reads_as_two_values_is_refused_listing_them(name, candidates):
+    """A JAX name and another value's name (or its spelling without ``%``) are read
+    alike: neither is picked."""
+    result = sdy_dl.propagate(ALIASES)
+    with pytest.raises(SdyError) as e:
+        result.explain(name)
+    listed = re.findall(r"(\S+) \(func\.func, output line \d+\)", str(e.value))
+    assert f"{name!r} names 2 values" in str(e.value) and sorted(listed) == sorted(candidates)
+    for unique in ("%arg0", "%arg1", "y", "x", "result:1"):
+        result.explain(unique)

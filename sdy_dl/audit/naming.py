@@ -23,9 +23,11 @@ To get a name: :attr:`OutputValue.name` (``Audit.outputs.values`` lists every
 value in module order; ``OutputIndex.name_of(mlir_value)`` names an MLIR value
 of the output module; :attr:`OutputValue.line` is its output line).  To
 resolve one: ``OutputIndex.find(name)`` (``Audit.value(name)``): a name that
-is unknown, or that several values print (``%29`` above), is an
-:class:`~sdy_dl.errors.SdyError` of one line listing the candidates with their
-op and output line — a value is never picked silently.
+is unknown, or that several values print (``%29`` above), or that reads as
+several values' names (JAX's argument path ``arg0`` of one value, the bare
+``arg0`` of ``%arg0``; a JAX result name that is another result's
+``result:N``), is an :class:`~sdy_dl.errors.SdyError` of one line listing the
+candidates with their op and output line — a value is never picked silently.
 
 Values of the input module (annotations, values the pipeline erased) are
 named as the input prints them and always shown with their input place.
@@ -1075,10 +1077,13 @@ class OutputIndex:
         return self._ambiguous
 
     def _lookup(self, name: str) -> list[OutputValue]:
+        """The values holding ``name`` read in any of its spellings (``arg0`` is a JAX
+        argument path and ``%arg0`` may be another value's name: both are candidates)."""
+        found: dict[int, OutputValue] = {}
         for n in _spellings(name):
-            if n in self.by_name:
-                return self.by_name[n]
-        return []
+            for out in self.by_name.get(n, ()):
+                found.setdefault(id(out), out)
+        return list(found.values())
 
     def find(self, name: str) -> OutputValue:
         """The value called ``name``.  A name several values hold, and an unknown name,
