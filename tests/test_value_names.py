@@ -145,3 +145,16 @@ def test_a_name_that_reads_as_two_values_is_refused_listing_them(name, candidate
     assert f"{name!r} names 2 values" in str(e.value) and sorted(listed) == sorted(candidates)
     for unique in ("%arg0", "%arg1", "y", "x", "result:1"):
         result.explain(unique)
+
+
+def test_names_the_audit_makes_are_read_as_its_own():
+    """``result:N`` of a function's result, read by the memory table, the ledger and
+    the suggestions, is that result, whatever JAX names the others."""
+    result = sdy_dl.propagate(ALIASES, explicit_collectives=True)
+    memory = result.memory()
+    assert [v.name for v in memory.values if v.name.startswith("result:")] == [
+        "result:0", "result:1"]
+    assert memory.value("result:1").out is result.audit.outputs.named("result:1")
+    assert result.audit.outputs.named("result:0").names == ["result:0", "x"]
+    result.collectives()
+    result.suggest(jobs=1)

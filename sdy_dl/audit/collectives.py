@@ -645,10 +645,7 @@ class _Builder:
 
         label = self.outputs.by_value.get(ret.operands[index])
         prefix = "" if label is not None and label.func == "main" else f"@{symbol_name(func)}:"
-        try:
-            return self.outputs.find(f"{prefix}result:{index}")
-        except SdyError:
-            return None
+        return self.outputs.named(f"{prefix}result:{index}")
 
 
 def ledger(audit, cost_model: CostModel | None = None) -> Ledger:

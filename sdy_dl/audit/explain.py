@@ -159,7 +159,6 @@ class Explainer:
         """The tracer key of the value the callee of the ``func.call`` result ``out``
         returns for it (its result sharding, which insert-func-call-reshards prints
         on the call), or None: not known."""
-        from sdy_dl.errors import SdyError
         from sdy_dl.ir.context import mlir_context
         from sdy_dl.passes.call_graph import callee_name
 
@@ -168,10 +167,8 @@ class Explainer:
         with mlir_context():
             name = callee_name(out.value.owner)
             index = out.value.maybe_downcast().result_number
-        try:
-            returned = self.outputs.find(f"@{name}:result:{index}").result_of
-        except SdyError:
-            return None
+        result = self.outputs.named(f"@{name}:result:{index}")
+        returned = result.result_of if result is not None else None
         return returned.key if returned is not None else None
 
     def call_resharded(self, out: OutputValue, given) -> bool | None:

@@ -180,7 +180,7 @@ def memory_table(audit, top: int = 10) -> MemoryTable:
     for x in layouts:
         rows += [r._replace(out=outs[k]) for k, _, r in x.arguments]
         rows += [r._replace(out=outs[k]) for _, _, k, _, r in x.intermediates]
-        rows += [r._replace(out=outputs.find(name)) for name, _, r in x.results]
+        rows += [r._replace(out=outputs.named(name)) for name, _, r in x.results]
     with mlir_context():
         return _Builder(audit).table(rows, layouts, top)
 

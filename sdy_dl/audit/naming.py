@@ -957,6 +957,7 @@ class OutputIndex:
         self.by_key: dict[object, list[OutputValue]] = {}
         self._ambiguous: dict[str, list[OutputValue]] | None = None
         self._pending: list[OutputValue] = []   # values whose first name is not in by_name yet
+        self._own: dict[str, OutputValue] | None = None   # (see ``named``)
         if table is None:
             table = ValueTable(module.mlir.operation, text if text is not None else module.print)
         self._table = table
@@ -1056,6 +1057,15 @@ class OutputIndex:
             for out in self._pending:
                 self._name(out.names[0], out)
             self._pending = []
+
+    def named(self, name: str) -> OutputValue | None:
+        """The value whose own name (:attr:`OutputValue.name`, as :meth:`name_of` gives
+        it) is ``name``, None: none.  For names the audit made (``result:N`` of a
+        function's result, a value it named): no alias (a JAX name) or other
+        spelling is read, so none can stand for another value."""
+        if self._own is None:
+            self._own = {out.name: out for out in self.values}
+        return self._own.get(name)
 
     def name_of(self, value) -> str:
         """The name of the output module's MLIR ``value`` (an op result or block argument)."""

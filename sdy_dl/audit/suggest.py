@@ -327,10 +327,9 @@ def _side_outputs(audit, side, had: bool) -> list:
     outputs = audit.outputs
     found = []
     for v in side.values:
-        try:
-            found.append(outputs.find(v["value"]))
-        except SdyError:
-            continue
+        out = outputs.named(v["value"])
+        if out is not None:
+            found.append(out)
     more = []
     with mlir_context():
         for out in found:
@@ -345,10 +344,9 @@ def _side_outputs(audit, side, had: bool) -> list:
                     if user.name == "func.return":
                         label = outputs.by_value.get(user.operands[use.operand_number])
                         prefix = "" if label is None or label.func == "main" else f"{label.func}:"
-                        try:
-                            found.append(outputs.find(f"{prefix}result:{use.operand_number}"))
-                        except SdyError:
-                            pass
+                        result = outputs.named(f"{prefix}result:{use.operand_number}")
+                        if result is not None:
+                            found.append(result)
                     else:
                         more += list(user.results)
     return found + [o for v in more if (o := outputs.by_value.get(v)) is not None]
