@@ -426,3 +426,15 @@ def test_why_not_names_no_path_across_a_link_the_axis_never_crosses():
             assert b.op == "the data-flow edge of sdy.manual_computation", (value, b.op)
             assert b.cause.startswith('"model" is manual in the sdy.manual_computation'), b.cause
             assert "the data-flow edge of sdy.manual_computation" not in b.via, (value, b.via)
+
+
+def test_a_whatif_of_a_main_result_says_its_out_shardings_entry():
+    """A main result JAX names (result[1]: the donated weight's update) is edited at its
+    out_shardings entry; a result JAX does not name is main result N."""
+    result = _result("donated_specs")
+    _, changes = result.whatif(set={"result:1": "P('model')"})
+    (applied,) = changes.applied
+    assert applied.source == "result[1]"
+    assert applied.jax_line == "out_shardings entry for result[1]: NamedSharding(mesh, P('model', None))"
+    assert "  jax: out_shardings entry for result[1]: NamedSharding(mesh, P('model', None))" \
+        in changes.lines()

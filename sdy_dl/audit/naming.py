@@ -1003,7 +1003,7 @@ class OutputIndex:
                     key = ("result", i) if is_main else (returned.key if returned else None)
                     result_names = [f"{prefix}result:{i}"]
                     if is_main:
-                        result_names += _result_info(func, i)
+                        result_names += result_info(func, i)
                     out = OutputValue(result_names, read_func_attr(func, "res_attrs", i),
                                       "func.func", func.location, key,
                                       func=func_label(func, main), result_of=returned,
@@ -1176,7 +1176,7 @@ def _arg_paths(loc) -> list[str]:
         text = text[m.end() + 1:]   # the child location
 
 
-def _result_info(func, index: int) -> list[str]:
+def result_info(func, index: int) -> list[str]:
     """JAX's name of main result ``index`` (``jax.result_info``) of the raw ``func``, if any."""
     from jaxlib.mlir import ir
 

@@ -98,8 +98,9 @@ def edit_line(applied) -> str | None:
     edit, source = applied.edit, applied.source
     if applied.place == "arg" and source.startswith("argument "):
         return f"in_shardings entry for {source[len('argument '):]}: {_named(applied.after)}"
-    if applied.place == "result":
-        return None
+    if applied.place == "result":   # (JAX's name of the result, if it has one)
+        return (None if source.startswith("main result ") else
+                f"out_shardings entry for {source}: {_named(applied.after)}")
     if not source.startswith("python "):
         return None
     at = source[len("python "):]

@@ -101,7 +101,8 @@ class Applied:
     target: str                  # the input value it edits, as the input prints it
     before: str | None           # its input annotation before (sdy text; None: none)
     after: str | None            # ... and after (None: removed)
-    source: str = ""             # where in the program (python file.py:12, or FILE:line)
+    source: str = ""             # where in the program: python file.py:12, FILE:line,
+                                 # argument PATH, a main result's JAX name or main result N
     place: str = "op"            # arg (main argument), result (main result), op (op result)
     op_name: str = ""            # the op defining the input value
     jax_line: str = ""           # for JAX programs: the line to write
@@ -333,14 +334,17 @@ def _main_result_target(audit, index: int) -> _Target:
     from sdy_dl.ir.mlir_ops import func_result_types, tensor_rank
     from sdy_dl.ir.storage import read_func_attr
 
+    from sdy_dl.audit.naming import result_info
+
     main = audit.inputs.main
     with mlir_context():
         types = func_result_types(main)
         if index >= len(types):
             raise SdyError(f"the input's main function has {len(types)} results", file=audit.file)
+        # (where: JAX's name of the result, else its number)
+        where = next(iter(result_info(main, index)), f"main result {index}")
         return _Target("result", -1, index, f"result:{index}", "func.func",
-                       tensor_rank(types[index]), read_func_attr(main, "res_attrs", index),
-                       f"{audit.file}")
+                       tensor_rank(types[index]), read_func_attr(main, "res_attrs", index), where)
 
 
 def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
