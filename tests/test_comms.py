@@ -268,6 +268,8 @@ def test_python_lines_from_debug_info():
     (reduce,) = [e for e in ledger if e.kind == "all_reduce"]
     assert reduce.python and reduce.python.endswith(".py:" + reduce.python.rsplit(":", 1)[1])
     assert "comms_programs.py" in reduce.python
+    (line,) = [x for x in str(ledger).splitlines() if " at output line " in x]
+    assert line.count(reduce.python) == 1, line   # (its place is its Python line: said once)
 
 
 def test_groups_count_layers():

@@ -275,7 +275,8 @@ def text_lines(ledger: "Ledger") -> list[str]:
         lines.append(f"[{i}] {e.kind}{count} over {axes} ({e.devices} devices) in {e.function}: "
                      f"{each} per device each, {human_bytes(g.bytes)} in all{time}")
         where = f"output line {e.output_line}" if e.output_line else "output"
-        src = f"; {e.input_place}" + (f"; python {e.python}" if e.python else "")
+        python = f"python {e.python}" if e.python else None
+        src = f"; {e.input_place}" + (f"; {python}" if python and python != e.input_place else "")
         lines.append(f"    {e.name} at {where}{src}: {e.type_text} {dims_text(e.in_sharding)} -> "
                      f"{dims_text(e.out_sharding)}")
         if e.written:
