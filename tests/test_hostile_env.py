@@ -138,3 +138,27 @@ def test_standard_input_that_is_a_directory_stops_python_itself(tmp_path):
         os.close(directory)
     assert (done.returncode, done.stdout) == (1, "")
     assert "<stdin> is a directory" in done.stderr
+
+
+def _stack_limit(nbytes):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_STACK,
+                                      (nbytes, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+
+@pytest.mark.parametrize("depth, stack, limit", [(4000, None, 2000), (1000, 2 << 20, 512)])
+def test_nesting_that_would_overflow_the_stack_is_refused(tmp_path, depth, stack, limit):
+    """Nested deeper than the stack allows (MLIR's parser recurses per level: 4000
+    nested loops overflow an 8 MiB stack, 1000 a 2 MiB one): one located line, not a
+    segmentation fault; the limit follows the process's stack limit."""
+    from test_bad_input import nested_whiles
+
+    module = tmp_path / "m.mlir"
+    module.write_text(nested_whiles(depth, False))
+    done = sdy_dl(["propagate", "{m}"], tmp_path / "cache", module,
+                  preexec_fn=_stack_limit(stack) if stack else None)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"sdy-dl: error: {module}:")
+    assert done.stderr.endswith(f": nested more than {limit} brackets deep (the parser would "
+                                "overflow the stack)\n")

@@ -28,15 +28,17 @@ def load_module(path: str) -> Module:
 
 def parse_module_text(text: str, file: str = "<string>", checked: bool = True) -> Module:
     """Parse module text; errors become :class:`SdyError` located in ``file``.
-    ``checked``: the text's string literals are checked first (not for a module
-    sdy-dl read and printed again with its locations, whose literals were checked
-    when it was read and which name :data:`~sdy_dl.ir.locations.INPUT_FILE`)."""
+    ``checked``: the text's string literals and nesting are checked first (not for
+    a module sdy-dl read and printed again with its locations, whose text was
+    checked when it was read and which name :data:`~sdy_dl.ir.locations.INPUT_FILE`)."""
+    from sdy_dl.ir.nesting import check_nesting
     from sdy_dl.ir.strings import check_string_literals
 
     if not text.strip():
         raise SdyError("empty module file", file=file)
     if checked:
         check_string_literals(text, file)
+        check_nesting(text, file)
     with mlir_context():
         mlir_module = _parsed(text, file)
         check_top_level(mlir_module, file)
