@@ -66,10 +66,18 @@ def clear_cache() -> None:
     from sdy_dl.errors import SdyError
 
     root = _cache()
+    if not os.path.lexists(root):
+        click.echo(f"{root}: no cache to remove")
+        return
     if any(held(p) for p in slot_locks(root)):
         raise SdyError("a compilation is running in the cache; clear it when it is done",
                        file=root)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root)
                for f in files if os.path.isfile(os.path.join(d, f)))
-    shutil.rmtree(root, ignore_errors=True)
+    failed = []
+    shutil.rmtree(root, onerror=lambda _, path, info: failed.append((path, info[1])))
+    if failed:
+        path, e = failed[0]
+        raise SdyError(f"cannot remove {'it' if path == root else path}: "
+                       f"{getattr(e, 'strerror', None) or e}", file=root)
     click.echo(f"removed {root} ({size / 1e6:.1f} MB)")

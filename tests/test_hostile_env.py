@@ -162,3 +162,27 @@ def test_nesting_that_would_overflow_the_stack_is_refused(tmp_path, depth, stack
     assert done.stderr.startswith(f"sdy-dl: error: {module}:")
     assert done.stderr.endswith(f": nested more than {limit} brackets deep (the parser would "
                                 "overflow the stack)\n")
+
+
+@pytest.mark.parametrize("make, code, out, err", [
+    (lambda root: None, 0, "{root}/souffle: no cache to remove\n", ""),
+    (lambda root: root.write_text("a file"), 0, "{root}/souffle: no cache to remove\n", ""),
+    (lambda root: (root.mkdir(), (root / "souffle").write_text("a file")), 1, "",
+     "sdy-dl: error: {root}/souffle: cannot remove it: Not a directory\n"),
+    (lambda root: (root.mkdir(), (root / "souffle").mkdir(), (root / "souffle" / "x").mkdir()),
+     0, "removed {root}/souffle (0.0 MB)\n", ""),
+])
+def test_cache_clear_says_what_it_did(tmp_path, monkeypatch, make, code, out, err):
+    """'cache clear' says it removed the cache only when it did: no cache (SDY_DL_CACHE
+    missing or a file) is said so, a cache it cannot remove is an error."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    root = tmp_path / "cache"
+    make(root)
+    monkeypatch.setenv("SDY_DL_CACHE", str(root))
+    result = CliRunner().invoke(main, ["cache", "clear"])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        code, out.format(root=root), err.format(root=root))
+    assert not (root / "souffle").is_dir()
