@@ -438,3 +438,22 @@ def test_a_whatif_of_a_main_result_says_its_out_shardings_entry():
     assert applied.jax_line == "out_shardings entry for result[1]: NamedSharding(mesh, P('model', None))"
     assert "  jax: out_shardings entry for result[1]: NamedSharding(mesh, P('model', None))" \
         in changes.lines()
+
+
+def test_a_value_no_annotation_reaches_in_a_manual_body_says_the_manual_axes():
+    """The stacked weights' "model" is manual in the shard_map: the stage's weight (the
+    loop carry, and its reshape in the called stage) is unsharded, and no annotation
+    reaches it but through the manual computation, whose manual axis is on no dim of
+    the body's values: the reason says so (a value outside, top_k's result, does not)."""
+    result = sdy_dl.propagate(audit_programs.lowered("ppermute_pipeline"),
+                              explicit_collectives=True)
+    why = {u.value.name: u.why for u in result.memory(top=10).top}
+    for name in ("%7#0", "@closed_call:%0"):
+        assert why[name] == ["no annotation reaches it: no op with a sharding rule connects it "
+                             "to a value that has axes on the same factor (it is in a manual "
+                             "computation's body, manual over \"model\": the body computes on "
+                             "its local view, and an annotation's manual axes are on no dim of "
+                             "it)"], why[name]
+        assert "manual over \"model\"" in result.explain(name).because
+    tree = _result("topk_sort").explain("%values")
+    assert tree.because.startswith("no annotation reaches it") and "manual" not in tree.because

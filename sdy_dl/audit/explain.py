@@ -148,12 +148,25 @@ class Explainer:
         self._names: dict = {}
         self._becauses: dict[int, str] = {}
         self._factor_lists: dict[tuple, tuple[list, list]] = {}
+        self._manual_of_funcs: dict | None = None   # function -> manual axes around its calls
 
     @property
     def outputs(self) -> OutputIndex:
         if callable(self._outputs):
             self._outputs = self._outputs()
         return self._outputs
+
+    def manual_axes_around(self, out: OutputValue) -> set[str]:
+        """The manual axes around output value ``out`` (:mod:`manual_scope`)."""
+        from sdy_dl.audit.manual_scope import manual_axes_around, manual_axes_of_funcs
+        from sdy_dl.ir.context import mlir_context
+
+        if out.value is None:
+            return set()
+        if self._manual_of_funcs is None:
+            with mlir_context():
+                self._manual_of_funcs = manual_axes_of_funcs(self.outputs.module)
+        return manual_axes_around(out.value, self._manual_of_funcs)
 
     def callee_returned(self, out: OutputValue):
         """The tracer key of the value the callee of the ``func.call`` result ``out``

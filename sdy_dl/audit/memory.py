@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from sdy_dl.audit.cost_model import local_bytes, local_shape, tensor_bytes
+from sdy_dl.audit.manual_scope import manual_axes_around, manual_axes_of_funcs
 
 #: Label of the intermediates' peak.
 PEAK_NOTE = ("estimate: each op result is live from its op to its last use in op order "
@@ -204,7 +205,7 @@ class _Builder:
         from sdy_dl.ir.context import mlir_context
 
         with mlir_context():
-            return _manual_axes_of_funcs(self.audit.module)
+            return manual_axes_of_funcs(self.audit.module)
 
     @functools.cached_property
     def collectives(self):
@@ -303,7 +304,7 @@ class _Builder:
         except Exception:
             sharding = None
         mesh = (mesh_of(sharding, self.meshes) if sharding is not None else None) or self.only_mesh
-        manual = (_manual_axes_around(out.value, self.manual_axes_of_funcs)
+        manual = (manual_axes_around(out.value, self.manual_axes_of_funcs)
                   if out.value is not None else set())
         return Unsharded(r, list(dict.fromkeys(why)),
                          _shardable(r.shape, sharding, mesh, manual))
@@ -314,51 +315,6 @@ def _split(shape, sharding, mesh) -> int:
     from sdy_dl.audit.cost_model import shard_counts
 
     return math.prod(shard_counts(sharding, mesh, len(shape)))
-
-
-def _manual_axes_around(value, of_funcs: dict) -> set[str]:
-    """The manual axes of the manual computations ``value`` is inside (it is their
-    body's local view: no sharding of it may use them), in its function or around
-    the calls of it (``of_funcs``, :func:`_manual_axes_of_funcs`)."""
-    from sdy_dl.ir.context import mlir_context
-    from sdy_dl.ir.mlir_ops import symbol_name
-
-    with mlir_context():
-        op = getattr(value.owner, "owner", None)   # a block argument: its block's op
-        if op is None:
-            op = value.owner.parent                 # an op result: the op around it
-        axes, func = _manual_axes_in_func(op)
-        return axes | of_funcs.get(symbol_name(func), set()) if func is not None else axes
-
-
-def _manual_axes_in_func(op) -> tuple[set[str], object]:
-    """The manual axes of the manual computations around ``op`` (itself included) up
-    to its function, and that ``func.func`` (None: none)."""
-    from sdy_dl.ir.manual_axes import manual_axes
-
-    axes = set()
-    while op is not None and (op := op.operation).name != "func.func":
-        if op.name == "sdy.manual_computation":
-            axes.update(manual_axes(op))
-        op = op.parent
-    return axes, op
-
-
-def _manual_axes_of_funcs(module) -> dict[str, set[str]]:
-    """Function name -> the manual axes around its calls, through its callers (a
-    function called in a manual computation's body computes on the local view)."""
-    from sdy_dl.ir.mlir_ops import symbol_name
-    from sdy_dl.ir.walk import key
-    from sdy_dl.passes.call_graph import call_graph, callee_name
-
-    order, calls = call_graph(module)
-    axes: dict[str, set[str]] = {}
-    for func in reversed(order):   # (callers before their callees)
-        around = axes.get(symbol_name(func), set())
-        for call in calls[key(func)]:
-            axes.setdefault(callee_name(call), set()).update(
-                around | _manual_axes_in_func(call)[0])
-    return axes
 
 
 def _shardable(shape, sharding, mesh, manual=frozenset()) -> dict[str, list[int]]:

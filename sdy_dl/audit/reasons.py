@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from math import prod
 
+from sdy_dl.sharding import quote_string
+
 
 def last_steps(explainer, key) -> dict:
     """The last step of each op that read tracer key ``key`` (by op tag)."""
@@ -47,8 +49,13 @@ def unsharded_reasons(explainer, out, records=None) -> list[str]:
                            "that none of its empty dims maps to (e.g. reduction or contracting "
                            "dims it does not have)")
     if not reasons:
+        manual = sorted(explainer.manual_axes_around(out))
         reasons.append("no annotation reaches it: no op with a sharding rule connects it to a "
-                       "value that has axes on the same factor")
+                       "value that has axes on the same factor" + (
+                           f" (it is in a manual computation's body, manual over "
+                           f"{', '.join(map(quote_string, manual))}: the body computes on its "
+                           "local view, and an annotation's manual axes are on no dim of it)"
+                           if manual else ""))
     return list(dict.fromkeys(reasons))
 
 
