@@ -356,3 +356,16 @@ def test_comms_cli_text_and_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["totals"]["kind"]["all_reduce"]["bytes_per_device"] == 1536
     assert data["collectives"][0]["cause"]["reduction"] is True
+
+
+def test_the_report_marks_the_collectives_a_program_wrote(tmp_path):
+    """The report's Communication section says which collectives the program wrote."""
+    module = tmp_path / "m.mlir"
+    module.write_text(comms_programs.lowered_text("manual_collectives"))
+    out = tmp_path / "r.html"
+    done = CliRunner().invoke(main, ["report", str(module), "-o", str(out), "--pass-option",
+                                     "enable-insert-explicit-collectives=true"])
+    assert done.exit_code == 0, done.output
+    section = re.search(r'<section id="sec-communication">(.*?)</section>', out.read_text(),
+                        re.S).group(1)
+    assert section.count("written in the program; operand:") == 3, section

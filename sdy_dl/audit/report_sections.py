@@ -50,11 +50,13 @@ def communication(page) -> str:
             more = f" (+{len(s.annotations) - 3} more)" if len(s.annotations) > 3 else ""
             return f"{values} ({esc(s.op)} at {esc(s.place)})<br><small>{notes}{more}</small>"
 
+        # (a collective the program wrote: its sides are its operands and results)
+        written = "<small>written in the program; operand:</small> " if e.written else ""
         out.append(f"<tr><td>{esc(e.kind)}</td><td>{len(g.members)}</td>"
                    f"<td>{esc(', '.join(e.axes))}</td><td>{esc(human_bytes(e.bytes))}</td>"
                    f"<td>{esc(human_bytes(g.bytes))}</td><td>{page.link(e.name)} "
                    f"(output line {e.output_line})</td><td>{esc(e.type_text)}</td>"
-                   f"<td>{side(e.had)}</td><td>{side(e.needed)}</td></tr>")
+                   f"<td>{written}{side(e.had)}</td><td>{side(e.needed)}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
