@@ -186,3 +186,16 @@ def test_cache_clear_says_what_it_did(tmp_path, monkeypatch, make, code, out, er
     assert (result.exit_code, result.stdout, result.stderr) == (
         code, out.format(root=root), err.format(root=root))
     assert not (root / "souffle").is_dir()
+
+
+@pytest.mark.skipif(shutil.which("souffle") is None, reason="needs souffle on PATH")
+@pytest.mark.parametrize("wait", [[], ["--wait-for-compile"]])
+def test_a_compiled_run_with_a_cache_it_cannot_write(tmp_path, wait):
+    """--compiled with $SDY_DL_CACHE a file: one line naming the cache, no traceback."""
+    module, cache = tmp_path / "m.mlir", tmp_path / "cache"
+    module.write_text(MODULE)
+    cache.write_text("a file")
+    done = sdy_dl(["propagate", "{m}", "--engine", "souffle", "--compiled", *wait], cache, module)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"sdy-dl: error: {cache}/souffle/")
+    assert done.stderr.endswith(": cannot write the cache of compiled programs: Not a directory\n")

@@ -235,15 +235,21 @@ def _as_souffle_runs_it(program: Program):
 
 
 def _cached_source(program: Program) -> str:
-    """``program``'s text saved next to its binary's place (written once, atomically)."""
+    """``program``'s text saved next to its binary's place (written once, atomically);
+    a cache that cannot be written (``$SDY_DL_CACHE`` a file, a read-only disk) is
+    an error: a compiled run has nowhere to build."""
     directory = os.path.dirname(binary_path(program))
-    os.makedirs(directory, exist_ok=True)
     source = os.path.join(directory, "program.dl")
-    if not os.path.exists(source):
-        fd, tmp = tempfile.mkstemp(prefix="program-", suffix=".dl", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(program.text)
-        os.replace(tmp, source)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if not os.path.exists(source):
+            fd, tmp = tempfile.mkstemp(prefix="program-", suffix=".dl", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(program.text)
+            os.replace(tmp, source)
+    except OSError as e:
+        raise SdyError(f"cannot write the cache of compiled programs: {e.strerror or e}",
+                       file=directory) from None
     return source
 
 
