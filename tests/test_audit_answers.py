@@ -310,6 +310,34 @@ def test_an_erased_value_of_the_printed_call_copy_is_not_named_as_another_calls(
     assert names and all(n.endswith(" (erased by the pipeline)") for n in names), names
 
 
+CALLS = """module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>}, %arg1: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>}, %arg2: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}]>}) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+    %2 = call @f(%arg2) : (tensor<8xf32>) -> tensor<8xf32>
+    %0 = call @f(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+    %1 = call @f(%arg1) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0, %1, %2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  func.func private @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.negate %x : tensor<8xf32>
+    %1 = stablehlo.abs %0 : tensor<8xf32>
+    return %1 : tensor<8xf32>
+  }
+}
+"""
+
+
+def test_a_value_of_another_call_is_named_in_the_function_its_call_calls():
+    """@f is called three times: the output prints @f for the first call ("b") and
+    @f_0 for the other two, which agree ("a"): the third call's copy is erased, and
+    its values are @f_0's (the function its call calls), not @f's."""
+    result = sdy_dl.propagate(CALLS)
+    assert "call @f_0(%arg1)" in result.text
+    tree = result.explain("result:1")
+    named = {n.what for n in _nodes(tree) if n.what.endswith(" (in another call of its function)")}
+    assert named == {f"@f_0:{v} (in another call of its function)" for v in ("%0", "%1", "%arg0")}
+
+
 def test_an_origin_cites_the_input_annotation_when_the_output_names_it_otherwise():
     """The loop body's constraint becomes a reshard in the output and the import
     passes moved its annotation onto the tanh before it: the origins of the matmul's

@@ -213,29 +213,53 @@ class Explainer:
             return outs[0].name
         for record in self.propagated.by_key.get(key, ()):
             if record.origin is not None and not record.is_edge:
-                name, copies = self._printed_origins().get(record.origin.key, (None, ()))
-                copy = self.propagated.call_copy(record)
-                if copy is not None and any(c is not None and c != copy for c in copies):
+                name = self._name_in_its_call(record)
+                if name is not None:
                     return name + ANOTHER_CALL
                 return f"input {record.origin.names[0]} (erased by the pipeline)"
         return "(a value the pipeline created and erased)"
 
+    def _name_in_its_call(self, record) -> str | None:
+        """The output's name of the value the erased ``record`` was in its call: a
+        function called several times propagates on a copy per call, and the output
+        prints one function for the copies that agree, called by the call each copy
+        became.  The value from ``record``'s input value, of another copy, in the
+        function that call calls (when the output has it; else, the call being
+        erased too, the one such value in any function).  None: ``record`` is in
+        no call's copy, or there is not exactly one such value."""
+        copy = self.propagated.call_copy(record)
+        if copy is None:
+            return None
+        others = [(name, func) for name, func, other in
+                  self._printed_origins().get(record.origin.key, ()) if other != copy]
+        callee = self.outputs.callee_of_tag(f"o{copy}")
+        names = list(dict.fromkeys(name for name, func in others
+                                   if callee is None or func == callee))
+        return names[0] if len(names) == 1 else None
+
     def _printed_origins(self) -> dict:
-        """Input value (by key) -> (the output's name of a value propagated from it,
-        the call copies those printed values are in, :meth:`PropagationIndex.call_copy`):
-        a function called twice propagates on a copy per call, and the output prints
-        one function for the copies that agree."""
+        """Input value (by key) -> (the output's name, its function's label, its call
+        copy, :meth:`PropagationIndex.call_copy`) of each value propagated from it
+        (not data-flow edges)."""
+        from sdy_dl.ir.context import mlir_context
+
         if not hasattr(self, "_printed"):
             self._printed = {}
-            call_copy = self.propagated.call_copy
-            for key, records in self.propagated.by_key.items():
-                outs = self.outputs.by_key.get(key)
-                if outs:
-                    for record in records:
-                        if record.origin is not None and not record.is_edge:
-                            found = self._printed.setdefault(record.origin.key,
-                                                             (outs[0].name, set()))
-                            found[1].add(call_copy(record))
+            call_copy, record_of = self.propagated.call_copy, self.outputs.record_of
+            outputs = self.outputs.by_key
+            with mlir_context():
+                for key, records in self.propagated.by_key.items():
+                    outs = outputs.get(key)
+                    if not outs:
+                        continue
+                    # (one value of the key printed and one propagated: they are one)
+                    pairs = [(outs[0], records[0])] if len(outs) == len(records) == 1 \
+                        else [(out, record_of(out)) for out in outs]
+                    for out, record in pairs:
+                        if record is not None and record.origin is not None \
+                                and not record.is_edge:
+                            self._printed.setdefault(record.origin.key, []).append(
+                                (out.name, out.func, call_copy(record)))
         return self._printed
 
     def steps_reading(self, key) -> list:
@@ -435,8 +459,9 @@ class Explainer:
             return self.leaf(d, name)
         c = d.write.cause
         op = c.op
-        if op is not None and self.outputs.line_of_tag(op.get("tag")):
-            op = {**op, "output_line": self.outputs.line_of_tag(op.get("tag"))}
+        line = self.outputs.line_of_tag(op.get("tag"), op.get("name")) if op is not None else 0
+        if line:
+            op = {**op, "output_line": line}
         node = Node(name, _text(d.sharding), self._because(c), kind=c.kind, op=op,
                     strategy=c.strategy, phase=c.phase, cause=c.index, truncated=d.truncated,
                     key=d.key)
@@ -467,7 +492,7 @@ class Explainer:
     def op_place(self, op) -> str:
         """Where the op a step ran on is: ``output line 52 (input line 48)``, or its
         input place alone when the pipeline erased it."""
-        line = self.outputs.line_of_tag(op.get("tag"))
+        line = self.outputs.line_of_tag(op.get("tag"), op.get("name"))
         place = op.get("place")
         if place.endswith("(no line)"):
             place = ""

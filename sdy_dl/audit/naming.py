@@ -712,6 +712,14 @@ def _tag_site(value: Value) -> tuple:
     return op.mlir.location, value.index, op.name
 
 
+def _record_at(propagated, loc, op_name: str, value, index: int, is_arg: bool):
+    """The record of ``propagated`` (a :class:`PropagationIndex`) for the output value
+    ``value``: result ``index`` of an op at ``loc`` called ``op_name``, or a block
+    argument (``is_arg``)."""
+    return (propagated.lookup_at(value.location, -1, None) if is_arg
+            else propagated.lookup_at(loc, index, op_name))
+
+
 def _tagged_record(loc, index: int, op_name: str | None, by_tag: dict, prefix: str, same_op,
                    made: dict | None = None):
     """The record ``by_tag`` holds for a value under the tags ``prefix`` of ``loc``
@@ -961,6 +969,7 @@ class OutputIndex:
         if table is None:
             table = ValueTable(module.mlir.operation, text if text is not None else module.print)
         self._table = table
+        self._propagated = propagated
         self._ssa = ssa = table.names
         names, pending, main = ssa.names, ssa.pending, table.main
         self.by_value: dict = {}   # MLIR value -> its OutputValue
@@ -976,8 +985,7 @@ class OutputIndex:
                     label = labels.get(func)
                     if label is None:
                         label = labels[func] = func_label(func, main)
-                record = (propagated.lookup_at(value.location, -1, None) if is_arg
-                          else propagated.lookup_at(loc, index, name))
+                record = _record_at(propagated, loc, name, value, index, is_arg)
                 held_by = by_value[mop.results[index]] if is_arg and name == "stablehlo.while" \
                     else None
                 # (None: no place for one; a while's block argument: its result's, §1.5;
@@ -1020,22 +1028,53 @@ class OutputIndex:
         """The output module's :class:`ValueTable` (the values as the model numbers them)."""
         return self._table
 
-    def line_of_tag(self, tag: str | None) -> int:
-        """The output line of the op tagged ``tag`` (``px:oN``, the op a propagation
-        step ran on); 0: the pipeline erased it."""
+    def record_of(self, out: OutputValue) -> PropagatedValue | None:
+        """The propagated value the output value ``out`` is (None: a function result,
+        or a value the export passes made).  Called in the MLIR context."""
+        if out.value is None or out.table_key is None:
+            return None
+        mop, value, index, is_arg = self._table.places[out.table_key]
+        return _record_at(self._propagated, mop.location, mop.name, value, index, is_arg)
+
+    def callee_of_tag(self, tag: str) -> str | None:
+        """The label (``@f``) of the function called by the output's call the named
+        computation tagged ``tag`` (``px:oN``, a call's copy of a function) was
+        printed as; None: no one such call."""
+        from sdy_dl.ir.context import mlir_context
+        from sdy_dl.passes.call_graph import callee_name
+
+        ops = self._tagged(tag, "sdy.named_computation")
+        if len(ops) != 1:
+            return None
+        with mlir_context():
+            return "@" + callee_name(ops[0])
+
+    def line_of_tag(self, tag: str | None, op_name: str | None) -> int:
+        """The output line of the op tagged ``tag`` (``px:oN``) called ``op_name``
+        (or as the export passes renamed it), the op a propagation step ran on; 0:
+        the pipeline erased it (or, never so, left several: the ops the export
+        passes make for an op, a collective after it, carry its tag too)."""
+        if tag is None or op_name is None:
+            return 0
+        ops = self._tagged(tag, op_name)
+        return self._ssa.op_lines[self._op_number[ops[0]]] if len(ops) == 1 else 0
+
+    def _tagged(self, tag: str, op_name: str) -> list:
+        """The output's ops carrying the (outermost) ``px`` tag ``tag`` called
+        ``op_name`` or as the export passes renamed it."""
         from sdy_dl.ir.context import mlir_context
 
-        if tag is None:
-            return 0
         if not hasattr(self, "_op_by_tag"):
-            self._op_by_tag = {}
+            self._op_by_tag: dict[str, list] = {}
+            self._op_number: dict = {}
             with mlir_context():
                 for n, mop in enumerate(self._table.ops):
                     t = first_tag(mop.location, "px")
                     if t is not None:
-                        self._op_by_tag.setdefault(t, n)
-        n = self._op_by_tag.get(tag)
-        return 0 if n is None else self._ssa.op_lines[n]
+                        self._op_by_tag.setdefault(t, []).append(mop)
+                        self._op_number[mop] = n
+        return [mop for mop in self._op_by_tag.get(tag, ())
+                if mop.name == op_name or (op_name, mop.name) in EXPORT_RENAMES]
 
     def _add(self, out: OutputValue) -> None:
         self.values.append(out)
