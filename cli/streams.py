@@ -8,7 +8,9 @@ makes each of these a plain outcome:
 * a closed descriptor 0, 1 or 2 is reopened on ``/dev/null``, so no file the
   command opens later takes its number (nor does a child process write into
   it);
-* standard output is a :class:`CheckedOutput`: writing to it when it was
+* standard output is UTF-8, whatever the locale or ``PYTHONIOENCODING`` say
+  (MLIR text is UTF-8: ``-o -`` writes the bytes ``-o FILE`` does), and a
+  :class:`CheckedOutput`: writing to it when it was
   closed, or a write that fails (a full disk), raises :class:`SdyError`
   (``<stdout>: cannot write output: ...``), the CLI's one-line error; a
   broken pipe stays :class:`BrokenPipeError`, which the CLI ends quietly;
@@ -136,6 +138,8 @@ def guard() -> None:
             os.close(null)
     if 0 in closed or sys.stdin is None:
         sys.stdin = ClosedInput()
+    if 1 not in closed and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(encoding="utf-8", errors="strict")
     sys.stdout = CheckedOutput(None if 1 in closed or sys.stdout is None else sys.stdout)
     if 2 in closed or sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")

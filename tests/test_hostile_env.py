@@ -33,11 +33,11 @@ COMMANDS = [["propagate", "{m}", "--engine", "python"], ["explain", "{m}", "%1",
 SDY_DL = shutil.which("sdy-dl", path=os.path.dirname(sys.executable)) or shutil.which("sdy-dl")
 
 
-def sdy_dl(args, cache, module, **kwargs):
-    env = {**os.environ, "SDY_DL_CACHE": str(cache)}
+def sdy_dl(args, cache, module, env=None, text=True, **kwargs):
+    env = {**os.environ, **(env or {}), "SDY_DL_CACHE": str(cache)}
     return subprocess.run([SDY_DL,
                            *[a.format(m=module) for a in args], "--quiet"],
-                          env=env, capture_output=True, text=True, timeout=300, **kwargs)
+                          env=env, capture_output=True, text=text, timeout=300, **kwargs)
 
 
 def damage(path, how: str) -> None:
@@ -199,3 +199,16 @@ def test_a_compiled_run_with_a_cache_it_cannot_write(tmp_path, wait):
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"sdy-dl: error: {cache}/souffle/")
     assert done.stderr.endswith(": cannot write the cache of compiled programs: Not a directory\n")
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_standard_output_is_utf8_whatever_python_is_told(sound, tmp_path, encoding):
+    """PYTHONIOENCODING (or a locale) naming another encoding: standard output is
+    still the UTF-8 the same command writes by default (explain draws its tree
+    with non-ASCII characters)."""
+    module, cache, outputs = sound
+    args = COMMANDS[1]
+    assert not outputs[1].isascii()
+    done = sdy_dl(args, cache, module, env={"PYTHONIOENCODING": encoding}, text=False)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode("utf-8") == outputs[1]
