@@ -279,3 +279,24 @@ def test_an_origin_trace_stops_where_the_value_did_not_hold_the_axis():
     (stop,) = origins.of(key, 1, "a", writes)
     assert stop.startswith('not traced: %0 had no "a" on dim 1 after '), stop
     assert stop.endswith(" wrote it"), stop
+
+
+def test_the_op_at_a_tag_is_the_one_op_of_its_name_carrying_it():
+    """Two ops of the output carrying one tag under one name: neither is taken for it."""
+    from sdy_dl.audit.communication_at import OpCommunication
+    from sdy_dl.ir import parse_module_text
+
+    text = """func.func @main(%a: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = stablehlo.negate %a : tensor<8xf32> loc("sdy-dl.px:o2"("x":1:1))
+  %1 = stablehlo.abs %0 : tensor<8xf32> loc("sdy-dl.px:o2"("x":2:1))
+  %2 = stablehlo.abs %1 : tensor<8xf32> loc("sdy-dl.px:o3"("x":3:1))
+  %3 = stablehlo.abs %2 : tensor<8xf32> loc("sdy-dl.px:o3"("x":4:1))
+  return %3 : tensor<8xf32>
+}
+"""
+    communication = OpCommunication(parse_module_text(text), predicted=False)
+    assert communication.op("o2", "stablehlo.negate").name == "stablehlo.negate"
+    assert communication.at("o3", "stablehlo.abs") is None
+    assert communication.absent("o3", "stablehlo.abs") == (
+        "several ops of the output carry its tag as this op (stablehlo.abs, stablehlo.abs): "
+        "which one is this op's is not known")

@@ -71,19 +71,22 @@ class OpCommunication:
         return cls(copy, predicted=True)
 
     def op(self, tag: str | None, name: str):
-        """The op tagged ``tag`` named ``name`` (or as the export passes renamed it).
-        A sharding constraint became a reshard, which the explicit stages lower to
-        collectives carrying its tag: the first of those in data-flow order."""
+        """The one op tagged ``tag`` named ``name`` (or as the export passes renamed
+        it).  A sharding constraint became a reshard, which the explicit stages lower
+        to collectives carrying its tag: the first of those in data-flow order.  None:
+        no such op, or several (:meth:`absent` says which)."""
+        found = self._candidates(tag, name)
+        return found[0] if len(found) == 1 else None
+
+    def _candidates(self, tag: str | None, name: str) -> list:
+        """The ops :meth:`op` may mean (see there)."""
         ops = self._by_tag.get(tag, ()) if tag else ()
-        for mop in ops:
-            if mop.name == name or (name, mop.name) in EXPORT_RENAMES:
-                return mop
-        if name == "sdy.sharding_constraint":
+        found = [mop for mop in ops if mop.name == name or (name, mop.name) in EXPORT_RENAMES]
+        if not found and name == "sdy.sharding_constraint":
             moves = [mop for mop in ops if mop.name in MOVES]
-            for mop in moves:
-                if not any(mop.operands[0] == other.result for other in moves):
-                    return mop
-        return None
+            found = [mop for mop in moves
+                     if not any(mop.operands[0] == other.result for other in moves)]
+        return found
 
     def _calls_of(self, func) -> list:
         """The ``func.call`` ops of the module calling ``func``."""
@@ -98,9 +101,13 @@ class OpCommunication:
                         self._calls.setdefault(callee_name(mop), []).append(mop)
         return self._calls.get(symbol_name(func), [])
 
-    def absent(self, tag: str | None) -> str:
-        """Why the output has no op for the one tagged ``tag`` (see :meth:`op`)."""
+    def absent(self, tag: str | None, name: str | None = None) -> str:
+        """Why the output has no one op for the one tagged ``tag`` named ``name`` (see
+        :meth:`op`)."""
         ops = self._by_tag.get(tag, ()) if tag else ()
+        if name is not None and len(found := self._candidates(tag, name)) > 1:
+            return ("several ops of the output carry its tag as this op (" + ", ".join(
+                m.name for m in found) + "): which one is this op's is not known")
         if ops:
             return ("the output's ops from this one (" + ", ".join(m.name for m in ops)
                     + ") are not the op asked for")

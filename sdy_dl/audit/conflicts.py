@@ -252,7 +252,8 @@ def find_conflicts(explainer, communication=None, at=None) -> list[Conflict]:
                         else communication.at(tag, cause.op["name"]))
             c.predicted = communication.predicted
             if c.output is None:
-                c.absent = communication.absent(c.edge_of[0] if c.edge_of else tag)
+                c.absent = (communication.absent(*c.edge_of) if c.edge_of
+                            else communication.absent(tag, cause.op["name"]))
     return [c for c, _ in out]
 
 
