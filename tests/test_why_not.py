@@ -628,3 +628,21 @@ func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
     assert got.note == ('it holds "x" on dim 0; no value holding "x" next to it would put it on '
                         'dim 1: the factors holding it map dim 0 of %0 (--dim 0 says what '
                         'happened there)')
+
+
+def test_an_axis_is_held_whole_as_the_values_own_mesh_sizes_it():
+    """Two meshes size "x" otherwise: half of @m2's "x" is not all of it, although it is
+    as large as @m1's."""
+    text = """module {
+  sdy.mesh @m1 = <["x"=2]>
+  sdy.mesh @m2 = <["x"=4]>
+  func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@m2, [{"x":(1)2}]>}, %arg1: tensor<8xf32> {sdy.sharding = #sdy.sharding<@m1, [{"x"}]>}) -> (tensor<8xf32>, tensor<8xf32>) {
+    %0 = stablehlo.negate %arg0 : tensor<8xf32>
+    %1 = stablehlo.negate %arg1 : tensor<8xf32>
+    return %0, %1 : tensor<8xf32>, tensor<8xf32>
+  }
+}
+"""
+    result = propagate(text)
+    assert not result.why_not("%0", "x").has_axis
+    assert result.why_not("%1", "x").has_axis

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from sdy_dl.audit.steps import tensor_dim, tensor_dims, tensor_name
 from sdy_dl.errors import SdyError
+from sdy_dl.ir.meshes import mesh_of
 from sdy_dl.rules.instance import factor_name
 from sdy_dl.sharding import quote_string
 
@@ -190,9 +191,12 @@ def why_not(audit, value: str, axis: str, dim: int | None = None,
         if rank is not None and not 0 <= dim < rank:
             raise SdyError(f"{value} has rank {rank}: --dim is 0..{rank - 1}", file=audit.file)
     answer = WhyNot(out.name, axis, dim, "(none)" if sharding is None else sharding.to_text())
-    size = next(m.axis_size(axis) for m in meshes.values() if axis in m.axis_names)
     dims = None if dim is None else {dim}
-    if _amount(sharding, axis, dims) >= size:
+    # (the axis's size in the value's own mesh: another mesh may size an axis of that name
+    # otherwise)
+    mesh = mesh_of(sharding, meshes) if sharding is not None else None
+    if mesh is not None and axis in mesh.axis_names \
+            and _amount(sharding, axis, dims) >= mesh.axis_size(axis):
         answer.has_axis = True
         answer.note = f"see 'sdy-dl explain {value}'"
         return answer
