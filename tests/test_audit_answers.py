@@ -222,11 +222,13 @@ def test_a_sharding_the_import_passes_made_names_the_op_it_came_from():
                             r"input line \d+", a) for a in cited), cited
 
 
-def test_a_whatif_the_verifier_refuses_once_propagated_is_located_at_the_edit():
-    """A constraint inside the shard_map set onto the manual axis passes the edited op's
-    own check; propagation carries it onto the matmul, which the verifier refuses: the
-    refusal is one located error naming the edit."""
-    from sdy_dl.errors import SdyError
+def test_a_whatif_the_verifier_refuses_once_propagated_is_located_at_the_edit(monkeypatch):
+    """A constraint inside the shard_map set onto the manual axis is refused at the
+    edit, by the constraint's own check against the manual computation around it.
+    Where the edited op passes and the verifier refuses the propagated edited input
+    (after the passes), the refusal is one located error naming the edit."""
+    import sdy_dl.audit as audit_module
+    from sdy_dl.errors import InvalidModule, SdyError
 
     result = _result("partly_manual")
     assert result.audit.value("%6").op == "sdy.reshard"
@@ -234,7 +236,20 @@ def test_a_whatif_the_verifier_refuses_once_propagated_is_located_at_the_edit():
         result.whatif(set={"%6": '<@mesh, [{"model"}, {}]>'})
     e = refused.value
     assert e.line is not None and e.col is not None, str(e)
-    assert e.message.startswith('the edited input (--set %6=<@mesh, [{"model"}, {}]>) is invalid '
+    assert e.message.startswith("sharding of %6: 'sdy.sharding_constraint' op operates on axis "
+                                '"model" which is already bound by a parent '
+                                "sdy.manual_computation op"), e.message
+
+    def invalid(*args, **kwargs):
+        raise InvalidModule("'stablehlo.dot_general' op result - operates on axis \"model\"",
+                            file="<test>")
+
+    monkeypatch.setattr(audit_module.Audit, "__init__", invalid)
+    with pytest.raises(SdyError) as refused:
+        result.whatif(set={"%6": '<@mesh, [{"data"}, {}]>'})
+    e = refused.value
+    assert e.line is not None and e.col is not None, str(e)
+    assert e.message.startswith('the edited input (--set %6=<@mesh, [{"data"}, {}]>) is invalid '
                                 "once propagated: "), e.message
 
 
@@ -485,3 +500,29 @@ def test_a_value_no_annotation_reaches_in_a_manual_body_says_the_manual_axes():
         assert "manual over \"model\"" in result.explain(name).because
     tree = _result("topk_sort").explain("%values")
     assert tree.because.startswith("no annotation reaches it") and "manual" not in tree.because
+
+
+@pytest.mark.parametrize("name, value, sharding, message", [
+    ("moe", "%27", '<@mesh, [{"model"}, {}]>',
+     "'sdy.sharding_constraint' op sharding doesn't match tensor rank: 2 != 3"),
+    ("moe", "%27", '<@mesh, [{"modle"}, {}, {}]>',
+     "'sdy.sharding_constraint' op unknown axis name: \"modle\""),
+    ("ppermute_pipeline", "%1", '<@mesh, [{"model"}, {}]>',
+     "'sdy.manual_computation' op result shape, corresponding sharding, and region result "
+     "shape at index 0 must match"),
+])
+def test_a_whatif_sharding_an_sdy_op_cannot_take_is_refused_at_the_edit(name, value, sharding,
+                                                                       message):
+    """A constraint's or a shard_map result's new sharding is checked against the meshes
+    and the body as MLIR's verifier checks the op (with the module: its symbol uses),
+    before anything runs: one error at the edited op, not a failure deep in the
+    propagation of a step."""
+    from sdy_dl.errors import SdyError
+
+    result = _result(name)
+    assert result.audit.value(value).op in ("sdy.reshard", "sdy.manual_computation")
+    with pytest.raises(SdyError) as refused:
+        result.whatif(set={value: sharding})
+    e = refused.value
+    assert e.line is not None and e.message.startswith("sharding of %"), e.message
+    assert message in e.message and "once propagated" not in e.message, e.message

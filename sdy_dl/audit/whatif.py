@@ -371,8 +371,9 @@ def parse_sharding(text: str, target: _Target, meshes: dict, file: str):
 
 def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
     """The edited op ``op`` verified by MLIR (a function's argument or result
-    annotation: :func:`_verify_signature`); a failure is one error naming the
-    value's rank and the mesh's axes."""
+    annotation: :func:`_verify_signature`; an sdy op, whose shardings are checked
+    against the meshes with its symbol uses: with the module it is in); a failure
+    is one error naming the value's rank and the mesh's axes."""
     from jaxlib.mlir import ir
 
     from sdy_dl.sharding import Mesh
@@ -382,6 +383,10 @@ def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
             _verify_signature(op)
         else:
             op.verify()
+            if op.name.startswith("sdy."):
+                # (an sdy op checks its shardings against the meshes as a symbol user:
+                # only verifying the module around it asks it)
+                _module_of(op).verify()
     except ir.MLIRError as e:
         diags = list(getattr(e, "error_diagnostics", []) or [])
         message = diags[0].message.splitlines()[0] if diags else str(e).splitlines()[-1]
@@ -389,6 +394,13 @@ def _verified(op, target: _Target, sharding, meshes: dict, file: str) -> None:
         axes = ", ".join(a.to_text() for a in mesh.axes) if mesh is not None else ""
         raise SdyError(f"sharding of {target.name}: {message} (the value has rank {target.rank}; "
                        f"mesh {sharding.mesh_text()} has axes {axes or 'none'})", file=file) from None
+
+
+def _module_of(op):
+    """The outermost op around raw op ``op`` (the module copy it was written in)."""
+    while op.parent is not None:
+        op = op.parent
+    return op
 
 
 def _verify_signature(func) -> None:
