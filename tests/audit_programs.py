@@ -5,8 +5,10 @@ sharded dims, a mixture-of-experts layer, attention with heads split out of the 
 dim, an embedding lookup with its scatter-add gradient, ``vmap`` of a per-example
 gradient, a ``custom_vjp``, a convolution's gradient, ``top_k`` and ``sort``,
 ``cumsum`` along sharded dims, donated arguments with ``P(None)`` and
-``P(("data", "model"))``, and a ``shard_map`` pipeline passing activations on with
-``ppermute``.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
+``P(("data", "model"))``, a ``shard_map`` pipeline passing activations on with
+``ppermute``, expert parallelism written with ``all_to_all`` and ``psum_scatter``,
+an MLP on explicit mesh axes, a decoding loop updating a donated KV cache, a cond
+whose branches constrain differently, and ``pad``/``concatenate``/``roll``.  Lowered on the 2x4 ("data", "model") mesh of ``jax_programs``;
 ``lowered(name)`` caches them (``lowering``)."""
 
 from __future__ import annotations
@@ -304,6 +306,77 @@ def ppermute_pipeline() -> str:
         _f32(stages, 32, 32), _f32(16, 32)).as_text()
 
 
+def ep_all_to_all() -> str:
+    """Expert parallelism written by hand: a shard_map whose body sends each expert's
+    slots to the device holding it (``all_to_all`` over "model"), applies the expert
+    and sends the results back, then reduce-scatters over "data" (``psum_scatter``)."""
+    def body(x, w):
+        y = lax.all_to_all(x, "model", 0, 0, tiled=True)
+        h = jnp.tanh(jnp.einsum("ecd,edf->ecf", y, w))
+        return lax.psum_scatter(lax.all_to_all(h, "model", 0, 0, tiled=True), "data",
+                                scatter_dimension=1, tiled=True)
+    experts = jax.shard_map(body, mesh=mesh(), in_specs=(P("data", None, None), P("model", None, None)),
+                            out_specs=P(None, "data", None), check_vma=False)
+    return jax.jit(experts, in_shardings=(_ns("data", None, None), _ns("model", None, None))).lower(
+        _f32(8, 8, 16), _f32(4, 16, 16)).as_text()
+
+
+def explicit_mlp() -> str:
+    """An MLP on a mesh of explicit axes (sharding in types) with a ``reshard`` between
+    its matmuls."""
+    from jax.sharding import AxisType, NamedSharding
+
+    explicit = jax.make_mesh((2, 4), ("data", "model"),
+                             axis_types=(AxisType.Explicit, AxisType.Explicit))
+
+    def f(x, w1, w2):
+        return jax.sharding.reshard(jax.nn.relu(x @ w1), P("data", None)) @ w2
+    with jax.set_mesh(explicit):
+        def typed(shape, spec):
+            return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(explicit, spec))
+        return jax.jit(f).lower(typed((16, 32), P("data", None)), typed((32, 64), P(None, "model")),
+                                typed((64, 32), P(None, "model"))).as_text()
+
+
+def kv_cache() -> str:
+    """A decoding loop writing each step's keys into a donated cache
+    (``dynamic_update_slice`` at the step's position) and attending over it."""
+    def f(cache, xs, wk):
+        def body(c, step):
+            i, x = step
+            k = jnp.tanh(x @ wk)
+            c = lax.dynamic_update_slice(c, k[:, None, :], (0, i, 0))
+            return c, jnp.einsum("bd,bsd->bs", k, c).max(axis=-1)
+        return lax.scan(body, cache, (jnp.arange(xs.shape[0]), xs))
+    return jax.jit(f, in_shardings=(_ns("data", None, "model"), _ns(None, "data", None),
+                                    _ns(None, "model")), donate_argnums=(0,)).lower(
+        _f32(8, 6, 32), _f32(6, 8, 16), _f32(16, 32)).as_text()
+
+
+def cond_branches() -> str:
+    """A cond whose branches constrain their results differently (one on "model" for
+    dim 0, the other on ("data", "model")): they meet at the case's data-flow edge."""
+    def f(x, w, flag):
+        def a(x):
+            return lax.with_sharding_constraint(jnp.tanh(x @ w), _ns("data", "model"))
+
+        def b(x):
+            return lax.with_sharding_constraint(jnp.sin(x @ w), _ns("model", None))
+        return lax.cond(flag, a, b, x).sum(axis=0)
+    return jax.jit(f, in_shardings=(_ns("data", None), _ns(None, "model"), _ns())).lower(
+        _f32(16, 32), _f32(32, 32), jax.ShapeDtypeStruct((), jnp.bool_)).as_text()
+
+
+def pad_concat() -> str:
+    """``jnp.pad`` and ``jnp.concatenate`` of sharded dims, a ``jnp.roll`` and a matmul
+    of the result with its transpose."""
+    def f(x, y):
+        z = jnp.concatenate([jnp.pad(x, ((0, 0), (2, 2))), y], axis=0)
+        return jnp.roll(z, 1, axis=1) @ z.T
+    return jax.jit(f, in_shardings=(_ns("data", "model"), _ns(None, "model"))).lower(
+        _f32(16, 28), _f32(8, 32)).as_text()
+
+
 PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_transformer,
             "nested_scans": nested_scans, "while_constraint": while_constraint,
             "partly_manual": partly_manual, "partly_manual_call": partly_manual_call,
@@ -312,7 +385,9 @@ PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_tra
             "attention_heads": attention_heads, "embed_scatter": embed_scatter,
             "vmap_grad": vmap_grad, "custom_vjp": custom_vjp, "conv_grad": conv_grad,
             "topk_sort": topk_sort, "cumsum_axes": cumsum_axes, "donated_specs": donated_specs,
-            "ppermute_pipeline": ppermute_pipeline}
+            "ppermute_pipeline": ppermute_pipeline, "ep_all_to_all": ep_all_to_all,
+            "explicit_mlp": explicit_mlp, "kv_cache": kv_cache, "cond_branches": cond_branches,
+            "pad_concat": pad_concat}
 
 
 
