@@ -111,6 +111,22 @@ def main():
     gc.set_threshold(1_000_000, 50, 1000)
 
 
+class Terminated(BaseException):
+    """Signal ``signum`` (SIGTERM, SIGHUP) reached the ``sdy-dl`` process: raised
+    where it runs, so that what is being written is removed as on Ctrl-C."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _terminate(signum, frame):
+    raise Terminated(signum)
+
+
 def run(**click_options) -> None:
     """The ``sdy-dl`` command as a process: :func:`main`, then the exit without the
     interpreter's teardown.  Every file the command writes is closed by then;
@@ -123,9 +139,15 @@ def run(**click_options) -> None:
     taken").  :func:`main` alone (in-process callers, the tests) keeps
     collecting.
 
-    Closed, full or broken standard streams are plain outcomes (``streams``)."""
+    Closed, full or broken standard streams are plain outcomes (``streams``);
+    SIGTERM and SIGHUP end the command as Ctrl-C does, one error line and exit
+    status 128 + the signal (:class:`Terminated`)."""
+    import signal
+
     from sdy_dl.cli import streams
 
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _terminate)
     gc.disable()
     _import_mlir_without_numpy()
     streams.guard()
@@ -134,6 +156,9 @@ def run(**click_options) -> None:
         code = 0
     except SystemExit as e:
         code = e.code
+    except Terminated as e:   # (what was being written is removed on the way, as on Ctrl-C)
+        print(f"sdy-dl: error: terminated ({e.name})", file=sys.stderr)
+        code = 128 + e.signum
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1

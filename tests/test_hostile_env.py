@@ -140,24 +140,22 @@ def test_standard_input_that_is_a_directory_stops_python_itself(tmp_path):
     assert "<stdin> is a directory" in done.stderr
 
 
-def _stack_limit(nbytes):
-    import resource
-
-    return lambda: resource.setrlimit(resource.RLIMIT_STACK,
-                                      (nbytes, resource.getrlimit(resource.RLIMIT_STACK)[1]))
-
-
-@pytest.mark.parametrize("depth, stack, limit", [(4000, None, 2000), (1000, 2 << 20, 512)])
+@pytest.mark.parametrize("depth, stack, limit", [(4000, None, 2000), (1000, 2048, 512)])
 def test_nesting_that_would_overflow_the_stack_is_refused(tmp_path, depth, stack, limit):
     """Nested deeper than the stack allows (MLIR's parser recurses per level: 4000
-    nested loops overflow an 8 MiB stack, 1000 a 2 MiB one): one located line, not a
+    nested loops overflow an 8 MiB stack, 1000 a 2 MiB one, ``stack`` KiB): one located line, not a
     segmentation fault; the limit follows the process's stack limit."""
     from test_bad_input import nested_whiles
 
     module = tmp_path / "m.mlir"
     module.write_text(nested_whiles(depth, False))
-    done = sdy_dl(["propagate", "{m}"], tmp_path / "cache", module,
-                  preexec_fn=_stack_limit(stack) if stack else None)
+    if stack is None:
+        done = sdy_dl(["propagate", "{m}"], tmp_path / "cache", module)
+    else:   # (a shell sets the limit: a preexec_fn would fork this threaded process)
+        done = subprocess.run(["sh", "-c", f'ulimit -s {stack} && exec "$@"', "sh", SDY_DL,
+                               "propagate", str(module), "--quiet"],
+                              env={**os.environ, "SDY_DL_CACHE": str(tmp_path / "cache")},
+                              capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"sdy-dl: error: {module}:")
     assert done.stderr.endswith(f": nested more than {limit} brackets deep (the parser would "
@@ -212,3 +210,34 @@ def test_standard_output_is_utf8_whatever_python_is_told(sound, tmp_path, encodi
     done = sdy_dl(args, cache, module, env={"PYTHONIOENCODING": encoding}, text=False)
     assert (done.returncode, done.stderr) == (0, b"")
     assert done.stdout.decode("utf-8") == outputs[1]
+
+
+#: ``sdy-dl propagate`` that gets signal sys.argv[1] while writing its output.
+SIGNALLED_WHILE_WRITING = """
+import os, signal, sys
+from sdy_dl.cli import propagate_cmd, run
+
+class Signalled:
+    def print(self, binary=False):
+        yield "module {\\n"
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        yield "}\\n"
+
+propagate_cmd.propagate = lambda module, options: Signalled()
+run(args=sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("how, code", [("SIGTERM", 143), ("SIGHUP", 129), ("SIGINT", 130)])
+def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
+    """kill, a closed terminal or Ctrl-C while the output is being written: one line,
+    exit 128 + the signal, no output file and no temporary file."""
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_WRITING, how, "propagate",
+                           str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
+                          capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)   # (the installed sdy_dl, not the source tree's)
+    message = "interrupted" if how == "SIGINT" else f"terminated ({how})"
+    assert (done.returncode, done.stdout, done.stderr) == (code, "", f"sdy-dl: error: {message}\n")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]

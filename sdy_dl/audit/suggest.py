@@ -477,6 +477,16 @@ def default_jobs() -> int:
     return max(1, min(4, n))
 
 
+def _default_signals() -> None:
+    """A child's SIGTERM and SIGHUP end it at once (the parent's handlers, which
+    the ``sdy-dl`` process sets, would leave it running and print a traceback
+    when the pool ends it)."""
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     """Each candidate's :func:`evaluate`, in order; in ``jobs`` forked processes."""
     global _WORK
@@ -496,7 +506,8 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     # for ever).
     mlir_context().enable_multithreading(False)
     _WORK = (audit, cands)
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_default_signals)
     try:
         return list(pool.map(_evaluate_at, range(len(cands))))
     except BrokenProcessPool:
