@@ -41,9 +41,10 @@ def spec_to_sdy(text: str, rank: int, mesh: str) -> str:
                 and ast.unparse(call.func) in ("P", "PartitionSpec", "jax.sharding.PartitionSpec")):
             raise ValueError(text)
         entries = [_spec_entry(a) for a in call.args]
-    except (SyntaxError, ValueError) as e:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        why = "nested too deeply" if isinstance(e, (RecursionError, MemoryError)) else e
         raise SdyError(f"cannot read {text!r} as a PartitionSpec (entries: 'axis', None, "
-                       f"('a', 'b'), P.UNCONSTRAINED): {e}") from None
+                       f"('a', 'b'), P.UNCONSTRAINED): {why}") from None
     if len(entries) > rank:
         raise SdyError(f"{text} has {len(entries)} entries but the value has rank {rank}")
     dims = []
