@@ -296,3 +296,24 @@ def test_random_dots_and_concatenates_with_conflicts_many(conflicts):
     equal, counted, differ = run_random(range(14, 400), conflicts)
     assert counted >= 10
     assert not differ, f"{equal}/{counted} equal; differ: {differ}"
+
+
+def test_an_unreduced_result_of_a_reduction_sharded_unlike_is_refused_at_the_op():
+    """A dot whose result is unreduced over "y" while its operands shard the contracting
+    factor differently (only the rhs has "y"): jaxlib's pass aborts the process on a
+    failed check there; ours refuses with one error at the dot."""
+    from oracle_isolated import shardy_each
+    from sdy_dl.errors import SdyError
+
+    text = MESH + """func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<8x32xf32> {
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}], unreduced={"y"}>]>} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+"""
+    assert shardy_each([text], "func.func(sdy-insert-explicit-reshards)") == [None]
+    with pytest.raises(SdyError) as refused:
+        ours(text, "insert-explicit-reshards", engine="clingo")
+    e = refused.value
+    assert (e.line, e.col) == (3, 8), str(e)
+    assert e.message.startswith("insert-explicit-reshards: the result has unreduced axes while "
+                                "the operands shard a reduction factor differently"), e.message

@@ -179,6 +179,12 @@ def run(module: Module, options: PassOptions) -> Module:
                                "a static shape are not supported")
         for p, (update, reduce_axes) in zip(pendings, decide(pendings, meshes, options,
                                                              equivalent)):
+            first = p.originals[len(p.op.rule.operands)] if p.mop.results else None
+            if reduce_axes is None and not p.on_full and first is not None and first.unreduced:
+                # (Shardy's getReductionAxes checks this and aborts the process)
+                raise op_error(module, p.mop, "insert-explicit-reshards: the result has unreduced "
+                               "axes while the operands shard a reduction factor differently "
+                               "(no all-reduce can make them agree)")
             if update is not None:
                 changed |= apply_full(p, update, meshes) if p.on_full else apply_dot(p, update)
             if reduce_axes:
