@@ -537,3 +537,21 @@ def test_expert_parallel_all_to_alls_are_in_the_ledger_with_xlas_bytes():
     assert sorted((e.kind, e.axes, e.devices, e.bytes, e.written) for e in ledger) == [
         ("all_to_all", ['"model"'], 4, 1536, True), ("all_to_all", ['"model"'], 4, 1536, True),
         ("reduce_scatter", ['"data"'], 2, 1024, True)]
+
+
+def test_a_whatif_whose_propagation_a_pass_refuses_names_the_edit():
+    """Taking "model" off the activation of an explicit-axes matmul whose result is
+    unreduced over "model" leaves the contracting factor sharded on the weight only:
+    insert-explicit-reshards refuses the dot (jaxlib's pass aborts there); the what-if
+    says the edited input cannot be propagated, at the dot, naming the edit."""
+    import jax_programs
+    from sdy_dl.errors import SdyError
+
+    result = sdy_dl.propagate(jax_programs.lowered("explicit_unreduced"))
+    with pytest.raises(SdyError) as refused:
+        result.whatif(set={"%arg0": '<@mesh, [{"data"}, {}]>'})
+    e = refused.value
+    assert e.line is not None, str(e)
+    assert e.message.startswith('the edited input (--set %arg0=<@mesh, [{"data"}, {}]>) cannot be '
+                                "propagated: insert-explicit-reshards: the result has unreduced "
+                                "axes"), e.message

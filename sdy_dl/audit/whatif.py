@@ -658,6 +658,10 @@ def whatif(audit, edits: list[Edit]):
                       imported_again=make_imported)
     except InvalidModule as e:
         raise _refused(e, applied) from None
+    except SdyError as e:
+        if e.line is None:   # (not a pass refusing an op of the edited input: not the edits')
+            raise
+        raise _refused(e, applied, "cannot be propagated") from None
     after.edited_input = copy
     after.like = audit
     after.whatif_memo = _Memo.of(audit).shared()
@@ -975,13 +979,14 @@ def _kept(c) -> tuple:
     return tuple(sorted((f, tuple(axes)) for f, axes in c.kept.items()))
 
 
-def _refused(e: InvalidModule, applied: list[Applied]) -> SdyError:
-    """A propagation of the edited input the verifier refused (after the passes): the
-    edits' error, at the op the verifier names when it is a line of the input, else
-    at the first edited op."""
+def _refused(e: SdyError, applied: list[Applied], what: str = "is invalid once propagated"
+             ) -> SdyError:
+    """A propagation of the edited input the verifier refused (after the passes), or
+    a pass refused at an op: the edits' error, at the op named when it is a line of
+    the input, else at the first edited op."""
     edits = "; ".join(a.edit.to_text() for a in applied)
     at = next((a.position for a in applied if a.position is not None), None)
-    out = SdyError(f"the edited input ({edits}) is invalid once propagated: {e.message}",
+    out = SdyError(f"the edited input ({edits}) {what}: {e.message}",
                    file=e.file, line=e.line, col=e.col)
     return out.located(*((None,) + tuple(at) if at is not None else ()))
 
