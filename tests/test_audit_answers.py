@@ -555,3 +555,26 @@ def test_a_whatif_whose_propagation_a_pass_refuses_names_the_edit():
     assert e.message.startswith('the edited input (--set %arg0=<@mesh, [{"data"}, {}]>) cannot be '
                                 "propagated: insert-explicit-reshards: the result has unreduced "
                                 "axes"), e.message
+
+
+def test_unsetting_a_shard_map_result_edits_its_out_shardings():
+    """--unset of a shard_map's result opens its out_shardings entry (it was an internal
+    error: the edit read the op's sdy.sharding); where the entry holds a manual axis,
+    the body's local shape no longer fits and the edit is refused at the op.  The
+    values an unset may name are offered without the shard_map's body arguments."""
+    from sdy_dl.errors import SdyError
+
+    result = _result("ppermute_pipeline")
+    assert result.audit.value("%1").op == "sdy.manual_computation"
+    with pytest.raises(SdyError) as refused:   # (the choices: no body argument, which is refused)
+        result.whatif(unset=["%2"])
+    assert refused.value.message.endswith("(annotated: %arg0, %arg1, %1)"), refused.value.message
+    after, changes = result.whatif(unset=["%1"])
+    assert changes.applied[0].after is None
+    assert after.text == sdy_dl.propagate(after.edited_input).text
+    result = _result("ep_all_to_all")
+    assert result.audit.value("%0").op == "sdy.manual_computation"
+    with pytest.raises(SdyError) as refused:
+        result.whatif(unset=["%0"])
+    assert refused.value.line is not None and "'sdy.manual_computation' op result shape" in \
+        refused.value.message, refused.value.message

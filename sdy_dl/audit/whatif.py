@@ -552,9 +552,10 @@ def edit_input(audit, edits: list[Edit]):
             else:
                 op = op_at(target.op) if target.op >= 0 else main
                 _write(op, target, new)
-                if new is not None:
-                    with _located_at(target):
-                        _verified(op, target, new, meshes, audit.file)
+                # (an unset too: a computation's result keeps its body's local shape)
+                with _located_at(target):
+                    _verified(op, target, new if new is not None else target.current, meshes,
+                              audit.file)
         make_imported = None if drops else imported_edit(audit, planned, op_at, main)
         for op in drops:
             op.results[0].replace_all_uses_with(op.operands[0])
@@ -565,7 +566,8 @@ def edit_input(audit, edits: list[Edit]):
 def _write(op, target: _Target, sharding) -> None:
     """Store (None: remove) ``sharding`` at ``target`` on the raw op ``op``."""
     from sdy_dl.ir.mlir_ops import tensor_rank
-    from sdy_dl.ir.storage import SHARDING_ATTR, read_per_value, write_func_attr, write_stored
+    from sdy_dl.ir.storage import (SHARDING_ATTR, read_per_value, results_attr, write_func_attr,
+                                   write_stored)
     from sdy_dl.sharding import TensorSharding
 
     if target.place == "arg":
@@ -575,12 +577,14 @@ def _write(op, target: _Target, sharding) -> None:
     elif sharding is not None:
         write_stored(op, target.index, False, [tensor_rank(r.type) for r in op.results], sharding)
     else:
-        # Unset one result of an op's per-value sharding: open and empty (what an op
-        # without the attribute has); the attribute goes when no entry says more.
-        current = read_per_value(op, SHARDING_ATTR)
+        # Unset one result of an op's per-value sharding (a computation's
+        # out_shardings): open and empty (what an op without the attribute has); an
+        # op's sdy.sharding goes when no entry says more.
+        attr = results_attr(op.name)
+        current = read_per_value(op, attr)
         current[target.index] = TensorSharding.open_empty(current[target.index].mesh,
                                                           target.rank)
-        if all(s.is_fully_open_empty for s in current):
+        if attr == SHARDING_ATTR and all(s.is_fully_open_empty for s in current):
             del op.attributes[SHARDING_ATTR]
         else:
             write_stored(op, target.index, False, [], current[target.index])
@@ -590,7 +594,9 @@ def _annotated(audit) -> str:
     """The output names of the values annotated in the input (for an error)."""
     names = [out.name for out in audit.outputs.values
              if (origin := _origin(audit, out)) is not None and origin.sharding is not None
-             and origin.op != "sdy.sharding_constraint"]
+             and origin.op != "sdy.sharding_constraint"
+             # (a computation's block argument: an edit of it is refused)
+             and not (origin.key[0].startswith("a") and origin.op != "func.func")]
     names += [f"result:{i}" for i, s in sorted(audit.inputs.results.items()) if s is not None]
     return "annotated: " + _few(names)
 
