@@ -1,4 +1,5 @@
-"""A user's input file read as text, bounded: a module, a rule file, a cost model.
+"""A user's input file read as text, bounded: a module, a rule file, a cost model, a
+replay's program and relations.
 
 :func:`read_input` reads a file or standard input and refuses, each as a
 located :class:`~sdy_dl.errors.SdyError`:

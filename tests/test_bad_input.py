@@ -376,6 +376,8 @@ def emitted(emitted_once, tmp_path):
     ({"step_dim": "0\tx\t0\t1\n"}, ["step_dim.csv:1:3:", "is a number"]),
     ({"step_mesh": "0\tnomesh\n", "step_updated": "0\t0\n"}, ["emitted:", "inconsistent"]),
     ({"step_mesh": b"0\t\xff\n"}, ["step_mesh.csv:", "not UTF-8"]),
+    ({"step_mesh": b"0\tme\0sh\n"}, ["step_mesh.csv:1:5: a NUL byte (inputs are text)"]),
+    ({"in_dim.facts": b"0\t0\0\n"}, ["in_dim.facts:1:4: a NUL byte (inputs are text)"]),
     ({"step_dim_axis": None}, ["emitted:", "missing step_dim_axis.csv"]),
     ({"in_dim.facts": None}, ["emitted:", "missing in_dim.facts"]),
     ({"step_updated": ""}, ["emitted:", "asked for 1 of the 4 recorded steps"]),
@@ -385,8 +387,8 @@ def emitted(emitted_once, tmp_path):
       "step_dim_axis": "0\t0\t0\t0\ta\t1\t2\n0\t1\t0\t0\ta\t1\t2\n1\t1\t0\t0\ta\t1\t2\n"},
      ["step_updated.csv:", "unchanged"]),
     ({"in_dim.facts": "0\t0\t0\t1\t0\t1\t0\n"}, ["in_dim.facts:", "not the recorded one"]),
-], ids=["columns", "number", "inconsistent", "not-utf8", "deleted-relation", "deleted-facts",
-        "emptied-updated", "emptied-dims", "emptied-dim-axes", "unchanged", "changed-facts"])
+], ids=["columns", "number", "inconsistent", "not-utf8", "nul", "nul-facts", "deleted-relation",
+        "deleted-facts", "emptied-updated", "emptied-dims", "emptied-dim-axes", "unchanged", "changed-facts"])
 def test_malformed_relations(emitted, relations, words):
     """A replay of changed relations stops with one error naming the file (never loops)."""
     for relation, content in relations.items():

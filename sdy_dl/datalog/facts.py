@@ -219,14 +219,11 @@ def write_facts_dir(program: Program, facts: Facts, directory: str) -> None:
 def read_relation_file(decl: Decl, path: str) -> set[tuple]:
     """Read a Soufflé output (``.csv``, tab-separated) of relation ``decl``; a
     malformed line is an error located at it."""
+    from sdy_dl.text_input import read_input
+
     if not os.path.exists(path):
         return set()
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SdyError(f"cannot read relation {decl.name}: "
-                       f"{getattr(e, 'strerror', None) or 'not UTF-8 text'}", file=path) from None
+    lines = read_input(path, f"relation {decl.name}").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return parse_rows(decl, lines, path)

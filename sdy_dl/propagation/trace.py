@@ -60,12 +60,10 @@ class StepReplay:
     last recorded step), never in a loop."""
 
     def __init__(self, directory: str, meshes: Mapping[str, Mesh]):
+        from sdy_dl.text_input import read_input
+
         path = os.path.join(directory, PROGRAM_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                decls = parse_declarations(f.read(), source=path)
-        except OSError as e:
-            raise SdyError(f"cannot read the emitted program: {e.strerror}", file=path) from None
+        decls = parse_declarations(read_input(path, "the emitted program"), source=path)
         missing = [f"{d.name}.{'csv' if d.is_output else 'facts'}" for d in decls.values()
                    if (d.is_input or d.is_output) and not os.path.exists(
                        os.path.join(directory, f"{d.name}.{'csv' if d.is_output else 'facts'}"))]
