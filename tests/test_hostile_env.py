@@ -241,3 +241,32 @@ def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
     message = "interrupted" if how == "SIGINT" else f"terminated ({how})"
     assert (done.returncode, done.stdout, done.stderr) == (code, "", f"sdy-dl: error: {message}\n")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
+@pytest.mark.parametrize("script, said", [
+    ("#!/bin/sh\necho 'Error: bad graph' >&2\nexit 3\n", "failed: Error: bad graph"),
+    ("#!/bin/sh\nexit 3\n", "failed: exit status 3"),
+    ("#!/bin/sh\nkill -9 $$\n", "failed: killed by signal 9"),
+    ("#!/bin/sh\nprintf '<svg>\\377</svg>'\n", "wrote an SVG that is not UTF-8 text"),
+    ("no interpreter line\n", "cannot run"),
+])
+def test_a_broken_dot_is_one_error_line(tmp_path, monkeypatch, script, said):
+    """explain --format svg runs Graphviz's dot: one that fails, is killed, writes
+    bytes that are not UTF-8 or cannot be run is one error line naming it."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    dot = tmp_path / "bin" / "dot"
+    dot.parent.mkdir()
+    dot.write_text(script)
+    dot.chmod(0o755)
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    monkeypatch.setenv("PATH", f"{dot.parent}{os.pathsep}{os.environ['PATH']}")
+    result = CliRunner().invoke(main, ["explain", str(module), "%1", "--format", "svg",
+                                       "--quiet", "-o", str(tmp_path / "out.svg")])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"sdy-dl: error: {module}: ")
+    assert f"{dot} {said}" in result.stderr or f"{said} {dot}" in result.stderr
+    assert result.stderr.count("\n") == 1 and not (tmp_path / "out.svg").exists()

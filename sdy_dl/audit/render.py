@@ -54,7 +54,17 @@ def dot_to_svg(dot_text: str) -> str:
     exe = shutil.which("dot")
     if exe is None:
         raise SdyError("--format svg needs Graphviz's 'dot' on PATH (use --format dot)")
-    done = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True)
+    try:
+        done = subprocess.run([exe, "-Tsvg"], input=dot_text.encode(), capture_output=True)
+    except OSError as e:
+        raise SdyError(f"cannot run {exe}: {e.strerror or e}") from None
     if done.returncode != 0:
-        raise SdyError(f"dot failed: {done.stderr.strip().splitlines()[-1] if done.stderr else ''}")
-    return done.stdout
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SdyError(f"{exe} failed: " + (said[-1] if said else
+                                             f"killed by signal {-done.returncode}"
+                                             if done.returncode < 0 else
+                                             f"exit status {done.returncode}"))
+    try:
+        return done.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SdyError(f"{exe} wrote an SVG that is not UTF-8 text") from None
