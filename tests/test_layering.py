@@ -1,7 +1,7 @@
 """The import graph of sdy_dl is layered and has no cycle.
 
 Layers, lowest first: the shared basics (errors, sharding values,
-resources, progress and output helpers), ``ir``, then ``rules``/``datalog``/
+resources, progress, input and output helpers), ``ir``, then ``rules``/``datalog``/
 ``engines``, ``propagation``, ``passes``, the pipeline and its front ends
 (``pipeline``, ``audit``, ``summary``), the Python API (``api``, ``jax``), and ``cli``.  A module may import
 its own layer or a lower one, never a higher one, and modules may not import
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Top-level package or module of sdy_dl -> layer.
 LAYERS = {
     "errors": 0, "frozen": 0, "sharding": 0, "resources": 0, "progress": 0, "output": 0,
+    "text_input": 0,
     "ir": 1,
     "rules": 2, "datalog": 2, "engines": 2,
     "propagation": 3,
