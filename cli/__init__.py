@@ -141,13 +141,15 @@ def run(**click_options) -> None:
 
     Closed, full or broken standard streams are plain outcomes (``streams``);
     SIGTERM and SIGHUP end the command as Ctrl-C does, one error line and exit
-    status 128 + the signal (:class:`Terminated`)."""
+    status 128 + the signal (:class:`Terminated`), unless the process started
+    with the signal ignored (``nohup``), which it then keeps ignoring."""
     import signal
 
     from sdy_dl.cli import streams
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _terminate)
+        if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)
+            signal.signal(signum, _terminate)
     gc.disable()
     _import_mlir_without_numpy()
     streams.guard()

@@ -243,6 +243,20 @@ def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
 
 
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_signal_ignored_at_the_start_stays_ignored(tmp_path, how):
+    """A command started with the signal ignored (``nohup``, which ignores SIGHUP)
+    keeps ignoring it: the signal while writing changes nothing."""
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    ignoring = f"import signal; signal.signal(signal.{how}, signal.SIG_IGN)\n"
+    done = subprocess.run([sys.executable, "-c", ignoring + SIGNALLED_WHILE_WRITING, how,
+                           "propagate", str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (tmp_path / "out.mlir").read_text() == "module {\n}\n"
+
+
 @pytest.mark.parametrize("script, said", [
     ("#!/bin/sh\necho 'Error: bad graph' >&2\nexit 3\n", "failed: Error: bad graph"),
     ("#!/bin/sh\nexit 3\n", "failed: exit status 3"),
