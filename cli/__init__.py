@@ -34,7 +34,8 @@ class SdyGroup(click.Group):
     """A click group whose commands are imported when first asked for, and that
     turns :class:`SdyError` into a one-line error and exit 1,
     a usage error into a one-line error and exit 2, an interrupt (Ctrl-C) into a
-    one-line error and exit 130, and, as a last resort, any
+    one-line error and exit 130, running out of memory into a one-line error
+    and exit 1, and, as a last resort, any
     other exception (a bug) into a one-line "internal error" and exit 1
     (``SDY_DL_TRACEBACK=1`` re-raises it)."""
 
@@ -75,6 +76,9 @@ class SdyGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:   # the reader went away (`sdy-dl ... | head`): stop quietly
             sys.stdout = open(os.devnull, "w")
+            sys.exit(_error_status(ctx))
+        except MemoryError:   # (a limit, `ulimit -v`, or the machine's: not a bug to report)
+            click.echo("sdy-dl: error: out of memory", err=True)
             sys.exit(_error_status(ctx))
         except Exception as e:
             if os.environ.get("SDY_DL_TRACEBACK"):
@@ -151,7 +155,12 @@ def run(**click_options) -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)
             signal.signal(signum, _terminate)
     gc.disable()
-    _import_mlir_without_numpy()
+    try:
+        _import_mlir_without_numpy()
+    except (ImportError, MemoryError) as e:   # (a broken install, or too little memory)
+        print(f"sdy-dl: error: cannot load jaxlib's MLIR bindings ({type(e).__name__}: "
+              f"{' '.join(str(e).split())})", file=sys.stderr)
+        os._exit(1)
     streams.guard()
     try:
         main(**click_options)

@@ -284,3 +284,34 @@ def test_a_broken_dot_is_one_error_line(tmp_path, monkeypatch, script, said):
     assert result.stderr.startswith(f"sdy-dl: error: {module}: ")
     assert f"{dot} {said}" in result.stderr or f"{said} {dot}" in result.stderr
     assert result.stderr.count("\n") == 1 and not (tmp_path / "out.svg").exists()
+
+
+def test_out_of_memory_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    """Running out of memory (a ``ulimit -v``) is one line, exit 1, no output file;
+    not an internal error to report."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main, propagate_cmd
+
+    def propagate(module, options):
+        raise MemoryError
+
+    monkeypatch.setattr(propagate_cmd, "propagate", propagate)
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    result = CliRunner().invoke(main, ["propagate", str(module), "-o", str(tmp_path / "out.mlir"),
+                                       "--quiet"])
+    assert (result.exit_code, result.stderr) == (1, "sdy-dl: error: out of memory\n")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
+def test_mlir_bindings_that_do_not_load_are_one_line(tmp_path):
+    """jaxlib broken (or too little memory to map it): one line, exit 1, no traceback."""
+    fake = tmp_path / "fake" / "jaxlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('libjax_common.so: cannot map it')\n")
+    done = sdy_dl(["propagate", "-"], tmp_path / "cache", "",
+                  env={"PYTHONPATH": str(fake.parent)}, input=MODULE)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "sdy-dl: error: cannot load jaxlib's MLIR bindings (ImportError: "
+               "libjax_common.so: cannot map it)\n")
