@@ -480,11 +480,12 @@ def default_jobs() -> int:
 def _default_signals() -> None:
     """A child's SIGTERM and SIGHUP end it at once (the parent's handlers, which
     the ``sdy-dl`` process sets, would leave it running and print a traceback
-    when the pool ends it)."""
+    when the pool ends it); one the parent ignores (``nohup``) stays ignored."""
     import signal
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
