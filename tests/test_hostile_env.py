@@ -315,3 +315,22 @@ def test_mlir_bindings_that_do_not_load_are_one_line(tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (
         1, "", "sdy-dl: error: cannot load jaxlib's MLIR bindings (ImportError: "
                "libjax_common.so: cannot map it)\n")
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "12"])
+def test_show_in_a_narrow_terminal_keeps_every_cell(tmp_path, monkeypatch, columns):
+    """$COLUMNS of 0 or a few: show's tables are drawn 40 wide, cells folded, never
+    cut (0 drew nothing, a few cut every name to nothing)."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    monkeypatch.setenv("COLUMNS", "40")
+    wide = CliRunner().invoke(main, ["show", str(module)])
+    monkeypatch.setenv("COLUMNS", columns)
+    narrow = CliRunner().invoke(main, ["show", str(module)])
+    assert (narrow.exit_code, narrow.stdout) == (0, wide.stdout)
+    for name in ("stablehlo.dot_general", "stablehlo.negate", '<["data"=2, "model"=4]>'):
+        assert name in narrow.stdout
