@@ -154,6 +154,16 @@ CASES = [
      {"m": module(f'%0 = sdy.named_computation<"n\\FF">(%arg0) (%a: {T}) {{\n'
                   f'  sdy.return %a : {T}\n}} : ({T}) -> {T}\nreturn %0 : {T}')},
      None, 1, ["{m}:3:", "not valid UTF-8"]),
+    ("nul-axis-name-after-a-comment", ["propagate", "{m}", "-o", "{out}", "--quiet"],
+     {"m": SHARDED.replace('"a"', '// backend_config =\n"a\\00"')}, None, 1,
+     ["{m}:2:3:", "holds a NUL character"]),
+    ("non-utf8-axis-name-after-a-comment", ["show", "{m}"],
+     {"m": SHARDED.replace('[{"a"}]>', '[{// {backend_config =\n"a\\FFb"}]>')}, None, 1,
+     ["{m}:3:3:", 'string "a\\FFb" is not valid UTF-8']),
+    ("location-file-of-the-parser", ["explain", "{m}", "%0"],
+     {"m": SHARDED.replace(f"stablehlo.negate %arg0 : {T}", f"stablehlo.negate %arg0 : {T} "
+                           'loc(// backend_config =\n"\\00module text":77:5)')}, None, 1,
+     ["{m}:4:2:", "holds a NUL character"]),
     ("nul-axis-name", ["propagate", "{m}", "-o", "{out}", "--quiet"],
      {"m": SHARDED.replace('"a"', '"a\\00"')}, None, 1, ["{m}:1:22:", "holds a NUL character"]),
     ("non-utf8-stdin", ["show", "-"], {}, b"func.func @main() {\n  return\n}\xff\n", 1,
@@ -294,13 +304,19 @@ def test_bad_input_is_one_located_line(tmp_path, args, files, stdin, code, words
 OPAQUE_BACKEND_CONFIG = SHARDED.replace(
     f"stablehlo.negate %arg0 : {T}",
     f'stablehlo.custom_call @foo(%arg0) {{backend_config = "\\00\\FF\\80"}} : ({T}) -> {T}')
+#: The same, its attribute spelt over comments and lines, after another attribute.
+OPAQUE_BACKEND_CONFIG_SPELT_OVER_LINES = SHARDED.replace(
+    f"stablehlo.negate %arg0 : {T}",
+    f'stablehlo.custom_call @foo(%arg0) {{has_side_effect = true, // x\n backend_config'
+    f' // "y"\n = // z\n "\\00\\FF\\80"}} : ({T}) -> {T}')
 
 
 @pytest.mark.parametrize("text", [COMPLEX_CONSTANT, QUOTED_SYMBOL, nested_whiles(1100, False),
                                   SHARDED.replace('"a"=2]', '"a"=2147483647]'),
-                                  OPAQUE_BACKEND_CONFIG],
+                                  OPAQUE_BACKEND_CONFIG, OPAQUE_BACKEND_CONFIG_SPELT_OVER_LINES],
                          ids=["complex-constant", "quoted-symbol", "1100-nested-whiles",
-                              "mesh-2^31-1", "opaque-backend-config"])
+                              "mesh-2^31-1", "opaque-backend-config",
+                              "opaque-backend-config-over-lines"])
 def test_inputs_that_work(tmp_path, text):
     check_works_as_shardy(tmp_path, text)
 

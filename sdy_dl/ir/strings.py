@@ -9,7 +9,10 @@ jaxlib: :func:`check_string_literals` rejects, with the place of the first bad
 byte, every literal that decodes to invalid UTF-8 or holds a NUL (a NUL in a
 name cannot reach Datalog).  The one exception is the value of
 ``backend_config``: opaque bytes for a custom call's implementation, which
-neither Shardy nor sdy-dl reads and jaxlib prints escaped.
+neither Shardy nor sdy-dl reads and jaxlib prints escaped.  A literal is that
+value when the tokens before it, comments skipped, are ``{`` or ``,`` (an
+attribute dictionary's), ``backend_config`` and ``=``; a comment's text is no
+token, so no literal a symbol, axis or location name is made of is exempt.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ _SUSPECT = re.compile(r"\\(?:[89a-fA-F][0-9a-fA-F]|00)|\x00")
 _TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*')
 _HEX = set("0123456789abcdefABCDEF")
 _SIMPLE = {'"': 0x22, "\\": 0x5C, "n": 0x0A, "t": 0x09}
-#: Just before a literal that is a custom call's opaque ``backend_config``.
-_OPAQUE = re.compile(r"\bbackend_config\s*=\s*$")
+#: The characters MLIR's lexer skips between tokens.
+_BLANK = " \t\r\n"
 
 
 def check_string_literals(text: str, file: str) -> None:
@@ -35,11 +38,17 @@ def check_string_literals(text: str, file: str) -> None:
     # looking for one character is much cheaper than the pattern's scan)
     if ("\\" not in text and "\0" not in text) or _SUSPECT.search(text) is None:
         return
+    code_start, comments = 0, []   # (since the last literal: where its code starts, its comments)
     for m in _TOKEN.finditer(text):
         token = m.group()
-        if token[0] != '"' or _SUSPECT.search(token) is None:
+        if token[0] != '"':
+            comments.append(m.span())
             continue
-        if _OPAQUE.search(text, max(0, m.start() - 64), m.start()):
+        start = code_start
+        code_start = m.end()
+        if _SUSPECT.search(token) is None or _is_opaque(text, start, comments, m.start()):
+            if comments:
+                comments = []
             continue
         data, where = _decode(token[1:])
         bad, what = _first_bad(data)
@@ -50,6 +59,19 @@ def check_string_literals(text: str, file: str) -> None:
             shown = token if len(token) <= 40 else token[:37] + "..."
             raise SdyError(f"string {shown} {what} once its escapes are decoded",
                            file, line, col)
+
+
+def _is_opaque(text: str, start: int, comments: list[tuple[int, int]], end: int) -> bool:
+    """Whether the tokens of ``text[start:end]`` (code after a literal, the spans
+    ``comments`` skipped) end with ``{`` or ``,``, ``backend_config`` and ``=``."""
+    bounds = [start, *(p for span in comments for p in span), end]
+    code = " ".join(text[bounds[i]:bounds[i + 1]] for i in range(0, len(bounds), 2))
+    for token in ("=", "backend_config"):
+        code = code.rstrip(_BLANK)
+        if not code.endswith(token):
+            return False
+        code = code[:-len(token)]
+    return code.rstrip(_BLANK).endswith(("{", ","))
 
 
 def _decode(body: str) -> tuple[bytes, list[int]]:
