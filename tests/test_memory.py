@@ -153,8 +153,9 @@ def test_stored_in_reads_what_read_stored_reads(name):
     ops, names = sa.table.ops, sa.table.op_names
     seen = set()
     with mlir_context():
-        for value, (mop, index, kind) in sa.sites.items():
-            n = sa.op_of[value]
+        for value in sa.sig:
+            mop, index, kind = sa.site(value)
+            n = sa.op_number(value)
             if kind != "op" or names[n] in COLLECTIVE_OPS:
                 continue
             assert ops[n] is mop

@@ -46,24 +46,27 @@ class Signatures:
     :class:`~sdy_dl.audit.naming.ValueTable` (``table``: the module's, when one is
     at hand; its names are the values'):
 
-    * ``groups``: signature -> its values in module order (a value is a
+    * ``sig``: value -> its signature, every value in module order (a value is a
       ``ValueTable`` key, or a function result's name such as ``result:0``);
+    * ``groups``: signature -> its values in module order, reshards' results
+      left out (made when first asked for; :meth:`group`: one signature's;
+      ``first``: signature -> its first value);
     * ``reshards``: [(value, its operand's signature)] in module order;
-    * ``sites``: value -> (raw op, number, kind) where its sharding is stored
-      (kind: ``arg`` a block argument, ``op`` a result, ``result`` a function
-      result), read by :meth:`sharding`;
-    * ``by_op``: op number (the table's pre-order) -> the values stored on it;
-    * ``op_of``: value -> the number of the op it is stored on;
+    * :meth:`site`: where a value's sharding is stored, read by :meth:`text`;
+    * :meth:`values_on`: the values stored on an op (by its number, the
+      table's pre-order); :meth:`op_number`: the op a value is stored on;
     * ``last_use``: value -> the number of the last op using it (none: unused);
     * ``top_level``: the numbers of the module's top-level ops (functions, meshes);
     * ``name(value)``: a value's name, read only for the values asked for
       (qualifying a name that sibling regions share reads the printed module's
       lines).
 
-    A signature is a number: the place of its parts (op name, the texts of the
-    attributes besides :data:`SHARDING_ATTRS`, operands' signatures, ...) in
-    ``ids`` (parts -> number), which the signatures of the modules compared
-    share: equal parts, equal numbers.
+    A signature is a number: the place of its parts in ``ids`` (parts ->
+    number), which the signatures of the modules compared share: equal parts,
+    equal numbers.  An op's own signature's parts are its name, the texts of
+    its attributes besides :data:`SHARDING_ATTRS`, the signature of the region
+    it is in and its operands' signatures; its first result's signature is its
+    own, result ``i``'s the place of (own, ``i``).
 
     ``like``: the signatures of another module this one is mostly equal to (a
     what-if's output and the first output), whose ``ids`` these share: an op
@@ -79,11 +82,10 @@ class Signatures:
         if table is None:
             table = ValueTable(module.mlir.operation, module.print)
         self.table = table
-        self.groups: dict[int, list] = {}
+        self.sig: dict = {}
+        self.first: dict[int, object] = {}
+        self._more: dict[int, list] = {}   # signature -> its values after the first
         self.reshards: list[tuple] = []
-        self.sites: dict = {}
-        self.by_op: dict[int, list] = {}
-        self.op_of: dict = {}
         self.twins: dict[int, int] = {}
         self.like = like
         self.last_use: dict = {}
@@ -92,31 +94,35 @@ class Signatures:
         #: (name, attribute) pairs (ops other than functions and reshards;
         #: :func:`stored_in` reads a result's sharding there)
         self.stored: dict[int, tuple] = {}
-        #: value key -> its signature; an op's own signature -> [(its number, its
-        #: sharding attributes)] (what ``like`` reads)
-        self.sig: dict[tuple, int] = {}
-        self.by_own: dict[int, list] = {}
+        #: an op's number -> its own signature (functions and ops but reshards;
+        #: ``by_own`` reads it)
+        self.own: dict[int, int] = {}
+        self._functions: dict[int, tuple] = {}   # a function's number -> its attributes
+        #: the sites of the values not op results: value -> (raw op, number, kind,
+        #: the op's number)
+        self._sites: dict = {}
+        self._on: dict[int, list] = {}   # op number -> the values of ``_sites`` on it
         self._texts: dict = {}
         self.ids = ids = like.ids if like is not None else ids if ids is not None else {}
         key_of = table.keys.__getitem__
-        sig, by_own, twins = self.sig, self.by_own, self.twins
+        sig, first, twins, own_of, more = self.sig, self.first, self.twins, self.own, self._more
         region_sig: dict = {}             # op number -> its own signature (for nested values)
-        groups, sites, op_of = self.groups, self.sites, self.op_of
-        last_use, by_op, stored = self.last_use, self.by_op, self.stored
-        known = like.by_own if like is not None else {}
+        sites, on, last_use, stored = self._sites, self._on, self.last_use, self.stored
+        known = like.by_own if like is not None else None
+        new_id, sig_of, top_level = ids.setdefault, sig.__getitem__, self.top_level
 
         def add(key: int, value, n: int, mop, index: int, kind: str) -> None:
-            groups.setdefault(key, []).append(value)
-            sites[value] = (mop, index, kind)
-            op_of[value] = n
-            by_op.setdefault(n, []).append(value)
+            sig[value] = key
+            if first.setdefault(key, value) is not value:
+                more.setdefault(key, []).append(value)
+            sites[value] = (mop, index, kind, n)
+            on.setdefault(n, []).append(value)
 
         def twin(n: int, own: int, shardings: tuple) -> None:
             for m, theirs in known.get(own, ()):
                 if theirs == shardings:
                     twins[n] = m
                     break
-            by_own.setdefault(own, []).append((n, shardings))
 
         # (each op's function, parent, results and blocks are the table's, read by
         # number: only operands and attributes are read through the bindings)
@@ -124,78 +130,128 @@ class Signatures:
         counts, blocks_of = table.result_counts, table.blocks
         for n, mop in enumerate(table.ops):
             func = functions_at[n]
-            if func is mop or func is None:
-                self.top_level.append(n)
-            if func is mop and op_names[n] == "func.func":
+            if func is mop:   # a function (top-level ops are functions and meshes)
+                top_level.append(n)
                 fname = symbol_name(mop)
-                region_sig[n] = own = ids.setdefault(("func", fname), len(ids))
-                twin(n, own, _attributes(mop, True))   # (its types are attributes too)
+                region_sig[n] = own = own_of[n] = new_id(("func", fname), len(ids))
+                attributes = self._functions[n] = _attributes(mop, True)   # (types too)
+                if known:
+                    twin(n, own, attributes)
                 body = blocks_of.get(n, ())
                 args = body[0][2] if body and body[0][:2] == (0, 0) else ()
                 for i, k in enumerate(args):
-                    sig[k] = ids.setdefault(("arg", fname, i), len(ids))
-                    add(sig[k], k, n, mop, i, "arg")
+                    add(new_id(("arg", fname, i), len(ids)), k, n, mop, i, "arg")
                 prefix = "" if mop == table.main else f"@{fname}:"
                 for i in range(len(mop.attributes["function_type"].value.results)):
-                    add(ids.setdefault(("result", fname, i), len(ids)), f"{prefix}result:{i}",
+                    add(new_id(("result", fname, i), len(ids)), f"{prefix}result:{i}",
                         n, mop, i, "result")
                 continue
             if func is None:
+                top_level.append(n)
                 continue   # a top-level op other than a function (a mesh)
-            parent = region_sig.get(parents[n], "")
             used = list(map(key_of, mop.operands))
             for k in used:
                 last_use[k] = n
-            operands = tuple([sig.get(k, "?") for k in used])
             name = op_names[n]
-            tag = f"o{n}"
             if name == "sdy.reshard":
-                k = (tag, 0)
-                sig[k] = operands[0]
-                self.reshards.append((k, operands[0]))
-                sites[k] = (mop, 0, "op")
-                op_of[k] = n
-                by_op.setdefault(n, []).append(k)
+                k = (f"o{n}", 0)
+                sig[k] = operand = sig.get(used[0], "?")
+                self.reshards.append((k, operand))
                 continue
-            aligned, shardings = _attributes(mop, True)
-            own = ids.setdefault((name, aligned, operands, parent), len(ids))
-            twin(n, own, shardings)
+            attributes = mop.attributes
+            aligned, shardings = _split(attributes) if len(attributes) else ((), ())
+            parent = region_sig.get(parents[n], "")
+            try:
+                own = new_id((name, aligned, parent, *map(sig_of, used)), len(ids))
+            except KeyError:   # (an operand defined after its use)
+                own = new_id((name, aligned, parent, *[sig.get(k, "?") for k in used]),
+                             len(ids))
+            own_of[n] = own
             stored[n] = shardings
+            if known:
+                twin(n, own, shardings)
             count = counts[n]
             if count:
-                values = by_op.setdefault(n, [])
-                for i in range(count):
+                tag = f"o{n}"
+                k = (tag, 0)
+                sig[k] = own
+                if first.setdefault(own, k) is not k:
+                    more.setdefault(own, []).append(k)
+                for i in range(1, count):
                     k = (tag, i)
-                    s = sig[k] = ids.setdefault((own, i), len(ids))
-                    groups.setdefault(s, []).append(k)
-                    sites[k] = (mop, i, "op")
-                    op_of[k] = n
-                    values.append(k)
+                    s = sig[k] = new_id((own, i), len(ids))
+                    if first.setdefault(s, k) is not k:
+                        more.setdefault(s, []).append(k)
             blocks = blocks_of.get(n)
             if blocks is not None:   # (the ops nested in it read its signature)
                 region_sig[n] = own
                 for ri, bi, args in blocks:
                     for i, k in enumerate(args):
-                        sig[k] = ids.setdefault((own, ri, bi, i), len(ids))
-                        add(sig[k], k, n, mop, i, "arg")
+                        add(new_id((own, ri, bi, i), len(ids)), k, n, mop, i, "arg")
+
+    @functools.cached_property
+    def groups(self) -> dict[int, list]:
+        """Signature -> its values in module order (reshards' results left out)."""
+        return {s: self.group(s) for s in self.first}
+
+    def group(self, s: int) -> list:
+        """The values of signature ``s`` in module order (none: no value but a
+        reshard's result has it)."""
+        first = self.first.get(s)
+        return [] if first is None else [first, *self._more.get(s, ())]
+
+    @functools.cached_property
+    def by_own(self) -> dict[int, list]:
+        """An op's own signature -> [(its number, its sharding attributes)] (a
+        function's: all its attributes), in module order: what the signatures made
+        ``like`` these read."""
+        out: dict[int, list] = {}
+        stored, functions = self.stored, self._functions
+        for n, own in self.own.items():
+            out.setdefault(own, []).append((n, stored[n] if n in stored else functions[n]))
+        return out
 
     @functools.cached_property
     def count(self) -> int:
         """How many values the diff pairs (every value but reshards' results)."""
-        return sum(map(len, self.groups.values()))
+        return len(self.sig) - len(self.reshards)
 
     def paired(self, value) -> bool:
         """Whether the diff pairs ``value`` (a value but a reshard's result)."""
         if isinstance(value, str):
-            return value in self.op_of
-        return value in self.sig and self.table.op_names[self.op_of[value]] != "sdy.reshard"
+            return value in self._sites
+        return value in self.sig and self.table.op_names[self.op_number(value)] != "sdy.reshard"
+
+    def op_number(self, value) -> int:
+        """The number of the op ``value`` is stored on (a function result's: its
+        function's; a block argument's: its region op's)."""
+        site = self._sites.get(value)
+        return site[3] if site is not None else int(value[0][1:])
+
+    def site(self, value) -> tuple:
+        """(raw op, number, kind) where ``value``'s sharding is stored (kind: ``arg``
+        a block argument, ``op`` a result, ``result`` a function result)."""
+        site = self._sites.get(value)
+        if site is not None:
+            return site[:3]
+        return self.table.ops[int(value[0][1:])], value[1], "op"
+
+    def values_on(self, n: int) -> list:
+        """The values stored on op ``n`` in module order: a function's arguments and
+        results, another op's results and its blocks' arguments (none: an op not
+        in a function)."""
+        table = self.table
+        if table.functions_at[n] is None:
+            return []
+        tag = f"o{n}"
+        return [(tag, i) for i in range(table.result_counts[n])] + self._on.get(n, [])
 
     def order(self, value) -> tuple:
         """Where paired ``value`` comes in the order the diff pairs values in: by
         signature, each signature where its first value is, then module order (the
         order ``groups`` lists them in, read for this value only)."""
-        first = value if isinstance(value, str) else self.groups[self.sig[value]][0]
-        return _place(first, self.op_of), _place(value, self.op_of)
+        first = value if isinstance(value, str) else self.first[self.sig[value]]
+        return _place(first, self), _place(value, self)
 
     def name(self, value) -> str:
         """``value``'s name (a function result's is the value itself)."""
@@ -212,17 +268,17 @@ class Signatures:
             return self._texts[value]
         except KeyError:
             pass
-        s = stored_at(*self.sites[value])
+        s = stored_at(*self.site(value))
         text = self._texts[value] = None if s is None else sharding_text(s)
         return text
 
 
-def _place(value, op_of: dict) -> tuple:
+def _place(value, signatures: Signatures) -> tuple:
     """``value``'s place in module order, as :class:`Signatures` adds values: (its op's
     number, then 0 for a result, 1 for a block argument (its key's numbers grow
     block by block), 2 for a function result, then its number there)."""
     if isinstance(value, str):
-        return op_of[value], 2, int(value.rsplit(":", 1)[1])
+        return signatures.op_number(value), 2, int(value.rsplit(":", 1)[1])
     tag, index = value
     if tag[0] == "o":
         return int(tag[1:]), 0, index
@@ -240,20 +296,32 @@ def _attributes(mop, aligned: bool = False):
     """Raw op ``mop``'s attributes in :data:`SHARDING_ATTRS`, as sorted (name,
     attribute) pairs; ``aligned``: (:func:`aligned_attrs`, those)."""
     attributes = mop.attributes
-    if not len(attributes):
-        return ((), ()) if aligned else ()
+    both = _split(attributes) if len(attributes) else ((), ())
+    return both if aligned else both[1]
+
+
+def _split(attributes) -> tuple:
+    """(:func:`aligned_attrs`, the attributes in :data:`SHARDING_ATTRS`) of an op's
+    attributes (``Operation.attributes``, not empty)."""
     texts = _ATTRIBUTE_TEXTS
     out, shardings = [], []
     for name, attr in attributes.items():
         if name in SHARDING_ATTRS:
             shardings.append((name, attr))
-        elif aligned:
+        else:
             text = texts.get(attr)
             if text is None:
                 text = texts[attr] = str(attr)
             out.append((name, text))
-    shardings = tuple(sorted(shardings, key=lambda x: x[0]))
-    return (tuple(sorted(out)), shardings) if aligned else shardings
+    if len(out) > 1:
+        out.sort()
+    if len(shardings) > 1:
+        shardings.sort(key=_first)
+    return tuple(out), tuple(shardings)
+
+
+def _first(pair: tuple):
+    return pair[0]
 
 
 #: Attribute -> its text (attributes are uniqued and hash as the object they are:
@@ -286,7 +354,7 @@ def stored_in(shardings: tuple, name: str, index: int):
 
 
 def stored_at(mop, index: int, kind: str):
-    """The sharding stored at a site of :attr:`Signatures.sites` (None: none)."""
+    """The sharding stored at a site (:meth:`Signatures.site`; None: none)."""
     if kind == "result":
         return read_func_attr(mop, "res_attrs", index)
     return read_stored(mop, index, kind == "arg")
@@ -326,11 +394,10 @@ def diff_modules(a: Module, b: Module, signatures_a: Signatures | None = None, t
         if sb.ids is not sa.ids:
             raise ValueError("signatures compared must share their ids")
         twins = sb.twins if sb.like is sa else {}
-        a_op, b_op = sa.op_of, sb.op_of
-        a_sites, b_sites = sa.sites, sb.sites
 
         def stored_alike(va, vb) -> bool:
-            return twins.get(b_op[vb], -1) == a_op[va] and a_sites[va][1:] == b_sites[vb][1:]
+            return twins.get(sb.op_number(vb), -1) == sa.op_number(va) \
+                and sa.site(va)[1:] == sb.site(vb)[1:]
 
         equal, diffs = 0, []
         for key in list(sa.groups) + [k for k in sb.groups if k not in sa.groups]:

@@ -93,7 +93,7 @@ class EditedOutput:
         if self.main_number is None or self.main_sig is None:
             return False
         for n in self.edits.erased:
-            if table.op_names[n] != BROADCAST or sa.by_op.get(n) != [(f"o{n}", 0)] \
+            if table.op_names[n] != BROADCAST or sa.values_on(n) != [(f"o{n}", 0)] \
                     or not self._top_level(table.ops[n]):
                 return False
         for before, like, op in self.edits.made:
@@ -103,9 +103,8 @@ class EditedOutput:
                 return False
             operand = sa.sig.get(table.keys.get(table.ops[like].operands[0]))
             aligned = aligned_attrs(op)
-            own = ids.get((BROADCAST, aligned, (operand,), self.main_sig))
-            sig = ids.get((own, 0)) if own is not None else None
-            if sig is None or sig not in sa.groups:
+            sig = ids.get((BROADCAST, aligned, self.main_sig, operand))   # (its result's)
+            if sig is None or sig not in sa.first:
                 return False
             s = stored_at(op, 0, "op")
             self.made_sig.append(sig)
@@ -137,7 +136,7 @@ class EditedOutput:
             found = self._made_name(value[1])
             return found if found is not None else \
                 self._printed_name(self.edits.made[value[1]][2].results[0])
-        n = sa.op_of[value]
+        n = sa.op_number(value)
         if table.functions_at[n] != table.main:
             return sa.name(value)
         mop = table.ops[n]
@@ -225,7 +224,7 @@ class EditedOutput:
             mop = table.ops[n]
             if n in erased or not self._top_level(mop):
                 continue
-            values = [v for v in sa.by_op.get(n, ()) if v[0] == f"o{n}"]
+            values = [v for v in sa.values_on(n) if v[0] == f"o{n}"]
             if not values:
                 continue
             if any(v in table.names.shared for v in values):
@@ -243,11 +242,11 @@ class EditedOutput:
     def _group(self, sig) -> list:
         """The values of signature ``sig`` in the edited output, in module order."""
         sa = self.sa
-        out = [v for v in sa.groups[sig] if v not in self.erased]
+        out = [v for v in sa.group(sig) if v not in self.erased]
         for k, (before, _, _) in reversed(list(enumerate(self.edits.made))):
             if self.made_sig[k] == sig:   # (before the made values after it, inserted already)
                 at = next((i for i, v in enumerate(out) if v[0] == "made"
-                           or sa.op_of[v] >= before), len(out))
+                           or sa.op_number(v) >= before), len(out))
                 out.insert(at, ("made", k))
         return out
 
@@ -273,7 +272,7 @@ class EditedOutput:
                                                              self.name(v), ta, tb)))
                 equal -= 1
         for sig in touched:
-            xs, ys = sa.groups[sig], self._group(sig)
+            xs, ys = sa.group(sig), self._group(sig)
             start = sa.order(xs[0])
             same, found = pair_group(sa, xs, self, ys)
             equal += same - len(xs)

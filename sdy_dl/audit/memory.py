@@ -425,8 +425,8 @@ def functions_holding(signatures, values) -> set[str]:
     from sdy_dl.audit.naming import func_label
 
     table = signatures.table
-    functions_at, op_of = table.functions_at, signatures.op_of
-    return {func_label(functions_at[op_of[v]], table.main) for v in values}
+    functions_at, op_number = table.functions_at, signatures.op_number
+    return {func_label(functions_at[op_number(v)], table.main) for v in values}
 
 
 def signature_layouts(audit, signatures, first: list | None = None) -> list["_Layout"]:

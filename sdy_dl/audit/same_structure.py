@@ -131,8 +131,8 @@ def changes_at(sa, ops: dict) -> ModuleShardingChanges | None:
         if x.name != y.name or aligned_attrs(x) != aligned_attrs(y):
             return None
         same = _same_entries(x, y) if x.name == "func.func" else {}
-        for value in sa.by_op.get(n, ()):
-            _, index, kind = sa.sites[value]
+        for value in sa.values_on(n):
+            _, index, kind = sa.site(value)
             if index in same.get(kind, ()):
                 continue
             s = stored_at(y, index, kind)
