@@ -9,7 +9,8 @@ makes each of these a plain outcome:
   command opens later takes its number (nor does a child process write into
   it);
 * standard output is UTF-8, whatever the locale or ``PYTHONIOENCODING`` say
-  (MLIR text is UTF-8: ``-o -`` writes the bytes ``-o FILE`` does), and a
+  (MLIR text is UTF-8: ``-o -`` writes the bytes ``-o FILE`` does), buffered
+  whatever ``PYTHONUNBUFFERED`` says (a write is whole or an error), and a
   :class:`CheckedOutput`: writing to it when it was
   closed, or a write that fails (a full disk), raises :class:`SdyError`
   (``<stdout>: cannot write output: ...``), the CLI's one-line error; a
@@ -138,12 +139,28 @@ def guard() -> None:
             os.close(null)
     if 0 in closed or sys.stdin is None:
         sys.stdin = ClosedInput()
-    if 1 not in closed and hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(encoding="utf-8", errors="strict")
+    if 1 not in closed and sys.stdout is not None:
+        sys.stdout = _utf8_buffered(sys.stdout)
     sys.stdout = CheckedOutput(None if 1 in closed or sys.stdout is None else sys.stdout)
     if 2 in closed or sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")
     sys.stderr = QuietError(sys.stderr)
+
+
+def _utf8_buffered(stream):
+    """Standard output as UTF-8 text over a buffered writer of its descriptor (a
+    stream that is no file, a test's, as it is).  With ``PYTHONUNBUFFERED`` Python's
+    own writes each piece to the descriptor once: a pipe or a non-blocking
+    descriptor that takes part of it lost the rest without an error."""
+    import io
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stream
+    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)),
+                            encoding="utf-8", errors="strict",
+                            line_buffering=getattr(stream, "line_buffering", False))
 
 
 def finish(code: int) -> int:

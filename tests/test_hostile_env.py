@@ -334,3 +334,35 @@ def test_show_in_a_narrow_terminal_keeps_every_cell(tmp_path, monkeypatch, colum
     assert (narrow.exit_code, narrow.stdout) == (0, wide.stdout)
     for name in ("stablehlo.dot_general", "stablehlo.negate", '<["data"=2, "model"=4]>'):
         assert name in narrow.stdout
+
+
+def test_standard_output_that_takes_part_of_a_write_is_an_error(tmp_path):
+    """PYTHONUNBUFFERED and a non-blocking pipe that fills (its reader slow): the
+    output is whole or the command fails with one line; never cut short with exit
+    status 0 (Python's unbuffered standard output dropped what the pipe did not take)."""
+    import fcntl
+
+    chain = "\n".join(f"  %{i + 1} = stablehlo.negate %{i} : tensor<8xf32>" for i in range(3000))
+    module = tmp_path / "m.mlir"
+    module.write_text("func.func @main(%0: tensor<8xf32>) -> tensor<8xf32> {\n"
+                      f"{chain}\n  return %3000 : tensor<8xf32>\n}}\n")
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETFL, fcntl.fcntl(write, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        done = subprocess.run([SDY_DL, "propagate", str(module), "--quiet"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                   "SDY_DL_CACHE": str(tmp_path / "cache")})
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            got = f.read()
+    finally:
+        for fd in (read, write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    assert len(got) < 3000 * 40   # (the pipe took part of it)
+    assert done.returncode == 1
+    assert done.stderr.startswith("sdy-dl: error: <stdout>: cannot write output: ")
+    assert done.stderr.count("\n") == 1
