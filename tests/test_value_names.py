@@ -158,3 +158,43 @@ def test_names_the_audit_makes_are_read_as_its_own():
     assert result.audit.outputs.named("result:0").names == ["result:0", "x"]
     result.collectives()
     result.suggest(jobs=1)
+
+
+#: main's %arg0 has the JAX argument path ``iterArg``, which the block arguments of
+#: two while loops print as (``%iterArg``, shared by their conds and dos).
+ITER_ARG = """sdy.mesh @mesh = <["x"=2]>
+func.func @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>} loc("iterArg"), %arg1: tensor<i32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %0:2 = stablehlo.while(%a = %arg0, %i = %arg1) : tensor<8xf32>, tensor<i32>
+    cond {
+      %c = stablehlo.compare LT, %i, %i : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %n = stablehlo.add %a, %a : tensor<8xf32>
+      stablehlo.return %n, %i : tensor<8xf32>, tensor<i32>
+    }
+  %1:2 = stablehlo.while(%a = %arg0, %i = %arg1) : tensor<8xf32>, tensor<i32>
+    cond {
+      %c = stablehlo.compare LT, %i, %i : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %n = stablehlo.multiply %a, %a : tensor<8xf32>
+      stablehlo.return %n, %i : tensor<8xf32>, tensor<i32>
+    }
+  return %0#0, %1#0 : tensor<8xf32>, tensor<8xf32>
+}
+"""
+
+
+def test_a_name_sibling_regions_share_and_another_value_holds_is_refused():
+    """``iterArg`` is main's %arg0 (its JAX name) and, read as ``%iterArg``, the four
+    block arguments the loops print so: five candidates, none picked."""
+    result = sdy_dl.propagate(ITER_ARG)
+    for name, count in (("iterArg", 5), ("%iterArg", 4)):
+        with pytest.raises(SdyError) as e:
+            result.explain(name)
+        listed = re.findall(r"(%\S+) \((?:func\.func|stablehlo\.while), output line \d+\)",
+                            str(e.value))
+        assert f"{name!r} names {count} values" in str(e.value)
+        assert sorted(listed) == sorted((["%arg0"] if count == 5 else []) + [
+            f"%iterArg@L{line}:{region}" for line in (4, 12) for region in ("cond", "do")])
+    assert result.audit.value("%arg0").op == "func.func"

@@ -191,6 +191,8 @@ class SsaNames:
         self.shared = {k for k, ns in names.items() if count[ns[0]] > 1} \
             if len(count) < len(names) else set()
         self.pending = set(self.shared) if text is not None else set()
+        #: the printed names the values of ``shared`` share (unqualified)
+        self.shared_names = {names[k][0] for k in self.shared}
         self._text = text
         self._op_names = op_names
         self._regions = regions
@@ -1125,36 +1127,42 @@ class OutputIndex:
                     self._ambiguous.setdefault(name[:at], []).append(out)
         return self._ambiguous
 
-    def _lookup(self, name: str) -> list[OutputValue]:
-        """The values holding ``name`` read in any of its spellings (``arg0`` is a JAX
-        argument path and ``%arg0`` may be another value's name: both are candidates)."""
+    def _lookup(self, spellings: list[str]) -> list[OutputValue]:
+        """The values holding a name read in any of its ``spellings`` (``arg0`` is a JAX
+        argument path and ``%arg0`` may be another value's name: both are candidates),
+        and those printing it as sibling regions' values do (``%c`` of two branches:
+        see :attr:`ambiguous`), each once."""
         found: dict[int, OutputValue] = {}
-        for n in _spellings(name):
+        for n in spellings:
             for out in self.by_name.get(n, ()):
                 found.setdefault(id(out), out)
+        if any(n.partition("#")[0] in self._ssa.shared_names for n in spellings):
+            for n in spellings:
+                base, _, result = n.partition("#")
+                for out in self.ambiguous.get(n) or [
+                        o for o in self.ambiguous.get(base, ())
+                        if result and o.name.startswith(n + "@")]:
+                    found.setdefault(id(out), out)
         return list(found.values())
 
     def find(self, name: str) -> OutputValue:
-        """The value called ``name``.  A name several values hold, and an unknown name,
-        are errors listing the candidates with their op and output line."""
+        """The value called ``name``.  A name several values hold (in any of its
+        spellings, as a printed name sibling regions share too), and an unknown
+        name, are errors listing the candidates with their op and output line."""
         name = name.strip()
-        found = self._lookup(name)
+        spellings = _spellings(name)
+        found = self._lookup(spellings)
         if not found and self._pending:
             self._resolve_pending()
-            found = self._lookup(name)
+            found = self._lookup(spellings)
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
-            raise SdyError(f"{name!r} names {len(found)} values of the output; say which: "
-                           + ", ".join(o.describe() for o in found), file=self.module.file)
-        for n in _spellings(name):
-            base, _, result = n.partition("#")
-            shared = self.ambiguous.get(n) or [
-                o for o in self.ambiguous.get(base, ()) if result and o.name.startswith(n + "@")]
-            if shared:
-                raise SdyError(f"{name!r} names {len(shared)} values of the output (sibling "
-                               f"regions reuse printed names); say which: "
-                               + ", ".join(o.describe() for o in shared), file=self.module.file)
+            shared = any(n.partition("#")[0] in self._ssa.shared_names for n in spellings)
+            raise SdyError(f"{name!r} names {len(found)} values of the output"
+                           + (" (sibling regions reuse printed names)" if shared else "")
+                           + "; say which: " + ", ".join(o.describe() for o in found),
+                           file=self.module.file)
         raise SdyError(f"no value {name!r} in the output; {self.choices(name)}",
                        file=self.module.file)
 
