@@ -578,3 +578,23 @@ def test_unsetting_a_shard_map_result_edits_its_out_shardings():
         result.whatif(unset=["%0"])
     assert refused.value.line is not None and "'sdy.manual_computation' op result shape" in \
         refused.value.message, refused.value.message
+
+
+def test_a_whatif_refused_at_a_line_of_another_file_is_that_files_error(monkeypatch):
+    """An error the what-if's propagation places in another file (a rule file's
+    line) is not the edits' error: it is reported as it is, at its own place."""
+    import sdy_dl.pipeline
+    from sdy_dl.errors import SdyError
+
+    result = sdy_dl.propagate('sdy.mesh @mesh = <["a"=2]>\n'
+                              "func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n"
+                              "  %0 = stablehlo.negate %arg0 : tensor<8xf32>\n"
+                              "  return %0 : tensor<8xf32>\n}\n")
+
+    def refused(*args, **kwargs):
+        raise SdyError("cannot evaluate `n // 0`: division by zero", "rules.yaml", 3, 5)
+
+    monkeypatch.setattr(sdy_dl.pipeline, "propagate", refused)
+    with pytest.raises(SdyError) as e:
+        result.whatif(set={"%arg0": '<@mesh, [{"a"}]>'})
+    assert str(e.value) == "rules.yaml:3:5: cannot evaluate `n // 0`: division by zero"

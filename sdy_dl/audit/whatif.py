@@ -665,8 +665,8 @@ def whatif(audit, edits: list[Edit]):
     except InvalidModule as e:
         raise _refused(e, applied) from None
     except SdyError as e:
-        if e.line is None:   # (not a pass refusing an op of the edited input: not the edits')
-            raise
+        if e.line is None or e.file != edited.file:
+            raise   # (not a pass refusing an op of the edited input, but a rule file's line...)
         raise _refused(e, applied, "cannot be propagated") from None
     after.edited_input = copy
     after.like = audit
