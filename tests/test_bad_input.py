@@ -180,6 +180,8 @@ CASES = [
     ("nul-byte-cost-model", ["comms", "{m}", "--cost-model", "{c}", "-o", "{out}", "--quiet"],
      {"m": SHARDED, "c": b"default: {bandwidth: 1, latency: 0}\0\n"}, None, 1,
      ["{c}:1:36: a NUL byte"]),
+    ("cost-model-empty-name", ["comms", "{m}", "--cost-model", "", "-o", "{out}", "--quiet"],
+     {"m": SHARDED}, None, 2, ["the cost model file name is empty (--cost-model '')"]),
     ("mesh-2^33", ["propagate", "{m}", "-o", "{out}", "--quiet"],
      {"m": SHARDED.replace('"a"=2]', '"a"=8589934592]')}, None, 1,
      ["{m}:1:1:", "8589934592 devices; at most 2147483647"]),

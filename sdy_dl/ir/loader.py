@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sdy_dl.errors import InvalidModule, SdyError, UsageError
 from sdy_dl.ir.context import mlir_context
 from sdy_dl.ir.locations import INPUT_FILE, text_position
@@ -45,41 +47,106 @@ def parse_module_text(text: str, file: str = "<string>", checked: bool = True) -
     return Module(mlir_module, file)
 
 
+#: Blanks and comments (what may come before the first top-level op).
+_LEADING = re.compile(r"(?:\s+|//[^\n]*)*")
+#: A line (after the first) that starts an alias definition (``#map = ...``,
+#: ``!t = ...``) or the file's metadata (``{-# ... #-}``): top-level text that is no op.
+_NOT_AN_OP = re.compile(r"\n[ \t]*(?:[#!][\w.$-]*[ \t]*=|\{-#)")
+#: What the text of ops without a module around them is parsed inside.
+_WRAPPER = ("module {", "\n}")
+
+
 def _parsed(text: str, file: str):
-    """The MLIR module of ``text``, the locations its parser made of the file
-    :data:`~sdy_dl.ir.locations.INPUT_FILE`.  A text whose one top-level op is a
-    module is parsed as that op, given that file name; else (ops at top level,
-    which MLIR's module parser puts in a module it makes) as a module, whose
-    parser names its locations ``-``: they are renamed when the text cannot write
-    ``-`` (else no location can be told to be the parser's, and none is)."""
+    """The MLIR module of ``text``, parsed once, the locations its parser made of
+    the file :data:`~sdy_dl.ir.locations.INPUT_FILE`.  A text whose first op is a
+    module is parsed as that op, given that file name; ops at top level (which
+    MLIR's module parser puts in a module it makes) are parsed inside
+    :data:`_WRAPPER`, their first line's columns taken back.  A text with alias
+    definitions or metadata at a line's start (which no module may hold) is
+    parsed as MLIR's module parser parses it (see :func:`_parsed_as_module`)."""
     from jaxlib.mlir import ir
 
-    try:
-        op = ir.Operation.parse(text, source_name=INPUT_FILE)
-    except ir.MLIRError as e:
-        op, first = None, e
-    else:
-        first = None
+    first = _LEADING.match(text).end()
+    if text.startswith("module", first) and not _is_name_char(text, first + len("module")):
+        try:
+            op = ir.Operation.parse(text, source_name=INPUT_FILE)
+        except ir.MLIRError as e:
+            return _parsed_as_module(text, file, e)
         if op.name == "builtin.module":
             return _moved_into_module(op)
+        return _parsed_as_module(text, file)
+    if text[first:first + 1] in ("#", "!", "{") or _NOT_AN_OP.search(text, first):
+        return _parsed_as_module(text, file)
+    shift = len(_WRAPPER[0])
+    try:
+        op = ir.Operation.parse(_WRAPPER[0] + text + _WRAPPER[1], source_name=INPUT_FILE)
+    except ir.MLIRError as e:
+        return _parsed_as_module(text, file, e, shift)
+    mlir_module = _moved_into_module(op, ir.Location.unknown())
+    if "\n" not in text[:first]:   # (the first op is on line 1, after the wrapper's start)
+        _unshift_first_line(mlir_module.body, shift)
+    return mlir_module
+
+
+def _is_name_char(text: str, at: int) -> bool:
+    return at < len(text) and (text[at].isalnum() or text[at] in "_.$-")
+
+
+def _parsed_as_module(text: str, file: str, first=None, shift: int = 0):
+    """:func:`_parsed` by MLIR's module parser, whose locations name the file ``-``:
+    they are renamed when the text cannot write ``-`` as a location's file (else
+    none can be told to be the parser's, and none is).  ``first``: the error of
+    parsing the text before (its line 1 shifted by ``shift`` columns), said when
+    this parser fails alike (same message, and place when shifted): it is
+    located exactly."""
+    from jaxlib.mlir import ir
+
     dash = not _can_write(text, _MODULE_PARSER_FILE)
     try:
         mlir_module = ir.Module.parse(text)
     except ir.MLIRError as e:
         if first is not None and _first_message(first) == _first_message(e):
-            raise mlir_error(first, file) from None
+            before = mlir_error(first, file)
+            if before.line == 1 and before.col is not None and before.col > shift:
+                before.col -= shift
+            after = mlir_error(e, file, own=_MODULE_PARSER_FILE)
+            if not shift or (after.line, after.col) == (before.line, before.col):
+                raise before from None
         raise mlir_error(e, file, own=_MODULE_PARSER_FILE if dash else None) from None
     if dash:
         _rename_parser_locations(mlir_module)
     return mlir_module
 
 
+def _unshift_first_line(block, shift: int) -> None:
+    """Take ``shift`` columns back from the file locations of
+    :data:`~sdy_dl.ir.locations.INPUT_FILE` on line 1 of the ops in ``block`` and
+    below (and their block arguments), which follow the text put before line 1.
+    Ops of a block are in text order: the first below line 1 ends the block."""
+    from jaxlib.mlir import ir
+
+    for arg in block.arguments:
+        loc = arg.location
+        if getattr(loc, "filename", None) == INPUT_FILE and loc.start_line == 1:
+            arg.set_location(ir.Location.file(INPUT_FILE, 1, loc.start_col - shift))
+    for op in block.operations:
+        op = op.operation
+        loc = op.location
+        if getattr(loc, "filename", None) == INPUT_FILE:
+            if loc.start_line > 1:
+                break
+            op.location = ir.Location.file(INPUT_FILE, 1, loc.start_col - shift)
+        for region in op.regions:
+            for inner in region.blocks:
+                _unshift_first_line(inner, shift)
+
+
 def _can_write(text: str, name: str) -> bool:
-    """Whether ``text`` may hold a string literal that decodes to the one-character
-    ``name`` (spelt as is or as a hex escape; a superset: found in a comment or
-    inside a longer literal too)."""
-    escaped = "\\%02x" % ord(name)
-    return f'"{name}"' in text or f'"{escaped}"' in text or f'"{escaped.upper()}"' in text
+    """Whether ``text`` may hold a file location of the one-character file ``name``:
+    a string literal that decodes to it (spelt as is or as a hex escape), then
+    ``:`` and a line (a superset: found in a comment or a longer literal too)."""
+    escaped = re.escape("\\%02x" % ord(name))
+    return re.search(f'"(?:{re.escape(name)}|(?i:{escaped}))"\\s*:\\s*\\d', text) is not None
 
 
 def _first_message(e) -> str | None:
@@ -87,11 +154,12 @@ def _first_message(e) -> str | None:
     return diags[0].message if diags else None
 
 
-def _moved_into_module(op):
-    """An MLIR module holding what the parsed ``builtin.module`` op ``op`` holds."""
+def _moved_into_module(op, loc=None):
+    """An MLIR module holding what the parsed ``builtin.module`` op ``op`` holds (at
+    ``loc``; None: ``op``'s location)."""
     from jaxlib.mlir import ir
 
-    mlir_module = ir.Module.create(loc=op.location)
+    mlir_module = ir.Module.create(loc=op.location if loc is None else loc)
     attributes = mlir_module.operation.attributes
     for name in list(op.attributes):
         attributes[name] = op.attributes[name]
