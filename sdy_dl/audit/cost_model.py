@@ -49,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, UsageError
 from sdy_dl.sharding import Mesh, TensorSharding
 
 #: Kinds of collectives and what their op is called.
@@ -209,7 +209,9 @@ def load_cost_model(path: str | None = None) -> CostModel:
     from sdy_dl.rules.yamlsrc import YMap, load_yaml
     from sdy_dl.text_input import read_input
 
-    path = path or shipped_path()
+    if path == "":
+        raise UsageError("the cost model file name is empty (--cost-model '')")
+    path = path if path is not None else shipped_path()
     data = load_yaml(read_input(path, "the cost model"), path)
     if not isinstance(data, YMap):
         raise SdyError("a cost model is a mapping with the keys 'default' and 'axes'", path, 1, 1)
