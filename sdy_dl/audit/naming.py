@@ -116,7 +116,11 @@ def place_in(loc) -> str:
     ``location FILE:LINE`` (a foreign location the module's text gives, see
     :mod:`~sdy_dl.ir.locations`: even naming the module's own file, it is not
     known to be a line of the module), else ``input (no line)``."""
-    line, python, foreign = located(loc)
+    return place_of(*located(loc))
+
+
+def place_of(line: int | None, python: str | None, foreign: str | None) -> str:
+    """:func:`place_in` of a location :func:`located` read."""
     if python is not None:
         return f"python {python}"
     if line is not None:
@@ -128,13 +132,16 @@ def located(loc) -> tuple[int | None, str | None, str | None]:
     """(the line of the module read, the first Python place ``FILE.py:LINE``, the
     first other foreign place ``FILE:LINE``) of the location ``loc`` (or its
     printed form); None where it has none."""
-    from sdy_dl.ir.locations import foreign_places, text_position
+    from sdy_dl.ir.locations import file_places
 
-    text = str(loc)
-    at = text_position(text)
-    foreign = foreign_places(text)
-    python = next((f"{f}:{line}" for f, line in foreign if f.endswith(".py")), None)
-    other = next((f"{f}:{line}" for f, line in foreign if not f.endswith(".py")), None)
+    at, foreign = file_places(loc)
+    python = other = None
+    for f, line in foreign:
+        if f.endswith(".py"):
+            if python is None:
+                python = f"{f}:{line}"
+        elif other is None:
+            other = f"{f}:{line}"
     return (at[0] if at is not None else None), python, other
 
 

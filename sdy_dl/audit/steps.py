@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdy_dl.audit.naming import first_tag, place_in
-from sdy_dl.ir.model import position_in
+from sdy_dl.audit.naming import first_tag, located, place_of
 from sdy_dl.ir.walk import key as pointer_of
 from sdy_dl.rules.instance import factor_name
 from sdy_dl.sharding import make_sub_axis
@@ -64,9 +63,9 @@ class OpInfo(Mapping):
                     return self._read
             text = str(loc)
             tag = self.known_tag
-            self._read = (place_in(text),
-                          tag if tag is not None else first_tag(text, "px"),
-                          position_in(text)[0])
+            at = located(text)   # (the line of the module read is its position's)
+            self._read = (place_of(*at), tag if tag is not None else first_tag(text, "px"),
+                          at[0])
             if places is not None:
                 places[at] = (loc, self._read)
         return self._read

@@ -42,8 +42,14 @@ def text_position(loc, file: str = INPUT_FILE) -> tuple[int, int] | None:
     return None
 
 
-def foreign_places(loc) -> list[tuple[str, int]]:
-    """(file, line) of every file location in ``loc`` (or its printed form) that is
-    not a position in the module's text, in printed order."""
-    return [(f, int(line)) for f, line, _ in FILE_LOC_RE.findall(str(loc))
-            if f != _INPUT_PRINTED]
+def file_places(loc) -> tuple[tuple[int, int] | None, list[tuple[str, int]]]:
+    """(:func:`text_position` of ``loc`` (or its printed form), the (file, line) of
+    every file location in it that is not a position in the module's text, in
+    printed order), read in one pass."""
+    position, foreign = None, []
+    for f, line, col in FILE_LOC_RE.findall(str(loc)):
+        if f != _INPUT_PRINTED:
+            foreign.append((f, int(line)))
+        elif position is None:
+            position = int(line), int(col)
+    return position, foreign
