@@ -15,6 +15,7 @@ import click
 
 from sdy_dl import __version__
 from sdy_dl.errors import SdyError
+from sdy_dl.signals import Terminated, terminate
 
 
 def _usage_error(e: click.UsageError):
@@ -115,22 +116,6 @@ def main():
     gc.set_threshold(1_000_000, 50, 1000)
 
 
-class Terminated(BaseException):
-    """Signal ``signum`` (SIGTERM, SIGHUP) reached the ``sdy-dl`` process: raised
-    where it runs, so that what is being written is removed as on Ctrl-C."""
-
-    def __init__(self, signum: int):
-        import signal
-
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-def _terminate(signum, frame):
-    raise Terminated(signum)
-
-
 def run(**click_options) -> None:
     """The ``sdy-dl`` command as a process: :func:`main`, then the exit without the
     interpreter's teardown.  Every file the command writes is closed by then;
@@ -145,15 +130,14 @@ def run(**click_options) -> None:
 
     Closed, full or broken standard streams are plain outcomes (``streams``);
     SIGTERM and SIGHUP end the command as Ctrl-C does, one error line and exit
-    status 128 + the signal (:class:`Terminated`), unless the process started
-    with the signal ignored (``nohup``), which it then keeps ignoring."""
+    status 128 + the signal (:class:`~sdy_dl.signals.Terminated`), unless the
+    process started with the signal ignored (``nohup``), which it then keeps
+    ignoring; before jaxlib's MLIR bindings are loaded they end the process
+    as they do by default (the same status, no line)."""
     import signal
 
     from sdy_dl.cli import streams
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)
-            signal.signal(signum, _terminate)
     gc.disable()
     try:
         _import_mlir_without_numpy()
@@ -162,6 +146,9 @@ def run(**click_options) -> None:
               f"{' '.join(str(e).split())})", file=sys.stderr)
         os._exit(1)
     streams.guard()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)
+            signal.signal(signum, terminate)
     try:
         main(**click_options)
         code = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -255,6 +256,115 @@ def test_a_signal_ignored_at_the_start_stays_ignored(tmp_path, how):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert (tmp_path / "out.mlir").read_text() == "module {\n}\n"
+
+
+#: ``sdy-dl`` that gets signal sys.argv[1] while jaxlib's MLIR bindings are imported.
+SIGNALLED_AT_THE_START = """
+import os, signal, sys
+from sdy_dl import cli
+
+import_bindings = cli._import_mlir_without_numpy
+
+def signalled():
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    import_bindings()
+
+cli._import_mlir_without_numpy = signalled
+cli.run(args=sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_signal_while_the_bindings_load_ends_the_process_as_by_default(tmp_path, how):
+    """A signal before the bindings are loaded kills the process as the signal does
+    by default (no line; raised inside their import it could abort the process)."""
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_AT_THE_START, how, "propagate",
+                           str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (-getattr(signal, how), "", "")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
+#: ``sdy-dl`` that gets signal sys.argv[1] in the visitor of its first MLIR walk (Python
+#: code that jaxlib's C++ calls back).
+SIGNALLED_IN_A_WALK = """
+import os, signal, sys
+from jaxlib.mlir import ir
+from sdy_dl.cli import run
+
+walk, sent = ir.Operation.walk, []
+
+def signalling_walk(op, visit, order=ir.WalkOrder.POST_ORDER):
+    def signalling_visit(o):
+        if not sent:
+            sent.append(o)
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        return visit(o)
+    return walk(op, signalling_visit, order)
+
+ir.Operation.walk = signalling_walk
+run(args=sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("how, code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_signal_inside_an_mlir_walk_ends_the_command(tmp_path, how, code):
+    """A signal while MLIR's walk calls back into Python ends the command as anywhere
+    else (raised inside the visitor, the bindings made it an internal error)."""
+    module = tmp_path / "m.mlir"
+    module.write_text(MODULE)
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_IN_A_WALK, how, "propagate",
+                           str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        code, "", f"sdy-dl: error: terminated ({how})\n")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
+#: mlir_context() that gets SIGTERM while the stablehlo bindings are imported; prints
+#: whether they were imported whole before the signal was raised.
+SIGNALLED_WHILE_THE_DIALECTS_LOAD = """
+import os, signal, sys
+from sdy_dl import signals
+from sdy_dl.ir.context import mlir_context
+
+class Signalling:
+    def find_spec(self, name, path, target=None):
+        if name == "jaxlib.mlir.dialects._stablehlo_ops_gen":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+signal.signal(signal.SIGTERM, signals.terminate)
+sys.meta_path.insert(0, Signalling())
+try:
+    mlir_context()
+except signals.Terminated:
+    print("jaxlib.mlir.dialects.stablehlo" in sys.modules)
+"""
+
+
+def test_a_signal_while_the_dialects_load_is_raised_once_they_are_loaded(tmp_path):
+    """The bindings' imports run Python code from C++ (where the exception could be
+    dropped or abort the process): a signal then is raised once they are done."""
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_THE_DIALECTS_LOAD],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
+
+
+def test_a_deferred_signal_is_raised_on_leaving_the_outermost_region():
+    from sdy_dl.signals import Terminated, deferred, terminate
+
+    with pytest.raises(Terminated) as raised:
+        with deferred:
+            with deferred:
+                terminate(signal.SIGHUP, None)
+            left_inner = True
+    assert left_inner and raised.value.signum == signal.SIGHUP
+    with deferred:
+        pass                      # (nothing pending any more)
+    with pytest.raises(Terminated):
+        terminate(signal.SIGTERM, None)
 
 
 @pytest.mark.parametrize("script, said", [

@@ -1,6 +1,6 @@
 """The import graph of sdy_dl is layered and has no cycle.
 
-Layers, lowest first: the shared basics (errors, sharding values,
+Layers, lowest first: the shared basics (errors, signals, sharding values,
 resources, progress, input and output helpers), ``ir``, then ``rules``/``datalog``/
 ``engines``, ``propagation``, ``passes``, the pipeline and its front ends
 (``pipeline``, ``audit``, ``summary``), the Python API (``api``, ``jax``), and ``cli``.  A module may import
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Top-level package or module of sdy_dl -> layer.
 LAYERS = {
     "errors": 0, "frozen": 0, "sharding": 0, "resources": 0, "progress": 0, "output": 0,
-    "text_input": 0,
+    "text_input": 0, "signals": 0,
     "ir": 1,
     "rules": 2, "datalog": 2, "engines": 2,
     "propagation": 3,

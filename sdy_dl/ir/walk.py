@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from sdy_dl.signals import deferred
+
 
 # -- stable identities -------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ def walk_named(root, names, post: bool = False) -> list:
         if op.name in names:
             append(op)
         return _ADVANCE
-    root.operation.walk(visit, ir.WalkOrder.POST_ORDER if post else ir.WalkOrder.PRE_ORDER)
+    _mlir_walk(root, visit, ir.WalkOrder.POST_ORDER if post else ir.WalkOrder.PRE_ORDER)
     return out
 
 
@@ -99,7 +101,7 @@ def walk_pre_not_into(root, name: str) -> list:
     def visit(op):
         append(op)  # root comes first: its own regions are entered
         return _SKIP if op.name == name and len(out) > 1 else _ADVANCE
-    root.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    _mlir_walk(root, visit, ir.WalkOrder.PRE_ORDER)
     return out
 
 
@@ -110,8 +112,15 @@ def _walk(root, order) -> list:
     def visit(op):
         append(op)
         return _ADVANCE
-    root.operation.walk(visit, order)
+    _mlir_walk(root, visit, order)
     return out
+
+
+def _mlir_walk(root, visit, order) -> None:
+    """MLIR's walk of ``root`` calling ``visit`` per op, no signal raised inside
+    (the bindings would report it as an error of the visitor)."""
+    with deferred:
+        root.operation.walk(visit, order)
 
 
 #: The events of :func:`walk_numbered`.
