@@ -52,8 +52,8 @@ def write_dir(out_dir: str, fill) -> None:
         raise UsageError("the output directory name is empty (--out-dir '')")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise SdyError("not a directory", file=out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
     try:
+        parent = os.path.dirname(os.path.abspath(out_dir))   # (fails in a removed directory)
         os.makedirs(parent, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".sdy-dl-emit-", dir=parent) as tmp:
             fill(tmp)

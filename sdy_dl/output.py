@@ -63,7 +63,10 @@ def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> Non
             if target is None:
                 streams.append((path, list(_pieces(text))))
                 continue
-            real = os.path.realpath(target[0])
+            try:
+                real = os.path.realpath(target[0])
+            except OSError as e:   # (a relative path in a working directory removed)
+                raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
             if real in seen:
                 raise UsageError(f"two outputs name the same file: {seen[real]} and {path}")
             seen[real] = path

@@ -476,3 +476,20 @@ def test_standard_output_that_takes_part_of_a_write_is_an_error(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("sdy-dl: error: <stdout>: cannot write output: ")
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, name", [(["propagate", "{m}", "-o", "out.mlir"], "out.mlir"),
+                                        (["emit", "{m}", "--out-dir", "emitted"], "emitted")])
+def test_an_output_named_in_a_removed_working_directory(tmp_path, args, name):
+    """The working directory was removed: an output named relative to it is one line
+    naming it (it was an internal error)."""
+    module, gone = tmp_path / "m.mlir", tmp_path / "gone"
+    module.write_text(MODULE)
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone), SDY_DL,
+                           *[a.format(m=module) for a in args], "--quiet"],
+                          env={**os.environ, "SDY_DL_CACHE": str(tmp_path / "cache")},
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"sdy-dl: error: {name}: cannot write ")
+    assert done.stderr.endswith(": No such file or directory\n") and done.stderr.count("\n") == 1
