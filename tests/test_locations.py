@@ -53,13 +53,51 @@ def test_the_parsers_locations_are_lines_of_the_module(written):
     assert negate_place(module(written=written)) == "input line 4"
 
 
-def test_top_level_ops_are_located_unless_the_text_can_write_the_parsers_name():
-    """Ops at top level are parsed as MLIR parses a module, whose parser names its
-    locations "-": a text that writes the string "-" could write such a location,
-    so none is taken for a line of the module (each is printed as the location it is)."""
-    assert negate_place(module(wrapped=False)) == "input line 3"
-    assert negate_place(module(written='"-"', wrapped=False)) == "location -:3"
-    assert negate_place(module('"-":1:1', written='"-"', wrapped=False)) == "location -:1"
+@pytest.mark.parametrize("written", ['"y"', '"-"', '"\\2d"'])
+def test_top_level_ops_are_lines_of_the_module_whatever_strings_the_text_writes(written):
+    """Ops at top level (no module op around them) are located as in a module op."""
+    assert negate_place(module(written=written, wrapped=False)) == "input line 3"
+    assert negate_place(module('"-":1:1', written=written, wrapped=False)) == "location -:1"
+
+
+@pytest.mark.parametrize("written", ['"y"', '"-"'])
+def test_top_level_ops_on_the_first_line_keep_their_columns(written):
+    """A module written on one line, its ops at top level: the places of its ops
+    and of its syntax errors are its columns."""
+    one = " ".join(module(written=written, wrapped=False).splitlines())
+    dynamic = one.replace(T, "tensor<?x8xf32>")
+    comma = one.replace("return %0", "return %0,")
+    for text, col in ((dynamic, dynamic.index("stablehlo.negate") + 1),
+                      (comma, comma.index("return %0,") + len("return %0,") + 1)):
+        with pytest.raises(SdyError) as e:
+            sdy_dl.propagate(text, file="x.mlir")
+        assert (e.value.line, e.value.col) == (1, col), str(e.value)
+
+
+def test_top_level_ops_after_or_before_aliases_are_lines_of_the_module():
+    """A type alias before the ops, a location alias after them (which no module op
+    may hold): the ops are still located, whatever strings the text writes."""
+    for written in ('"y"', '"-"'):
+        text = "!t = tensor<8x8xf32>\n" + module(written=written, wrapped=False)
+        assert negate_place(text) == "input line 4"
+    text = module("#loc1", wrapped=False) + '#loc1 = loc("model.py":9:3)\n'
+    assert negate_place(text) == "python model.py:9"
+    text = "!t = tensor<8x8xf32>\n" + module('"-" // a comment\n :1:1', wrapped=False)
+    assert negate_place(text) == "location -:1"
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["module", "top-level"])
+def test_a_module_text_is_parsed_once(monkeypatch, wrapped):
+    from jaxlib.mlir import ir
+
+    from sdy_dl.ir.loader import parse_module_text
+
+    parses = []
+    for cls in (ir.Module, ir.Operation):
+        monkeypatch.setattr(cls, "parse", staticmethod(
+            lambda *args, _parse=cls.parse, **kwargs: parses.append(1) or _parse(*args, **kwargs)))
+    parse_module_text(module(wrapped=wrapped))
+    assert len(parses) == 1
 
 
 @pytest.mark.parametrize("loc", ['"model.py":99:7', '"x.mlir":99:7', '"-":99:7'])

@@ -144,9 +144,12 @@ def _unshift_first_line(block, shift: int) -> None:
 def _can_write(text: str, name: str) -> bool:
     """Whether ``text`` may hold a file location of the one-character file ``name``:
     a string literal that decodes to it (spelt as is or as a hex escape), then
-    ``:`` and a line (a superset: found in a comment or a longer literal too)."""
+    ``:`` and a line, blanks and comments between (a superset: found in a comment
+    or a longer literal too)."""
     escaped = re.escape("\\%02x" % ord(name))
-    return re.search(f'"(?:{re.escape(name)}|(?i:{escaped}))"\\s*:\\s*\\d', text) is not None
+    between = r"(?:\s|//[^\n]*)*"
+    return re.search(f'"(?:{re.escape(name)}|(?i:{escaped}))"{between}:{between}\\d',
+                     text) is not None
 
 
 def _first_message(e) -> str | None:

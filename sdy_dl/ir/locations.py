@@ -31,7 +31,7 @@ def text_position(loc, file: str = INPUT_FILE) -> tuple[int, int] | None:
     printed form), as the parser located its op; None for a location the text
     gave (a foreign location, see the module docstring) or none.  ``file``: the
     name of the parser's locations, when it is not :data:`INPUT_FILE` (``-``,
-    MLIR's module parser's, in a text that writes no ``-``)."""
+    MLIR's module parser's, in a text that writes no location of ``-``)."""
     text = str(loc)
     printed = _INPUT_PRINTED if file == INPUT_FILE else file
     if printed not in text:
