@@ -598,3 +598,14 @@ def test_a_whatif_refused_at_a_line_of_another_file_is_that_files_error(monkeypa
     with pytest.raises(SdyError) as e:
         result.whatif(set={"%arg0": '<@mesh, [{"a"}]>'})
     assert str(e.value) == "rules.yaml:3:5: cannot evaluate `n // 0`: division by zero"
+
+
+def test_memory_says_how_much_of_a_split_value_is_padding():
+    """The first stage's weight, a slice of one row of the stacked weights sharded on
+    "model" over that dim, is split over the 4 "model" devices but a row cannot be:
+    each device holds the whole row, 3 KiB of its 4 KiB padding on average."""
+    table = sdy_dl.propagate(audit_programs.lowered("ppermute_pipeline"),
+                             explicit_collectives=True).memory(top=10)
+    (line,) = [x for x in str(table).splitlines() if " %3 in main (stablehlo.slice)" in x]
+    assert line.endswith('[{"model"}, {}, {}]: 4.0 KiB per device, split over 4 of 8 devices, '
+                         "3.0 KiB of it padding (dims the axes do not divide)"), line

@@ -65,6 +65,12 @@ class ValueMemory(NamedTuple):
     def partly_sharded(self) -> bool:
         return 1 < self.devices < self.mesh_devices
 
+    @property
+    def padding(self) -> int:
+        """Bytes per device of padding, on average over the devices it is split over
+        (dims the axes do not divide are padded to equal shards)."""
+        return self.bytes_per_device - self.global_bytes // max(self.devices, 1)
+
     def to_json(self) -> dict:
         return {"value": self.name, "function": self.function, "op": self.op,
                 "shape": list(self.shape), "element_type": self.element_type,
@@ -148,6 +154,8 @@ def text_lines(table: "MemoryTable", all_values: bool = False) -> list[str]:
     for i, u in enumerate(table.top, 1):
         v = u.value
         state = "replicated" if v.replicated else f"split over {v.devices} of {v.mesh_devices} devices"
+        if not v.replicated and v.padding > 0:
+            state += f", {human_bytes(v.padding)} of it padding (dims the axes do not divide)"
         lines.append(f"[{i}] {v.name} in {v.function} ({v.op}): "
                      f"{tensor_type_text(v.shape, v.element_type)} "
                      f"{dims_text(v.sharding)}: {human_bytes(v.bytes_per_device)} per device, {state}")
