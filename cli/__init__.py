@@ -145,6 +145,9 @@ def run(**click_options) -> None:
         print(f"sdy-dl: error: cannot load jaxlib's MLIR bindings ({type(e).__name__}: "
               f"{' '.join(str(e).split())})", file=sys.stderr)
         os._exit(1)
+    except KeyboardInterrupt:   # (Ctrl-C while they load: before any command runs)
+        print("sdy-dl: error: interrupted", file=sys.stderr)
+        os._exit(130)
     streams.guard()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)

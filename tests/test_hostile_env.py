@@ -493,3 +493,14 @@ def test_an_output_named_in_a_removed_working_directory(tmp_path, args, name):
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"sdy-dl: error: {name}: cannot write ")
     assert done.stderr.endswith(": No such file or directory\n") and done.stderr.count("\n") == 1
+
+
+def test_an_interrupt_while_the_bindings_load_is_one_line(tmp_path):
+    """Ctrl-C while jaxlib's MLIR bindings load (before the command runs): one line,
+    exit 130, no traceback."""
+    fake = tmp_path / "fake" / "jaxlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise KeyboardInterrupt\n")
+    done = sdy_dl(["propagate", "-"], tmp_path / "cache", "",
+                  env={"PYTHONPATH": str(fake.parent)}, input=MODULE)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "sdy-dl: error: interrupted\n")
