@@ -200,6 +200,72 @@ def test_a_worker_that_dies_is_one_error_line(tmp_path, how):
     assert not out.exists()
 
 
+#: ``sdy-dl suggest`` whose candidate-evaluating children each make a file named by
+#: their process id in directory sys.argv[1] and then never finish.
+STUCK_WORKER = """
+import os, sys, time
+from sdy_dl.audit import suggest
+from sdy_dl.cli import run
+
+parent, started = os.getpid(), sys.argv[1]
+
+def stuck(audit, candidate):
+    if os.getpid() != parent:
+        open(os.path.join(started, str(os.getpid())), "w").close()
+        time.sleep(3600)
+
+suggest.evaluate = stuck
+run(args=sys.argv[2:])
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("how, code, said", [("SIGTERM", 143, "terminated (SIGTERM)"),
+                                             ("SIGHUP", 129, "terminated (SIGHUP)"),
+                                             ("SIGINT", 130, "interrupted")])
+def test_a_signal_to_the_parent_alone_ends_its_workers(tmp_path, how, code, said):
+    """SIGTERM, SIGHUP or Ctrl-C sent to the ``sdy-dl`` process only (not its process
+    group) while candidates are being evaluated: it ends at once, one line, no
+    output file, and the candidate-evaluating processes with it (the pool waited
+    for the candidates they were evaluating)."""
+    import signal
+    import time
+
+    module, out, started = tmp_path / "m.mlir", tmp_path / "out.txt", tmp_path / "started"
+    module.write_text(CONSTRAINED)
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_WORKER, str(started), "suggest",
+                             str(module), "--jobs", "2", "-o", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not os.listdir(started):   # until a child evaluates a candidate
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, how))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert (proc.returncode, stdout, stderr) == (code, "", f"sdy-dl: error: {said}\n")
+    assert not out.exists()
+    workers = [int(name) for name in os.listdir(started)]
+    deadline = time.monotonic() + 60
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, workers))
+
+
 def test_api_refusals():
     plain = sdy_dl.propagate(CONSTRAINED)
     with pytest.raises(SdyError, match="explicit collectives"):

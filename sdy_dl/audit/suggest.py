@@ -504,7 +504,8 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     # none while forking (a child would wait for them).  Each child starts with the
     # first propagation and its step memo.  A child that dies (killed, crashed)
     # breaks the pool, an error (a multiprocessing.Pool would wait for its task
-    # for ever).
+    # for ever).  A signal or Ctrl-C that reaches the parent alone kills the
+    # children: the candidates they evaluate are not waited for.
     mlir_context().enable_multithreading(False)
     _WORK = (audit, cands)
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
@@ -514,6 +515,10 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     except BrokenProcessPool:
         raise SdyError("a process evaluating the candidate edits ended abruptly (killed or "
                        "crashed)") from None
+    except BaseException:
+        for process in list((pool._processes or {}).values()):
+            process.kill()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
