@@ -266,6 +266,42 @@ def test_a_signal_to_the_parent_alone_ends_its_workers(tmp_path, how, code, said
     assert not any(map(_alive, workers))
 
 
+#: ``sdy-dl suggest`` started with SIGHUP ignored (``nohup``), whose candidate-evaluating
+#: children write their SIGHUP and SIGTERM handlers to a file named by their process
+#: id in directory sys.argv[1].
+NOTING_WORKER = """
+import os, signal, sys
+from sdy_dl.audit import suggest
+from sdy_dl.cli import run
+
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+parent, evaluate, seen = os.getpid(), suggest.evaluate, sys.argv[1]
+
+def noting(audit, candidate):
+    if os.getpid() != parent:
+        with open(os.path.join(seen, str(os.getpid())), "w") as f:
+            f.write(" ".join(signal.getsignal(s).name for s in (signal.SIGHUP, signal.SIGTERM)))
+    return evaluate(audit, candidate)
+
+suggest.evaluate = noting
+run(args=sys.argv[2:])
+"""
+
+
+def test_workers_keep_a_signal_ignored_at_the_start_ignored(tmp_path):
+    """A command started with SIGHUP ignored (``nohup``): its candidate-evaluating
+    processes ignore it too, and end on SIGTERM at once."""
+    module, seen = tmp_path / "m.mlir", tmp_path / "seen"
+    module.write_text(CONSTRAINED)
+    seen.mkdir()
+    done = subprocess.run([sys.executable, "-c", NOTING_WORKER, str(seen), "suggest",
+                           str(module), "--jobs", "2", "-o", str(tmp_path / "out.txt"),
+                           "--quiet"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    handlers = {(seen / name).read_text() for name in os.listdir(seen)}
+    assert handlers == {"SIG_IGN SIG_DFL"}
+
+
 def test_api_refusals():
     plain = sdy_dl.propagate(CONSTRAINED)
     with pytest.raises(SdyError, match="explicit collectives"):
