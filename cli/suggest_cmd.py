@@ -20,8 +20,8 @@ from sdy_dl.output import write_report
               help="How many suggestions to print (the best first; edits with the same effect "
                    "are one suggestion).")
 @click.option("--jobs", default=None, type=click.IntRange(1, None),
-              help="Processes that evaluate the candidates (default: the usable CPUs, at most 4); "
-                   "the output does not depend on it.")
+              help="Processes that evaluate the candidates (default: the usable CPUs, at most 4; "
+                   "never more than the usable CPUs); the output does not depend on it.")
 @format_option()
 @report_file_option
 @unregistered_dialect_option

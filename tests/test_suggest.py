@@ -302,6 +302,41 @@ def test_workers_keep_a_signal_ignored_at_the_start_ignored(tmp_path):
     assert handlers == {"SIG_IGN SIG_DFL"}
 
 
+def test_jobs_are_at_most_the_usable_cpus(monkeypatch):
+    """--jobs beyond the usable CPUs forks no more processes than there are CPUs (one:
+    none, the candidates evaluated in this process)."""
+    from sdy_dl.audit import suggest as suggest_module
+
+    monkeypatch.setattr(suggest_module, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(suggest_module.os, "fork", lambda: pytest.fail("forked"))
+    found = sdy_dl.propagate(CONSTRAINED, explicit_collectives=True).suggest(top=1, jobs=1000)
+    assert found.suggestions
+
+
+def test_processes_that_cannot_be_forked_are_one_error_line(tmp_path, monkeypatch):
+    """A process limit reached (fork fails): one line, exit 1, no output file."""
+    import errno
+
+    from click.testing import CliRunner
+
+    from sdy_dl.audit import suggest as suggest_module
+    from sdy_dl.cli import main
+
+    def no_fork():
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(suggest_module, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(os, "fork", no_fork)
+    module, out = tmp_path / "m.mlir", tmp_path / "out.txt"
+    module.write_text(CONSTRAINED)
+    result = CliRunner().invoke(main, ["suggest", str(module), "--jobs", "2", "-o", str(out),
+                                       "--quiet"])
+    assert (result.exit_code, result.stderr) == (
+        1, f"sdy-dl: error: {module}: cannot start the processes evaluating the candidate "
+           "edits: Resource temporarily unavailable\n")
+    assert not out.exists()
+
+
 def test_api_refusals():
     plain = sdy_dl.propagate(CONSTRAINED)
     with pytest.raises(SdyError, match="explicit collectives"):

@@ -468,13 +468,17 @@ def _evaluate_at(i: int):
     return evaluate(audit, cands[i])
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
 def default_jobs() -> int:
     """Processes to evaluate candidates in: the CPUs this process may use, at most 4."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(4, n))
+    return min(4, usable_cpus())
 
 
 def _default_signals() -> None:
@@ -489,9 +493,11 @@ def _default_signals() -> None:
 
 
 def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
-    """Each candidate's :func:`evaluate`, in order; in ``jobs`` forked processes."""
+    """Each candidate's :func:`evaluate`, in order; in ``jobs`` forked processes, never
+    more than the candidates or the usable CPUs (more would only copy the parent's
+    memory: ``--jobs 1000`` forked a process per candidate)."""
     global _WORK
-    jobs = min(jobs, len(cands))
+    jobs = min(jobs, len(cands), usable_cpus())
     if jobs <= 1:
         return [evaluate(audit, c) for c in cands]
     import multiprocessing
@@ -511,7 +517,12 @@ def _evaluate_all(audit, cands: list[Candidate], jobs: int) -> list:
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
                                initializer=_default_signals)
     try:
-        return list(pool.map(_evaluate_at, range(len(cands))))
+        try:
+            futures = [pool.submit(_evaluate_at, i) for i in range(len(cands))]
+        except OSError as e:   # (no process could be forked: a process or memory limit)
+            raise SdyError("cannot start the processes evaluating the candidate edits: "
+                           f"{e.strerror or e}") from None
+        return [f.result() for f in futures]
     except BrokenProcessPool:
         raise SdyError("a process evaluating the candidate edits ended abruptly (killed or "
                        "crashed)") from None
