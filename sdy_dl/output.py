@@ -14,6 +14,8 @@
 * A command's several outputs (:func:`write_all`) are written all or none,
   as far as an output can be taken back: a failure leaves no file written or
   replaced, but what standard output, a FIFO or a device took before it stays.
+  Two of them naming one file (also ``-`` and ``/dev/stdout``, or the file
+  standard output is redirected to) are a usage error.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> Non
     and devices are written (a failure there cannot take back what they took);
     the temporary files are renamed over their targets (:func:`_replace_all`: a
     rename that fails puts back the files renamed before it).  Two outputs
-    naming the same file are a usage error."""
+    naming the same file (:func:`_file_names`) are a usage error."""
     if any(not path for path, _ in outputs):
         raise UsageError("the output file name is empty (-o '')")
     seen = {}
@@ -60,16 +62,14 @@ def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> Non
     try:
         for path, text in outputs:
             target = _target(path)
+            names = _file_names(path, target)
+            for name in names:
+                if name in seen:
+                    raise UsageError(f"two outputs name the same file: {seen[name]} and {path}")
+            seen.update(dict.fromkeys(names, path))
             if target is None:
                 streams.append((path, list(_pieces(text))))
                 continue
-            try:
-                real = os.path.realpath(target[0])
-            except OSError as e:   # (a relative path in a working directory removed)
-                raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
-            if real in seen:
-                raise UsageError(f"two outputs name the same file: {seen[real]} and {path}")
-            seen[real] = path
             staged.append((_stage(path, target[0], text, target[1]), target[0], path))
         for path, pieces in streams:
             if path != "-":
@@ -148,6 +148,25 @@ def _target(path: str) -> tuple[str, int | None] | None:
         return None
     target = os.path.realpath(path) if os.path.islink(path) else path
     return target, None if st is None else stat.S_IMODE(st.st_mode)
+
+
+def _file_names(path: str, target: tuple[str, int | None] | None) -> list:
+    """What names the file ``path`` writes, to tell two outputs of one file: its
+    device and inode numbers when it exists (standard output's for ``-``, so
+    ``/dev/stdout``, a FIFO or a file standard output is redirected to are
+    standard output too), and the real path of a file written whole (``target``)."""
+    names: list = ["-"] if path == "-" else []
+    try:
+        st = os.fstat(sys.stdout.fileno()) if path == "-" else os.stat(path)
+        names.append((st.st_dev, st.st_ino))
+    except (OSError, ValueError, AttributeError):   # (standard output with no descriptor)
+        pass
+    if target is not None:
+        try:
+            names.append(os.path.realpath(target[0]))
+        except OSError as e:   # (a relative path in a working directory removed)
+            raise SdyError(f"cannot write output: {e.strerror}", file=path) from None
+    return names
 
 
 def _pieces(text: str | bytes | Iterable[str]) -> Iterable[str | bytes]:

@@ -75,3 +75,21 @@ def test_broken_pipe_is_quiet(tmp_path):
                        stderr=subprocess.PIPE, timeout=300)
     assert p.stderr.decode() == ""
 
+
+
+@pytest.mark.parametrize("outputs", ["-o - --save-input -", "-o - --save-input /dev/stdout",
+                                     "-o /dev/stdout --save-input /dev/fd/1",
+                                     "-o - --save-input {o} > {o}",
+                                     "-o {o} --save-input /dev/stdout > {o}"])
+def test_two_outputs_on_standard_output_are_a_usage_error(tmp_path, outputs):
+    """Two outputs that are standard output (``-``, ``/dev/stdout``, the file it is
+    redirected to) are two names of one file: one line, exit 2, nothing written."""
+    m, o = tmp_path / "m.mlir", tmp_path / "out.mlir"
+    m.write_text(MODULE)
+    shell = f"{SDY_DL} whatif {m} --unset %arg0 --quiet " + outputs.format(o=o)
+    p = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr.startswith("sdy-dl: error: two outputs name the same file: ")
+    assert p.stderr.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"] + (["out.mlir"] if ">" in outputs else [])
+    assert not o.exists() or o.read_text() == ""
