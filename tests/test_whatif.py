@@ -176,8 +176,9 @@ def _check_whatif(name: str, engine: str) -> None:
 def check_shortcuts(before, after, changes) -> None:
     """What the what-if computes from what changed (when the edited output is proven
     to be the first with other shardings, ``changes.same``) is what the full
-    computations give: the diff of the two outputs from scratch, and the edited
-    output's own memory table, byte for byte."""
+    computations give: the diff of the two outputs from scratch, the edited
+    output's own memory table, byte for byte, and the values the conflicts that
+    appeared and disappeared are named by."""
     from sdy_dl.audit.diff import diff_modules
 
     equal, diffs = diff_modules(before.audit.module, after.audit.module)
@@ -190,22 +191,38 @@ def check_shortcuts(before, after, changes) -> None:
     assert [(fn, b, a) for fn, b, a in changes.memory] == [(fn, first.get(fn), full.get(fn))
                                                            for fn, _, _ in changes.memory]
     assert set(full) | set(first) == {fn for fn, _, _ in changes.memory}
+    # The values the conflicts that appeared and disappeared are named by (read without
+    # indexing the edited output where its shortcuts allow) are the outputs' names.
+    from sdy_dl.audit.conflicts import op_value
+
+    for run, found in zip((after, before), changes.conflict_keys):   # (appeared, disappeared)
+        for k in found:
+            assert k.value == (op_value(run.audit.explainer.key_name, k.cause) if k.tag else "")
 
 
 def _check_conflicts(before, after, changes) -> None:
     """The conflicts found step by step (reusing the steps both propagations share)
     are those of the two propagations' whole conflict lists."""
-    from sdy_dl.audit.whatif import _conflict_key
+    from sdy_dl.audit.whatif import _conflict_key, _OpIds
 
     # Made first at the ops they name only, then compared with the whole lists.
     appeared = [c.to_json() for c in changes.conflicts_appeared]
     disappeared = [c.to_json() for c in changes.conflicts_disappeared]
-    whole_b = {_conflict_key(c): c for c in before.audit.conflicts()}
-    whole_a = {_conflict_key(c): c for c in after.audit.conflicts()}
-    assert changes.conflict_keys == ([k for k in whole_a if k not in whole_b],
-                                     [k for k in whole_b if k not in whole_a])
-    assert appeared == [whole_a[k].to_json() for k in changes.conflict_keys[0]]
-    assert disappeared == [whole_b[k].to_json() for k in changes.conflict_keys[1]]
+    ids = _OpIds(before.audit, after.audit)
+    whole_b, whole_a = ({}, {}), ({}, {})
+    for side, (whole, counts) in enumerate((whole_b, whole_a)):
+        for c in (before, after)[side].audit.conflicts():
+            whole.setdefault(_conflict_key(c, ids, side, counts), c)
+    whole_b, whole_a = whole_b[0], whole_a[0]
+    keys = tuple([k.same for k in found] for found in changes.conflict_keys)
+    assert keys == ([k for k in whole_a if k not in whole_b],
+                    [k for k in whole_b if k not in whole_a])
+    told = [[k for k in found if k.tag is not None] for found in changes.conflict_keys]
+    assert appeared == [whole_a[k.same].to_json() for k in told[0]]
+    assert disappeared == [whole_b[k.same].to_json() for k in told[1]]
+    # Each names its op as the conflict does (the value it makes), when told apart.
+    assert [k.value for k in told[0]] == [whole_a[k.same].value for k in told[0]]
+    assert [k.value for k in told[1]] == [whole_b[k.same].value for k in told[1]]
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

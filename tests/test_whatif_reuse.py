@@ -121,8 +121,8 @@ def test_conflicts_at_some_ops_are_those_of_the_whole_list():
 
 def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
     """``WhatIf.to_json`` (``whatif --format json``) lists each conflict that appeared or
-    disappeared by what the text lines say, and makes no whole conflict list or
-    explicit copy of either output for it."""
+    disappeared by what the text lines say (its op by the value it makes), and makes
+    no whole conflict list or explicit copy of either output for it."""
     from sdy_dl.audit.whatif import _conflict_key
 
     before = propagate(jax_programs.lowered("mlp"), engine="python")
@@ -132,24 +132,26 @@ def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
         assert not hasattr(audit, "_conflicts") and not hasattr(audit, "_op_communication")
     assert report["conflicts_appeared"] and not report["conflicts_disappeared"]
     whole = {_conflict_key(c): c for c in changes.conflicts_appeared}
-    assert [(c["op"], c["place"], c["factor"], c["axis"], c["kind"]) for c in
-            report["conflicts_appeared"]] == [k[:5] for k in whole]
+    assert [k.same for k in changes.conflict_keys[0]] == list(whole)
+    assert [(c["op"], c["value"], c["place"], c["factor"], c["axis"], c["kind"], c["among"])
+            for c in report["conflicts_appeared"]] == [
+        (c.op, c.value, c.place, c.factor, c.axis, c.kind, None) for c in whole.values()]
+    assert all(c["value"] for c in report["conflicts_appeared"])
     assert [c["kept"] for c in report["conflicts_appeared"]] == [c.kept for c in whole.values()]
     text = [line for line in changes.lines() if line.startswith("conflict appeared: ")]
     assert len(text) == len(report["conflicts_appeared"])
     for line, c in zip(text, report["conflicts_appeared"]):
-        assert line.startswith(f"conflict appeared: {c['op']} at {c['place']}: factor "
-                               f"{c['factor']}")
+        assert line.startswith(f"conflict appeared: {c['op']} at {c['value']} ({c['place']}): "
+                               f"factor {c['factor']}")
 
 
 def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
     """The conflicts that appeared or disappeared are found at the ops whose last
-    step differs between the two propagations (and, for a key found there, at the
-    other ops of its name and place): the first propagation's other steps are not
-    evaluated for their factor records, and the keys are still those of the two
-    whole conflict lists."""
+    step differs between the two propagations only (each op named by its tag in
+    both): the first propagation's other steps are not evaluated for their factor
+    records, and the keys are still those of the two whole conflict lists."""
     import sdy_dl.audit.steps as steps
-    from sdy_dl.audit.whatif import _changed_steps, _conflict_key, _conflicts_by_key, _last_steps
+    from sdy_dl.audit.whatif import _changed_steps, _conflict_key, _last_steps
 
     evaluated = []
     real = steps.StepRecords
@@ -166,13 +168,10 @@ def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
     changed_before, changed_after = _changed_steps(before.audit, after.audit)
     last = _last_steps(before.audit)
     assert changed_before and len(changed_before) < len(last)   # some ops' last steps are the same
-    at = {k[:2] for k in keys[0] + keys[1]}
     first = {s for step_list in evaluated[:1] for s in step_list}   # the first propagation's
-    assert first <= {c.step for c in changed_before} | {
-        c.step for c in last.values() if (c.op["name"], c.op["place"]) in at}
+    assert first <= {c.step for c in changed_before}
     assert first < {c.step for c in last.values()}
-    # The data-flow edges: only those whose last step differs are evaluated (and, for a
-    # key found there, the other edges of its name and place).
+    # The data-flow edges: only those whose last step differs are evaluated.
     from sdy_dl.audit.conflicts import last_edge_visits
 
     edges_b = {e.cause.op["tag"]: e for e in last_edge_visits(before.audit.explainer)}
@@ -182,14 +181,12 @@ def test_conflicts_are_compared_only_where_last_steps_differ(monkeypatch):
     edge_steps = {e.cause.step for e in edges_b.values()} | {e.cause.step for e in edges_a.values()}
     evaluated_b = {s for step_list in evaluated[1:] for s in step_list
                    if s in edge_steps and s in {e.cause.step for e in edges_b.values()}}
-    assert evaluated_b <= differ | {e.cause.step for e in edges_b.values()
-                                    if (e.name, e.place) in at}
+    assert evaluated_b <= differ
     monkeypatch.setattr(steps, "StepRecords", real)
     whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
     whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}
-    assert keys == ([k for k in whole_a if k not in whole_b], [k for k in whole_b if k not in whole_a])
-    everything = list(_last_steps(after.audit).values())
-    assert list(_conflicts_by_key(after.audit, everything)) == list(whole_a)
+    assert tuple([k.same for k in found] for found in keys) == (
+        [k for k in whole_a if k not in whole_b], [k for k in whole_b if k not in whole_a])
 
 
 def test_ops_by_tag_are_the_same_ops_in_a_whatif_from_the_imported_module():
@@ -215,33 +212,44 @@ def test_ops_by_tag_are_the_same_ops_in_a_whatif_from_the_imported_module():
     assert _changed_steps(before.audit, dropped.audit) is None
 
 
-#: Two adds at one source place: the first has an across-factor conflict on "a",
-#: the second a within-factor one; giving %arg3 "a" on its dim 1 gives the second
-#: the first's conflict instead.
+#: Two adds at one source place (a layer written once in Python): the first has an
+#: across-factor conflict on "a", the second none.
 SAME_PLACE = """sdy.mesh @mesh = <["a"=2, "b"=2]>
-func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>}, %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg3: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b"}, {}]>}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"a"}]>}, %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg3: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
   %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32> loc("model.py":3:1)
   %1 = stablehlo.add %arg2, %arg3 : tensor<8x8xf32> loc("model.py":3:1)
   return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
 }
 """
 
+#: Edits moving the conflict from the first add to the second: from the first's
+#: imported module (both propagations' ops named by one tag), and running the
+#: import stages again (the ops named by their order at their place).
+MOVES = [dict(set={"%arg1": '<@mesh, [{"a"}, {}]>', "%arg3": '<@mesh, [{}, {"a"}]>'}),
+         dict(set={"%arg3": '<@mesh, [{}, {"a"}]>'}, unset=["%arg1"])]
 
-def test_a_conflict_an_unchanged_op_at_the_same_place_has_did_not_appear():
-    """A conflict key is (op name, place, ...): a key the edited op gets that another
-    op of its name and place (whose last step is the same on both sides) had is
-    in both propagations' lists, so it neither appears nor disappears."""
-    from sdy_dl.audit.whatif import _changed_steps, _conflict_key
 
+@pytest.mark.parametrize("edits", MOVES)
+def test_a_conflict_moving_to_another_op_at_the_same_place_appears_there(edits):
+    """A conflict that leaves one op for another of the same name and place
+    disappeared at the one and appeared at the other, each named by the value its
+    op makes (two conflicts at one place are told apart), in text and JSON."""
     before = propagate(SAME_PLACE, engine="python")
-    after, changes = before.whatif(set={"%arg3": '<@mesh, [{}, {"a"}]>'})
-    changed_before, _ = _changed_steps(before.audit, after.audit)
-    whole_b = {_conflict_key(c): None for c in before.audit.conflicts()}
-    whole_a = {_conflict_key(c): None for c in after.audit.conflicts()}
-    assert len(after.audit.conflicts()) == 2 and len(whole_a) == 1   # (both adds have it)
-    assert changed_before and len(changed_before) < len(before.audit.tracer.steps)
-    assert changes.conflict_keys == ([], [k for k in whole_b if k not in whole_a])
-    assert changes.conflict_keys[1] and not changes.lines()[-1].startswith("0 values")
+    after, changes = before.whatif(**edits)
+    assert after.audit.import_reused == ("unset" not in edits)
+    (was,), (now,) = before.audit.conflicts(), after.audit.conflicts()
+    assert (was.value, now.value) == ("%0", "%1") and was.place == now.place == "python model.py:3"
+    conflict = "factor i, j axis a (across-factor), kept i: []; j: []"
+    assert [line for line in changes.lines() if line.startswith("conflict ")] == [
+        f"conflict appeared: stablehlo.add at %1 (python model.py:3): {conflict}",
+        f"conflict disappeared: stablehlo.add at %0 (python model.py:3): {conflict}"]
+    assert changes.lines()[-1].endswith("1 conflicts appeared, 1 disappeared")
+    report = changes.to_json()
+    assert [(c["value"], c["place"], c["among"]) for c in report["conflicts_appeared"]] == [
+        ("%1", "python model.py:3", None)]
+    assert [c["value"] for c in report["conflicts_disappeared"]] == ["%0"]
+    assert [c.to_json() for c in changes.conflicts_appeared] == [now.to_json()]
+    assert [c.to_json() for c in changes.conflicts_disappeared] == [was.to_json()]
 
 
 def test_the_attribute_texts_kept_for_the_process_are_of_its_one_mlir_context():

@@ -323,9 +323,9 @@ def edge_name(owner: str, edge: str = "") -> str:
 def step_conflicts(explainer, cause, records, named: bool = True) -> list[Conflict]:
     """The conflicts of ``cause``'s step (found once per cause and records; their
     origins, order and output are filled in by :func:`find_conflicts`);
-    ``named``: False leaves the values' names empty (what tells conflicts apart,
-    :func:`~sdy_dl.audit.whatif._conflict_key`, does not name values, and naming
-    them indexes the output)."""
+    ``named``: False leaves the values' names empty (a what-if compares conflicts
+    without them, :func:`~sdy_dl.audit.whatif._conflict_key`, and naming them
+    indexes the output)."""
     memo = explainer.__dict__.setdefault("_step_conflicts", {})
     marker = (cause.index, id(records), named)
     if marker not in memo:
@@ -378,7 +378,7 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
     if not found:
         return []
     conflicts = []
-    first_value = next((key_name(k) for k in keys[n:] + keys[:n]), "")
+    first_value = op_value(key_name, cause)
     for kind, factors, axis in found:
         kept = {factor_name(f): [records.ref_text(i, r) for r in _common_prefix(
                     [records.fin.get((i, t, f), []) for t in tensors
@@ -423,6 +423,14 @@ def _step_conflicts(explainer, cause, i, records, named: bool = True) -> list[Co
                                   rule.to_text(), competitors, kept, decided,
                                   tag=cause.op.get("tag"), tensors=tensor_of))
     return conflicts
+
+
+def op_value(key_name, cause) -> str:
+    """The value a conflict at ``cause``'s step is named by: the step's first result
+    (else operand), as ``key_name`` names a tracer key ("" none)."""
+    keys = [k for k, _ in cause.inputs]
+    n = len(cause.step.operands)
+    return next((key_name(k) for k in keys[n:] + keys[:n]), "")
 
 
 def _common_prefix(lists: list[list]) -> list:

@@ -913,6 +913,25 @@ class PropagationIndex:
             recorded == name or (recorded, name) in EXPORT_RENAMES), self._made)
 
 
+def first_values(table: "ValueTable", propagated: PropagationIndex) -> dict:
+    """Each tracer key -> the first value of the output (``table``: its
+    :class:`ValueTable`) that holds it, by its table key: the value
+    :class:`OutputIndex` names a key by (``by_key[key][0]``), found without
+    indexing the output."""
+    from sdy_dl.ir.context import mlir_context
+
+    first: dict = {}
+    last = loc = name = None
+    with mlir_context():
+        for key, (mop, value, index, is_arg) in table.places.items():
+            if mop is not last:
+                last, loc, name = mop, mop.location, mop.name
+            record = _record_at(propagated, loc, name, value, index, is_arg)
+            if record is not None:
+                first.setdefault(record.key, key)
+    return first
+
+
 @dataclass
 class OutputValue(_Named):
     """A value (or function result) of the printed output module."""

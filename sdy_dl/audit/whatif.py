@@ -139,14 +139,16 @@ class WhatIf:
 
     @functools.cached_property
     def conflict_keys(self) -> tuple[list, list]:
-        """(the keys of the conflicts that appeared, of those that disappeared), in the
-        order of their propagation's conflicts (see :func:`_conflict_key`); found
+        """(the conflicts that appeared, those that disappeared), each a
+        :class:`ConflictKey`, in the order of their propagation's conflicts; found
         at the ops whose last steps differ only (:func:`_conflict_changes`)."""
-        return _conflict_changes(self.before, self.after)
+        return _conflict_changes(self.before, self.after, _Names(self.before),
+                                 _Names(self.after, self))
 
     @property
     def conflicts_appeared(self) -> list:
-        """The conflicts of the edited propagation that the first did not have."""
+        """The conflicts of the edited propagation that the first did not have (of the
+        ops told apart from the others at their place: :class:`ConflictKey`)."""
         return _conflicts_with(self.after, self.conflict_keys[0])
 
     @property
@@ -180,13 +182,13 @@ class WhatIf:
         return self._collectives[2]
 
     def to_json(self) -> dict:
-        """The what-if as JSON: what :meth:`lines` says (a conflict by its op, place,
-        factor, axis, kind and kept axes, as text gives it; ``conflicts_appeared``
-        has the whole conflicts)."""
+        """The what-if as JSON: what :meth:`lines` says (a conflict by its op, value,
+        place, factor, axis, kind and kept axes, as text gives it,
+        :meth:`ConflictKey.to_json`; ``conflicts_appeared`` has the whole conflicts)."""
         out = {"edits": [a.to_json() for a in self.applied],
                "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
-               "conflicts_appeared": [_key_json(k) for k in self.conflict_keys[0]],
-               "conflicts_disappeared": [_key_json(k) for k in self.conflict_keys[1]],
+               "conflicts_appeared": [k.to_json() for k in self.conflict_keys[0]],
+               "conflicts_disappeared": [k.to_json() for k in self.conflict_keys[1]],
                "memory": [{"function": f, "before": b.to_json() if b else None,
                            "after": a.to_json() if a else None} for f, b, a in self.memory]}
         if self.collectives_added is not None:
@@ -215,11 +217,7 @@ class WhatIf:
                 out.append(f"new ({d.kind}) {d.b} = {d.b_sharding or '(none)'}")
         appeared, disappeared = self.conflict_keys
         for word, keys in (("appeared", appeared), ("disappeared", disappeared)):
-            for op, place, factor, axis, kind, kept in keys:
-                axis = f" axis {axis}" if axis else ""
-                kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in kept)
-                out.append(f"conflict {word}: {op} at {place}: factor {factor}{axis} "
-                           f"({kind}), kept {kept or 'nothing'}")
+            out += [k.line(word) for k in keys]
         for fn, b, a in self.memory:
             if b is None or a is None or (b.arguments, b.results, b.peak_intermediates) != (
                     a.arguments, a.results, a.peak_intermediates):
@@ -708,6 +706,7 @@ class _Memo:
         self.totals = None   # each function's memory totals (its memory layouts')
         self.by_name = None  # op name -> the last steps of its ops (_last_steps_named)
         self.last_edges = None   # edge tag -> its last visit (_last_edges)
+        self.first_values = None   # tracer key -> its output value (naming.first_values)
 
     @staticmethod
     def of(audit) -> "_Memo":
@@ -780,66 +779,227 @@ def _changed_steps(before, after) -> tuple[list, list] | None:
     return differing(b, a), differing(a, b)
 
 
-def _conflict_changes(before, after) -> tuple[list, list]:
-    """:attr:`WhatIf.conflict_keys`: the keys of the conflicts at the ops whose last
-    steps differ (:func:`_changed_steps`; all ops when that is not known) on each
-    side, compared.  A key one side has there is also the other's when an op of
-    the same name and place whose last step is the same on both sides has it: those
-    ops' keys are found at the places of such keys only.  The data-flow edges'
-    conflicts likewise (:func:`_edge_conflict_changes`)."""
+def _conflict_changes(before, after, names_b, names_a) -> tuple[list, list]:
+    """:attr:`WhatIf.conflict_keys`: the conflicts at the ops whose last steps differ
+    (:func:`_changed_steps`; all ops when that is not known) on each side, each a
+    :class:`ConflictKey`, compared by what names the op in both propagations
+    (:class:`_OpIds`) and what conflicts there: an op whose last step is the same
+    on both sides has the same conflicts on both.  The data-flow edges'
+    conflicts likewise (:func:`_edge_conflict_changes`).  ``names_b``, ``names_a``:
+    each side's :class:`_Names`."""
+    ids = _OpIds(before, after, (names_b, names_a))
     changed = _changed_steps(before, after)
     if changed is None:
-        b = _conflicts_by_key(before, list(_last_steps(before).values()))
-        a = _conflicts_by_key(after, list(_last_steps(after).values()))
-        edges = _edge_conflict_changes(before, after, False)
-        return [k for k in a if k not in b] + edges[0], [k for k in b if k not in a] + edges[1]
-    differ = {id(c) for c in changed[0]}
-
-    def same(at: set) -> dict:
-        named = _last_steps_named(before)
-        return _conflicts_by_key(before, [
-            c for name in sorted({name for name, _ in at}) for c in named.get(name, ())
-            if id(c) not in differ and (name, c.op["place"]) in at])
-    appeared, disappeared = _compared(_conflicts_by_key(before, changed[0]),
-                                      _conflicts_by_key(after, changed[1]), same)
-    edges = _edge_conflict_changes(before, after, True)
-    return appeared + edges[0], disappeared + edges[1]
+        changed = list(_last_steps(before).values()), list(_last_steps(after).values())
+    ops = _compared(_keyed(before, changed[0], ids), _keyed(after, changed[1], ids))
+    edges = _edge_conflict_changes(before, after, ids)
+    return ops[0] + edges[0], ops[1] + edges[1]
 
 
-def _conflicts_by_key(audit, causes: list, by_step: bool = False) -> dict:
-    """:func:`_conflict_key` of every conflict :meth:`Audit.conflicts` finds at the
-    last steps ``causes`` (in their order), without their origins, order or
-    communication: each step's conflicts, looked up by step input (and meshes)
-    first; only steps no propagation of the what-ifs evaluated before are
-    evaluated for their factor records.  ``by_step``: instead, each step input ->
-    its conflicts' key parts (factors, axis, kind, kept axes)."""
+@dataclass(frozen=True, eq=False)
+class ConflictKey:
+    """A conflict as a what-if compares and prints it: at op ``op`` (at ``place``),
+    on ``factor`` (``axis``), of ``kind``, ``kept`` the axes every tensor kept.
+    ``same``: what it is compared by: what names the op in both propagations
+    (:class:`_OpIds`) and the conflict's parts.  ``tag``: the op's (a data-flow
+    edge's, ``edge``) ``px:`` tag in its own propagation; None when the op is not
+    told apart from the other ops of its name at its place, of which the two
+    propagations have ``among`` (before, after)."""
+
+    op: str
+    place: str
+    factor: str
+    axis: str
+    kind: str
+    kept: tuple
+    same: tuple
+    tag: str | None = None
+    edge: bool = False
+    among: tuple | None = None
+    names: object = field(default=None, repr=False)   # its propagation's _Names
+    cause: object = field(default=None, repr=False)   # the op's last step there
+
+    @functools.cached_property
+    def value(self) -> str:
+        """The op's first result (else operand) as its propagation's output names it,
+        as ``conflicts`` names the op ("" when the op is not told apart)."""
+        from sdy_dl.audit.conflicts import op_value
+
+        return op_value(self.names, self.cause) if self.tag else ""
+
+    def line(self, word: str) -> str:
+        """The what-if's text line of the conflict (``word``: appeared, disappeared)."""
+        axis = f" axis {self.axis}" if self.axis else ""
+        kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in self.kept)
+        at = (f"{self.value} ({self.place})" if self.tag else
+              f"{self.place} (one of the {self.among[0]} -> {self.among[1]} ops there, "
+              "not told apart)")
+        return (f"conflict {word}: {self.op} at {at}: factor {self.factor}{axis} "
+                f"({self.kind}), kept {kept or 'nothing'}")
+
+    def to_json(self) -> dict:
+        """What :meth:`line` says: ``value`` null and ``among`` [before, after] when the
+        op is not told apart at its place."""
+        return {"op": self.op, "value": self.value or None, "place": self.place,
+                "factor": self.factor, "axis": self.axis, "kind": self.kind,
+                "kept": {f: list(axes) for f, axes in self.kept},
+                "among": list(self.among) if self.among is not None else None}
+
+
+class _Names:
+    """A tracer key's name in a propagation's output (``audit``), as
+    :meth:`~sdy_dl.audit.explain.Explainer.key_name` gives it, without indexing a
+    what-if's output (``whatif``: the :class:`WhatIf` whose edited propagation
+    ``audit`` is) when the first's names it: a what-if from the first's imported
+    module (the same tracer keys) whose output is proven the first's with other
+    shardings (``same``) names a key as the first does, and one whose export
+    made and erased ops (``edited``) as the edits moved the first's name of it
+    (:meth:`~sdy_dl.audit.edited_output.EditedOutput.name`); one whose output's
+    signatures were made (the diff's) by their value table
+    (:func:`~sdy_dl.audit.naming.first_values`)."""
+
+    def __init__(self, audit, whatif: "WhatIf | None" = None):
+        self.audit, self.whatif = audit, whatif
+
+    def __call__(self, key) -> str:
+        audit, w = self.audit, self.whatif
+        if w is None or "outputs" in vars(audit) or (
+                isinstance(key, tuple) and key[:1] == ("result",)):   # (result:N: not indexed)
+            return audit.explainer.key_name(key)
+        shared = w.before.propagated.tags_made is audit.propagated.tags_made
+        if shared and w.same is not None:
+            return w.before.explainer.key_name(key)
+        if shared and w.edited is not None:
+            from sdy_dl.audit.edited_output import Shared
+
+            outs = w.before.outputs.by_key.get(key)
+            value = outs[0].table_key if outs else None
+            if value is not None and value[1] != -2 and value not in w.edited.erased:
+                with contextlib.suppress(Shared):
+                    return w.edited.name(value)
+        elif "signatures" in vars(audit):
+            from sdy_dl.audit.naming import first_values
+
+            memo = _Memo.of(audit)
+            if memo.first_values is None:
+                memo.first_values = first_values(audit.value_table, audit.propagated)
+            value = memo.first_values.get(key)
+            if value is not None:
+                return audit.signatures.name(value)
+        return audit.explainer.key_name(key)
+
+
+class _OpIds:
+    """What names an op (or data-flow edge) in both propagations of a what-if: its
+    ``px:`` tag, when the two share their tags (both start from the first's
+    imported module: :attr:`~sdy_dl.audit.naming.PropagationIndex.tags_made`);
+    else its name, place and number among the visited ops of that name at that
+    place in tag order (the imported module's pre-order), when both have as many
+    there and all tagged; else none (:meth:`of` gives None): not told apart."""
+
+    def __init__(self, before, after, names: tuple = (None, None)):
+        """``names``: each side's :class:`_Names` (for the keys' values)."""
+        self.audits = (before, after)
+        self.names = names
+        self.shared = before.propagated.tags_made is after.propagated.tags_made
+        self._groups: dict = {}   # (edge, name, place) -> each side's tags there, in order
+
+    def of(self, side: int, tag: str | None, edge: bool, name: str, place: str):
+        """The identity of the op (``edge``: data-flow edge) tagged ``tag`` (None:
+        untagged) of propagation ``side`` (0: before, 1: after); None: not told apart."""
+        if self.shared:
+            return None if tag is None else ("edge", tag) if edge else tag
+        group = self.group(edge, name, place)
+        if tag is None or len(group[0]) != len(group[1]) or None in group[0] + group[1]:
+            return None
+        return (edge, name, place, group[side].index(tag))
+
+    def group(self, edge: bool, name: str, place: str) -> tuple:
+        """Each side's tags of its visited ops (edges) of ``name`` at ``place``."""
+        at = (edge, name, place)
+        if at not in self._groups:
+            self._groups[at] = tuple(_tags_at(a, edge, name, place) for a in self.audits)
+        return self._groups[at]
+
+
+def _tags_at(audit, edge: bool, name: str, place: str) -> list:
+    """The tags (None: untagged) of ``audit``'s visited ops (data-flow edges) of
+    ``name`` at ``place``, in tag order."""
+    if edge:
+        found = [e.cause.op["tag"] for e in _last_edges(audit).values()
+                 if (e.name, e.place) == (name, place)]
+    else:
+        found = [c.op["tag"] for c in _last_steps_named(audit).get(name, ())
+                 if c.op["place"] == place]
+    return sorted(found, key=lambda t: (t is None, int(t[1:]) if t else 0))
+
+
+def _keyed(audit, causes: list, ids: _OpIds, edges: list | None = None) -> dict:
+    """The :class:`ConflictKey` of every conflict at the last steps ``causes`` (of
+    the data-flow edges whose last visits are ``edges``, when given), by what it
+    is compared by, in the order of ``causes``; the same conflict of ops not told
+    apart at one place numbered by its count there (compared as a multiset)."""
+    side = ids.audits.index(audit)
+    found = _conflicts_by_step(audit, causes)
+    out, counts = {}, {}
+    for n, cause in enumerate(causes):
+        parts = found[cause.step]
+        if not parts:
+            continue
+        e = edges[n] if edges is not None else None
+        name, place = (e.name, e.place) if e is not None else (cause.op["name"],
+                                                               cause.op["place"])
+        tag = cause.op.get("tag") if cause.op is not None else None
+        ident, told, among = _identity(ids, side, tag, e is not None, name, place)
+        for part in parts:
+            same = _same(ident, told, part, counts)
+            out.setdefault(same, ConflictKey(name, place, *part, same, told, e is not None,
+                                             among, ids.names[side], cause))
+    return out
+
+
+def _identity(ids: _OpIds, side: int, tag, edge: bool, name: str, place: str) -> tuple:
+    """(what names the op in both propagations, its tag when it is told apart
+    (else None), the two propagations' number of ops there when it is not)."""
+    ident = ids.of(side, tag, edge, name, place)
+    if ident is not None:
+        return ident, tag, None
+    return (edge, name, place, None), None, tuple(map(len, ids.group(edge, name, place)))
+
+
+def _same(ident, told, part: tuple, counts: dict) -> tuple:
+    """What a conflict (``part``: factors, axis, kind, kept axes) at the op of
+    :func:`_identity` ``ident`` is compared by; of an op not told apart (``told``
+    None), numbered by its count there so far (``counts``, filled)."""
+    same = (ident,) + tuple(part)
+    if told is None:
+        counts[same] = counts.get(same, 0) + 1
+        same += (counts[same],)
+    return same
+
+
+def _conflicts_by_step(audit, causes: list) -> dict:
+    """Each step input of the last steps ``causes`` -> its conflicts' parts
+    (factors, axis, kind, kept axes), without their values, origins, order or
+    communication: looked up by step input (and meshes) first; only steps no
+    propagation of the what-ifs evaluated before are evaluated for their factor
+    records."""
     from sdy_dl.audit.conflicts import step_conflicts
     from sdy_dl.audit.steps import StepRecords
     from sdy_dl.passes.propagation.basic_propagation import mesh_key
 
     memo = _Memo.of(audit)
-    explainer = audit.explainer
-    meshes = audit.propagated.meshes
     known = memo.steps.setdefault(mesh_key(audit.propagated), {})
     missing = {}    # step input -> a cause that evaluated it
     for cause in causes:
         if cause.step not in known:
             missing.setdefault(cause.step, cause)
     if missing:
-        records = StepRecords(list(missing), meshes)
+        records = StepRecords(list(missing), audit.propagated.meshes)
         for step, cause in missing.items():
             known[step] = [(c.factor, c.axis, c.kind, _kept(c))
-                           for c in step_conflicts(explainer, cause, records, named=False)]
-    if by_step:
-        return {cause.step: known[cause.step] for cause in causes}
-    out = {}
-    for cause in causes:
-        parts = known[cause.step]
-        if parts:
-            op = (cause.op["name"], cause.op["place"])
-            for part in parts:
-                out[op + part] = None
-    return out
+                           for c in step_conflicts(audit.explainer, cause, records, named=False)]
+    return {cause.step: known[cause.step] for cause in causes}
 
 
 def _last_edges(audit) -> dict:
@@ -853,55 +1013,44 @@ def _last_edges(audit) -> dict:
     return memo.last_edges
 
 
-def _edge_conflict_changes(before, after, compare: bool) -> tuple[list, list]:
-    """The keys of the conflicts at data-flow edges (their last visits,
-    :func:`~sdy_dl.audit.conflicts.last_edge_visits`) that appeared and disappeared;
-    ``compare``: the two propagations' tags name the same edges, so only the edges
-    whose last step differs are compared (and, for a key found there, the other
-    edges of its name and place), as :func:`_conflict_changes` does for ops."""
+def _edge_conflict_changes(before, after, ids: _OpIds) -> tuple[list, list]:
+    """The conflicts at data-flow edges (their last visits,
+    :func:`~sdy_dl.audit.conflicts.last_edge_visits`) that appeared and
+    disappeared, as :func:`_conflict_changes` finds the ops': only the edges
+    whose last step differs when the two propagations share their tags and
+    meshes."""
+    from sdy_dl.passes.propagation.basic_propagation import mesh_key
+
     b, a = _last_edges(before), _last_edges(after)
+    compare = ids.shared and mesh_key(before.propagated) == mesh_key(after.propagated)
 
     def differing(mine: dict, theirs: dict) -> list:
         return [e for tag, e in mine.items() if not compare or tag not in theirs
                 or theirs[tag].cause.step != e.cause.step]
     changed_b, changed_a = differing(b, a), differing(a, b)
-    differ = {id(e) for e in changed_b}
-
-    def same(at: set) -> dict:
-        return _edge_conflicts_by_key(before, [e for e in b.values() if id(e) not in differ
-                                               and (e.name, e.place) in at])
-    return _compared(_edge_conflicts_by_key(before, changed_b),
-                     _edge_conflicts_by_key(after, changed_a), same)
+    return _compared(_keyed(before, [e.cause for e in changed_b], ids, changed_b),
+                     _keyed(after, [e.cause for e in changed_a], ids, changed_a))
 
 
-def _compared(b: dict, a: dict, same) -> tuple[list, list]:
-    """(the keys of ``a`` not in ``b``, those of ``b`` not in ``a``), less the keys
-    ``same(at)`` gives: the first propagation's at the other places (name, place) of
-    ``at``, those of such keys, whose last step is the same on both sides."""
-    appeared, disappeared = [k for k in a if k not in b], [k for k in b if k not in a]
-    if appeared or disappeared:
-        known = same({k[:2] for k in appeared + disappeared})
-        appeared = [k for k in appeared if k not in known]
-        disappeared = [k for k in disappeared if k not in known]
-    return appeared, disappeared
-
-
-def _edge_conflicts_by_key(audit, edges: list) -> dict:
-    """:func:`_conflict_key` of every conflict at the edge visits ``edges``
-    (:class:`~sdy_dl.audit.conflicts.EdgeVisit`), each step's looked up by step input
-    first, as :func:`_conflicts_by_key` does."""
-    found = _conflicts_by_key(audit, [e.cause for e in edges], by_step=True)
-    return {(e.name, e.place) + part: None for e in edges for part in found.get(e.cause.step, ())}
+def _compared(b: dict, a: dict) -> tuple[list, list]:
+    """(the keys of ``a`` not in ``b``, those of ``b`` not in ``a``)."""
+    return [k for s, k in a.items() if s not in b], [k for s, k in b.items() if s not in a]
 
 
 def _conflicts_with(audit, keys: list) -> list:
-    """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) with these keys, one per
-    key: only those of the ops the keys name are made."""
+    """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) of these keys, one
+    per key of an op told apart (an op not told apart from others at its place has
+    none): only those of the ops the keys name are made."""
+    keys = [k for k in keys if k.tag is not None]
     if not keys:
         return []
-    wanted = set(keys)
-    return list({k: c for c in audit.conflicts(at={k[:2] for k in keys})
-                 if (k := _conflict_key(c)) in wanted}.values())
+    wanted = {(k.tag, k.edge, k.factor, k.axis, k.kind, k.kept): k for k in keys}
+    found = {}
+    for c in audit.conflicts(at={(k.op, k.place) for k in keys}):
+        k = wanted.get((c.tag, c.edge_of is not None, c.factor, c.axis, c.kind, _kept(c)))
+        if k is not None:
+            found.setdefault(id(k), c)
+    return [found[id(k)] for k in keys if id(k) in found]
 
 
 def _num(row, attr) -> str:
@@ -969,16 +1118,20 @@ def _collectives(before, after) -> tuple:
             (sum(c.bytes or 0 for c in old), sum(c.bytes or 0 for c in new)))
 
 
-def _conflict_key(c) -> tuple:
-    """What tells two conflicts apart: (op, place, factors, axis, kind, kept axes)."""
-    return (c.op, c.place, c.factor, c.axis, c.kind, _kept(c))
-
-
-def _key_json(key: tuple) -> dict:
-    """A conflict key (:func:`_conflict_key`) as JSON: what the text lines say of it."""
-    op, place, factor, axis, kind, kept = key
-    return {"op": op, "place": place, "factor": factor, "axis": axis, "kind": kind,
-            "kept": {f: list(axes) for f, axes in kept}}
+def _conflict_key(c, ids: _OpIds | None = None, side: int = 0,
+                  counts: dict | None = None) -> tuple:
+    """What a what-if compares conflict ``c`` (a whole
+    :class:`~sdy_dl.audit.conflicts.Conflict` of propagation ``side`` of ``ids``)
+    by, as :attr:`ConflictKey.same`: its op's identity and its factors, axis,
+    kind and kept axes (``counts``: of the conflicts before it in its list, for
+    an op not told apart).  ``ids`` None: its op's identity is its tag
+    (propagations sharing their tags)."""
+    edge = c.edge_of is not None
+    part = (c.factor, c.axis, c.kind, _kept(c))
+    if ids is None:
+        return ((("edge", c.tag) if edge else c.tag),) + part
+    ident, told, _ = _identity(ids, side, c.tag, edge, c.op, c.place)
+    return _same(ident, told, part, counts if counts is not None else {})
 
 
 def _kept(c) -> tuple:
