@@ -14,7 +14,7 @@ import sys
 import click
 
 from sdy_dl import __version__
-from sdy_dl.errors import SdyError
+from sdy_dl.errors import SdyError, one_line
 from sdy_dl.signals import Terminated, terminate
 
 
@@ -26,7 +26,7 @@ def _usage_error(e: click.UsageError):
                                                                         click.Group):
         message = f"missing command (one of: {', '.join(e.ctx.command.list_commands(e.ctx))})"
     else:
-        message = " ".join(e.format_message().split())
+        message = one_line(e.format_message())
     click.echo(f"sdy-dl: error: {message}{hint}", err=True)
     sys.exit(2)
 
@@ -84,7 +84,7 @@ class SdyGroup(click.Group):
         except Exception as e:
             if os.environ.get("SDY_DL_TRACEBACK"):
                 raise
-            message = " ".join(str(e).split())[:200]
+            message = one_line(str(e))[:200]
             click.echo(f"sdy-dl: error: internal error ({type(e).__name__}: {message}); "
                        "please report it with the input", err=True)
             sys.exit(_error_status(ctx))
@@ -143,7 +143,7 @@ def run(**click_options) -> None:
         _import_mlir_without_numpy()
     except (ImportError, MemoryError) as e:   # (a broken install, or too little memory)
         print(f"sdy-dl: error: cannot load jaxlib's MLIR bindings ({type(e).__name__}: "
-              f"{' '.join(str(e).split())})", file=sys.stderr)
+              f"{one_line(str(e))})", file=sys.stderr)
         os._exit(1)
     except KeyboardInterrupt:   # (Ctrl-C while they load: before any command runs)
         print("sdy-dl: error: interrupted", file=sys.stderr)

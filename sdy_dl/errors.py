@@ -7,6 +7,11 @@ YAML rule, ...) is raised as :class:`SdyError`.  The CLI prints it as
 
 from __future__ import annotations
 
+import re
+
+#: Control characters (C0, DEL, C1), escaped in a printed error.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
 
 class SdyError(Exception):
     """A user error, optionally located at ``file:line:col``."""
@@ -33,9 +38,19 @@ class SdyError(Exception):
         return self
 
     def __str__(self) -> str:
-        where = self.where()
-        one_line = " ".join(self.message.split())
-        return f"{where}: {one_line}" if where else one_line
+        where = _escaped(self.where())
+        return f"{where}: {one_line(self.message)}" if where else one_line(self.message)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of an error: its blanks and line breaks one space, its
+    control characters escaped (``\\x1b``: a name in an input cannot drive the
+    terminal showing the error)."""
+    return _escaped(" ".join(text.split()))
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class InvalidModule(SdyError):

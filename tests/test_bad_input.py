@@ -116,6 +116,7 @@ def assert_error(result, code: int, *place_and_words: str):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("sdy-dl: error: "), result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert not any(c < " " or "\x7f" <= c <= "\x9f" for c in lines[0]), "control characters"
     for w in place_and_words:
         assert w in lines[0], (w, lines[0])
 
@@ -272,6 +273,9 @@ CASES = [
     ("whatif-partition-spec-entry-nested-too-deeply",
      ["whatif", "{m}", "--set", "%arg0=P(" + "-" * 20000 + "1)", "--quiet"],
      {"m": SHARDED}, None, 1, ["{m}:2:", "as a PartitionSpec", "): nested too deeply"]),
+    ("control-characters-escaped", ["whatif", "{m}", "--set", '%arg0=<@mesh, [{{"\x1b[2Ja"}}]>',
+                                    "--quiet"],
+     {"m": SHARDED}, None, 1, ['unknown axis name: "\\x1b[2Ja"']),
     ("diff-stdin-twice", ["diff", "-", "-"], {}, PLAIN.encode(), 2,
      ["A and B cannot both be standard input"]),
     ("whatif-module-without-functions", ["whatif", "{m}", "--unset", "%arg0", "--quiet"],
