@@ -3,6 +3,9 @@
 Commands are thin: parse options, call the library, format, exit.  A user
 error is one line ``sdy-dl: error: <file>:<line>:<col>: <what>`` and exit
 status 1 (``diff``: 2, as diff(1)); usage errors exit 2 (click's convention).
+A reader of standard output that goes away (a broken pipe, ``| head``) ends
+the command quietly with exit status 1, as its output was not all read
+(``diff``: its answer, 0 or 1).
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ class SdyGroup(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()   # (what is left to write fails here as it would earlier)
+            return result
         except SdyError as e:
             click.echo(f"sdy-dl: error: {e}", err=True)
             sys.exit(getattr(e, "exit_code", _error_status(ctx)))
@@ -77,7 +82,7 @@ class SdyGroup(click.Group):
             sys.exit(130)
         except BrokenPipeError:   # the reader went away (`sdy-dl ... | head`): stop quietly
             sys.stdout = open(os.devnull, "w")
-            sys.exit(_error_status(ctx))
+            sys.exit(ctx.meta.get(_BROKEN_PIPE_STATUS, 1))
         except MemoryError:   # (a limit, `ulimit -v`, or the machine's: not a bug to report)
             click.echo("sdy-dl: error: out of memory", err=True)
             sys.exit(_error_status(ctx))
@@ -98,6 +103,17 @@ def set_error_status(code: int) -> None:
     """The running command exits with ``code`` on an error (not a usage error, 2, nor an
     interrupt, 130), not 1: ``diff`` keeps 1 for "the modules differ"."""
     click.get_current_context().meta[_ERROR_STATUS] = code
+
+
+#: The key of a command's exit status for a broken pipe in the context's ``meta``.
+_BROKEN_PIPE_STATUS = "sdy_dl.broken_pipe_status"
+
+
+def set_broken_pipe_status(code: int) -> None:
+    """The running command exits with ``code`` when the reader of its standard output
+    goes away (a broken pipe), not 1 (the output was not all read): ``diff`` keeps
+    its answer, known before it prints."""
+    click.get_current_context().meta[_BROKEN_PIPE_STATUS] = code
 
 
 def _error_status(ctx) -> int:

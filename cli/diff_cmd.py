@@ -1,5 +1,6 @@
 """``sdy-dl diff A B``: two annotated modules compared value by value; as diff(1), exit
-status 0 when they are the same, 1 when they differ, 2 on an error."""
+status 0 when they are the same, 1 when they differ (also when the reader of the
+differences goes away: the answer is known before they are printed), 2 on an error."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import click
 
 from sdy_dl.audit.diff import diff_modules
-from sdy_dl.cli import main, set_error_status
+from sdy_dl.cli import main, set_broken_pipe_status, set_error_status
 from sdy_dl.cli.options import format_option
 from sdy_dl.ir import load_module
 
@@ -26,6 +27,7 @@ def diff(a: str, b: str, fmt: str) -> None:
     if a == b == "-":
         raise click.UsageError("A and B cannot both be standard input (-)")
     equal, diffs = diff_modules(load_module(a), load_module(b))
+    set_broken_pipe_status(1 if diffs else 0)
     if fmt == "json":
         click.echo(json.dumps({"equal": equal, "differences": [d.to_json() for d in diffs]},
                               indent=2))

@@ -93,3 +93,18 @@ def test_two_outputs_on_standard_output_are_a_usage_error(tmp_path, outputs):
     assert p.stderr.count("\n") == 1
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"] + (["out.mlir"] if ">" in outputs else [])
     assert not o.exists() or o.read_text() == ""
+
+
+@pytest.mark.parametrize("command, code", [
+    ("diff {m} {other}", 1), ("diff {m} {m}", 0), ("diff {m} {other} --format json", 1),
+    ("propagate {m} --quiet", 1), ("show {m}", 1), ("show {m} --format json", 1)])
+def test_a_broken_pipe_gives_the_documented_status(tmp_path, command, code):
+    """A reader that has gone before anything is written: no line; exit status 1 (the
+    output was not all read), diff's its answer (0 the same, 1 different)."""
+    m, other = tmp_path / "m.mlir", tmp_path / "other.mlir"
+    m.write_text(MODULE)
+    other.write_text(MODULE.replace('[{"a"}]', "[{}]"))
+    p = subprocess.Popen([SDY_DL, *command.format(m=m, other=other).split()],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()   # (no reader left: the first write fails)
+    assert (p.wait(timeout=120), p.stderr.read()) == (code, "")
