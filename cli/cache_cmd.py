@@ -61,7 +61,8 @@ def verify_cache(remove_broken: bool) -> None:
 
 @cache.command("clear")
 def clear_cache() -> None:
-    """Remove the cache of compiled programs (not while a compiler runs in it)."""
+    """Remove the cache of compiled programs (not while a compiler runs in it; a
+    symbolic link to it is removed, not what it points to)."""
     from sdy_dl.engines.souffle_build import held, slot_locks
     from sdy_dl.errors import SdyError
 
@@ -72,6 +73,14 @@ def clear_cache() -> None:
     if any(held(p) for p in slot_locks(root)):
         raise SdyError("a compilation is running in the cache; clear it when it is done",
                        file=root)
+    if os.path.islink(root):   # (as rm does: the link goes, what it points to stays)
+        target = os.readlink(root)
+        try:
+            os.unlink(root)
+        except OSError as e:
+            raise SdyError(f"cannot remove the link: {e.strerror}", file=root) from None
+        click.echo(f"removed the link {root} (to {target}, which is kept)")
+        return
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root)
                for f in files if os.path.isfile(os.path.join(d, f)))
     failed = []

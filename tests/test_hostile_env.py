@@ -187,6 +187,28 @@ def test_cache_clear_says_what_it_did(tmp_path, monkeypatch, make, code, out, er
     assert not (root / "souffle").is_dir()
 
 
+@pytest.mark.parametrize("target", ["elsewhere", "missing"])
+def test_cache_clear_removes_a_link_not_what_it_points_to(tmp_path, monkeypatch, target):
+    """$SDY_DL_CACHE/souffle a symbolic link (to a directory, or dangling): 'cache
+    clear' removes the link and says so, as rm does; what it points to stays."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    root, kept = tmp_path / "cache", tmp_path / target
+    root.mkdir()
+    if target == "elsewhere":
+        kept.mkdir()
+        (kept / "program").write_text("a binary")
+    (root / "souffle").symlink_to(kept)
+    monkeypatch.setenv("SDY_DL_CACHE", str(root))
+    result = CliRunner().invoke(main, ["cache", "clear"])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        0, f"removed the link {root}/souffle (to {kept}, which is kept)\n", "")
+    assert not os.path.lexists(root / "souffle")
+    assert target == "missing" or (kept / "program").read_text() == "a binary"
+
+
 @pytest.mark.skipif(shutil.which("souffle") is None, reason="needs souffle on PATH")
 @pytest.mark.parametrize("wait", [[], ["--wait-for-compile"]])
 def test_a_compiled_run_with_a_cache_it_cannot_write(tmp_path, wait):
