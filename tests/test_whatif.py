@@ -197,7 +197,7 @@ def check_shortcuts(before, after, changes) -> None:
 
     for run, found in zip((after, before), changes.conflict_keys):   # (appeared, disappeared)
         for k in found:
-            assert k.value == (op_value(run.audit.explainer.key_name, k.cause) if k.tag else "")
+            assert k.value == op_value(run.audit.explainer.key_name, k.cause)
 
 
 def _check_conflicts(before, after, changes) -> None:
@@ -209,18 +209,21 @@ def _check_conflicts(before, after, changes) -> None:
     appeared = [c.to_json() for c in changes.conflicts_appeared]
     disappeared = [c.to_json() for c in changes.conflicts_disappeared]
     ids = _OpIds(before.audit, after.audit)
-    whole_b, whole_a = ({}, {}), ({}, {})
-    for side, (whole, counts) in enumerate((whole_b, whole_a)):
+    whole_b, whole_a = ({}, {})
+    for side, whole in enumerate((whole_b, whole_a)):
         for c in (before, after)[side].audit.conflicts():
-            whole.setdefault(_conflict_key(c, ids, side, counts), c)
-    whole_b, whole_a = whole_b[0], whole_a[0]
+            key = _conflict_key(c, ids, side)
+            if key is not None:   # (an op not told apart: its place is not compared)
+                whole.setdefault(key, c)
+            else:
+                assert (c.op, c.place) in {(u.op, u.place) for u in changes.conflicts_not_compared}
     keys = tuple([k.same for k in found] for found in changes.conflict_keys)
     assert keys == ([k for k in whole_a if k not in whole_b],
                     [k for k in whole_b if k not in whole_a])
-    told = [[k for k in found if k.tag is not None] for found in changes.conflict_keys]
+    told = changes.conflict_keys
     assert appeared == [whole_a[k.same].to_json() for k in told[0]]
     assert disappeared == [whole_b[k.same].to_json() for k in told[1]]
-    # Each names its op as the conflict does (the value it makes), when told apart.
+    # Each names its op as the conflict does (the value it makes).
     assert [k.value for k in told[0]] == [whole_a[k.same].value for k in told[0]]
     assert [k.value for k in told[1]] == [whole_b[k.same].value for k in told[1]]
 

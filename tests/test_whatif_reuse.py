@@ -133,9 +133,9 @@ def test_json_gives_conflicts_as_text_does_without_whole_conflicts():
     assert report["conflicts_appeared"] and not report["conflicts_disappeared"]
     whole = {_conflict_key(c): c for c in changes.conflicts_appeared}
     assert [k.same for k in changes.conflict_keys[0]] == list(whole)
-    assert [(c["op"], c["value"], c["place"], c["factor"], c["axis"], c["kind"], c["among"])
+    assert [(c["op"], c["value"], c["place"], c["factor"], c["axis"], c["kind"])
             for c in report["conflicts_appeared"]] == [
-        (c.op, c.value, c.place, c.factor, c.axis, c.kind, None) for c in whole.values()]
+        (c.op, c.value, c.place, c.factor, c.axis, c.kind) for c in whole.values()]
     assert all(c["value"] for c in report["conflicts_appeared"])
     assert [c["kept"] for c in report["conflicts_appeared"]] == [c.kept for c in whole.values()]
     text = [line for line in changes.lines() if line.startswith("conflict appeared: ")]
@@ -245,8 +245,9 @@ def test_a_conflict_moving_to_another_op_at_the_same_place_appears_there(edits):
         f"conflict disappeared: stablehlo.add at %0 (python model.py:3): {conflict}"]
     assert changes.lines()[-1].endswith("1 conflicts appeared, 1 disappeared")
     report = changes.to_json()
-    assert [(c["value"], c["place"], c["among"]) for c in report["conflicts_appeared"]] == [
-        ("%1", "python model.py:3", None)]
+    assert [(c["value"], c["place"]) for c in report["conflicts_appeared"]] == [
+        ("%1", "python model.py:3")]
+    assert report["conflicts_not_compared"] == []
     assert [c["value"] for c in report["conflicts_disappeared"]] == ["%0"]
     assert [c.to_json() for c in changes.conflicts_appeared] == [now.to_json()]
     assert [c.to_json() for c in changes.conflicts_disappeared] == [was.to_json()]
@@ -265,3 +266,29 @@ def test_the_attribute_texts_kept_for_the_process_are_of_its_one_mlir_context():
     assert diff._ATTRIBUTE_TEXTS
     assert all(attr.context is mlir_context() for attr in diff._ATTRIBUTE_TEXTS)
     assert all(text == str(attr) for attr, text in diff._ATTRIBUTE_TEXTS.items())
+
+
+def test_conflicts_of_ops_not_told_apart_are_not_compared(monkeypatch):
+    """A what-if that ran the import stages again names an op by its number among
+    the ops of its name at its place; where the two propagations have not as many
+    ops there (here made so: the edited one's count has one more), its ops are not
+    told apart and their conflicts are not compared: the place is listed as not
+    compared, in text and JSON, and no conflict there appears or disappears."""
+    import sdy_dl.audit.whatif as whatif
+
+    real = whatif._tags_at
+    monkeypatch.setattr(whatif, "_tags_at", lambda audit, edge, name, place: real(
+        audit, edge, name, place) + (["o999"] if audit is not first and not edge else []))
+    before = propagate(SAME_PLACE, engine="python")
+    first = before.audit
+    after, changes = before.whatif(**MOVES[1])
+    assert not after.audit.import_reused
+    lines = changes.lines()
+    assert [line for line in lines if line.startswith("conflict")] == [
+        "conflicts not compared: stablehlo.add at python model.py:3: its ops there are not "
+        "told apart (2 -> 3 ops, with 1 -> 1 conflicts)"]
+    assert lines[-1].endswith("0 conflicts appeared, 0 disappeared, 1 places not compared")
+    report = changes.to_json()
+    assert report["conflicts_not_compared"] == [
+        {"op": "stablehlo.add", "place": "python model.py:3", "ops": [2, 3], "conflicts": [1, 1]}]
+    assert report["conflicts_appeared"] == report["conflicts_disappeared"] == []

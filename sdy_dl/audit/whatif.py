@@ -138,17 +138,26 @@ class WhatIf:
     edited: object = field(default=None, repr=False)
 
     @functools.cached_property
-    def conflict_keys(self) -> tuple[list, list]:
-        """(the conflicts that appeared, those that disappeared), each a
-        :class:`ConflictKey`, in the order of their propagation's conflicts; found
-        at the ops whose last steps differ only (:func:`_conflict_changes`)."""
+    def _conflict_changes(self) -> tuple[list, list, list]:
         return _conflict_changes(self.before, self.after, _Names(self.before),
                                  _Names(self.after, self))
 
     @property
+    def conflict_keys(self) -> tuple[list, list]:
+        """(the conflicts that appeared, those that disappeared), each a
+        :class:`ConflictKey`, in the order of their propagation's conflicts; found
+        at the ops whose last steps differ only (:func:`_conflict_changes`)."""
+        return self._conflict_changes[:2]
+
+    @property
+    def conflicts_not_compared(self) -> list:
+        """The places whose ops' conflicts are not compared (:class:`Uncompared`):
+        ops the two propagations do not tell apart there (see :class:`_OpIds`)."""
+        return self._conflict_changes[2]
+
+    @property
     def conflicts_appeared(self) -> list:
-        """The conflicts of the edited propagation that the first did not have (of the
-        ops told apart from the others at their place: :class:`ConflictKey`)."""
+        """The conflicts of the edited propagation that the first did not have."""
         return _conflicts_with(self.after, self.conflict_keys[0])
 
     @property
@@ -189,6 +198,7 @@ class WhatIf:
                "changed": [d.to_json() for d in self.changed], "unchanged": self.unchanged,
                "conflicts_appeared": [k.to_json() for k in self.conflict_keys[0]],
                "conflicts_disappeared": [k.to_json() for k in self.conflict_keys[1]],
+               "conflicts_not_compared": [u.to_json() for u in self.conflicts_not_compared],
                "memory": [{"function": f, "before": b.to_json() if b else None,
                            "after": a.to_json() if a else None} for f, b, a in self.memory]}
         if self.collectives_added is not None:
@@ -218,6 +228,7 @@ class WhatIf:
         appeared, disappeared = self.conflict_keys
         for word, keys in (("appeared", appeared), ("disappeared", disappeared)):
             out += [k.line(word) for k in keys]
+        out += [u.line() for u in self.conflicts_not_compared]
         for fn, b, a in self.memory:
             if b is None or a is None or (b.arguments, b.results, b.peak_intermediates) != (
                     a.arguments, a.results, a.peak_intermediates):
@@ -235,7 +246,9 @@ class WhatIf:
             out.append(f"collectives: {self.collective_bytes[0]} -> {self.collective_bytes[1]} "
                        "bytes per device in all")
         out.append(f"{len(self.changed)} values changed, {self.unchanged} unchanged, "
-                   f"{len(appeared)} conflicts appeared, {len(disappeared)} disappeared")
+                   f"{len(appeared)} conflicts appeared, {len(disappeared)} disappeared"
+                   + (f", {len(self.conflicts_not_compared)} places not compared"
+                      if self.conflicts_not_compared else ""))
         return out
 
 
@@ -779,21 +792,23 @@ def _changed_steps(before, after) -> tuple[list, list] | None:
     return differing(b, a), differing(a, b)
 
 
-def _conflict_changes(before, after, names_b, names_a) -> tuple[list, list]:
-    """:attr:`WhatIf.conflict_keys`: the conflicts at the ops whose last steps differ
+def _conflict_changes(before, after, names_b, names_a) -> tuple[list, list, list]:
+    """(:attr:`WhatIf.conflict_keys`, :attr:`WhatIf.conflicts_not_compared`): the
+    conflicts at the ops whose last steps differ
     (:func:`_changed_steps`; all ops when that is not known) on each side, each a
     :class:`ConflictKey`, compared by what names the op in both propagations
     (:class:`_OpIds`) and what conflicts there: an op whose last step is the same
     on both sides has the same conflicts on both.  The data-flow edges'
-    conflicts likewise (:func:`_edge_conflict_changes`).  ``names_b``, ``names_a``:
-    each side's :class:`_Names`."""
+    conflicts likewise (:func:`_edge_conflict_changes`).  The conflicts of ops
+    not told apart are not compared: their places are listed instead.
+    ``names_b``, ``names_a``: each side's :class:`_Names`."""
     ids = _OpIds(before, after, (names_b, names_a))
     changed = _changed_steps(before, after)
     if changed is None:
         changed = list(_last_steps(before).values()), list(_last_steps(after).values())
     ops = _compared(_keyed(before, changed[0], ids), _keyed(after, changed[1], ids))
     edges = _edge_conflict_changes(before, after, ids)
-    return ops[0] + edges[0], ops[1] + edges[1]
+    return ops[0] + edges[0], ops[1] + edges[1], list(ids.uncompared.values())
 
 
 @dataclass(frozen=True, eq=False)
@@ -802,9 +817,7 @@ class ConflictKey:
     on ``factor`` (``axis``), of ``kind``, ``kept`` the axes every tensor kept.
     ``same``: what it is compared by: what names the op in both propagations
     (:class:`_OpIds`) and the conflict's parts.  ``tag``: the op's (a data-flow
-    edge's, ``edge``) ``px:`` tag in its own propagation; None when the op is not
-    told apart from the other ops of its name at its place, of which the two
-    propagations have ``among`` (before, after)."""
+    edge's, ``edge``) ``px:`` tag in its own propagation."""
 
     op: str
     place: str
@@ -813,37 +826,53 @@ class ConflictKey:
     kind: str
     kept: tuple
     same: tuple
-    tag: str | None = None
+    tag: str
     edge: bool = False
-    among: tuple | None = None
     names: object = field(default=None, repr=False)   # its propagation's _Names
     cause: object = field(default=None, repr=False)   # the op's last step there
 
     @functools.cached_property
     def value(self) -> str:
         """The op's first result (else operand) as its propagation's output names it,
-        as ``conflicts`` names the op ("" when the op is not told apart)."""
+        as ``conflicts`` names the op."""
         from sdy_dl.audit.conflicts import op_value
 
-        return op_value(self.names, self.cause) if self.tag else ""
+        return op_value(self.names, self.cause)
 
     def line(self, word: str) -> str:
         """The what-if's text line of the conflict (``word``: appeared, disappeared)."""
         axis = f" axis {self.axis}" if self.axis else ""
         kept = "; ".join(f"{f}: [{', '.join(a)}]" for f, a in self.kept)
-        at = (f"{self.value} ({self.place})" if self.tag else
-              f"{self.place} (one of the {self.among[0]} -> {self.among[1]} ops there, "
-              "not told apart)")
-        return (f"conflict {word}: {self.op} at {at}: factor {self.factor}{axis} "
+        return (f"conflict {word}: {self.op} at {self.value} ({self.place}): "
+                f"factor {self.factor}{axis} "
                 f"({self.kind}), kept {kept or 'nothing'}")
 
     def to_json(self) -> dict:
-        """What :meth:`line` says: ``value`` null and ``among`` [before, after] when the
-        op is not told apart at its place."""
-        return {"op": self.op, "value": self.value or None, "place": self.place,
+        """What :meth:`line` says."""
+        return {"op": self.op, "value": self.value, "place": self.place,
                 "factor": self.factor, "axis": self.axis, "kind": self.kind,
-                "kept": {f: list(axes) for f, axes in self.kept},
-                "among": list(self.among) if self.among is not None else None}
+                "kept": {f: list(axes) for f, axes in self.kept}}
+
+
+@dataclass
+class Uncompared:
+    """A place whose ops' (data-flow edges') conflicts a what-if does not compare:
+    op ``op`` at ``place`` has ``ops`` ops there in (before, after), not told apart
+    (:class:`_OpIds`), with ``conflicts`` conflicts in all."""
+
+    op: str
+    place: str
+    ops: tuple
+    conflicts: list = field(default_factory=lambda: [0, 0])
+
+    def line(self) -> str:
+        return (f"conflicts not compared: {self.op} at {self.place}: its ops there are not "
+                f"told apart ({self.ops[0]} -> {self.ops[1]} ops, with {self.conflicts[0]} "
+                f"-> {self.conflicts[1]} conflicts)")
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "place": self.place, "ops": list(self.ops),
+                "conflicts": list(self.conflicts)}
 
 
 class _Names:
@@ -895,7 +924,9 @@ class _OpIds:
     imported module: :attr:`~sdy_dl.audit.naming.PropagationIndex.tags_made`);
     else its name, place and number among the visited ops of that name at that
     place in tag order (the imported module's pre-order), when both have as many
-    there and all tagged; else none (:meth:`of` gives None): not told apart."""
+    there and all tagged; else none (:meth:`of` gives None): not told apart, and
+    the conflicts there are not compared (``uncompared``: (edge, name, place) ->
+    its :class:`Uncompared`, filled as they are found)."""
 
     def __init__(self, before, after, names: tuple = (None, None)):
         """``names``: each side's :class:`_Names` (for the keys' values)."""
@@ -903,6 +934,7 @@ class _OpIds:
         self.names = names
         self.shared = before.propagated.tags_made is after.propagated.tags_made
         self._groups: dict = {}   # (edge, name, place) -> each side's tags there, in order
+        self.uncompared: dict = {}
 
     def of(self, side: int, tag: str | None, edge: bool, name: str, place: str):
         """The identity of the op (``edge``: data-flow edge) tagged ``tag`` (None:
@@ -937,11 +969,11 @@ def _tags_at(audit, edge: bool, name: str, place: str) -> list:
 def _keyed(audit, causes: list, ids: _OpIds, edges: list | None = None) -> dict:
     """The :class:`ConflictKey` of every conflict at the last steps ``causes`` (of
     the data-flow edges whose last visits are ``edges``, when given), by what it
-    is compared by, in the order of ``causes``; the same conflict of ops not told
-    apart at one place numbered by its count there (compared as a multiset)."""
+    is compared by, in the order of ``causes``; those of ops not told apart
+    counted in ``ids.uncompared`` instead."""
     side = ids.audits.index(audit)
     found = _conflicts_by_step(audit, causes)
-    out, counts = {}, {}
+    out = {}
     for n, cause in enumerate(causes):
         parts = found[cause.step]
         if not parts:
@@ -950,32 +982,18 @@ def _keyed(audit, causes: list, ids: _OpIds, edges: list | None = None) -> dict:
         name, place = (e.name, e.place) if e is not None else (cause.op["name"],
                                                                cause.op["place"])
         tag = cause.op.get("tag") if cause.op is not None else None
-        ident, told, among = _identity(ids, side, tag, e is not None, name, place)
+        ident = ids.of(side, tag, e is not None, name, place)
+        if ident is None:
+            at = (e is not None, name, place)
+            if at not in ids.uncompared:
+                ids.uncompared[at] = Uncompared(name, place, tuple(map(len, ids.group(*at))))
+            ids.uncompared[at].conflicts[side] += len(parts)
+            continue
         for part in parts:
-            same = _same(ident, told, part, counts)
-            out.setdefault(same, ConflictKey(name, place, *part, same, told, e is not None,
-                                             among, ids.names[side], cause))
+            same = (ident,) + tuple(part)
+            out.setdefault(same, ConflictKey(name, place, *part, same, tag, e is not None,
+                                             ids.names[side], cause))
     return out
-
-
-def _identity(ids: _OpIds, side: int, tag, edge: bool, name: str, place: str) -> tuple:
-    """(what names the op in both propagations, its tag when it is told apart
-    (else None), the two propagations' number of ops there when it is not)."""
-    ident = ids.of(side, tag, edge, name, place)
-    if ident is not None:
-        return ident, tag, None
-    return (edge, name, place, None), None, tuple(map(len, ids.group(edge, name, place)))
-
-
-def _same(ident, told, part: tuple, counts: dict) -> tuple:
-    """What a conflict (``part``: factors, axis, kind, kept axes) at the op of
-    :func:`_identity` ``ident`` is compared by; of an op not told apart (``told``
-    None), numbered by its count there so far (``counts``, filled)."""
-    same = (ident,) + tuple(part)
-    if told is None:
-        counts[same] = counts.get(same, 0) + 1
-        same += (counts[same],)
-    return same
 
 
 def _conflicts_by_step(audit, causes: list) -> dict:
@@ -1039,9 +1057,7 @@ def _compared(b: dict, a: dict) -> tuple[list, list]:
 
 def _conflicts_with(audit, keys: list) -> list:
     """The conflicts of ``audit`` (whole, :meth:`Audit.conflicts`) of these keys, one
-    per key of an op told apart (an op not told apart from others at its place has
-    none): only those of the ops the keys name are made."""
-    keys = [k for k in keys if k.tag is not None]
+    per key: only those of the ops the keys name are made."""
     if not keys:
         return []
     wanted = {(k.tag, k.edge, k.factor, k.axis, k.kind, k.kept): k for k in keys}
@@ -1118,20 +1134,16 @@ def _collectives(before, after) -> tuple:
             (sum(c.bytes or 0 for c in old), sum(c.bytes or 0 for c in new)))
 
 
-def _conflict_key(c, ids: _OpIds | None = None, side: int = 0,
-                  counts: dict | None = None) -> tuple:
+def _conflict_key(c, ids: _OpIds | None = None, side: int = 0) -> tuple | None:
     """What a what-if compares conflict ``c`` (a whole
     :class:`~sdy_dl.audit.conflicts.Conflict` of propagation ``side`` of ``ids``)
     by, as :attr:`ConflictKey.same`: its op's identity and its factors, axis,
-    kind and kept axes (``counts``: of the conflicts before it in its list, for
-    an op not told apart).  ``ids`` None: its op's identity is its tag
-    (propagations sharing their tags)."""
+    kind and kept axes; None: its op is not told apart.  ``ids`` None: its op's
+    identity is its tag (propagations sharing their tags)."""
     edge = c.edge_of is not None
-    part = (c.factor, c.axis, c.kind, _kept(c))
-    if ids is None:
-        return ((("edge", c.tag) if edge else c.tag),) + part
-    ident, told, _ = _identity(ids, side, c.tag, edge, c.op, c.place)
-    return _same(ident, told, part, counts if counts is not None else {})
+    ident = (ids.of(side, c.tag, edge, c.op, c.place) if ids is not None
+             else ("edge", c.tag) if edge else c.tag)
+    return None if ident is None else (ident, c.factor, c.axis, c.kind, _kept(c))
 
 
 def _kept(c) -> tuple:
