@@ -292,3 +292,43 @@ def test_conflicts_of_ops_not_told_apart_are_not_compared(monkeypatch):
     assert report["conflicts_not_compared"] == [
         {"op": "stablehlo.add", "place": "python model.py:3", "ops": [2, 3], "conflicts": [1, 1]}]
     assert report["conflicts_appeared"] == report["conflicts_disappeared"] == []
+
+
+def _layers_in_a_loop() -> str:
+    """Two matmul layers written once (one Python line), lowered with JAX debug
+    locations: both dot_generals are at that line."""
+    import jax
+    from jax_programs import _f32, _ns
+
+    def layer(x, w):
+        return x @ w
+
+    def f(x, w1, w2):
+        for w in (w1, w2):
+            x = layer(x, w)
+        return x
+    return jax.jit(f, in_shardings=(_ns("model", None), _ns(None, "model"), _ns(None, None))
+                   ).lower(_f32(16, 32), _f32(32, 32), _f32(32, 32)).as_text(debug_info=True)
+
+
+@pytest.mark.parametrize("edits", [dict(set={"%arg1": "P(None, None)", "%arg2": "P(None, 'model')"}),
+                                   dict(set={"%arg2": "P(None, 'model')"}, unset=["%arg1"])])
+def test_a_conflict_moving_between_layers_written_once_in_jax_is_told_apart(edits):
+    """A JAX program whose layer is one Python line: re-sharding the weights moves
+    the across-factor conflict from the first layer's dot_general to the second's,
+    at the same Python line; the what-if says it disappeared at the one and
+    appeared at the other, each by the value its op makes."""
+    before = propagate(_layers_in_a_loop(), engine="python")
+    (was,) = before.audit.conflicts()
+    after, changes = before.whatif(**edits)
+    assert after.audit.import_reused == ("unset" not in edits)
+    (now,) = after.audit.conflicts()
+    assert was.place == now.place and was.place.startswith("python ")
+    assert (was.op, was.value, now.op, now.value) == ("stablehlo.dot_general", "%0",
+                                                      "stablehlo.dot_general", "%1")
+    got = [line for line in changes.lines() if line.startswith("conflict")]
+    assert got == [f"conflict appeared: stablehlo.dot_general at %1 ({now.place}): factor i, j "
+                   'axis model (across-factor), kept i: []; j: ["model"]',
+                   f"conflict disappeared: stablehlo.dot_general at %0 ({was.place}): factor "
+                   'i, j axis model (across-factor), kept i: []; j: ["model"]']
+    assert [c.to_json() for c in changes.conflicts_appeared] == [now.to_json()]
