@@ -31,15 +31,18 @@ def diff(a: str, b: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"equal": equal, "differences": [d.to_json() for d in diffs]},
                               indent=2))
-    else:
-        for d in diffs:
-            if d.kind == "different":
-                click.echo(f"{d.a} (A) / {d.b} (B): {d.a_sharding or '(none)'} != {d.b_sharding or '(none)'}")
-            elif d.a is not None:
-                click.echo(f"{d.kind}: {d.a} = {d.a_sharding or '(none)'}")
-            else:
-                click.echo(f"{d.kind}: {d.b} = {d.b_sharding or '(none)'}")
-        click.echo(f"{equal} values equal, {len(diffs)} different")
+    else:   # (written at once: a signal while it is made writes nothing)
+        click.echo("".join(f"{_line(d)}\n" for d in diffs)
+                   + f"{equal} values equal, {len(diffs)} different")
     sys.stdout.flush()   # (a write that fails is an error, exit status 2, not 1 at exit)
     if diffs:
         sys.exit(1)
+
+
+def _line(d) -> str:
+    """One difference as a line of text."""
+    if d.kind == "different":
+        return f"{d.a} (A) / {d.b} (B): {d.a_sharding or '(none)'} != {d.b_sharding or '(none)'}"
+    if d.a is not None:
+        return f"{d.kind}: {d.a} = {d.a_sharding or '(none)'}"
+    return f"{d.kind}: {d.b} = {d.b_sharding or '(none)'}"

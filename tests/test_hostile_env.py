@@ -266,6 +266,42 @@ def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
 
 
+#: ``sdy-dl`` that gets SIGTERM after each piece of text it prints (rich's or click's).
+SIGNALLED_WHILE_PRINTING = """
+import os, signal, sys
+import click
+from rich.console import Console
+from sdy_dl.cli import run
+
+def signalling(printing):
+    def printed(*args, **kwargs):
+        printing(*args, **kwargs)
+        if not kwargs.get("err"):
+            os.kill(os.getpid(), signal.SIGTERM)
+    return printed
+
+Console.print, click.echo = signalling(Console.print), signalling(click.echo)
+run(args=sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", [["show", "{m}"], ["diff", "{m}", "{other}"]])
+def test_a_signal_while_printing_leaves_no_partial_output(tmp_path, command):
+    """Text a command prints (show's tables, diff's differences) is made whole before
+    it is written: a signal while it is made writes nothing; once it is written,
+    all of it."""
+    module, other = tmp_path / "m.mlir", tmp_path / "other.mlir"
+    module.write_text(MODULE)
+    other.write_text(MODULE.replace('{"data"}', "{}").replace('{"model"}', "{}"))
+    args = [a.format(m=module, other=other) for a in command]
+    whole = subprocess.run([SDY_DL, *args], capture_output=True, text=True, timeout=300)
+    assert whole.stdout.count("\n") >= 3
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_PRINTING, *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (143, "sdy-dl: error: terminated (SIGTERM)\n")
+    assert done.stdout in ("", whole.stdout)
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
 def test_a_signal_ignored_at_the_start_stays_ignored(tmp_path, how):
     """A command started with the signal ignored (``nohup``, which ignores SIGHUP)
