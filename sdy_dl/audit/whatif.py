@@ -933,7 +933,7 @@ class _OpIds:
         self.audits = (before, after)
         self.names = names
         self.shared = before.propagated.tags_made is after.propagated.tags_made
-        self._groups: dict = {}   # (edge, name, place) -> each side's tags there, in order
+        self._groups: dict = {}   # (edge, name, place) -> each side's tags there, numbered
         self.uncompared: dict = {}
 
     def of(self, side: int, tag: str | None, edge: bool, name: str, place: str):
@@ -942,15 +942,17 @@ class _OpIds:
         if self.shared:
             return None if tag is None else ("edge", tag) if edge else tag
         group = self.group(edge, name, place)
-        if tag is None or len(group[0]) != len(group[1]) or None in group[0] + group[1]:
+        if tag is None or len(group[0]) != len(group[1]) or None in group[0] | group[1]:
             return None
-        return (edge, name, place, group[side].index(tag))
+        return (edge, name, place, group[side][tag])
 
     def group(self, edge: bool, name: str, place: str) -> tuple:
-        """Each side's tags of its visited ops (edges) of ``name`` at ``place``."""
+        """Each side's tags of its visited ops (edges) of ``name`` at ``place``, each
+        with its number there (the order of :func:`_tags_at`)."""
         at = (edge, name, place)
         if at not in self._groups:
-            self._groups[at] = tuple(_tags_at(a, edge, name, place) for a in self.audits)
+            self._groups[at] = tuple({t: n for n, t in enumerate(_tags_at(a, *at))}
+                                     for a in self.audits)
         return self._groups[at]
 
 
