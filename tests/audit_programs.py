@@ -2,7 +2,8 @@
 loops over layers calling jitted functions, remat, nested scans, a while loop
 with a sharding constraint, a partly manual ``shard_map`` (with and without a call in its body), reshapes of
 sharded dims, a mixture-of-experts layer, attention with heads split out of the hidden
-dim, an embedding lookup with its scatter-add gradient, ``vmap`` of a per-example
+dim, an embedding lookup with its scatter-add gradient, an embedding lookup whose
+table and ids contend for one axis feeding a softmax, ``vmap`` of a per-example
 gradient, a ``custom_vjp``, a convolution's gradient, ``top_k`` and ``sort``,
 ``cumsum`` along sharded dims, donated arguments with ``P(None)`` and
 ``P(("data", "model"))``, a ``shard_map`` pipeline passing activations on with
@@ -211,6 +212,18 @@ def embed_scatter() -> str:
                            _f32(8, 16)).as_text()
 
 
+def embed_softmax() -> str:
+    """Token embeddings scored against a query vector, a softmax over the tokens: the
+    table sharded on "data" over its features, the token ids on "data" over the
+    batch.  The lookup's result cannot hold "data" on both dims (the table's won),
+    and the scores contract the features: the softmax is never sharded, so no
+    step of it ever ran."""
+    def f(table, ids, q):
+        return jax.nn.softmax(jnp.take(table, ids, axis=0) @ q, axis=-1)
+    return jax.jit(f, in_shardings=(_ns(None, "data"), _ns("data", None), _ns(None))).lower(
+        _f32(64, 16), jax.ShapeDtypeStruct((8, 4), jnp.int32), _f32(16)).as_text()
+
+
 def vmap_grad() -> str:
     """``vmap`` of a per-example weight gradient over a batch sharded on "data"."""
     def per_example(x, w):
@@ -383,6 +396,7 @@ PROGRAMS = {"scan_layers_cond": scan_layers_cond, "remat_transformer": remat_tra
             "split_reshapes": split_reshapes, "split_sub_axes": split_sub_axes,
             "loop_constraint_clash": loop_constraint_clash, "moe": moe,
             "attention_heads": attention_heads, "embed_scatter": embed_scatter,
+            "embed_softmax": embed_softmax,
             "vmap_grad": vmap_grad, "custom_vjp": custom_vjp, "conv_grad": conv_grad,
             "topk_sort": topk_sort, "cumsum_axes": cumsum_axes, "donated_specs": donated_specs,
             "ppermute_pipeline": ppermute_pipeline, "ep_all_to_all": ep_all_to_all,

@@ -106,6 +106,39 @@ def test_why_not_a_dim_follows_the_dims_that_map_onto_it():
     assert "the factors holding it map dim 0 of %arg0" in answer.note
 
 
+def test_why_not_a_dim_follows_ops_never_stepped_to_the_conflict_behind_them(tmp_path):
+    """The softmax after the embedding lookup was never stepped (nothing sharded
+    reached it): asked about the batch dim of its result, the walk maps the dim
+    through the softmax's ops and the scores' contraction by their rules' factors
+    back to the lookup, where the ids' "data" on the batch lost to the table's on
+    the features (an across-factor conflict); the table's "data", which the
+    contraction takes off another dim, comes after."""
+    from click.testing import CliRunner
+
+    from sdy_dl.cli import main
+
+    result = _result("embed_softmax")
+    answer = result.why_not("%14", "data", 0)
+    assert not answer.has_axis
+    gather = [b for b in answer.blocked if b.op == "stablehlo.gather"]
+    assert len(gather) == 1, answer.lines()
+    b = gather[0]
+    assert b.annotations == ['%arg1 = #sdy.sharding<@mesh, [{"data"}, {}]>'], b.annotations
+    assert b.factor == "i" and b.cause.startswith(
+        '"data" is already used by another dim of @_take:%17 (factor k, dim 2): a tensor '
+        'cannot use an axis twice (across-factor conflict)'), b.cause
+    assert b.why.atom.startswith("ag_across_")
+    assert answer.blocked[-1].op == "stablehlo.dot_general" and answer.blocked[-1].cause.startswith(
+        'factor k of "data" maps no dim of %1 (a reduction factor)'), answer.lines()
+    src = tmp_path / "m.mlir"
+    src.write_text(audit_programs.lowered("embed_softmax"))
+    r = CliRunner().invoke(main, ["explain", str(src), "%14", "--why-not", "data", "--dim", "0",
+                                  "--proof"])
+    assert r.exit_code == 0, r.output
+    assert "stopped at stablehlo.gather" in r.output and "across-factor conflict" in r.output
+    assert f"no {b.why.atom}:" in r.output and r.output.count("  rule datalog/step/") >= 2
+
+
 def test_whatif_edits_the_result_of_a_call():
     """A call result is the input's func.call result (the call propagates as a named
     computation): the edit lands on the call's sharding, and the what-if's output is a

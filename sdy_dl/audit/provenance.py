@@ -101,6 +101,11 @@ class ProvenanceTracer:
         self.steps: list[Cause] = []   # every op step applied, changed anything or not
         self.edge_steps: list[Cause] = []   # ... and every data-flow edge and barrier step
         self.no_rule: set[str] = set()   # the tags of ops propagation found no sharding rule for
+        #: (op, its rule) of each op propagation found a sharding rule for (its factors
+        #: map the op's dims, whether or not a step of it ever ran); by tag: rule_of
+        self.ruled: list[tuple] = []
+        self._rules: dict[str, object] = {}
+        self._ruled_read = 0   # how many of ``ruled`` are in ``_rules``
 
     # -- recording (called by the driver and the sharding state) ----------
 
@@ -203,6 +208,19 @@ class ProvenanceTracer:
 
     def end(self) -> None:
         self._cause = None
+
+    def on_rule(self, op, rule) -> None:
+        """Propagation found sharding rule ``rule`` for ``op`` (an instance of it)."""
+        self.ruled.append((op, rule))
+
+    def rule_of(self, tag: str):
+        """The sharding rule propagation found for the op tagged ``tag`` (None: none),
+        the ops named by tag when first asked for."""
+        if self._ruled_read < len(self.ruled) and self.describe_op is not None:
+            for op, rule in self.ruled[self._ruled_read:]:
+                self._rules[self.describe_op(op)["tag"]] = rule
+            self._ruled_read = len(self.ruled)
+        return self._rules.get(tag)
 
     def on_no_rule(self, op) -> None:
         """Propagation found no sharding rule for ``op``: it never steps it (§3.7)."""

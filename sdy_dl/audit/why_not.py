@@ -306,8 +306,9 @@ class StepWalk:
 
     def dims_onto(self, link, key, dims: set | None, other) -> set | None:
         """The dims of ``other`` that ``link`` maps ``dims`` of ``key`` onto: an edge the
-        same dims, an op the dims of the factors of ``dims`` in the rule of its last
-        step.  None: any dim (``dims`` None, or the op never stepped)."""
+        same dims, an op the dims of the factors of ``dims`` in its sharding rule
+        (whether or not a step of it ran).  None: any dim (``dims`` None, or the op
+        has no rule)."""
         if dims is None or link.owner:
             return dims
         found = self._dim_factors(link, key, other)
@@ -318,8 +319,8 @@ class StepWalk:
         return {d for d, fs in others if factors.intersection(fs)}
 
     def dims_off(self, link, key, other) -> set:
-        """The dims of ``other`` with a factor that ``link`` (an op, by the rule of its
-        last step) maps onto no dim of ``key`` (an edge, or an op never stepped: none)."""
+        """The dims of ``other`` with a factor that ``link`` (an op, by its sharding
+        rule) maps onto no dim of ``key`` (an edge, or an op without a rule: none)."""
         found = None if link.owner else self._dim_factors(link, key, other)
         if found is None:
             return set()
@@ -329,17 +330,17 @@ class StepWalk:
 
     def _dim_factors(self, link, key, other) -> tuple | None:
         """(dim, its factors) of every dim of ``key`` and of ``other`` in op ``link``'s
-        last step (each tensor the key is), or None: it never stepped (found once
-        per link and pair: the walk and ``dims_off`` ask again)."""
+        sharding rule (the instance propagation found for it; each tensor the key
+        is), or None: it has none (found once per link and pair: the walk and
+        ``dims_off`` ask again)."""
         at = (link.tag, key, other)
         if at in self._factors:
             return self._factors[at]
-        cause = self.last.get(link.tag)
-        if cause is None:
+        rule = self.tracer.rule_of(link.tag)
+        if rule is None:
             found = None
         else:
-            rule = cause.step.rule
-            keys = [k for k, _ in cause.inputs]
+            keys = link.keys
 
             def dims_of(k):
                 return [(d, fs) for t, kk in enumerate(keys) if kk == k
@@ -505,10 +506,14 @@ def _reach(walk, key, axis: str, dim: int | None, have: float,
     # axis passes through it.  With ``dim``, a key beyond the value's neighbours
     # is walked with its dims that map onto ``dim`` (a visit is a key and those
     # dims: a key reached again by a path mapping more of its dims onto ``dim`` is
-    # walked again with them), and ends a path when it holds more of the axis
-    # there or on a dim the link maps onto no dim of the key it came from (its
-    # step says where the axis stopped); a key whose dims map none of them is not
-    # walked on.  A neighbour holding the axis ends a path whatever dims it maps
+    # walked again with them; an op's dims map by the factors of its sharding
+    # rule, stepped or not), and ends a path when it holds more of the axis
+    # there.  A key holding it only on a dim the link maps onto no dim of the key
+    # it came from is a place where the axis stopped on another dim's way (its
+    # step says why), named when it is the first such on its path and after the
+    # places on the dims walked; the walk goes on past it with its dims (not
+    # back through that link).  A key whose dims map none of them is not walked
+    # on.  A neighbour holding the axis ends a path whatever dims it maps
     # (the answer names them).  Dims None: any dim.  No propagation of the axis
     # crosses a link it does not follow (no rule, a manual axis): the walk goes
     # beyond such links only once every key it reaches without crossing one is
@@ -522,8 +527,21 @@ def _reach(walk, key, axis: str, dim: int | None, have: float,
     crossings: list = []   # (visit, link, key) of the links not followed, met before them
     barrier: dict = {}   # a visit beyond a link not followed -> (visit nearer, the link)
     found = []
+    off: set = set()   # visits holding the axis only on dims their link maps onto no dim walked
+    past: set = set()   # visits walked on past one of those (or it)
     scalars = 0
     links, by_key, tracer = walk.links, walk.by_key, walk.tracer
+
+    def walk_on(visit, reached, across):
+        k2, dims2 = reached
+        walked[k2] = None if dims2 is None else walked.get(k2, frozenset()) | dims2
+        if visit in past or reached in off:
+            past.add(reached)
+        if across is None:
+            queue.append(reached)
+        else:
+            barrier[reached] = across
+            behind.append(reached)
 
     def reach(visit, n, k2, across):
         nonlocal scalars
@@ -540,19 +558,23 @@ def _reach(walk, key, axis: str, dim: int | None, have: float,
             ended.add(k2)
             scalars += 1
         elif _amount(tracer.final(k2), axis, where) > have:
+            # (held only on dims the link maps onto no dim walked: the axis stopped there
+            # on another dim's way, named when nearest on its path; walked on past it)
+            aside = where is not None and not _amount(tracer.final(k2), axis, dims2) > have
             parent[reached] = (visit, n)
-            ended.add(k2)
-            found.append(reached)
-            if across is not None:
-                barrier[reached] = across
+            if not (aside and visit in past):
+                found.append(reached)
+                if across is not None:
+                    barrier[reached] = across
+            if aside:
+                off.add(reached)
+            if aside and dims2 and (across is not None or link.tag in follows):
+                walk_on(visit, reached, across)
+            else:
+                ended.add(k2)
         elif mapped and (across is not None or link.tag in follows):
             parent[reached] = (visit, n)
-            walked[k2] = None if dims2 is None else walked.get(k2, frozenset()) | reached[1]
-            if across is None:
-                queue.append(reached)
-            else:
-                barrier[reached] = across
-                behind.append(reached)
+            walk_on(visit, reached, across)
         elif mapped:
             crossings.append((visit, n, k2))
 
@@ -566,11 +588,15 @@ def _reach(walk, key, axis: str, dim: int | None, have: float,
         visit = queue.popleft() if queue else behind.popleft()
         across = barrier.get(visit)
         for n in by_key.get(visit[0], ()):
+            if visit in off and n == parent[visit][1]:
+                continue
             # (beyond a link not followed, the next one on the path is where it stopped first)
             here = across if across is None or links[n].tag in follows else (visit, n)
             for k2 in links[n].keys:
                 if k2 not in ended and k2 != key:
                     reach(visit, n, k2, here)
+    # (a place on the dims walked first: an axis held off them never goes onto them)
+    found = [v for v in found if v not in off] + [v for v in found if v in off]
     return parent, found, scalars, barrier
 
 

@@ -382,10 +382,13 @@ class Propagator:
         if op.oid not in self._rules:
             rule = self.rule_for(op)
             self._rules[op.oid] = rule
+            tracer = self.state.tracer
             if rule is not None:
                 self.visited_rules[op.oid] = rule
-            elif self.state.tracer is not None:
-                self.state.tracer.on_no_rule(op)
+                if tracer is not None:
+                    tracer.on_rule(op, rule)
+            elif tracer is not None:
+                tracer.on_no_rule(op)
         return self._rules[op.oid]
 
     def _step_input(self, site: _Site) -> StepInput | None:

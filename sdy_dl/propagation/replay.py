@@ -255,15 +255,17 @@ class PassTrace:
         replaying run's would, with the same rules (``RunContext.rule_memo``)."""
         if propagator.recorder is self:
             if self.usable:
+                tracer = propagator.state.tracer
                 self.priorities = (static, decided, *propagator.looked_up_rules(),
-                                   propagator.state.tracer.no_rule)
+                                   tracer.no_rule, tracer.ruled)
             return static, decided, None
         if (self.priorities is None or propagator.erased or propagator.replay is None
                 or not propagator.replay.same):
             return static, decided, None
-        static, decided, rules, visited, no_rule = self.priorities
+        static, decided, rules, visited, no_rule, ruled = self.priorities
         propagator.adopt_rules(rules, visited)
         propagator.state.tracer.no_rule |= no_rule
+        propagator.state.tracer.ruled.extend(ruled)
         propagator.replay.rules_shared = True
         return static, decided, self.first_band
 
