@@ -18,7 +18,7 @@ import click
 
 from sdy_dl import __version__
 from sdy_dl.errors import SdyError, one_line
-from sdy_dl.signals import Terminated, terminate
+from sdy_dl.signals import Terminated, raise_pending, terminate
 
 
 def _usage_error(e: click.UsageError):
@@ -169,10 +169,12 @@ def run(**click_options) -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:   # (nohup's stays ignored)
             signal.signal(signum, terminate)
     try:
-        main(**click_options)
-        code = 0
-    except SystemExit as e:
-        code = e.code
+        try:
+            main(**click_options)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        raise_pending()   # (one an import put off while the command ended)
     except Terminated as e:   # (what was being written is removed on the way, as on Ctrl-C)
         print(f"sdy-dl: error: terminated ({e.name})", file=sys.stderr)
         code = 128 + e.signum

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from sdy_dl.errors import SdyError, UsageError
+from sdy_dl.signals import raise_pending
 
 
 def write_report(path: str, fmt: str, report, text: Callable[[], str]) -> None:
@@ -57,6 +58,7 @@ def write_all(outputs: Sequence[tuple[str, str | bytes | Iterable[str]]]) -> Non
     naming the same file (:func:`_file_names`) are a usage error."""
     if any(not path for path, _ in outputs):
         raise UsageError("the output file name is empty (-o '')")
+    raise_pending()
     seen = {}
     staged, streams, opened = [], [], []
     try:

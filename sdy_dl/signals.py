@@ -7,8 +7,12 @@ C++ calls back (an MLIR walk's visitor; the Python a bindings module runs
 while it is imported) must not raise it: the bindings turn the exception into
 another error, drop it, or abort the process.  Such calls run inside
 :data:`deferred`; a signal arriving there is raised when the outermost of them
-returns.  Without the handler installed (a program importing sdy-dl),
-:data:`deferred` changes nothing.
+returns.  Nor may an import (Python's compiler, making a module's code from
+its source, runs the handler and drops what it raises): a signal arriving
+while a module is imported is raised once no import is under way (checked
+again every hundredth of a second, with SIGALRM, and before the command
+writes its outputs and as it ends: :func:`raise_pending`).  Without the handler
+installed (a program importing sdy-dl), :data:`deferred` changes nothing.
 """
 
 from __future__ import annotations
@@ -48,8 +52,36 @@ deferred = _Deferred()
 
 def terminate(signum, frame) -> None:
     """The handler of SIGTERM and SIGHUP: raise :class:`Terminated`, at once or,
-    inside :data:`deferred`, on leaving it."""
+    inside :data:`deferred`, on leaving it, or, during an import, once it is done."""
     if _Deferred.depth:
         _Deferred.pending = signum
+    elif _importing(frame):
+        _Deferred.pending = signum
+        signal.signal(signal.SIGALRM, _again)
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
     else:
         raise Terminated(signum)
+
+
+def raise_pending() -> None:
+    """Raise the signal an import put off, if one is still waiting (before a
+    command writes its outputs, and as it ends)."""
+    signum, _Deferred.pending = _Deferred.pending, None
+    if signum is not None:
+        raise Terminated(signum)
+
+
+def _again(_, frame) -> None:
+    """The signal an import put off, handled again (SIGALRM's handler)."""
+    signum, _Deferred.pending = _Deferred.pending, None
+    if signum is not None:
+        terminate(signum, frame)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (a frame of Python's import system)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False

@@ -410,6 +410,38 @@ def test_a_signal_while_the_dialects_load_is_raised_once_they_are_loaded(tmp_pat
     assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
 
 
+#: A process with sdy-dl's SIGTERM handler that gets SIGTERM while it imports a module;
+#: prints whether the module was imported whole before the signal was raised.
+SIGNALLED_WHILE_IMPORTING = """
+import os, signal, sys, time
+from sdy_dl import signals
+
+class Signalling:
+    def find_spec(self, name, path, target=None):
+        if name == "colorsys":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+signal.signal(signal.SIGTERM, signals.terminate)
+sys.meta_path.insert(0, Signalling())
+try:
+    import colorsys
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pass
+    print("not raised")
+except signals.Terminated:
+    print("colorsys" in sys.modules)
+"""
+
+
+def test_a_signal_during_an_import_is_raised_once_it_is_done(tmp_path):
+    """Python's compiler runs the handler while it makes a module's code and drops
+    what it raises: a signal during an import is raised once the import is done."""
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_IMPORTING],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
+
+
 def test_a_deferred_signal_is_raised_on_leaving_the_outermost_region():
     from sdy_dl.signals import Terminated, deferred, terminate
 
