@@ -381,63 +381,43 @@ def test_a_signal_inside_an_mlir_walk_ends_the_command(tmp_path, how, code):
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
 
 
-#: mlir_context() that gets SIGTERM while the stablehlo bindings are imported; prints
-#: whether they were imported whole before the signal was raised.
-SIGNALLED_WHILE_THE_DIALECTS_LOAD = """
-import os, signal, sys
-from sdy_dl import signals
-from sdy_dl.ir.context import mlir_context
-
-class Signalling:
-    def find_spec(self, name, path, target=None):
-        if name == "jaxlib.mlir.dialects._stablehlo_ops_gen":
-            os.kill(os.getpid(), signal.SIGTERM)
-
-signal.signal(signal.SIGTERM, signals.terminate)
-sys.meta_path.insert(0, Signalling())
-try:
-    mlir_context()
-except signals.Terminated:
-    print("jaxlib.mlir.dialects.stablehlo" in sys.modules)
-"""
-
-
-def test_a_signal_while_the_dialects_load_is_raised_once_they_are_loaded(tmp_path):
-    """The bindings' imports run Python code from C++ (where the exception could be
-    dropped or abort the process): a signal then is raised once they are done."""
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_THE_DIALECTS_LOAD],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
-
-
-#: A process with sdy-dl's SIGTERM handler that gets SIGTERM while it imports a module;
-#: prints whether the module was imported whole before the signal was raised.
+#: A process with sdy-dl's SIGTERM handler that runs the statement sys.argv[2] and gets
+#: SIGTERM when module sys.argv[1] is imported; prints whether module sys.argv[3] was
+#: imported whole before the signal was raised.
 SIGNALLED_WHILE_IMPORTING = """
 import os, signal, sys, time
 from sdy_dl import signals
 
 class Signalling:
     def find_spec(self, name, path, target=None):
-        if name == "colorsys":
+        if name == sys.argv[1]:
             os.kill(os.getpid(), signal.SIGTERM)
 
 signal.signal(signal.SIGTERM, signals.terminate)
 sys.meta_path.insert(0, Signalling())
 try:
-    import colorsys
+    exec(sys.argv[2])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         pass
     print("not raised")
 except signals.Terminated:
-    print("colorsys" in sys.modules)
+    print(sys.argv[3] in sys.modules)
 """
 
 
-def test_a_signal_during_an_import_is_raised_once_it_is_done(tmp_path):
+@pytest.mark.parametrize("signalled_at, statement, imported", [
+    ("colorsys", "import colorsys", "colorsys"),
+    ("jaxlib.mlir.dialects._stablehlo_ops_gen",
+     "from sdy_dl.ir.context import mlir_context; mlir_context()",
+     "jaxlib.mlir.dialects.stablehlo")])
+def test_a_signal_during_an_import_is_raised_once_it_is_done(tmp_path, signalled_at,
+                                                             statement, imported):
     """Python's compiler runs the handler while it makes a module's code and drops
-    what it raises: a signal during an import is raised once the import is done."""
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_IMPORTING],
+    what it raises, and jaxlib's bindings run Python code from C++ while they are
+    imported: a signal during an import is raised once the import is done."""
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_IMPORTING, signalled_at,
+                           statement, imported],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
 
