@@ -202,6 +202,40 @@ def test_a_collectives_needed_side_does_not_hold_its_had_sides_annotations():
         ["sdy.sharding_constraint at input line 53)"], needed.annotations
 
 
+def test_an_annotation_the_import_moved_is_one_origin_as_written():
+    """The loop body's constraint onto "model" is moved by the import passes onto the
+    tanh it constrains: a value deriving from both the constraint and the tanh lists
+    the constraint once, as written at its line, and counts it once; a value deriving
+    from the tanh alone cites the constraint and says it was moved.  The same for
+    the queries' constraint of the attention, and in the why-not's annotations."""
+    constraint = ('%5 = #sdy.sharding<@mesh, [{}, {"model"}]> (sdy.sharding_constraint at '
+                  'input line 15)')
+    result = sdy_dl.propagate(audit_programs.lowered("while_constraint"),
+                              explicit_collectives=True)
+    sides = [side for e in result.collectives().entries for side in (e.had, e.needed)]
+    both = [side for side in sides if constraint in side.annotations]
+    assert both, [side.annotations for side in sides]
+    for side in sides:
+        cited = [a for a in side.annotations if a.startswith(constraint)]
+        assert len(cited) <= 1, side.annotations
+        assert side.annotation_count == len(side.annotations), side
+    assert any(side.annotations == [f"{constraint}, moved onto %4 by the import passes"]
+               for side in sides), [side.annotations for side in sides]
+    for name in ("attention_heads", "moe", "while_constraint"):
+        result = sdy_dl.propagate(audit_programs.lowered(name), explicit_collectives=True)
+        for e in result.collectives().entries:
+            for side in (e.had, e.needed):
+                cited = [a.split(", moved onto ")[0] for a in side.annotations]
+                assert len(cited) == len(set(cited)), (name, side.annotations)
+        for c in result.conflicts():
+            for comp in c.competitors:
+                for origin in comp["origins"]:
+                    cited = [re.sub(r"^\S+ = \S+ \(annotation in the input: (.*?)(, moved onto "
+                                    r"\S+ by the import passes)?\)$", r"\1", a)
+                             for a in origin["from"]]
+                    assert len(cited) == len(set(cited)), (name, origin)
+
+
 def test_the_sub_axes_a_reshape_splits_an_axis_into_are_no_conflict():
     """The reshape puts "model":(1)2 and "model":(2)2 on two factors: disjoint parts of
     "model", no conflict there nor at the ops after it; the matmul's weight holds all

@@ -344,6 +344,10 @@ class _Builder:
         self._notes: dict = {}
         self._axis_masks: dict[str, int] = {}
         self._masked = 0
+        #: per input annotation met as several leaf keys (as written, and moved onto
+        #: another value by the import passes): (their bits, theirs as written first)
+        self._twins: dict[str, tuple[int, list[int]]] = {}
+        self._twinned = 0
 
     # -- values ------------------------------------------------------------
 
@@ -390,6 +394,7 @@ class _Builder:
                     notes.append(f"{v.name}: created by the export passes, no derivation")
                 continue
             bits |= tracer.root_bits(key)
+        bits = self._once(bits)
         total = bits.bit_count() + len(notes)
         groups = [bits]
         if axes:
@@ -398,8 +403,29 @@ class _Builder:
         for group in groups:
             left = MOST_ANNOTATIONS - len(notes)
             if left > 0:
-                notes += [self._note(k) for k in tracer.root_keys(group, left)]
+                notes += [self._note(k)[1] for k in tracer.root_keys(group, left)]
         return list(dict.fromkeys(notes)), total
+
+    def _once(self, bits: int) -> int:
+        """``bits`` (over the leaf keys) with each input annotation once: of the keys
+        of one annotation (as written, and moved onto another value by the import
+        passes, :func:`~sdy_dl.audit.explain.one_per_annotation`), the one as written
+        when it is among them."""
+        keys = self.tracer._root_keys
+        twins = self._twins
+        for i in range(self._twinned, len(keys)):
+            leaf = self._note(keys[i])[0]
+            if leaf is not None and leaf.cited:
+                mask, order = twins.get(leaf.cited, (0, []))
+                order = ([i] + order) if not leaf.moved else order + [i]
+                twins[leaf.cited] = (mask | 1 << i, order)
+        self._twinned = len(keys)
+        for mask, order in twins.values():
+            present = bits & mask
+            if present & (present - 1):   # (more than one of them)
+                first = next(i for i in order if present >> i & 1)
+                bits &= ~present | 1 << first
+        return bits
 
     def axis_mask(self, axes) -> int:
         """The bit set of the leaf keys whose sharding names one of ``axes``."""
@@ -435,18 +461,18 @@ class _Builder:
             value = owner.operands[0]
         return value
 
-    def _note(self, key) -> str:
-        """``NAME = SHARDING (op at place)`` of a derivation leaf."""
+    def _note(self, key) -> tuple:
+        """(the leaf, ``NAME = SHARDING (op at place)``) of a derivation leaf."""
         note = self._notes.get(key)
         if note is None:
             from sdy_dl.audit.provenance import Derivation
 
             leaf = self.explainer.leaf(Derivation(key, self.tracer.initial[key], None),
                                         self.explainer.key_name(key))
-            note = leaf.because.removeprefix("annotation in the input: ")
+            text = leaf.because.removeprefix("annotation in the input: ")
             if leaf.kind != "annotation":
-                note = f"{leaf.what}: {note}"
-            self._notes[key] = note
+                text = f"{leaf.what}: {text}"
+            note = self._notes[key] = (leaf, text)
         return note
 
     def place(self, mop) -> tuple[str, str | None]:

@@ -41,6 +41,7 @@ from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
+from sdy_dl.audit.explain import one_per_annotation
 from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.rules.instance import factor_name
 
@@ -467,7 +468,7 @@ class AxisOrigins:
         answer says so in words (not traced).  ``axis``: an axis name or
         an axis ref's text (``"data":(1)2``)."""
         axis = _axis_name(axis)
-        out: dict[str, None] = {}
+        out: list[tuple] = []   # (the leaf or None, its text)
         stack = [(key, dim, before)]
         seen = set()
         while stack:
@@ -478,14 +479,16 @@ class AxisOrigins:
             seen.add((k, d, w))
             if w is None:
                 if _holds(self.tracer.initial.get(k), d, axis, replicated):
-                    out[self._leaf(k)] = None
+                    out.append(self._leaf(k))
                 else:
-                    out[self._not_held(k, d, axis, replicated, "when propagation began")] = None
+                    out.append((None, self._not_held(k, d, axis, replicated,
+                                                     "when propagation began")))
                 continue
             write = self.tracer.writes[w]
             cause = write.cause
             if not _holds(write.sharding, d, axis, replicated):
-                out[self._not_held(k, d, axis, replicated, f"after {cause.label} wrote it")] = None
+                out.append((None, self._not_held(k, d, axis, replicated,
+                                                 f"after {cause.label} wrote it")))
                 continue
             step = cause.step
             i = self.records.index.get(step) if step is not None else None
@@ -509,9 +512,9 @@ class AxisOrigins:
                         stack.append((kk, d, cause.first))
                         followed = True
             if not followed:
-                out[f"not traced: {cause.label} wrote it, moved from none of the tensors "
-                    "it read"] = None
-        return sorted(out)
+                out.append((None, f"not traced: {cause.label} wrote it, moved from none of "
+                            "the tensors it read"))
+        return sorted(one_per_annotation(out))
 
     def _not_held(self, key, dim, axis: str, replicated: bool, when: str) -> str:
         """Where a trace stops: ``key`` did not hold ``axis`` on ``dim`` (or replicated)
@@ -529,21 +532,21 @@ class AxisOrigins:
             self._changes[i] = self.records.changes(i)
         return self._changes[i]
 
-    def _leaf(self, key) -> str:
-        """The annotation of the input a key's first sharding is."""
+    def _leaf(self, key) -> tuple:
+        """(the leaf, its text): the annotation of the input a key's first sharding is."""
         from sdy_dl.audit.provenance import Derivation
 
         initial = self.tracer.initial.get(key)
         if initial is None:
-            return "(no sharding)"
+            return None, "(no sharding)"
         leaf = self.explainer.leaf(Derivation(key, initial, None), self.explainer.key_name(key))
         if leaf.kind == "annotation":
             # (the input's own name and place, when the output names the value otherwise or
             # the import passes moved the annotation onto it)
             own = f"{leaf.what} = {leaf.sharding}"
             cited = leaf.because.removeprefix("annotation in the input: ")
-            return own if cited.startswith(f"{leaf.what} = ") else f"{own} ({leaf.because})"
-        return f"{leaf.what}: {leaf.because}"
+            return leaf, own if cited.startswith(f"{leaf.what} = ") else f"{own} ({leaf.because})"
+        return leaf, f"{leaf.what}: {leaf.because}"
 
 
 #: Causes whose tensors all have the same shape, dims mapped one to one.

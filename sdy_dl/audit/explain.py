@@ -17,6 +17,22 @@ from sdy_dl.audit.provenance import Cause, Derivation, ProvenanceTracer
 from sdy_dl.audit.steps import step_details, tensor_name
 
 
+def one_per_annotation(items) -> list[str]:
+    """The texts of ``items`` ((a leaf :class:`Node` or None, its text) pairs), each
+    input annotation once, in the order first met: an annotation the import passes
+    moved onto another value (a sharding constraint's, onto its operand's
+    producer) met both as written and as moved is given by the text of the one
+    as written (the constraint at its line)."""
+    chosen: dict = {}   # the annotation (or the text) -> (moved, its text)
+    for leaf, text in items:
+        cited = leaf.cited if leaf is not None else ""
+        at = cited or ("", text)
+        moved = bool(leaf.moved) if leaf is not None else False
+        if at not in chosen or chosen[at][0] and not moved:
+            chosen[at] = (moved, text)
+    return [text for _, text in chosen.values()]
+
+
 @dataclass
 class Node:
     """A node of a named derivation tree."""
@@ -36,6 +52,10 @@ class Node:
     truncated: str = ""       # "seen": derived earlier in this tree; "depth": cut at --depth
     key: object = field(default=None, repr=False)       # the tracer key
     proof: list = field(default_factory=list)            # proofs.Proof of the step (--proof)
+    #: an annotation leaf: the input annotation as written (name = sharding (op at
+    #: place)), and the value the import passes moved it onto ("": not moved)
+    cited: str = field(default="", repr=False)
+    moved: str = field(default="", repr=False)
 
     def to_json(self) -> dict:
         out = {"value": self.what, "sharding": self.sharding, "because": self.because,
@@ -296,8 +316,9 @@ class Explainer:
         d = self.tracer.tree(key, 100, before=before)
         if d is None:
             return []
-        return sorted({f"{leaf.what} = {leaf.sharding}" for leaf in self._node(d).leaves()
-                       if leaf.kind == "annotation"})
+        return sorted(one_per_annotation((leaf, f"{leaf.what} = {leaf.sharding}")
+                                         for leaf in self._node(d).leaves()
+                                         if leaf.kind == "annotation"))
 
     # -- trees ------------------------------------------------------------
 
@@ -551,15 +572,17 @@ class Explainer:
         for record in records:
             o = record.origin
             if o is not None and o.sharding is not None:
-                return Node(named(o), text, f"annotation in the input: {o.names[0]} = "
-                            f"{o.sharding} ({o.op} at {o.place})", kind="annotation")
+                cited = f"{o.names[0]} = {o.sharding} ({o.op} at {o.place})"
+                return Node(named(o), text, f"annotation in the input: {cited}",
+                            kind="annotation", cited=cited)
         origin = next((r.origin for r in records if r.origin is not None), None)
         for record in records:
             for rel in (record.origin.related if record.origin is not None else ()):
                 if rel.sharding is not None:
-                    return Node(named(record.origin), text, f"annotation in the input: {rel.names[0]} = "
-                                f"{rel.sharding} ({rel.op} at {rel.place}), moved onto "
-                                f"{record.origin.names[0]} by the import passes", kind="annotation")
+                    cited = f"{rel.names[0]} = {rel.sharding} ({rel.op} at {rel.place})"
+                    return Node(named(record.origin), text, f"annotation in the input: {cited}, "
+                                f"moved onto {record.origin.names[0]} by the import passes",
+                                kind="annotation", cited=cited, moved=record.origin.names[0])
         where = f" from {origin.names[0]} ({origin.op} at {origin.place})" if origin else ""
         if origin is None:
             made = next((m for r in records if (m := self.inputs.made_at(*r.tag_site[:2]))), None)
