@@ -154,13 +154,16 @@ def _target(path: str) -> tuple[str, int | None] | None:
 
 def _file_names(path: str, target: tuple[str, int | None] | None) -> list:
     """What names the file ``path`` writes, to tell two outputs of one file: its
-    device and inode numbers when it exists (standard output's for ``-``, so
-    ``/dev/stdout``, a FIFO or a file standard output is redirected to are
-    standard output too), and the real path of a file written whole (``target``)."""
+    device and inode numbers when it is a regular file or a FIFO (standard
+    output's for ``-``, so ``/dev/stdout``, a FIFO or a file standard output is
+    redirected to are standard output too; a device such as ``/dev/null`` or a
+    terminal holds nothing one output could spoil for another), and the real path
+    of a file written whole (``target``)."""
     names: list = ["-"] if path == "-" else []
     try:
         st = os.fstat(sys.stdout.fileno()) if path == "-" else os.stat(path)
-        names.append((st.st_dev, st.st_ino))
+        if stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            names.append((st.st_dev, st.st_ino))
     except (OSError, ValueError, AttributeError):   # (standard output with no descriptor)
         pass
     if target is not None:

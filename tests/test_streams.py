@@ -95,6 +95,18 @@ def test_two_outputs_on_standard_output_are_a_usage_error(tmp_path, outputs):
     assert not o.exists() or o.read_text() == ""
 
 
+def test_two_outputs_on_one_device_are_both_written(tmp_path):
+    """A device holds nothing one output could spoil for another: ``/dev/null`` (or a
+    terminal) may take both outputs of a what-if."""
+    m = tmp_path / "m.mlir"
+    m.write_text(MODULE)
+    p = subprocess.run(["sh", "-c", f"{SDY_DL} whatif {m} --unset %arg0 --quiet "
+                        "-o /dev/null --save-input /dev/null"],
+                       capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (0, "")
+    assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
+
+
 @pytest.mark.parametrize("command, code", [
     ("diff {m} {other}", 1), ("diff {m} {m}", 0), ("diff {m} {other} --format json", 1),
     ("propagate {m} --quiet", 1), ("show {m}", 1), ("show {m} --format json", 1)])
