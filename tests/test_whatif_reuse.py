@@ -253,6 +253,30 @@ def test_a_conflict_moving_to_another_op_at_the_same_place_appears_there(edits):
     assert [c.to_json() for c in changes.conflicts_disappeared] == [was.to_json()]
 
 
+def test_a_conflict_moving_between_ops_each_visited_on_one_side_only_appears_there():
+    """Ops are numbered among all the ops of their name at their place, visited or
+    not: a what-if that ran the import stages again, where only the first add is
+    visited before and only the second after (1 -> 1 visited ops at the place, but
+    not the same op), has the conflict disappear at the one and appear at the other."""
+    module = SAME_PLACE.replace(
+        ', %arg2: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg3: '
+        'tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}',
+        ", %arg2: tensor<8x8xf32>, %arg3: tensor<8x8xf32>")
+    assert module != SAME_PLACE
+    before = propagate(module, engine="python")
+    after, changes = before.whatif(set={"%arg2": '<@mesh, [{"a"}, {}]>',
+                                        "%arg3": '<@mesh, [{}, {"a"}]>'},
+                                   unset=["%arg0", "%arg1"])
+    assert not after.audit.import_reused
+    (was,), (now,) = before.audit.conflicts(), after.audit.conflicts()
+    assert (was.value, now.value) == ("%0", "%1")
+    conflict = "factor i, j axis a (across-factor), kept i: []; j: []"
+    assert [line for line in changes.lines() if line.startswith("conflict")] == [
+        f"conflict appeared: stablehlo.add at %1 (python model.py:3): {conflict}",
+        f"conflict disappeared: stablehlo.add at %0 (python model.py:3): {conflict}"]
+    assert changes.to_json()["conflicts_not_compared"] == []
+
+
 def test_the_attribute_texts_kept_for_the_process_are_of_its_one_mlir_context():
     """The diff's table of attribute texts lives as long as the process, which is
     sound and bounded only because every attribute it keeps is one of sdy-dl's

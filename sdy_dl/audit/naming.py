@@ -87,20 +87,24 @@ def first_tag(loc, prefix: str) -> str | None:
     return found.group(1) if found is not None else None
 
 
-def _tag_all(module: Module, prefix: str) -> dict[int, str]:
+def _tag_all(module: Module, prefix: str, ops: list | None = None) -> dict[int, str]:
     """Tag every op (``PREFIX:oN``) and block argument (``PREFIX:aN``) of ``module``;
     the tag of each location made, by the location's pointer (locations are
     uniqued and never freed: a value whose location is still the one made here
-    has that tag, without printing the location)."""
+    has that tag, without printing the location).  ``ops``: a list given each
+    op's (tag, name, location before tagging), in module order."""
     from jaxlib.mlir import ir
 
     name = ir.Location.name
     made = {}
     for op in module.ops:
         tag = f"o{op.oid}"
-        op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", op.mlir.location)
+        old = op.mlir.location
+        op.mlir.location = loc = name(f"sdy-dl.{prefix}:{tag}", old)
         made[pointer_of(loc)] = tag
         op.location_changed()
+        if ops is not None:
+            ops.append((tag, op.name, old))
     for v in module.values:
         if v.is_block_arg:
             tag = f"a{v.vid}"
@@ -810,6 +814,7 @@ class PropagationIndex:
             values = module.values
             if first is not None and len(values) == len(first._values):
                 self._made, self._values, self._first = first._made, first._values, first
+                self.op_locations = first.op_locations
                 #: each value's tracer key here, in the order of ``_values``: the
                 #: first's (the same key names the same value in both propagations,
                 #: so a replayed visit's record can be the first's)
@@ -832,7 +837,9 @@ class PropagationIndex:
                 self._by_tag[tag] = record
                 self._values.append((tag, record, slot.vid))
             self.keys = [record.key for _, record, _ in self._values]
-            self._made = _tag_all(module, "px")
+            #: each op's (tag, name, location as read), in module order (the tags' order)
+            self.op_locations: list[tuple] = []
+            self._made = _tag_all(module, "px", self.op_locations)
 
     @property
     def by_tag(self) -> dict:

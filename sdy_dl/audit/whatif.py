@@ -717,7 +717,8 @@ class _Memo:
         self.last_steps = None
         self.tags = None     # its op keys' tag of each op description (conflicts.OpKeys)
         self.totals = None   # each function's memory totals (its memory layouts')
-        self.by_name = None  # op name -> the last steps of its ops (_last_steps_named)
+        self.named = None    # its module's ops, data-flow edges by name (_tags_at)
+        self.at = {}         # (edge, name) -> place -> its tags there (_tags_at)
         self.last_edges = None   # edge tag -> its last visit (_last_edges)
         self.first_values = None   # tracer key -> its output value (naming.first_values)
 
@@ -747,18 +748,6 @@ def _last_steps(audit, like=None) -> dict:
         memo.tags = dict(known) if known is not None else {}
         memo.last_steps = last_visit_by_op(audit.explainer, OpKeys(audit.explainer, memo.tags))
     return memo.last_steps
-
-
-def _last_steps_named(audit) -> dict:
-    """:func:`_last_steps` of ``audit``'s ops by op name (each name's in their order),
-    kept for later what-ifs (steps without an op left out)."""
-    memo = _Memo.of(audit)
-    if memo.by_name is None:
-        memo.by_name = {}
-        for cause in _last_steps(audit).values():
-            if cause.op is not None:
-                memo.by_name.setdefault(cause.op["name"], []).append(cause)
-    return memo.by_name
 
 
 def _changed_steps(before, after) -> tuple[list, list] | None:
@@ -922,11 +911,13 @@ class _OpIds:
     """What names an op (or data-flow edge) in both propagations of a what-if: its
     ``px:`` tag, when the two share their tags (both start from the first's
     imported module: :attr:`~sdy_dl.audit.naming.PropagationIndex.tags_made`);
-    else its name, place and number among the visited ops of that name at that
-    place in tag order (the imported module's pre-order), when both have as many
-    there and all tagged; else none (:meth:`of` gives None): not told apart, and
-    the conflicts there are not compared (``uncompared``: (edge, name, place) ->
-    its :class:`Uncompared`, filled as they are found)."""
+    else its name, place and number among all the ops of that name at that place
+    in the module each propagated, in its order (:func:`_tags_at`), when both
+    have as many there: the import passes keep the order of the ops at a place
+    when only annotations differ; else none (:meth:`of` gives None; an untagged
+    op too): not told apart, and the conflicts there are not compared
+    (``uncompared``: (edge, name, place) -> its :class:`Uncompared`, filled as
+    they are found)."""
 
     def __init__(self, before, after, names: tuple = (None, None)):
         """``names``: each side's :class:`_Names` (for the keys' values)."""
@@ -942,13 +933,13 @@ class _OpIds:
         if self.shared:
             return None if tag is None else ("edge", tag) if edge else tag
         group = self.group(edge, name, place)
-        if tag is None or len(group[0]) != len(group[1]) or None in group[0] | group[1]:
+        if tag not in group[side] or len(group[0]) != len(group[1]):
             return None
         return (edge, name, place, group[side][tag])
 
     def group(self, edge: bool, name: str, place: str) -> tuple:
-        """Each side's tags of its visited ops (edges) of ``name`` at ``place``, each
-        with its number there (the order of :func:`_tags_at`)."""
+        """Each side's tags of all its ops (edges) of ``name`` at ``place``, each with
+        its number there (the order of :func:`_tags_at`)."""
         at = (edge, name, place)
         if at not in self._groups:
             self._groups[at] = tuple({t: n for n, t in enumerate(_tags_at(a, *at))}
@@ -957,15 +948,31 @@ class _OpIds:
 
 
 def _tags_at(audit, edge: bool, name: str, place: str) -> list:
-    """The tags (None: untagged) of ``audit``'s visited ops (data-flow edges) of
-    ``name`` at ``place``, in tag order."""
-    if edge:
-        found = [e.cause.op["tag"] for e in _last_edges(audit).values()
-                 if (e.name, e.place) == (name, place)]
-    else:
-        found = [c.op["tag"] for c in _last_steps_named(audit).get(name, ())
-                 if c.op["place"] == place]
-    return sorted(found, key=lambda t: (t is None, int(t[1:]) if t else 0))
+    """The tags of all the ops (data-flow edges, named as
+    :func:`~sdy_dl.audit.conflicts.last_edge_visits` names them) of ``name`` at
+    ``place`` in the module ``audit`` propagated, visited or not, in its order:
+    each name's ops are sorted by place once, kept for later what-ifs."""
+    from sdy_dl.audit.conflicts import edge_name
+    from sdy_dl.audit.naming import place_in
+    from sdy_dl.ir.context import mlir_context
+
+    memo = _Memo.of(audit)
+    if memo.named is None:
+        ops, edges = {}, {}     # name -> its (tag, location)s
+        for tag, op_name, loc in audit.propagated.op_locations:
+            ops.setdefault(op_name, []).append((tag, loc))
+        for link in audit.propagated.links:
+            if link.owner:
+                edges.setdefault(edge_name(link.owner, link.edge), []).append(
+                    (link.tag, link.owner_loc))
+        memo.named = ops, edges
+    places = memo.at.get((edge, name))
+    if places is None:
+        places = memo.at[(edge, name)] = {}
+        with mlir_context():
+            for tag, loc in memo.named[edge].get(name, ()):
+                places.setdefault(place_in(loc), []).append(tag)
+    return places.get(place, [])
 
 
 def _keyed(audit, causes: list, ids: _OpIds, edges: list | None = None) -> dict:
