@@ -49,8 +49,9 @@ def check_nesting(text: str, file: str) -> None:
     """Raise :class:`SdyError` at the first bracket of ``text`` nested deeper than
     :func:`max_depth` (see the module docstring)."""
     limit = max_depth()
-    if sum(text.count(c) for c in "([{<") <= limit:
-        return
+    if len(text) <= limit:
+        return   # (fewer characters than the depth allowed; counting the brackets of a
+                 # large text costs as much as finding its depth)
     # Each pass removes the innermost pairs; what stays is the unmatched brackets.
     # The passes that remove some and the unmatched openers bound the depth.
     brackets = _brackets(text)
