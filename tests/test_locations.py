@@ -139,3 +139,24 @@ def test_the_ledger_places_a_collective_by_the_parsers_location_only():
     assert reduce("").had.place == "input line 4"
     assert reduce('"x.mlir":1:1').had.place == "location x.mlir:1"
     assert reduce('"-":1:1').had.place == "location -:1"
+
+
+def test_an_op_description_reads_a_location_other_ops_share_once(monkeypatch):
+    """Ops of one location (a layer's Python line) share what was read of it: the
+    second description takes the first's place, tag and line by the location's
+    identity, without reading its text again."""
+    from jaxlib.mlir import ir
+
+    from sdy_dl.audit import steps
+    from sdy_dl.ir.context import mlir_context
+
+    read = []
+    located = steps.located
+    monkeypatch.setattr(steps, "located", lambda text: read.append(text) or located(text))
+    with mlir_context():
+        loc = ir.Location.file("model.py", 7, 3)
+        places: dict = {}
+        first = steps.OpInfo("stablehlo.add", "", loc, places)
+        second = steps.OpInfo("stablehlo.add", "", ir.Location.file("model.py", 7, 3), places)
+        assert first["place"] == second["place"] == "python model.py:7"
+    assert len(read) == 1

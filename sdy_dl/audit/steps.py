@@ -63,9 +63,9 @@ class OpInfo(Mapping):
                     return self._read
             text = str(loc)
             tag = self.known_tag
-            at = located(text)   # (the line of the module read is its position's)
-            self._read = (place_of(*at), tag if tag is not None else first_tag(text, "px"),
-                          at[0])
+            where = located(text)   # (the line of the module read is its position's)
+            self._read = (place_of(*where), tag if tag is not None else first_tag(text, "px"),
+                          where[0])
             if places is not None:
                 places[at] = (loc, self._read)
         return self._read
