@@ -409,7 +409,7 @@ class _Builder:
     def _once(self, bits: int) -> int:
         """``bits`` (over the leaf keys) with each input annotation once: of the keys
         of one annotation (as written, and moved onto another value by the import
-        passes, :func:`~sdy_dl.audit.explain.one_per_annotation`), the one as written
+        passes, :func:`~sdy_dl.audit.tree_text.one_per_annotation`), the one as written
         when it is among them."""
         keys = self.tracer._root_keys
         twins = self._twins

@@ -41,7 +41,7 @@ from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
-from sdy_dl.audit.explain import one_per_annotation
+from sdy_dl.audit.tree_text import one_per_annotation
 from sdy_dl.audit.steps import tensor_dim, tensor_name
 from sdy_dl.rules.instance import factor_name
 

@@ -15,22 +15,7 @@ from dataclasses import dataclass, field
 from sdy_dl.audit.naming import InputIndex, OutputIndex, OutputValue, PropagationIndex
 from sdy_dl.audit.provenance import Cause, Derivation, ProvenanceTracer
 from sdy_dl.audit.steps import step_details, tensor_name
-
-
-def one_per_annotation(items) -> list[str]:
-    """The texts of ``items`` ((a leaf :class:`Node` or None, its text) pairs), each
-    input annotation once, in the order first met: an annotation the import passes
-    moved onto another value (a sharding constraint's, onto its operand's
-    producer) met both as written and as moved is given by the text of the one
-    as written (the constraint at its line)."""
-    chosen: dict = {}   # the annotation (or the text) -> (moved, its text)
-    for leaf, text in items:
-        cited = leaf.cited if leaf is not None else ""
-        at = cited or ("", text)
-        moved = bool(leaf.moved) if leaf is not None else False
-        if at not in chosen or chosen[at][0] and not moved:
-            chosen[at] = (moved, text)
-    return [text for _, text in chosen.values()]
+from sdy_dl.audit.tree_text import one_per_annotation
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """A derivation tree (:class:`~sdy_dl.audit.explain.Node`) as text lines and as an
-HTML fragment: what ``sdy-dl explain`` prints, ``str(tree)`` and Jupyter show."""
+HTML fragment: what ``sdy-dl explain`` prints, ``str(tree)`` and Jupyter show; and
+the texts of its annotation leaves, one per input annotation
+(:func:`one_per_annotation`, which conflicts and the ledger cite too)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,22 @@ import html
 #: The marker where a tree is cut: at the depth asked for, or a step shown above.
 CUT_TEXT = {"depth": "… deeper steps cut here (raise --depth to see them)",
             "seen": "… derived above in this tree"}
+
+
+def one_per_annotation(items) -> list[str]:
+    """The texts of ``items`` ((a leaf :class:`Node` or None, its text) pairs), each
+    input annotation once, in the order first met: an annotation the import passes
+    moved onto another value (a sharding constraint's, onto its operand's
+    producer) met both as written and as moved is given by the text of the one
+    as written (the constraint at its line)."""
+    chosen: dict = {}   # the annotation (or the text) -> (moved, its text)
+    for leaf, text in items:
+        cited = leaf.cited if leaf is not None else ""
+        at = cited or ("", text)
+        moved = bool(leaf.moved) if leaf is not None else False
+        if at not in chosen or chosen[at][0] and not moved:
+            chosen[at] = (moved, text)
+    return [text for _, text in chosen.values()]
 
 
 def text_lines(node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
