@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from signal_dispositions import defaults
 
 MODULE = """sdy.mesh @mesh = <["data"=2, "model"=4]>
 func.func @main(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>},
@@ -260,7 +261,7 @@ def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
     done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_WRITING, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
                           capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)   # (the installed sdy_dl, not the source tree's)
+                          cwd=tmp_path, preexec_fn=defaults)   # (the installed sdy_dl, not the source tree's)
     message = "interrupted" if how == "SIGINT" else f"terminated ({how})"
     assert (done.returncode, done.stdout, done.stderr) == (code, "", f"sdy-dl: error: {message}\n")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
@@ -340,7 +341,7 @@ def test_a_signal_while_the_bindings_load_ends_the_process_as_by_default(tmp_pat
     module.write_text(MODULE)
     done = subprocess.run([sys.executable, "-c", SIGNALLED_AT_THE_START, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=defaults)
     assert (done.returncode, done.stdout, done.stderr) == (-getattr(signal, how), "", "")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
 
@@ -375,7 +376,7 @@ def test_a_signal_inside_an_mlir_walk_ends_the_command(tmp_path, how, code):
     module.write_text(MODULE)
     done = subprocess.run([sys.executable, "-c", SIGNALLED_IN_A_WALK, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=defaults)
     assert (done.returncode, done.stdout, done.stderr) == (
         code, "", f"sdy-dl: error: terminated ({how})\n")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]

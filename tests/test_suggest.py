@@ -22,6 +22,7 @@ import sys
 import pytest
 
 import comms_programs
+from signal_dispositions import defaults
 import lowering
 import sdy_dl
 from sdy_dl.errors import SdyError, UsageError
@@ -245,7 +246,8 @@ def test_a_signal_to_the_parent_alone_ends_its_workers(tmp_path, how, code, said
     proc = subprocess.Popen([sys.executable, "-c", STUCK_WORKER, str(started), "suggest",
                              str(module), "--jobs", "2", "-o", str(out), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, start_new_session=True)
+                            cwd=tmp_path, start_new_session=True,
+                            preexec_fn=defaults)
     try:
         deadline = time.monotonic() + 240
         while not os.listdir(started):   # until a child evaluates a candidate
