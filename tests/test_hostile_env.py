@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from signal_dispositions import defaults
+from signal_dispositions import DEFAULTS
 
 MODULE = """sdy.mesh @mesh = <["data"=2, "model"=4]>
 func.func @main(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>},
@@ -258,10 +258,10 @@ def test_a_signal_while_writing_leaves_no_file(tmp_path, how, code):
     exit 128 + the signal, no output file and no temporary file."""
     module = tmp_path / "m.mlir"
     module.write_text(MODULE)
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_WRITING, how, "propagate",
+    done = subprocess.run([sys.executable, "-c", DEFAULTS + SIGNALLED_WHILE_WRITING, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
                           capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, preexec_fn=defaults)   # (the installed sdy_dl, not the source tree's)
+                          cwd=tmp_path)   # (the installed sdy_dl, not the source tree's)
     message = "interrupted" if how == "SIGINT" else f"terminated ({how})"
     assert (done.returncode, done.stdout, done.stderr) == (code, "", f"sdy-dl: error: {message}\n")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
@@ -339,9 +339,9 @@ def test_a_signal_while_the_bindings_load_ends_the_process_as_by_default(tmp_pat
     by default (no line; raised inside their import it could abort the process)."""
     module = tmp_path / "m.mlir"
     module.write_text(MODULE)
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_AT_THE_START, how, "propagate",
+    done = subprocess.run([sys.executable, "-c", DEFAULTS + SIGNALLED_AT_THE_START, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=defaults)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (-getattr(signal, how), "", "")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]
 
@@ -374,9 +374,9 @@ def test_a_signal_inside_an_mlir_walk_ends_the_command(tmp_path, how, code):
     else (raised inside the visitor, the bindings made it an internal error)."""
     module = tmp_path / "m.mlir"
     module.write_text(MODULE)
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_IN_A_WALK, how, "propagate",
+    done = subprocess.run([sys.executable, "-c", DEFAULTS + SIGNALLED_IN_A_WALK, how, "propagate",
                            str(module), "-o", str(tmp_path / "out.mlir"), "--quiet"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, preexec_fn=defaults)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (
         code, "", f"sdy-dl: error: terminated ({how})\n")
     assert sorted(os.listdir(tmp_path)) == ["m.mlir"]

@@ -22,7 +22,7 @@ import sys
 import pytest
 
 import comms_programs
-from signal_dispositions import defaults
+from signal_dispositions import DEFAULTS
 import lowering
 import sdy_dl
 from sdy_dl.errors import SdyError, UsageError
@@ -243,11 +243,10 @@ def test_a_signal_to_the_parent_alone_ends_its_workers(tmp_path, how, code, said
     module, out, started = tmp_path / "m.mlir", tmp_path / "out.txt", tmp_path / "started"
     module.write_text(CONSTRAINED)
     started.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", STUCK_WORKER, str(started), "suggest",
+    proc = subprocess.Popen([sys.executable, "-c", DEFAULTS + STUCK_WORKER, str(started), "suggest",
                              str(module), "--jobs", "2", "-o", str(out), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, start_new_session=True,
-                            preexec_fn=defaults)
+                            cwd=tmp_path, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
         while not os.listdir(started):   # until a child evaluates a candidate
