@@ -297,7 +297,7 @@ def test_a_signal_while_printing_leaves_no_partial_output(tmp_path, command):
     args = [a.format(m=module, other=other) for a in command]
     whole = subprocess.run([SDY_DL, *args], capture_output=True, text=True, timeout=300)
     assert whole.stdout.count("\n") >= 3
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_PRINTING, *args],
+    done = subprocess.run([sys.executable, "-c", DEFAULTS + SIGNALLED_WHILE_PRINTING, *args],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (143, "sdy-dl: error: terminated (SIGTERM)\n")
     assert done.stdout in ("", whole.stdout)

@@ -95,7 +95,7 @@ def test_two_outputs_on_standard_output_are_a_usage_error(tmp_path, outputs):
     assert not o.exists() or o.read_text() == ""
 
 
-def test_two_outputs_on_one_device_are_both_written(tmp_path):
+def test_two_outputs_on_one_device_are_accepted(tmp_path):
     """A device holds nothing one output could spoil for another: ``/dev/null`` (or a
     terminal) may take both outputs of a what-if."""
     m = tmp_path / "m.mlir"

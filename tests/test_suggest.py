@@ -181,6 +181,7 @@ def dying(audit, candidate):
     return evaluate(audit, candidate)
 
 suggest.evaluate = dying
+suggest.usable_cpus = lambda: 2   # (a child even where one CPU is usable)
 run(args=sys.argv[2:])
 """
 
@@ -216,6 +217,7 @@ def stuck(audit, candidate):
         time.sleep(3600)
 
 suggest.evaluate = stuck
+suggest.usable_cpus = lambda: 2   # (a child even where one CPU is usable)
 run(args=sys.argv[2:])
 """
 
@@ -285,6 +287,7 @@ def noting(audit, candidate):
     return evaluate(audit, candidate)
 
 suggest.evaluate = noting
+suggest.usable_cpus = lambda: 2   # (a child even where one CPU is usable)
 run(args=sys.argv[2:])
 """
 
@@ -295,7 +298,7 @@ def test_workers_keep_a_signal_ignored_at_the_start_ignored(tmp_path):
     module, seen = tmp_path / "m.mlir", tmp_path / "seen"
     module.write_text(CONSTRAINED)
     seen.mkdir()
-    done = subprocess.run([sys.executable, "-c", NOTING_WORKER, str(seen), "suggest",
+    done = subprocess.run([sys.executable, "-c", DEFAULTS + NOTING_WORKER, str(seen), "suggest",
                            str(module), "--jobs", "2", "-o", str(tmp_path / "out.txt"),
                            "--quiet"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
