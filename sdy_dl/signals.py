@@ -35,6 +35,8 @@ class _Deferred:
 
     depth = 0
     pending: int | None = None
+    #: SIGALRM's one-shot timer is armed to handle ``pending`` again
+    timed = False
 
     def __enter__(self):
         _Deferred.depth += 1
@@ -56,7 +58,7 @@ def terminate(signum, frame) -> None:
     if _Deferred.depth:
         _Deferred.pending = signum
     elif _importing(frame):
-        _Deferred.pending = signum
+        _Deferred.pending, _Deferred.timed = signum, True
         signal.signal(signal.SIGALRM, _again)
         signal.setitimer(signal.ITIMER_REAL, 0.01)
     else:
@@ -67,12 +69,16 @@ def raise_pending() -> None:
     """Raise the signal an import put off, if one is still waiting (before a
     command writes its outputs, and as it ends)."""
     signum, _Deferred.pending = _Deferred.pending, None
+    if _Deferred.timed:   # (nothing is left for SIGALRM's timer to handle)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _Deferred.timed = False
     if signum is not None:
         raise Terminated(signum)
 
 
 def _again(_, frame) -> None:
     """The signal an import put off, handled again (SIGALRM's handler)."""
+    _Deferred.timed = False
     signum, _Deferred.pending = _Deferred.pending, None
     if signum is not None:
         terminate(signum, frame)
