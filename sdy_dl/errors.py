@@ -2,7 +2,8 @@
 
 Every user-facing failure (malformed MLIR, invalid sharding, unknown mesh, bad
 YAML rule, ...) is raised as :class:`SdyError`.  The CLI prints it as
-``sdy-dl: error: <file>:<line>:<col>: <message>`` and exits with status 1.
+``sdy-dl: error: <file>:<line>:<col>: <message>`` and exits with status 1 (``diff``:
+2); :func:`one_line` makes any text such a line (control characters escaped).
 """
 
 from __future__ import annotations

@@ -64,6 +64,14 @@ def _read_bounded(f, name: str) -> bytes:
 
 def _at(data: bytes, offset: int, name: str, what: str) -> SdyError:
     """Error ``what`` at byte ``offset`` of ``data``, placed by line and byte column."""
-    line = data.count(b"\n", 0, offset) + 1
-    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-    return SdyError(what, file=name, line=line, col=col)
+    return SdyError(what, name, *position(data, offset))
+
+
+def position(text: str | bytes, offset: int) -> tuple[int, int]:
+    """(line, column) of ``offset`` in ``text``, both from 1, the column counted in
+    UTF-8 bytes (as MLIR counts its locations' columns)."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    start = text.rfind(newline, 0, offset) + 1
+    before = text[start:offset]
+    return (text.count(newline, 0, offset) + 1,
+            len(before.encode() if isinstance(before, str) else before) + 1)

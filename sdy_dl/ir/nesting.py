@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from sdy_dl.errors import SdyError
+from sdy_dl.text_input import position
 
 #: Bracket depth allowed with an 8 MiB stack (or more, or none set).
 MAX_DEPTH = 2000
@@ -68,8 +69,7 @@ def check_nesting(text: str, file: str) -> None:
         if token in "([{<":
             depth += 1
             if depth > limit:
-                line = text.count("\n", 0, m.start()) + 1
-                col = len(text[text.rfind("\n", 0, m.start()) + 1:m.start()].encode()) + 1
+                line, col = position(text, m.start())
                 raise SdyError(f"nested more than {limit} brackets deep (the parser would "
                                "overflow the stack)", file, line, col)
         elif token in ")]}>":

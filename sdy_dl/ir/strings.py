@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from sdy_dl.errors import SdyError
+from sdy_dl.text_input import position
 
 #: A byte that may start trouble: an escape of a non-ASCII byte or of NUL, or a raw NUL.
 _SUSPECT = re.compile(r"\\(?:[89a-fA-F][0-9a-fA-F]|00)|\x00")
@@ -54,8 +55,7 @@ def check_string_literals(text: str, file: str) -> None:
         bad, what = _first_bad(data)
         if bad is not None:
             offset = m.start() + 1 + where[bad]
-            line = text.count("\n", 0, offset) + 1
-            col = len(text[text.rfind("\n", 0, offset) + 1:offset].encode()) + 1
+            line, col = position(text, offset)
             shown = token if len(token) <= 40 else token[:37] + "..."
             raise SdyError(f"string {shown} {what} once its escapes are decoded",
                            file, line, col)

@@ -383,10 +383,6 @@ def rule_files_in(path: str | Path) -> list[Path]:
     return [p]
 
 
-def _read_text(path: Path) -> str:
-    return read_input(str(path), "rule file")
-
-
 def rule_sources(extra_files: Sequence[str] = ()) -> list[Path]:
     """Every rule file, in load order: shipped, ``$SDY_DL_RULES``, ``extra_files``."""
     paths = rule_files_in(rules_dir())
@@ -403,7 +399,8 @@ def load_rule_db(extra_files: Sequence[str] = (), conservative: bool = False) ->
 
     Every pass that needs rules calls this; the files are read each time, but
     parsing and validation happen once per distinct set of file contents."""
-    sources = tuple((str(p), _read_text(p)) for p in rule_sources(extra_files))
+    sources = tuple((str(p), read_input(str(p), "rule file"))
+                    for p in rule_sources(extra_files))
     return _parsed_db(sources, conservative)
 
 
