@@ -158,6 +158,7 @@ def _check_whatif(name: str, engine: str) -> None:
     edits = edits_for(before)
     assert len(edits) >= 2, (name, edits)
     after, changes = before.whatif(edits)
+    named_now(changes)
     edited = after.edited_input
     assert len(changes.applied) == len(edits)
     # The what-if is a full propagation of the edited input, and Shardy's.
@@ -171,6 +172,16 @@ def _check_whatif(name: str, engine: str) -> None:
             assert after.sharding(d.b) == d.b_sharding
     _check_conflicts(before, after, changes)
     check_shortcuts(before, after, changes)
+
+
+def named_now(changes):
+    """``changes`` with its conflicts' values read now, right after the what-if, as
+    ``sdy-dl whatif`` reads them (before anything indexes the edited output, so the
+    shortcuts that name them without it are what :func:`check_shortcuts` checks)."""
+    for found in changes.conflict_keys:
+        for k in found:
+            k.value
+    return changes
 
 
 def check_shortcuts(before, after, changes) -> None:
@@ -291,6 +302,7 @@ def test_whatif_reuses_the_first_propagations_steps():
 def test_collectives_and_memory_before_and_after():
     before = propagate(program("mlp"), engine="python", explicit_collectives=True)
     after, changes = before.whatif(set={"arg:0": '<@mesh, [{"model"}, {}]>'})
+    named_now(changes)
     old, new = before.collectives(), after.collectives()
     assert changes.collective_bytes == (sum(c.bytes or 0 for c in old.entries),
                                         sum(c.bytes or 0 for c in new.entries))
@@ -336,6 +348,7 @@ def _check_exact(before, edits):
     """``before.whatif(edits)``: its output is a full propagate of its edited input and
     Shardy's, and its conflicts those of the two whole lists; (after, changes)."""
     after, changes = before.whatif(edits)
+    named_now(changes)
     engine = before.audit.options.context.engine
     given = {o: True for o in ("dedup-functions-fully",) if before.audit.options[_option(o)]}
     assert after.text == propagate(after.edited_input, engine=engine, pass_options=given).text

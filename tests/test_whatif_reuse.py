@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 import jax_programs
+from test_whatif import named_now
 from sdy_dl import propagate
 from sdy_dl.passes import PassOptions, RunContext, run_analysis, stage_key
 
@@ -236,6 +237,7 @@ def test_a_conflict_moving_to_another_op_at_the_same_place_appears_there(edits):
     op makes (two conflicts at one place are told apart), in text and JSON."""
     before = propagate(SAME_PLACE, engine="python")
     after, changes = before.whatif(**edits)
+    named_now(changes)
     assert after.audit.import_reused == ("unset" not in edits)
     (was,), (now,) = before.audit.conflicts(), after.audit.conflicts()
     assert (was.value, now.value) == ("%0", "%1") and was.place == now.place == "python model.py:3"
@@ -267,6 +269,7 @@ def test_a_conflict_moving_between_ops_each_visited_on_one_side_only_appears_the
     after, changes = before.whatif(set={"%arg2": '<@mesh, [{"a"}, {}]>',
                                         "%arg3": '<@mesh, [{}, {"a"}]>'},
                                    unset=["%arg0", "%arg1"])
+    named_now(changes)
     assert not after.audit.import_reused
     (was,), (now,) = before.audit.conflicts(), after.audit.conflicts()
     assert (was.value, now.value) == ("%0", "%1")
@@ -345,6 +348,7 @@ def test_a_conflict_moving_between_layers_written_once_in_jax_is_told_apart(edit
     before = propagate(_layers_in_a_loop(), engine="python")
     (was,) = before.audit.conflicts()
     after, changes = before.whatif(**edits)
+    named_now(changes)
     assert after.audit.import_reused == ("unset" not in edits)
     (now,) = after.audit.conflicts()
     assert was.place == now.place and was.place.startswith("python ")
