@@ -325,8 +325,8 @@ def step_conflicts(explainer, cause, records, named: bool = True) -> list[Confli
     """The conflicts of ``cause``'s step (found once per cause and records; their
     origins, order and output are filled in by :func:`find_conflicts`);
     ``named``: False leaves the values' names empty (a what-if compares conflicts
-    without them, :func:`~sdy_dl.audit.whatif._conflict_key`, and naming them
-    indexes the output)."""
+    without them, by :attr:`~sdy_dl.audit.whatif.ConflictKey.same`, and naming
+    them indexes the output)."""
     memo = explainer.__dict__.setdefault("_step_conflicts", {})
     marker = (cause.index, id(records), named)
     if marker not in memo:

@@ -1087,8 +1087,8 @@ class OutputIndex:
     def line_of_tag(self, tag: str | None, op_name: str | None) -> int:
         """The output line of the op tagged ``tag`` (``px:oN``) called ``op_name``
         (or as the export passes renamed it), the op a propagation step ran on; 0:
-        the pipeline erased it (or, never so, left several: the ops the export
-        passes make for an op, a collective after it, carry its tag too)."""
+        the pipeline erased it, or several ops of that name carry its tag (ops the
+        export passes make for it): which one is not known."""
         if tag is None or op_name is None:
             return 0
         ops = self._tagged(tag, op_name)

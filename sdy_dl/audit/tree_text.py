@@ -1,7 +1,7 @@
 """A derivation tree (:class:`~sdy_dl.audit.explain.Node`) as text lines and as an
 HTML fragment: what ``sdy-dl explain`` prints, ``str(tree)`` and Jupyter show; and
 the texts of its annotation leaves, one per input annotation
-(:func:`one_per_annotation`, which conflicts and the ledger cite too)."""
+(:func:`one_per_annotation`, which conflicts and why-not cite too)."""
 
 from __future__ import annotations
 

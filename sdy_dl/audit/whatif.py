@@ -353,7 +353,7 @@ def _main_result_target(audit, index: int) -> _Target:
         if index >= len(types):
             raise SdyError(f"the input's main function has {len(types)} results", file=audit.file)
         # (where: JAX's name of the result, else its number)
-        where = next(iter(result_info(main, index)), f"main result {index}")
+        where = next((n for n in result_info(main, index) if n), f"main result {index}")
         return _Target("result", -1, index, f"result:{index}", "func.func",
                        tensor_rank(types[index]), read_func_attr(main, "res_attrs", index), where)
 

@@ -393,8 +393,6 @@ class StepWalk:
         return found
 
 
-
-
 def _crossing_cause(link, axis: str, place: str, why) -> str:
     """The cause stage ``why_not`` gives for ``link`` not carrying ``axis``: the
     relation of the literal of ``carries`` that did not hold, phrased."""
