@@ -17,6 +17,7 @@ import sys
 import click
 
 from sdy_dl import __version__
+from sdy_dl.cli.streams import say_error
 from sdy_dl.errors import SdyError, one_line
 from sdy_dl.signals import Terminated, raise_pending, terminate
 
@@ -30,7 +31,7 @@ def _usage_error(e: click.UsageError):
         message = f"missing command (one of: {', '.join(e.ctx.command.list_commands(e.ctx))})"
     else:
         message = one_line(e.format_message())
-    click.echo(f"sdy-dl: error: {message}{hint}", err=True)
+    say_error(f"{message}{hint}")
     sys.exit(2)
 
 
@@ -59,7 +60,7 @@ class SdyGroup(click.Group):
         except click.UsageError as e:
             _usage_error(e)
         except SdyError as e:   # --help or --version on a closed or full standard output
-            click.echo(f"sdy-dl: error: {e}", err=True)
+            say_error(str(e))
             sys.exit(getattr(e, "exit_code", 1))
         except BrokenPipeError:
             sys.stdout = open(os.devnull, "w")
@@ -71,27 +72,27 @@ class SdyGroup(click.Group):
             sys.stdout.flush()   # (what is left to write fails here as it would earlier)
             return result
         except SdyError as e:
-            click.echo(f"sdy-dl: error: {e}", err=True)
+            say_error(str(e))
             sys.exit(getattr(e, "exit_code", _error_status(ctx)))
         except click.UsageError as e:
             _usage_error(e)
         except (click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:   # Ctrl-C: what was written so far is removed (``output``)
-            click.echo("sdy-dl: error: interrupted", err=True)
+            say_error("interrupted")
             sys.exit(130)
         except BrokenPipeError:   # the reader went away (`sdy-dl ... | head`): stop quietly
             sys.stdout = open(os.devnull, "w")
             sys.exit(ctx.meta.get(_BROKEN_PIPE_STATUS, 1))
         except MemoryError:   # (a limit, `ulimit -v`, or the machine's: not a bug to report)
-            click.echo("sdy-dl: error: out of memory", err=True)
+            say_error("out of memory")
             sys.exit(_error_status(ctx))
         except Exception as e:
             if os.environ.get("SDY_DL_TRACEBACK"):
                 raise
             message = one_line(str(e))[:200]
-            click.echo(f"sdy-dl: error: internal error ({type(e).__name__}: {message}); "
-                       "please report it with the input", err=True)
+            say_error(f"internal error ({type(e).__name__}: {message}); "
+                      "please report it with the input")
             sys.exit(_error_status(ctx))
 
 
@@ -158,11 +159,11 @@ def run(**click_options) -> None:
     try:
         _import_mlir_without_numpy()
     except (ImportError, MemoryError) as e:   # (a broken install, or too little memory)
-        print(f"sdy-dl: error: cannot load jaxlib's MLIR bindings ({type(e).__name__}: "
-              f"{one_line(str(e))})", file=sys.stderr)
+        say_error(f"cannot load jaxlib's MLIR bindings ({type(e).__name__}: "
+                  f"{one_line(str(e))})")
         os._exit(1)
     except KeyboardInterrupt:   # (Ctrl-C while they load: before any command runs)
-        print("sdy-dl: error: interrupted", file=sys.stderr)
+        say_error("interrupted")
         os._exit(130)
     streams.guard()
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -176,7 +177,7 @@ def run(**click_options) -> None:
             code = e.code
         raise_pending()   # (one an import put off while the command ended)
     except Terminated as e:   # (what was being written is removed on the way, as on Ctrl-C)
-        print(f"sdy-dl: error: terminated ({e.name})", file=sys.stderr)
+        say_error(f"terminated ({e.name})")
         code = 128 + e.signum
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)

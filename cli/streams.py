@@ -163,6 +163,12 @@ def _utf8_buffered(stream):
                             line_buffering=getattr(stream, "line_buffering", False))
 
 
+def say_error(message: str) -> None:
+    """Write the command's one error line, ``sdy-dl: error: MESSAGE``, to standard
+    error (a plain write: it must work before click runs and after :func:`guard`)."""
+    print(f"sdy-dl: error: {message}", file=sys.stderr)
+
+
 def finish(code: int) -> int:
     """Flush the standard streams at exit; the exit status, 1 if standard output
     could not be written (with the error line) unless the command already failed."""
@@ -172,7 +178,7 @@ def finish(code: int) -> int:
         pass
     except SdyError as e:
         if not code:
-            print(f"sdy-dl: error: {e}", file=sys.stderr)
+            say_error(str(e))
             code = 1
     sys.stderr.flush()
     return code
