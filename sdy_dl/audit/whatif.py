@@ -717,8 +717,8 @@ class _Memo:
         self.last_steps = None
         self.tags = None     # its op keys' tag of each op description (conflicts.OpKeys)
         self.totals = None   # each function's memory totals (its memory layouts')
-        self.named = None    # its module's ops, data-flow edges by name (_tags_at)
-        self.at = {}         # (edge, name) -> place -> its tags there (_tags_at)
+        self.by_name = None  # its module's ops, data-flow edges by name (_tags_at)
+        self.tags_by_place = {}   # (edge, name) -> place -> its tags there (_tags_at)
         self.last_edges = None   # edge tag -> its last visit (_last_edges)
         self.first_values = None   # tracer key -> its output value (naming.first_values)
 
@@ -957,7 +957,7 @@ def _tags_at(audit, edge: bool, name: str, place: str) -> list:
     from sdy_dl.ir.context import mlir_context
 
     memo = _Memo.of(audit)
-    if memo.named is None:
+    if memo.by_name is None:
         ops, edges = {}, {}     # name -> its (tag, location)s
         for tag, op_name, loc in audit.propagated.op_locations:
             ops.setdefault(op_name, []).append((tag, loc))
@@ -965,12 +965,12 @@ def _tags_at(audit, edge: bool, name: str, place: str) -> list:
             if link.owner:
                 edges.setdefault(edge_name(link.owner, link.edge), []).append(
                     (link.tag, link.owner_loc))
-        memo.named = ops, edges
-    places = memo.at.get((edge, name))
+        memo.by_name = ops, edges
+    places = memo.tags_by_place.get((edge, name))
     if places is None:
-        places = memo.at[(edge, name)] = {}
+        places = memo.tags_by_place[(edge, name)] = {}
         with mlir_context():
-            for tag, loc in memo.named[edge].get(name, ()):
+            for tag, loc in memo.by_name[edge].get(name, ()):
                 places.setdefault(place_in(loc), []).append(tag)
     return places.get(place, [])
 
