@@ -25,11 +25,9 @@ import re
 
 from jaxlib.mlir import ir
 
-from sdy_dl.ir.context import mlir_context
-from sdy_dl.signals import deferred
+from jaxlib.mlir.dialects import sdy
 
-with deferred:   # (the bindings' import runs Python code from C++)
-    from jaxlib.mlir.dialects import sdy
+from sdy_dl.ir.context import mlir_context
 from sdy_dl.sharding import (AxisRef, DimSharding, Mesh, MeshAxis, TensorSharding, interned)
 
 _CACHE = 1 << 16
