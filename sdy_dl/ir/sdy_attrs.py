@@ -24,7 +24,6 @@ import functools
 import re
 
 from jaxlib.mlir import ir
-
 from jaxlib.mlir.dialects import sdy
 
 from sdy_dl.ir.context import mlir_context
